@@ -1,0 +1,3 @@
+module github.com/knemesis/knemesis
+
+go 1.26.0
