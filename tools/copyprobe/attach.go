@@ -1,6 +1,8 @@
 package copyprobe
 
 import (
+	"debug/elf"
+	"debug/gosym"
 	"errors"
 	"fmt"
 	"os"
@@ -101,11 +103,16 @@ func (p *Probe) attachUser(path string) Status {
 	if err != nil {
 		return Status{Err: fmt.Errorf("uprobe: %w", err)}
 	}
+	offset, err := goSymbolOffset(exe, memcopy.Symbol)
+	if err != nil {
+		return Status{Err: fmt.Errorf("uprobe: %w", err)}
+	}
 	ex, err := link.OpenExecutable(exe)
 	if err != nil {
 		return Status{Err: fmt.Errorf("uprobe: opening %s: %w", exe, err)}
 	}
-	l, err := ex.Uprobe(memcopy.Symbol, prog, nil)
+	// The symbol name is only a label once Address is set.
+	l, err := ex.Uprobe(memcopy.Symbol, prog, &link.UprobeOptions{Address: offset})
 	if err != nil {
 		return Status{Err: fmt.Errorf("uprobe on %s in %s: %w", memcopy.Symbol, exe, explain(err))}
 	}
@@ -247,4 +254,38 @@ func knemOffsets(fields map[string]field) (map[string]uint32, error) {
 		consts[f.variable] = got.Offset
 	}
 	return consts, nil
+}
+
+// goSymbolOffset finds a Go function's file offset through the binary's
+// pclntab. `go test` and `go run` link with -s, which drops the ELF symbol
+// table the uprobe library reads, but a Go binary always keeps pclntab.
+func goSymbolOffset(path, symbol string) (uint64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	pcln, text := f.Section(".gopclntab"), f.Section(".text")
+	if pcln == nil || text == nil {
+		return 0, fmt.Errorf("%s is not a Go executable (no .gopclntab)", path)
+	}
+	data, err := pcln.Data()
+	if err != nil {
+		return 0, fmt.Errorf("reading .gopclntab: %w", err)
+	}
+	table, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
+	if err != nil {
+		return 0, fmt.Errorf("parsing .gopclntab: %w", err)
+	}
+	fn := table.LookupFunc(symbol)
+	if fn == nil {
+		return 0, fmt.Errorf("%s not found in %s (not linked in, or inlined despite go:noinline)", symbol, path)
+	}
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_LOAD && prog.Flags&elf.PF_X != 0 &&
+			prog.Vaddr <= fn.Entry && fn.Entry < prog.Vaddr+prog.Memsz {
+			return fn.Entry - prog.Vaddr + prog.Off, nil
+		}
+	}
+	return 0, fmt.Errorf("%s at %#x is in no executable segment of %s", symbol, fn.Entry, path)
 }
