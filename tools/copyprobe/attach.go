@@ -219,16 +219,23 @@ func (p *Probe) attachModule() Status {
 	if err != nil {
 		return Status{Err: err}
 	}
+	return p.attachModuleAt(knemGroup, knemEvent, consts)
+}
+
+// attachModuleAt attaches the knem_copy program to group:event, reading the
+// contract's fields at the given offsets. Tests point it at a stand-in
+// event on machines without the module.
+func (p *Probe) attachModuleAt(group, event string, consts map[string]uint32) Status {
 	prog, err := p.load(copyprobeProgKnemCopy, consts)
 	if err != nil {
 		return Status{Err: fmt.Errorf("module tracepoint: %w", err)}
 	}
-	l, err := link.Tracepoint(knemGroup, knemEvent, prog, nil)
+	l, err := link.Tracepoint(group, event, prog, nil)
 	if err != nil {
-		return Status{Err: fmt.Errorf("attaching to %s:%s: %w", knemGroup, knemEvent, explain(err))}
+		return Status{Err: fmt.Errorf("attaching to %s:%s: %w", group, event, explain(err))}
 	}
 	p.links = append(p.links, l)
-	return Status{Mode: ModeModuleTracepoint, Detail: knemGroup + ":" + knemEvent}
+	return Status{Mode: ModeModuleTracepoint, Detail: group + ":" + event}
 }
 
 // knemOffsets finds the contract's fields in the event's format, wherever
