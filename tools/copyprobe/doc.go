@@ -25,10 +25,13 @@
 //   - User (ModeUprobe): a uprobe on memcopy.Copy, the one routine through
 //     which knemesis copies payload in user space, in the job's executable
 //     (Options.Executable). The program reads len(dst) and len(src) from
-//     the Go register ABI at entry (amd64: BX and SI) and adds the smaller.
-//     A uretprobe is not used: it rewrites the return address on the stack,
-//     which breaks when Go moves a goroutine's stack. The symbol is found
-//     through .gopclntab, so binaries linked with -s (go test, go run) work.
+//     the Go register ABI (amd64: BX and SI) and adds the smaller. The
+//     probe sits just past the function's stack-growth check, not on its
+//     entry: a call whose stack must grow runs the entry twice (morestack
+//     jumps back to it) and would be counted twice. A uretprobe is not
+//     used: it rewrites the return address on the stack, which breaks when
+//     Go moves a goroutine's stack. The function is found through
+//     .gopclntab, so binaries linked with -s (go test, go run) work.
 //
 //   - Kernel, ModeFentry: fexit programs on copy_page_to_iter and
 //     copy_page_from_iter add the bytes each call copied. These are the
@@ -68,6 +71,7 @@
 //	vmsplice out of a pipe         1 copy   (vmsplice_to_user copies)
 //	splice pipe to pipe            0 copies (buffers move by reference)
 //	process_vm_readv, _writev      1 copy
+//	ioctl on /dev/knem             0 here  (knem:knem_copy counts its copies)
 //	the same calls on any other fd not counted; added to Bytes.Unmodelled
 //
 // Limits, stated rather than hidden:
@@ -76,9 +80,11 @@
 //     bytes are reported as Unmodelled so that a reader can see them; in
 //     fentry mode, page-cache reads through copy_page_to_iter are counted
 //     as kernel copies.
-//   - ioctl on /dev/knem is not modelled from the syscall: its return value
+//   - ioctl on /dev/knem is not counted from the syscall: its return value
 //     is a status, not a byte count, and the module's own tracepoint gives
-//     both the length and the engine exactly.
+//     both the length and the engine exactly. The device is recognised by
+//     its device number, read from /sys/class/misc/knem/dev at Open: load
+//     the module before opening the probe.
 //   - splice between a pipe and a file or socket, and sendfile, copy_file_range
 //     and io_uring are not modelled (Unmodelled, or not seen at all).
 //   - A call already blocked when tracking starts is not counted: its entry
