@@ -1,0 +1,2 @@
+// Package knem is the Go interface to /dev/knem.
+package knem
