@@ -141,8 +141,8 @@ type InitAsyncRecvParam struct {
 	RecvIovecArray uint64
 	RecvIovecNr    uint32
 	StatusIndex    uint32
-	Flags          uint32
 	SendCookie     Cookie
+	Flags          uint32
 	Pad            uint32
 }
 
@@ -151,8 +151,8 @@ type SyncRecvParam struct {
 	RecvIovecArray uint64
 	RecvIovecNr    uint32
 	Status         uint32
-	Flags          uint32
 	SendCookie     Cookie
+	Flags          uint32
 	Pad            uint32
 }
 
