@@ -36,11 +36,16 @@ func (d *Device) MapStatus(slots int) (*StatusArray, error) {
 	if err != nil {
 		return nil, &Error{Op: "mmap status array", Err: err}
 	}
+	return newStatusArray(mem), nil
+}
+
+func newStatusArray(mem []byte) *StatusArray {
+	n := len(mem)
 	s := &StatusArray{mem: mem, used: make([]atomic.Uint64, (n+63)/64)}
 	if tail := n % 64; tail != 0 {
 		s.used[len(s.used)-1].Store(^uint64(0) << tail) // slots that do not exist
 	}
-	return s, nil
+	return s
 }
 
 // Len is the number of slots.
