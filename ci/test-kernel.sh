@@ -16,8 +16,8 @@
 #	KNEMESIS_CACHE  downloaded and extracted images (/var/cache/knemesis)
 #	KCI_OUT         build products and console logs (ci/out)
 #	KCI_KERNELS     releases to test instead of ci/kernels.txt
-#	KCI_MODULES     module source dirs, in load order, relative to the
-#	                repository (kmod/softdma kmod/knem/module)
+#	KCI_KMOD        the module source tree to test (the repository's kmod/)
+#	KCI_MODULES     module dirs in it, in load order (softdma knem/module)
 #	KCI_BOOT_TIMEOUT  seconds one guest may run (420)
 #	KCI_TEST_ARGS   extra test binary flags, comma-separated
 #	                (e.g. -test.run=Copy,-test.bench=.)
@@ -26,7 +26,8 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cache=${KNEMESIS_CACHE:-/var/cache/knemesis}
 out=${KCI_OUT:-$repo/ci/out}
-modules=${KCI_MODULES:-kmod/softdma kmod/knem/module}
+kmod=${KCI_KMOD:-$repo/kmod}
+modules=${KCI_MODULES:-softdma knem/module}
 boot_timeout=${KCI_BOOT_TIMEOUT:-420}
 go=${GO:-go}
 
@@ -57,8 +58,9 @@ fetch_image() {
 }
 
 # build_modules RELEASE DEST: builds every KCI_MODULES dir against the
-# release's headers in a private copy of kmod/, so that kernels never share
-# build products, and copies the .ko files to DEST.
+# release's headers in a private copy of the kmod tree, so that kernels never
+# share build products (nor pick up stale ones), and copies the .ko files to
+# DEST.
 build_modules() {
 	local rel=$1 dest=$2 kdir=/lib/modules/$1/build src m ko
 	if [ ! -f "$kdir/Makefile" ]; then
@@ -66,17 +68,21 @@ build_modules() {
 		[ -f "$kdir/Makefile" ] ||
 			{ why="headers missing: apt-get install linux-headers-$rel"; return 1; }
 	fi
-	src=$out/$rel/src
+	src=$out/$rel/kmod
 	rm -rf "$src" && mkdir -p "$src" "$dest" || return 1
 	: >"$dest/load-order"
 	for m in $modules; do
-		[ -d "$repo/$m" ] || { why="no module source at $m"; return 1; }
-		mkdir -p "$src/$m" && cp -a "$repo/$m/." "$src/$m/" || return 1
+		[ -d "$kmod/$m" ] || { why="no module source at $kmod/$m"; return 1; }
 	done
-	# uapi headers and anything the Makefiles include by relative path.
-	[ -d "$repo/kmod" ] && cp -an "$repo/kmod/." "$src/kmod/" 2>/dev/null
+	# The whole tree (Makefiles reach the uapi header by relative path),
+	# without the products of a build for some other kernel.
+	tar -C "$kmod" --exclude='*.o' --exclude='*.ko' --exclude='*.mod' \
+		--exclude='*.mod.c' --exclude='.*.cmd' --exclude=Module.symvers \
+		--exclude=modules.order --exclude='*.a' -cf - . |
+		tar -C "$src" -xf - || return 1
+	: >"$out/$rel/build.log"
 	for m in $modules; do
-		if ! make -C "$src/$m" KDIR="$kdir" >"$out/$rel/build.log" 2>&1; then
+		if ! make -C "$src/$m" KDIR="$kdir" >>"$out/$rel/build.log" 2>&1; then
 			why="module build failed in $m (see $out/$rel/build.log)"
 			return 1
 		fi
