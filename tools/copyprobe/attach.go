@@ -180,25 +180,29 @@ type fexitHook struct{ fn, prog string }
 type fexitRole struct {
 	copy string
 	alts [][]fexitHook
+	// syscalls, when no alternative attaches, count this copy with the
+	// syscall model instead, and the report says so.
+	syscalls []string
 }
 
 // pageCopyHooks, preferred, count every page copy the kernel makes for the
 // job, whatever the file or call.
 var pageCopyHooks = []fexitRole{
-	{"page copies to user", [][]fexitHook{{{"copy_page_to_iter", copyprobeProgFexitRet4}}}},
-	{"page copies from user", [][]fexitHook{{{"copy_page_from_iter", copyprobeProgFexitRet4}}}},
+	{"page copies to user", [][]fexitHook{{{"copy_page_to_iter", copyprobeProgFexitRet4}}}, nil},
+	{"page copies from user", [][]fexitHook{{{"copy_page_from_iter", copyprobeProgFexitRet4}}}, nil},
 }
 
 // transferHooks count the copy of each transfer path, for kernels that do
 // not trace the page copy routines.
 var transferHooks = []fexitRole{
-	{"pipe read", [][]fexitHook{{{"anon_pipe_read", copyprobeProgFexitRet2}}, {{"pipe_read", copyprobeProgFexitRet2}}}},
-	{"pipe write", [][]fexitHook{{{"anon_pipe_write", copyprobeProgFexitRet2}}, {{"pipe_write", copyprobeProgFexitRet2}}}},
-	{"vmsplice out of a pipe", [][]fexitHook{{{"pipe_to_user", copyprobeProgFexitRet3}}}},
-	{"process_vm_readv/writev", [][]fexitHook{
-		{{"process_vm_rw", copyprobeProgFexitRet7}},
-		{{"__x64_sys_process_vm_readv", copyprobeProgFexitRet1}, {"__x64_sys_process_vm_writev", copyprobeProgFexitRet1}},
-	}},
+	{"pipe read", [][]fexitHook{{{"anon_pipe_read", copyprobeProgFexitRet2}}, {{"pipe_read", copyprobeProgFexitRet2}}}, nil},
+	{"pipe write", [][]fexitHook{{{"anon_pipe_write", copyprobeProgFexitRet2}}, {{"pipe_write", copyprobeProgFexitRet2}}}, nil},
+	{"vmsplice out of a pipe", [][]fexitHook{{{"pipe_to_user", copyprobeProgFexitRet3}}}, nil},
+	// Before 6.6 a trampoline takes at most 6 arguments, the syscall
+	// functions have ambiguous BTF and the rest is inlined: 6.1 counts
+	// CMA with the syscall model.
+	{"process_vm_readv/writev", [][]fexitHook{{{"process_vm_rw", copyprobeProgFexitRet7}}},
+		[]string{"process_vm_readv", "process_vm_writev"}},
 }
 
 func (p *Probe) attachFentry() (Status, error) {
@@ -211,24 +215,37 @@ func (p *Probe) attachFentry() (Status, error) {
 			return Status{}, fmt.Errorf("marking knem ioctls: %w", err)
 		}
 	}
-	hooked, err := p.attachFexits(pageCopyHooks)
+	hooked, err := p.attachFexits(pageCopyHooks, nil)
 	if err == nil {
 		return Status{Mode: ModeFentry, Detail: "fexit on " + strings.Join(hooked, ", ")}, nil
 	}
 	pageErr := err
-	hooked, err = p.attachFexits(transferHooks)
+	var viaSyscalls []string
+	hooked, err = p.attachFexits(transferHooks, func(role fexitRole, why error) error {
+		if err := p.attachSyscalls(role.syscalls, 0); err != nil {
+			return err
+		}
+		viaSyscalls = append(viaSyscalls, fmt.Sprintf("%s by the syscall model (%v)", role.copy, why))
+		return nil
+	})
 	if err != nil {
 		return Status{}, fmt.Errorf("%w; and %w", pageErr, err)
 	}
-	return Status{
+	st := Status{
 		Mode:     ModeFentry,
 		Detail:   "fexit on " + strings.Join(hooked, ", "),
 		Fallback: "page copy routines not traceable here (" + pageErr.Error() + "), so the transfer functions are hooked",
-	}, nil
+	}
+	if len(viaSyscalls) > 0 {
+		st.Detail += "; " + strings.Join(viaSyscalls, "; ")
+	}
+	return st, nil
 }
 
-// attachFexits attaches one alternative of every role, or nothing.
-func (p *Probe) attachFexits(roles []fexitRole) (hooked []string, err error) {
+// attachFexits attaches one alternative of every role, or nothing. A role
+// none of whose alternatives attaches goes to fallback when it has
+// syscalls to count it by.
+func (p *Probe) attachFexits(roles []fexitRole, fallback func(fexitRole, error) error) (hooked []string, err error) {
 	var links []link.Link
 	defer func() {
 		if err != nil {
@@ -255,8 +272,15 @@ func (p *Probe) attachFexits(roles []fexitRole) (hooked []string, err error) {
 			ok = true
 			break
 		}
-		if !ok {
-			return nil, fmt.Errorf("%s: %s", role.copy, strings.Join(errs, "; "))
+		if ok {
+			continue
+		}
+		why := fmt.Errorf("%s: %s", role.copy, strings.Join(errs, "; "))
+		if fallback == nil || len(role.syscalls) == 0 {
+			return nil, why
+		}
+		if err := fallback(role, why); err != nil {
+			return nil, fmt.Errorf("%w; and its syscall tracepoints: %w", why, err)
 		}
 	}
 	return hooked, nil

@@ -19,7 +19,6 @@ const (
 	copyprobeMapCounters      = "counters"
 	copyprobeMapInflight      = "inflight"
 	copyprobeMapJobTgids      = "job_tgids"
-	copyprobeProgFexitRet1    = "fexit_ret1"
 	copyprobeProgFexitRet2    = "fexit_ret2"
 	copyprobeProgFexitRet3    = "fexit_ret3"
 	copyprobeProgFexitRet4    = "fexit_ret4"
@@ -78,7 +77,6 @@ type copyprobeSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type copyprobeProgramSpecs struct {
-	FexitRet1    *ebpf.ProgramSpec `ebpf:"fexit_ret1"`
 	FexitRet2    *ebpf.ProgramSpec `ebpf:"fexit_ret2"`
 	FexitRet3    *ebpf.ProgramSpec `ebpf:"fexit_ret3"`
 	FexitRet4    *ebpf.ProgramSpec `ebpf:"fexit_ret4"`
@@ -157,7 +155,6 @@ type copyprobeVariables struct {
 //
 // It can be passed to loadCopyprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type copyprobePrograms struct {
-	FexitRet1    *ebpf.Program `ebpf:"fexit_ret1"`
 	FexitRet2    *ebpf.Program `ebpf:"fexit_ret2"`
 	FexitRet3    *ebpf.Program `ebpf:"fexit_ret3"`
 	FexitRet4    *ebpf.Program `ebpf:"fexit_ret4"`
@@ -172,7 +169,6 @@ type copyprobePrograms struct {
 
 func (p *copyprobePrograms) Close() error {
 	return _CopyprobeClose(
-		p.FexitRet1,
 		p.FexitRet2,
 		p.FexitRet3,
 		p.FexitRet4,
