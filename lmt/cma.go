@@ -121,8 +121,8 @@ func checkCMA(cfg *Config, peer Peer) error {
 	case nil, unix.EFAULT:
 		return nil
 	case unix.ESRCH:
-		return &Unavailable{Backend: "cma", Peer: peer.Rank, Err: err,
-			Reason: fmt.Sprintf("no process %d", peer.PID), Fix: "check that the peer is alive and in this PID namespace"}
+		// Gone, or the pid means nothing in our PID namespace.
+		return &PeerError{Rank: peer.Rank, PID: peer.PID, Err: err}
 	case unix.ENOSYS:
 		return &Unavailable{Backend: "cma", Peer: -1, Err: err,
 			Reason: "process_vm_readv is not implemented (kernel without CONFIG_CROSS_MEMORY_ATTACH, or a seccomp filter answering ENOSYS)",

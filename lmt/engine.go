@@ -381,9 +381,9 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 		refused = e.check(s, src)
 	}
 	if refused != nil {
-		if err := e.peerAlive(src); err != nil {
-			t.setSlot(s)
-			e.complete(t, err)
+		var pe *PeerError
+		if errors.As(refused, &pe) {
+			e.PeerFailed(src, refused)
 			return t, nil
 		}
 		// The receiver has the last word: pick a backend that needs no
