@@ -65,8 +65,8 @@ type procBlock struct {
 	pid    atomic.Int32  // written once at join
 	closed atomic.Uint32 // 1 once the rank called Close
 	_      [lineSize - 8]byte
-	recv queueShared
-	free queueShared
+	recv   queueShared
+	free   queueShared
 }
 
 // cellHdr starts every cell. Only next is written by a process other than
