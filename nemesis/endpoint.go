@@ -115,6 +115,7 @@ type Endpoint struct {
 	eagerMax int
 
 	live    liveness
+	crashed error // the first rank found dead without having closed
 	fatal   error
 	closed  bool
 	blocker Request // for blocking Send/Recv
@@ -353,6 +354,10 @@ func (ep *Endpoint) Irecv(r *Request, src, tag int, buf []byte) error {
 	if u := ep.unexp.match(src, tag); u != nil {
 		return ep.takeUnexpected(r, u)
 	}
+	if err := ep.unreachable(src); err != nil {
+		ep.finish(r, 0, err)
+		return nil
+	}
 	ep.posted.push(r)
 	ep.expect(src, +1)
 	return nil
@@ -449,11 +454,7 @@ func (ep *Endpoint) Probe(src, tag int) (Status, error) {
 		if err != nil || ok {
 			return st, err
 		}
-		if src != AnySource {
-			if err := ep.peers[src].dead; err != nil {
-				return Status{}, err
-			}
-		} else if err := ep.allDead(); err != nil {
+		if err := ep.unreachable(src); err != nil {
 			return Status{}, err
 		}
 		if err := ep.idle(&w); err != nil {
@@ -507,7 +508,7 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 		if n > ep.eagerMax {
 			return ep.sendRTS(r)
 		}
-		if n <= s.fboxPayload && p.fbOut.full.Load() == 0 {
+		if p.fbOut != nil && n <= s.fboxPayload && p.fbOut.full.Load() == 0 {
 			fb := p.fbOut
 			memcopy.Copy(p.fbOutPl, r.buf)
 			fb.seq, fb.tag, fb.len, fb.kind, fb.total = p.sendSeq, int32(r.tag), uint32(n), kindMsg, uint64(n)

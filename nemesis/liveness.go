@@ -54,7 +54,7 @@ func (l *liveness) open(ep *Endpoint) error {
 		fd, err := unix.PidfdOpen(p.pid, 0)
 		if err != nil {
 			if err == unix.ESRCH {
-				ep.peers[i].dead = ep.peerGone(i)
+				ep.peerFailed(i)
 				continue
 			}
 			l.close() // fall back to kill(pid, 0) for all
@@ -134,6 +134,9 @@ func (ep *Endpoint) peerFailed(rank int) {
 	err := ep.peerGone(rank)
 	p.dead = err
 	crashed := ep.seg.proc(rank).closed.Load() == 0
+	if crashed && ep.crashed == nil {
+		ep.crashed = err
+	}
 	q := &ep.sendq[rank]
 	for r := q.head; r != nil; r = q.head {
 		q.remove(r)
@@ -161,6 +164,20 @@ func (ep *Endpoint) peerFailed(rank int) {
 	if ep.lmt != nil {
 		ep.lmt.PeerFailed(rank, err)
 	}
+}
+
+// unreachable says why no message from src (or from anyone, for AnySource)
+// can arrive any more. After a rank crashed, wildcard receives fail (as
+// with ULFM's MPI_ERR_PROC_FAILED): the message they wait for may have been
+// the dead rank's.
+func (ep *Endpoint) unreachable(src int) error {
+	if src != AnySource {
+		return ep.peers[src].dead
+	}
+	if ep.crashed != nil {
+		return ep.crashed
+	}
+	return ep.allDead()
 }
 
 // allDead returns an error when no other rank is left to send anything.
