@@ -40,8 +40,8 @@ type Options struct {
 
 // LMT is the nemesis.LMT of one endpoint.
 type LMT struct {
-	ep     *nemesis.Endpoint
-	eng    *lmt.Engine
+	ep  *nemesis.Endpoint
+	eng *lmt.Engine
 	// forced[dst] lists the sends to dst given a backend by Isend, in
 	// send order (sends to one rank start in order).
 	forced [][]forcing
