@@ -162,6 +162,11 @@ func explainEPERM(peer Peer) *Unavailable {
 			u.Fix = "do not make the peer non-dumpable (prctl(PR_SET_DUMPABLE, 1)), or grant CAP_SYS_PTRACE"
 			return u
 		}
+		if peerUID == os.Getuid() && !hasCap(unix.CAP_SYS_PTRACE) {
+			u.Reason = fmt.Sprintf("the peer runs as uid %d like this process, so it is not dumpable (prctl(PR_SET_DUMPABLE, 0), setuid exec) or holds capabilities this process lacks, and this process has no CAP_SYS_PTRACE", peerUID)
+			u.Fix = "keep the ranks dumpable and with the same capabilities, or grant CAP_SYS_PTRACE"
+			return u
+		}
 		if peerUID != os.Getuid() {
 			u.Reason = fmt.Sprintf("the peer runs as uid %d, this process as uid %d without CAP_SYS_PTRACE", peerUID, os.Getuid())
 			u.Fix = "run every rank under the same uid"
@@ -191,4 +196,19 @@ func statusUID(pid string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// hasCap reports whether capability c is in this thread's effective set.
+func hasCap(c int) bool {
+	s, err := os.ReadFile("/proc/thread-self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(s), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			bits, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && bits&(1<<c) != 0
+		}
+	}
+	return false
 }

@@ -476,7 +476,9 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 	}
 	switch h.typ {
 	case pktCTS:
-		if t.side != Sender || t.state != stWaitCTS {
+		// A pull sender waits for DONE, unless the receiver could not
+		// pull and names another backend in a CTS.
+		if t.side != Sender || !(t.state == stWaitCTS || t.state == stWaitDone && t.s.flow == Pull) {
 			return fmt.Errorf("lmt: unexpected CTS from rank %d for transfer in state %d", src, t.state)
 		}
 		t.peerID = h.src
