@@ -380,6 +380,9 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 	} else {
 		refused = e.check(s, src)
 	}
+	if refused == nil && s.flow == Push && !fitsHandle(t, hdrLen+segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+		refused = fmt.Errorf("lmt: %d receive segments do not fit a %s handle (max %d)", nonEmpty(iov), s.name, e.cfg.MaxSegments)
+	}
 	if refused != nil {
 		var pe *PeerError
 		if errors.As(refused, &pe) {
@@ -388,7 +391,7 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 		}
 		// The receiver has the last word: pick a backend that needs no
 		// handle from the sender and say so in the CTS.
-		s = e.fallback(src)
+		s = e.fallback(t)
 		if s == nil {
 			t.setSlot(e.slots[h.kind])
 			e.fail(t, fmt.Errorf("lmt: no fallback among %v: %w", e.cfg.Prefer, refused))
@@ -428,9 +431,12 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 	return t, nil
 }
 
-func (e *Engine) fallback(src int) *backendSlot {
+func (e *Engine) fallback(t *Transfer) *backendSlot {
 	for _, s := range e.prefer {
-		if s.flow != Pull && e.check(s, src) == nil {
+		if s.flow == Pull || s.flow == Push && !fitsHandle(t, segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+			continue
+		}
+		if e.check(s, t.peer) == nil {
 			return s
 		}
 	}
