@@ -99,6 +99,16 @@ func (p *Pipes) Writer(dst int) (int, error) {
 	return fd, nil
 }
 
+// Drop closes both ends this process holds with rank.
+func (p *Pipes) Drop(rank int) {
+	for _, fds := range [][]int{p.readers, p.writers} {
+		if fds[rank] >= 0 {
+			unix.Close(fds[rank])
+			fds[rank] = -1
+		}
+	}
+}
+
 // Close closes every end and removes the FIFOs this process created.
 func (p *Pipes) Close() {
 	for _, fds := range [][]int{p.readers, p.writers} {
