@@ -713,7 +713,11 @@ func (e *Engine) peerAlive(rank int) error {
 // the payload (n bytes after the header) already.
 func (e *Engine) send(t *Transfer, typ pktType, status uint8, n int, length int64) {
 	p := t.packet()
-	putHeader(p, typ, t.s.id, status, n, t.id, t.peerID, length)
+	var kind uint8 // 0: no backend (the RTS named one unknown here)
+	if t.s != nil {
+		kind = t.s.id
+	}
+	putHeader(p, typ, kind, status, n, t.id, t.peerID, length)
 	t.pktLen = hdrLen + n
 	if t.pktPending {
 		return // already in the outbox: the newer packet replaces it

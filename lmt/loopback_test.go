@@ -2,6 +2,7 @@ package lmt_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -165,5 +166,30 @@ func TestMalformed(t *testing.T) {
 	cts[16] = 77
 	if err := e.HandleControl(0, cts); err != nil {
 		t.Errorf("stale CTS: %v, want it ignored", err)
+	}
+}
+
+// TestUnknownBackendInRTS: an RTS naming a backend this engine lacks, with
+// no fallback allowed, fails both sides with an error naming it.
+func TestUnknownBackendInRTS(t *testing.T) {
+	l := newLoop(t, "cma")
+	m := make([]byte, 100000)
+	rts := make([]byte, 4096)
+	send, n, err := l.engs[0].StartSend(1, [][]byte{m}, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rts[1] = 200 // a backend id nobody registered
+	recv, err := l.engs[1].StartRecv(0, rts[:n], [][]byte{make([]byte, len(m))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.wait(t, send, recv)
+	if err := recv.Err(); err == nil || !strings.Contains(err.Error(), "backend id 200") {
+		t.Errorf("receiver: %v, want an error naming backend id 200", err)
+	}
+	var re *lmt.RemoteError
+	if err := send.Err(); !errors.As(err, &re) || re.Rank != 1 {
+		t.Errorf("sender: %v, want a RemoteError from rank 1", err)
 	}
 }
