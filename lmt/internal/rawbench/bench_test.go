@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/knemesis/knemesis/lmt"
-	"github.com/knemesis/knemesis/lmt/internal/rawbench"
 	"github.com/knemesis/knemesis/lmt/attach"
+	"github.com/knemesis/knemesis/lmt/internal/rawbench"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	_ "github.com/knemesis/knemesis/pipe"
