@@ -219,6 +219,11 @@ func New(cfg Config) (*Engine, error) {
 			busy: make([]*Transfer, cfg.Size), queue: make([][]*Transfer, cfg.Size),
 		}
 	}
+	for rank := range e.peers {
+		if rank != cfg.Rank {
+			e.openPidfd(rank) // now, while every peer is known alive
+		}
+	}
 	for _, name := range cfg.Prefer {
 		if s := e.slot(name); s != nil {
 			e.prefer = append(e.prefer, s)
@@ -384,9 +389,8 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 		refused = fmt.Errorf("lmt: %d receive segments do not fit a %s handle (max %d)", nonEmpty(iov), s.name, e.cfg.MaxSegments)
 	}
 	if refused != nil {
-		var pe *PeerError
-		if errors.As(refused, &pe) {
-			e.PeerFailed(src, refused)
+		if err := e.peerAlive(src); err != nil {
+			e.PeerFailed(src, err)
 			return t, nil
 		}
 		// The receiver has the last word: pick a backend that needs no
@@ -399,9 +403,18 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 		}
 	} else if s.flow == Pull {
 		if err := s.b.SetPeerHandle(t, payload); err != nil {
-			t.setSlot(s)
-			e.fail(t, err)
-			return t, nil
+			var u *Unavailable
+			if !errors.As(err, &u) {
+				t.setSlot(s)
+				e.fail(t, err)
+				return t, nil
+			}
+			// Usable in general, not with this handle: fall back.
+			if s = e.fallback(t); s == nil {
+				t.setSlot(e.slots[h.kind])
+				e.fail(t, fmt.Errorf("lmt: no fallback among %v: %w", e.cfg.Prefer, err))
+				return t, nil
+			}
 		}
 	}
 	t.setSlot(s)
@@ -688,18 +701,9 @@ func (e *Engine) peerAlive(rank int) error {
 		return p.gone
 	}
 	if p.pidfd < 0 {
-		pid := e.peerPID(rank)
-		if pid <= 0 {
-			return nil
+		if p.pid < 0 || !e.openPidfd(rank) {
+			return nil // no pidfd: rely on the channel's own errors
 		}
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err == unix.ESRCH {
-			return &PeerError{Rank: rank, PID: pid, Err: errors.New("no such process")}
-		}
-		if err != nil {
-			return nil // pidfds unsupported: rely on the channel's own errors
-		}
-		p.pidfd, p.pid = fd, pid
 	}
 	e.pfd[0] = unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN}
 	n, err := unix.Poll(e.pfd[:], 0)
@@ -707,6 +711,25 @@ func (e *Engine) peerAlive(rank int) error {
 		return &PeerError{Rank: rank, PID: p.pid, Err: errors.New("process exited")}
 	}
 	return nil
+}
+
+// openPidfd opens a pidfd on rank's process. A pid that does not exist
+// here is not taken as a death: it may live in another PID namespace, so the
+// rank is marked as having no usable pid, and the Engine relies on the
+// control channel's errors (the endpoint's liveness) for it.
+func (e *Engine) openPidfd(rank int) bool {
+	p := &e.peers[rank]
+	pid := e.peerPID(rank)
+	if pid <= 0 {
+		return false // unknown for now
+	}
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		p.pid = -1
+		return false
+	}
+	p.pidfd, p.pid = fd, pid
+	return true
 }
 
 // send queues a control packet for t's peer; the packet buffer of t holds
