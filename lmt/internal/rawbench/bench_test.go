@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -186,7 +185,9 @@ func startPeer() (*side, error) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envPeer+"="+job)
 		cmd.Stderr = os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		// No Pdeathsig: it fires when the forking thread exits, and
+		// benchmark goroutines lock (then end) their threads. The peer
+		// leaves when its endpoint sees this process die.
 		if peerErr = cmd.Start(); peerErr != nil {
 			return
 		}
