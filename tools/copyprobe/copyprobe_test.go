@@ -47,6 +47,9 @@ type job struct {
 	// runs in the parent only.
 	files func(t *testing.T) (rank0, rank1 []*os.File)
 	rank  func(p launch.Proc) error
+	// setup, when set, prepares each rank's command in the parent, before
+	// files are appended to its ExtraFiles.
+	setup func(rank int, cmd *exec.Cmd) error
 	// during, when set, runs in the parent while the probes count, just
 	// before the ranks start.
 	during func(t *testing.T)
@@ -104,9 +107,15 @@ func run(t *testing.T, j job) (m measured, ok bool) {
 	}
 	launchtest.RunOpts(t, 2, launchtest.Options{Setup: func(rank int, cmd *exec.Cmd) error {
 		cmd.Stdout, cmd.Stderr = log, log
-		cmd.ExtraFiles = rank0
-		if rank == 1 {
-			cmd.ExtraFiles = rank1
+		if j.setup != nil {
+			if err := j.setup(rank, cmd); err != nil {
+				return err
+			}
+		}
+		if rank == 0 {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, rank0...)
+		} else {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, rank1...)
 		}
 		return nil
 	}}, j.rank)
