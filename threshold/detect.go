@@ -18,7 +18,7 @@ type DetectOptions struct {
 	// recorded values.
 	CPUID func(CPUSet) (map[int]CPUIDInfo, error)
 	// Override replaces levels of the detected topology. Nil means parse
-	// $KNEMESIS_CACHE when it is set.
+	// $KNEMESIS_CACHE when it is set; an empty non-nil one ignores it.
 	Override CacheOverride
 }
 
@@ -63,14 +63,14 @@ func Detect(opts DetectOptions) (*Topology, error) {
 		switch {
 		case cpuidErr == nil:
 			t.Notes = append([]string{fmt.Sprintf("sysfs skipped: %v", sysErr)}, t.Notes...)
-		case override != nil:
+		case len(override) > 0:
 			t = &Topology{CPUs: cpus, Notes: []string{
 				fmt.Sprintf("sysfs skipped: %v", sysErr), fmt.Sprintf("cpuid skipped: %v", cpuidErr)}}
 		default:
 			return nil, fmt.Errorf("cache topology: %w; %w (set %s to describe the caches)", sysErr, cpuidErr, EnvCache)
 		}
 	}
-	if override != nil {
+	if len(override) > 0 {
 		o, err := override.Apply(t)
 		if err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,6 +207,10 @@ func (tt *TunedTable) validate() error {
 		return fmt.Errorf("negative lmt_min %d", tt.LMTMin)
 	}
 	return nil
+}
+
+func (f *TuningFile) writeMachine(w io.Writer) error {
+	return json.NewEncoder(w).Encode(f.Machine)
 }
 
 // Save writes f to path atomically (a reader never sees half a file),
