@@ -56,15 +56,15 @@ type Transfer struct {
 	StatusSlot bool
 }
 
-// Decide picks the copy mode. Below the (concurrency-lowered) DMA_min the
+// Decide picks the copy mode. Up to the (concurrency-lowered) DMA_min the
 // CPU copy wins: submitting to the engine costs a device access per
 // physically contiguous chunk (§4.2), and the message fits in the cache.
-// Above it, DMA keeps the receiver's cache clean; asynchronous completion
+// Above it (§3.5: the cache must be at least twice the message), DMA keeps the receiver's cache clean; asynchronous completion
 // is preferred because it lets the receiver keep polling and overlaps the
 // copy (§4.3: KNEM enables async mode by default with I/OAT), and falls
 // back to synchronous DMA when there is no status slot.
 func Decide(t Transfer) Mode {
-	if !t.Offload || t.DMAMin <= 0 || t.Size < threshold.EffectiveDMAMin(t.DMAMin, t.Concurrent) {
+	if !t.Offload || t.DMAMin <= 0 || t.Size <= threshold.EffectiveDMAMin(t.DMAMin, t.Concurrent) {
 		return CPUCopy
 	}
 	if t.StatusSlot {

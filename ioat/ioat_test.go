@@ -143,8 +143,9 @@ func TestDecide(t *testing.T) {
 	}{
 		{Transfer{Size: 4 * mib, DMAMin: mib, Offload: false, StatusSlot: true}, CPUCopy},
 		{Transfer{Size: mib - 1, DMAMin: mib, Offload: true, StatusSlot: true}, CPUCopy},
-		{Transfer{Size: mib, DMAMin: mib, Offload: true, StatusSlot: true}, AsyncDMA},
-		{Transfer{Size: mib, DMAMin: mib, Offload: true}, SyncDMA},
+		{Transfer{Size: mib, DMAMin: mib, Offload: true, StatusSlot: true}, CPUCopy},
+		{Transfer{Size: mib + 1, DMAMin: mib, Offload: true, StatusSlot: true}, AsyncDMA},
+		{Transfer{Size: mib + 1, DMAMin: mib, Offload: true}, SyncDMA},
 		{Transfer{Size: 4 * mib, DMAMin: 0, Offload: true, StatusSlot: true}, CPUCopy},
 		// §4.4: with five transfers in flight, 1 MiB falls to ~205 KiB.
 		{Transfer{Size: 200 << 10, DMAMin: mib, Concurrent: 5, Offload: true, StatusSlot: true}, CPUCopy},
@@ -178,4 +179,22 @@ func ExampleDecide() {
 	// Output:
 	// 512 KiB: cpu, flags 0x0
 	// 2048 KiB: async-dma, flags 0x3
+}
+
+func TestStatusDescribe(t *testing.T) {
+	var b strings.Builder
+	s := Discover(Options{Info: fakeInfo{info: ModuleInfo{ABI: 0xd, Features: FeatureDMA}}, Sysfs: os.DirFS("testdata/ioat/class/dma")})
+	if err := s.Describe(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"knem module\tABI 0xd, features 0x1 (DMA true)",
+		"dma channels\t4 in /sys/class/dma",
+		"  dma1chan0\t0000:00:04.1 (ioatdma), memcpy yes, in use true, 1200 copies, 314572800 bytes",
+		"offload\ttrue",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("Describe lacks %q:\n%s", want, b.String())
+		}
+	}
 }

@@ -2,6 +2,7 @@ package ioat
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 )
@@ -99,4 +100,25 @@ func (s Status) drivers() string {
 		}
 	}
 	return fmt.Sprint(ds)
+}
+
+// Describe prints the module's answer, the channels and what is missing,
+// for `lmtbench info`.
+func (s Status) Describe(w io.Writer) error {
+	if s.ModuleErr == nil {
+		fmt.Fprintf(w, "knem module\tABI %#x, features %#x (DMA %v), ignored flags %#x, forced flags %#x\n",
+			s.Module.ABI, s.Module.Features, s.Module.DMA(), s.Module.IgnoredFlags, s.Module.ForcedFlags)
+	} else {
+		fmt.Fprintf(w, "knem module\t%v\n", s.ModuleErr)
+	}
+	fmt.Fprintf(w, "dma channels\t%d in %s\n", len(s.Channels), SysfsDMARoot)
+	for _, c := range s.Channels {
+		fmt.Fprintf(w, "  %s\t%s (%s), memcpy %s, in use %v, %d copies, %d bytes\n",
+			c.Name, c.Device, c.Driver, c.Memcpy, c.InUse, c.MemcpyCount, c.BytesTransferred)
+	}
+	for _, m := range s.Missing() {
+		fmt.Fprintf(w, "offload missing\t%s\n", m)
+	}
+	_, err := fmt.Fprintf(w, "offload\t%v\n", s.Offload())
+	return err
 }
