@@ -88,6 +88,13 @@ func TestTune(t *testing.T) {
 	}
 }
 
+func TestSweepSizes(t *testing.T) {
+	s := SweepSizes()
+	if len(s) != 15 || s[0] != 4096 || s[14] != 64<<20 {
+		t.Errorf("SweepSizes = %v", s)
+	}
+}
+
 func testMachine() Machine {
 	return Machine{CPUModel: "AMD EPYC", CPUs: 2, Caches: "L1d 32 KiB ×2, L1i 32 KiB ×2, L2 512 KiB ×2, L3 32 MiB ×1",
 		Kernel: "6.18.44", HostHash: "0123456789abcdef"}
