@@ -252,3 +252,21 @@ func assertSameTopology(t *testing.T, got, want *Topology, src Source) {
 		}
 	}
 }
+
+func TestCPUIDHybridGroupsDoNotCollide(t *testing.T) {
+	// A P-core (APIC 2, private 1.25 MiB L2) and four E-cores (APIC 16-19,
+	// 2 MiB L2 shared by the cluster, EAX[25:14] = 7): 2>>0 and 16>>3 are
+	// both 2, yet the caches differ.
+	pcore := CPUIDInfo{APICID: 2, Caches: []CacheLeaf{{Level: 2, Type: UnifiedCache, Size: 1280 << 10, LineSize: 64, MaxSharing: 1}}}
+	per := map[int]CPUIDInfo{0: pcore}
+	for i := range 4 {
+		per[1+i] = CPUIDInfo{APICID: uint32(16 + i), Caches: []CacheLeaf{{Level: 2, Type: UnifiedCache, Size: 2 << 20, LineSize: 64, MaxSharing: 8}}}
+	}
+	topo, err := TopologyFromCPUID(per)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(topo.Caches) != 2 || topo.Caches[0].CPUs.String() != "0" || topo.Caches[1].CPUs.String() != "1-4" {
+		t.Errorf("hybrid L2s: %v", topo.Caches)
+	}
+}
