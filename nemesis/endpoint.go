@@ -119,7 +119,22 @@ type Endpoint struct {
 	fatal   error
 	closed  bool
 	blocker Request // for blocking Send/Recv
+	stats   Stats
 }
+
+// Stats counts what went which way, for tests and tuning.
+type Stats struct {
+	FastboxMsgs   uint64 // messages sent through a fastbox
+	QueueMsgs     uint64 // messages sent through the queue (eager, one or more cells)
+	Cells         uint64 // cells sent (messages, continuations, RTS, control)
+	RTS           uint64 // messages handed to the LMT
+	Unexpected    uint64 // messages that arrived before their receive
+	SeqFromFbox   uint64 // queue cells that found their predecessor in the fastbox
+	FullFboxScans uint64 // Polls that visited every fastbox
+}
+
+// Stats returns the counters of this endpoint.
+func (ep *Endpoint) Stats() Stats { return ep.stats }
 
 // Join attaches this process to job as rank of size, creating the segment
 // when rank is 0 and waiting (Options.JoinTimeout) for all others to join.
@@ -515,6 +530,7 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 			p.sendSeq++
 			fb.full.Store(1)
 			r.seqd = true
+			ep.stats.FastboxMsgs++
 			return sendDone, nil
 		}
 	}
@@ -531,7 +547,9 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 		c.kind = kindCont
 		if !r.seqd {
 			c.kind = kindMsg
+			ep.stats.QueueMsgs++
 		}
+		ep.stats.Cells++
 		c.src, c.seq, c.tag, c.len, c.total = uint32(ep.rank), p.sendSeq, int32(r.tag), uint32(chunk), uint64(n)
 		p.sendSeq++
 		r.seqd = true
@@ -571,6 +589,8 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 	c.kind, c.src, c.seq, c.tag, c.len, c.total = kindRTS, uint32(ep.rank), p.sendSeq, int32(r.tag), uint32(k), uint64(len(r.buf))
 	p.sendSeq++
 	r.seqd = true
+	ep.stats.RTS++
+	ep.stats.Cells++
 	if err := p.recvQ.enqueue(s, off, c); err != nil {
 		return sendBlocked, ep.fail(err)
 	}
@@ -591,6 +611,7 @@ func (ep *Endpoint) sendCell(dst int, kind uint32, tag int, pkt []byte, total in
 	p := &ep.peers[dst]
 	c.kind, c.src, c.seq, c.tag, c.len, c.total = kind, uint32(ep.rank), p.sendSeq, int32(tag), uint32(len(pkt)), uint64(total)
 	p.sendSeq++
+	ep.stats.Cells++
 	if err := p.recvQ.enqueue(s, off, c); err != nil {
 		return false, ep.fail(err)
 	}

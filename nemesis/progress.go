@@ -33,6 +33,7 @@ func (ep *Endpoint) Poll() error {
 			mask = 7
 		}
 		if ep.polls&mask == 0 {
+			ep.stats.FullFboxScans++
 			for src := range ep.peers {
 				if _, err := ep.pollFbox(src); err != nil {
 					return err
@@ -86,8 +87,11 @@ func (ep *Endpoint) progressSends() error {
 func (ep *Endpoint) pollFbox(src int) (bool, error) {
 	p := &ep.peers[src]
 	fb := p.fbIn
-	if fb.full.Load() == 0 || fb.seq != p.recvSeq {
+	if fb == nil || fb.full.Load() == 0 || fb.seq != p.recvSeq {
 		return false, nil
+	}
+	if p.asm.req != nil || p.asm.ux != nil {
+		return false, ep.fail(errorf(ErrCorrupt, "fastbox message from rank %d inside a multi-cell message", src))
 	}
 	n := int(fb.len)
 	if n > len(p.fbInPl) || fb.kind != kindMsg || uint64(n) != fb.total {
@@ -111,12 +115,14 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 	if c.seq != p.recvSeq {
 		// The message before this one went through the fastbox, and is
 		// there now: the sender filled it before enqueueing this cell.
-		if ok, err := ep.pollFbox(src); err != nil || !ok || c.seq != p.recvSeq {
-			if err == nil {
-				err = errorf(ErrCorrupt, "cell from rank %d has sequence %d, expected %d", src, c.seq, p.recvSeq)
-			}
+		ok, err := ep.pollFbox(src)
+		if err == nil && (!ok || c.seq != p.recvSeq) {
+			err = errorf(ErrCorrupt, "cell from rank %d has sequence %d, expected %d", src, c.seq, p.recvSeq)
+		}
+		if err != nil {
 			return err
 		}
+		ep.stats.SeqFromFbox++
 	}
 	p.recvSeq++
 	n := int(c.len)
@@ -172,6 +178,7 @@ func (ep *Endpoint) arrive(src, tag int, kind uint32, total int, data []byte) er
 			return nil
 		}
 	}
+	ep.stats.Unexpected++
 	u := ep.newUnexpected(src, tag, kind, total, data)
 	if kind == kindMsg && total > len(data) {
 		ep.peers[src].asm = assembly{ux: u, got: len(data)}
