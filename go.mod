@@ -1,3 +1,5 @@
 module github.com/knemesis/knemesis
 
 go 1.26.0
+
+require golang.org/x/sys v0.49.0
