@@ -39,7 +39,7 @@ enum knem_engine {
 
 #define KNEM_FLAGS_ALL		0xffU
 #define KNEM_PROT_ALL		(PROT_READ | PROT_WRITE)
-#define KNEM_MAX_DMA_CHANS	8
+#define KNEM_MAX_DMA_CHANS	32
 
 /* Module parameters (knem_main.c). */
 extern unsigned int knem_max_iovecs;
