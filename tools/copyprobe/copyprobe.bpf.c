@@ -72,8 +72,10 @@ struct {
  * another thread) never reaches sys_exit.
  */
 struct inflight {
-	__u32 copies;     /* kernel copies per returned byte: 0 or 1 */
-	__u32 modelled;   /* 0: count the bytes as unmodelled */
+	__u8 copies;      /* kernel copies per returned byte: 0 or 1 */
+	__u8 modelled;    /* 0: count the bytes as unmodelled */
+	__u8 in_knem;     /* an ioctl on /dev/knem: its tracepoint counts */
+	__u8 pad;
 };
 
 struct {
@@ -170,6 +172,24 @@ int memcopy_copy(struct x86_regs *regs)
 
 /* ---- kernel CPU copies, fentry mode ---- */
 
+static __always_inline int in_knem_ioctl(void)
+{
+	__u32 tid = bpf_get_current_pid_tgid();
+	struct inflight *m = bpf_map_lookup_elem(&inflight, &tid);
+
+	return m && m->in_knem;
+}
+
+static __always_inline void count_page_copy(__u64 copied)
+{
+	/*
+	 * knem's CPU engine copies to an unpinned user buffer through
+	 * copy_page_to_iter too; knem_copy already counts those bytes.
+	 */
+	if (current_counted() && !in_knem_ioctl())
+		count(COUNT_KERNEL, copied);
+}
+
 /*
  * The kernel's page copy routines: pipe_write and process_vm_writev copy
  * through copy_page_from_iter, pipe_read (also of vmspliced pages) and
@@ -181,16 +201,14 @@ SEC("fexit/copy_page_to_iter")
 int fexit_copy_page_to_iter(__u64 *ctx)
 {
 	/* (page, offset, bytes, iter) -> size_t copied */
-	if (current_counted())
-		count(COUNT_KERNEL, ctx[4]);
+	count_page_copy(ctx[4]);
 	return 0;
 }
 
 SEC("fexit/copy_page_from_iter")
 int fexit_copy_page_from_iter(__u64 *ctx)
 {
-	if (current_counted())
-		count(COUNT_KERNEL, ctx[4]);
+	count_page_copy(ctx[4]);
 	return 0;
 }
 
@@ -215,6 +233,7 @@ struct sys_exit_args {
 enum {
 	NR_read = 0,
 	NR_write = 1,
+	NR_ioctl = 16,
 	NR_readv = 19,
 	NR_writev = 20,
 	NR_splice = 275,
@@ -226,6 +245,7 @@ enum {
 /* Just what the fd lookup reads; CO-RE finds each field in the running kernel. */
 struct inode {
 	unsigned short i_mode;
+	__u32 i_rdev;
 } __attribute__((preserve_access_index));
 
 struct file {
@@ -248,13 +268,18 @@ struct task_struct {
 
 #define S_IFMT 00170000
 #define S_IFIFO 0010000
+#define S_IFCHR 0020000
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
+
+/* The kernel dev_t of /dev/knem, set by attach.go; 0 when not loaded. */
+volatile const __u32 knem_rdev = 0;
 
 enum fd_kind {
 	FD_OTHER = 0,
 	FD_PIPE_READ = 1,  /* pipe (or FIFO) end open for reading */
 	FD_PIPE_WRITE = 2, /* pipe end open for writing */
+	FD_KNEM = 3,       /* the knem device */
 };
 
 static __always_inline enum fd_kind fd_kind(__u64 fd)
@@ -263,14 +288,19 @@ static __always_inline enum fd_kind fd_kind(__u64 fd)
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
 	struct file **fds;
 	struct file *file = 0;
-	unsigned int mode;
+	struct inode *inode;
+	unsigned int mode, type;
 
 	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
 		return FD_OTHER;
 	fds = BPF_CORE_READ(fdt, fd);
 	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
 		return FD_OTHER;
-	if ((BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT) != S_IFIFO)
+	inode = BPF_CORE_READ(file, f_inode);
+	type = BPF_CORE_READ(inode, i_mode) & S_IFMT;
+	if (type == S_IFCHR && knem_rdev && BPF_CORE_READ(inode, i_rdev) == knem_rdev)
+		return FD_KNEM;
+	if (type != S_IFIFO)
 		return FD_OTHER;
 	mode = BPF_CORE_READ(file, f_mode);
 	if (mode & FMODE_WRITE)
@@ -282,11 +312,12 @@ static __always_inline enum fd_kind fd_kind(__u64 fd)
 
 /*
  * The model, per call, of how many times the kernel CPU copies each byte the
- * call reports as transferred. README-level detail is in model.go.
+ * call reports as transferred (the table is in doc.go). Returns 0 for a call
+ * not to record at all.
  */
-static __always_inline struct inflight model(struct sys_enter_args *ctx)
+static __always_inline int model(struct sys_enter_args *ctx, struct inflight *mp)
 {
-	struct inflight m = { .copies = 0, .modelled = 0 };
+	struct inflight m = {};
 	enum fd_kind in, out;
 
 	switch (ctx->nr) {
@@ -295,7 +326,8 @@ static __always_inline struct inflight model(struct sys_enter_args *ctx)
 	case NR_write:
 	case NR_writev:
 		/* pipe_read/pipe_write copy every byte once, vmspliced or not */
-		if (fd_kind(ctx->args[0]) != FD_OTHER)
+		in = fd_kind(ctx->args[0]);
+		if (in == FD_PIPE_READ || in == FD_PIPE_WRITE)
 			m = (struct inflight){ .copies = 1, .modelled = 1 };
 		break;
 	case NR_vmsplice:
@@ -308,15 +340,23 @@ static __always_inline struct inflight model(struct sys_enter_args *ctx)
 	case NR_splice:
 		in = fd_kind(ctx->args[0]);
 		out = fd_kind(ctx->args[2]);
-		if (in != FD_OTHER && out != FD_OTHER) /* buffers move by reference */
+		if ((in == FD_PIPE_READ || in == FD_PIPE_WRITE) &&
+		    (out == FD_PIPE_READ || out == FD_PIPE_WRITE)) /* buffers move by reference */
 			m = (struct inflight){ .copies = 0, .modelled = 1 };
 		break;
 	case NR_process_vm_readv:
 	case NR_process_vm_writev:
 		m = (struct inflight){ .copies = 1, .modelled = 1 };
 		break;
+	case NR_ioctl:
+		/* returns a status, not bytes: only mark knem's, whose copies its tracepoint counts */
+		if (fd_kind(ctx->args[0]) != FD_KNEM)
+			return 0;
+		m = (struct inflight){ .copies = 0, .modelled = 1, .in_knem = 1 };
+		break;
 	}
-	return m;
+	*mp = m;
+	return 1;
 }
 
 SEC("tracepoint/syscalls/sys_enter")
@@ -325,9 +365,8 @@ int syscall_enter(struct sys_enter_args *ctx)
 	__u32 tid = bpf_get_current_pid_tgid();
 	struct inflight m;
 
-	if (!current_counted())
+	if (!current_counted() || !model(ctx, &m))
 		return 0;
-	m = model(ctx);
 	bpf_map_update_elem(&inflight, &tid, &m, BPF_ANY);
 	return 0;
 }

@@ -30,6 +30,7 @@ const (
 	copyprobeVarKnemEngineOff          = "knem_engine_off"
 	copyprobeVarKnemLengthOff          = "knem_length_off"
 	copyprobeVarKnemPidOff             = "knem_pid_off"
+	copyprobeVarKnemRdev               = "knem_rdev"
 )
 
 // loadCopyprobe returns the embedded CollectionSpec for copyprobe.
@@ -100,6 +101,7 @@ type copyprobeVariableSpecs struct {
 	KnemEngineOff *ebpf.VariableSpec `ebpf:"knem_engine_off"`
 	KnemLengthOff *ebpf.VariableSpec `ebpf:"knem_length_off"`
 	KnemPidOff    *ebpf.VariableSpec `ebpf:"knem_pid_off"`
+	KnemRdev      *ebpf.VariableSpec `ebpf:"knem_rdev"`
 }
 
 // copyprobeObjects contains all objects after they have been loaded into the kernel.
@@ -142,6 +144,7 @@ type copyprobeVariables struct {
 	KnemEngineOff *ebpf.Variable `ebpf:"knem_engine_off"`
 	KnemLengthOff *ebpf.Variable `ebpf:"knem_length_off"`
 	KnemPidOff    *ebpf.Variable `ebpf:"knem_pid_off"`
+	KnemRdev      *ebpf.Variable `ebpf:"knem_rdev"`
 }
 
 // copyprobePrograms contains all programs after they have been loaded into the kernel.
