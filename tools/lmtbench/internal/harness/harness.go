@@ -1,0 +1,85 @@
+// Package harness runs the measurements of lmtbench inside the two ranks of
+// a job and hands raw samples back to the parent process, which keeps the
+// statistics (package report).
+//
+// The shapes are those of seed 001 (Ben Fredj and Renault): ping-pong (a
+// message is sent only once the previous one has arrived, IMB's PingPong),
+// bidirectional ping-pong (both ranks send at once, then receive) and burst,
+// called stream here (the sender sends as fast as the engine lets it,
+// without waiting for replies). In all three, latency is the elapsed time
+// divided by the number of messages transmitted and throughput is that
+// number times the size divided by the elapsed time; so ping-pong latency is
+// half the round trip, as in IMB.
+//
+// Every sample is bracketed by the placement probe (run by rank 0 while
+// rank 1 sleeps in a blocking read), and every size is first checked: the
+// receiver verifies each byte of a patterned message, in both directions,
+// before anything is timed.
+package harness
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+)
+
+// Modes a job can run.
+const (
+	PingPong = "pingpong"
+	Bidir    = "bidir"
+	Stream   = "stream"
+)
+
+// MessagesPerIteration is how many messages one iteration of a mode moves.
+func MessagesPerIteration(mode string) int {
+	if mode == Stream {
+		return 1
+	}
+	return 2
+}
+
+// Spec is what the parent asks a job to measure. It travels to the ranks
+// as JSON in an environment variable.
+type Spec struct {
+	Mode       string        `json:"mode"`
+	Backend    string        `json:"backend"`
+	Sizes      []int         `json:"sizes"`
+	Iters      int           `json:"iters"`       // fixed iterations per sample; 0 calibrates to SampleTime
+	SampleTime time.Duration `json:"sample_time"` // target length of one sample
+	Samples    int           `json:"samples"`     // samples per size
+	CPUs       []int         `json:"cpus"`        // CPU of each rank; nil leaves them unpinned
+	Probe      string        `json:"probe"`       // placement probe path; "" for none
+}
+
+// Sample is one timed run of Iterations iterations at one size.
+type Sample struct {
+	Size       int               `json:"size"`
+	Iterations int               `json:"iterations"`
+	Messages   int               `json:"messages"`
+	Seconds    float64           `json:"seconds"`
+	CPUSeconds [2]float64        `json:"cpu_seconds"` // per rank, user+system, during the timed loop
+	Before     machine.Placement `json:"before"`
+	After      machine.Placement `json:"after"`
+}
+
+// Validate checks a Spec before a job is started for it.
+func (s *Spec) Validate() error {
+	switch s.Mode {
+	case PingPong, Bidir, Stream:
+	default:
+		return fmt.Errorf("unknown mode %q", s.Mode)
+	}
+	if len(s.Sizes) == 0 {
+		return fmt.Errorf("no sizes to measure")
+	}
+	for _, n := range s.Sizes {
+		if n < 1 {
+			return fmt.Errorf("a %d-byte message means nothing to %s", n, s.Mode)
+		}
+	}
+	if s.Iters < 0 || s.Samples < 1 || (s.Iters == 0 && s.SampleTime <= 0) {
+		return fmt.Errorf("need --iters > 0 or --time > 0, and at least one sample")
+	}
+	return nil
+}

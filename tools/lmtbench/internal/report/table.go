@@ -1,0 +1,99 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/units"
+)
+
+var modeTitles = map[string]string{
+	"pingpong": "ping-pong (IMB: latency is half the round trip)",
+	"bidir":    "bidirectional ping-pong (both ranks send at once; latency and GB/s count both directions' messages)",
+	"stream":   "stream (burst: the sender does not wait for replies)",
+}
+
+// WriteTable prints the results of each mode as a table, one row per size
+// and backend, with the winner of each size marked and summarised. The
+// reference yardstick is shown but never wins.
+func WriteTable(w io.Writer, results []Result) error {
+	for _, mode := range modes(results) {
+		fmt.Fprintf(w, "\n%s; GB/s = 10^9 B/s\n", modeTitles[mode])
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "size\tbackend\tlatency µs\tGB/s\tCPU ns/B rank0+rank1\tcopies/B user/kernel/dma\tplacement kept/samples\t ")
+		var summary []string
+		for _, size := range sizes(results, mode) {
+			best := winner(results, mode, size)
+			for _, r := range results {
+				if r.Mode != mode || r.Size != size {
+					continue
+				}
+				name, mark := r.Backend, ""
+				if r.Reference {
+					name += " (ref)"
+				}
+				if best != nil && r.Backend == best.Backend {
+					mark = "◀ best"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.3f+%.3f\t%s\t%s %d/%d\t%s\n",
+					units.Format(size), name, r.LatencyUs, r.BytesPerSec/1e9,
+					r.CPUSecondsPerBytePerRank[0]*1e9, r.CPUSecondsPerBytePerRank[1]*1e9,
+					copiesCell(r), r.Placement, r.SamplesKept, r.Samples, mark)
+			}
+			if best != nil {
+				summary = append(summary, units.Format(size)+" "+best.Backend)
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if len(summary) > 0 {
+			fmt.Fprintf(w, "best backend per size: %s\n", strings.Join(summary, ", "))
+		} else {
+			fmt.Fprintln(w, "best backend per size: none — no toolkit backend ran, only the reference")
+		}
+	}
+	return nil
+}
+
+func copiesCell(r Result) string {
+	if r.CopiesPerByte == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f/%.2f/%.2f", r.CopiesPerByte["user"], r.CopiesPerByte["kernel"], r.CopiesPerByte["dma"])
+}
+
+// winner is the fastest non-reference result of a mode and size.
+func winner(results []Result, mode string, size int) *Result {
+	var best *Result
+	for i := range results {
+		r := &results[i]
+		if r.Mode == mode && r.Size == size && !r.Reference && (best == nil || r.BytesPerSec > best.BytesPerSec) {
+			best = r
+		}
+	}
+	return best
+}
+
+func modes(results []Result) []string {
+	var out []string
+	for _, r := range results {
+		if !slices.Contains(out, r.Mode) {
+			out = append(out, r.Mode)
+		}
+	}
+	return out
+}
+
+func sizes(results []Result, mode string) []int {
+	var out []int
+	for _, r := range results {
+		if r.Mode == mode && !slices.Contains(out, r.Size) {
+			out = append(out, r.Size)
+		}
+	}
+	return out
+}
