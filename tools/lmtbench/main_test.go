@@ -60,7 +60,13 @@ type runResult struct {
 
 func run(t *testing.T, args ...string) runResult {
 	t.Helper()
+	return runEnv(t, nil, args...)
+}
+
+func runEnv(t *testing.T, env []string, args ...string) runResult {
+	t.Helper()
 	cmd := exec.Command(lmtbench(t), args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -294,5 +300,34 @@ func TestSweepEndToEnd(t *testing.T) {
 	}
 	if r.stderr != "" {
 		t.Errorf("stderr not empty without a terminal: %q", r.stderr)
+	}
+}
+
+// TestCPUsByCacheSharing describes the caches through package threshold's
+// override, so that the pairing logic is checked the same on any machine
+// with two CPUs.
+func TestCPUsByCacheSharing(t *testing.T) {
+	allL3 := []string{"KNEMESIS_CACHE=L2:512K:0,1;L3:32M:0-1"}
+	splitL3 := []string{"KNEMESIS_CACHE=L2:512K:0,1;L3:32M:0,1"}
+	r := runEnv(t, allL3, "--cpus", "unshared", "--sizes", "4K")
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "lmtbench: --cpus unshared: every pair of usable CPUs shares a cache here (caches: ") {
+		t.Errorf("unshared with one L3: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = runEnv(t, splitL3, "--cpus", "shared", "--sizes", "4K")
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "lmtbench: --cpus shared: no two usable CPUs share a cache here") {
+		t.Errorf("shared with split L3: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, tc := range []struct {
+		env  []string
+		cpus string
+	}{{allL3, "shared"}, {splitL3, "unshared"}} {
+		r = runEnv(t, tc.env, append([]string{"pingpong", "--cpus", tc.cpus, "--sizes", "4K", "--json"}, fast...)...)
+		var results []report.Result
+		if err := json.Unmarshal([]byte(r.stdout), &results); r.code != 0 || err != nil || len(results) != 1 {
+			t.Fatalf("--cpus %s: exit %d, %v, stderr %q", tc.cpus, r.code, err, r.stderr)
+		}
+		if c := results[0].CPUs; len(c) != 2 || c[0] == c[1] {
+			t.Errorf("--cpus %s pinned to %v; want two distinct CPUs", tc.cpus, c)
+		}
 	}
 }

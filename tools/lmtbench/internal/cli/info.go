@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
@@ -19,7 +21,7 @@ func runInfo(_ context.Context, o *options, stdout, _ io.Writer) error {
 func writeInfo(w io.Writer, o *options, full bool) error {
 	f := machine.Detect()
 	fmt.Fprintf(w, "machine:   %s, %d CPUs usable (%s), kernel %s, %s\n", f.CPUModel, len(f.CPUs), cpuRange(f.CPUs), f.Kernel, f.Go)
-	fmt.Fprintln(w, "caches:    unknown to this build — cache sizes and sharing come from package threshold (branch select), not merged yet")
+	fmt.Fprintf(w, "caches:    %s\n", f.Caches)
 	probe := o.probePath()
 	if probe == "" {
 		fmt.Fprintln(w, "placement: unknown (no placement probe at ../shared/tools/placement-probe)")
@@ -40,5 +42,40 @@ func writeInfo(w io.Writer, o *options, full bool) error {
 			fmt.Fprintf(tw, "  %s\t%s\n", b.Name, status)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if full {
+		return writeSelector(w, o)
+	}
+	return nil
+}
+
+// writeSelector prints what package threshold decides for the pair of
+// CPUs the benchmark would use: thresholds, where each came from, and the
+// size→backend table.
+func writeSelector(w io.Writer, o *options) error {
+	cpus, err := o.pinning(2)
+	if err != nil {
+		return err
+	}
+	if cpus == nil {
+		cpus = []int{0, 1}
+	}
+	info, err := threshold.Load(threshold.Config{Env: threshold.Env{
+		Placement: threshold.Placement{Sender: cpus[0], Receiver: cpus[1], JobCPUs: cpus},
+	}})
+	if err != nil {
+		fmt.Fprintf(w, "selector:  unavailable: %v\n", err)
+		return nil
+	}
+	fmt.Fprintf(w, "selector (package threshold) for cpus %d→%d:\n", cpus[0], cpus[1])
+	var b strings.Builder
+	if err := info.Describe(&b); err != nil {
+		return err
+	}
+	for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+	return nil
 }

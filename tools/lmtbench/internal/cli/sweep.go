@@ -190,7 +190,14 @@ func (o *options) pinning(procs int) ([]int, error) {
 		}
 		return allowed[:procs], nil
 	case "shared", "unshared":
-		return nil, fmt.Errorf("--cpus %s: not in this build yet: which CPUs share a cache comes from package threshold (branch select); use --cpus apart or a list like 0,1", o.cpus)
+		if procs != 2 {
+			return nil, usagef("--cpus %s places a pair of processes, the job has %d", o.cpus, procs)
+		}
+		a, b, _, err := machine.CachePair(o.cpus == "shared")
+		if err != nil {
+			return nil, fmt.Errorf("--cpus %s: %w; use --cpus apart, same or a list like 0,1", o.cpus, err)
+		}
+		return []int{a, b}, nil
 	}
 	var cpus []int
 	for _, f := range strings.Split(o.cpus, ",") {

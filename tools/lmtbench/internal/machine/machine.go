@@ -14,16 +14,20 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/threshold"
 )
 
 // Facts are the machine facts recorded with every result.
 type Facts struct {
 	CPUModel string `json:"cpu_model"`
 	Kernel   string `json:"kernel"`
-	CPUs     []int  `json:"cpus"` // the CPUs this process may run on
+	CPUs     []int  `json:"cpus"`   // the CPUs this process may run on
+	Caches   string `json:"caches"` // "L1d 32 KiB ×2, …, L3 32 MiB ×1", from package threshold
 	Hostname string `json:"hostname"`
 	Go       string `json:"go"`
 }
@@ -37,7 +41,44 @@ func Detect() Facts {
 		f.Hostname = unix.ByteSliceToString(u.Nodename[:])
 	}
 	f.CPUs, _ = AllowedCPUs()
+	if topo, err := Topology(); err == nil {
+		f.Caches = threshold.ThisMachine(topo).Caches
+	} else {
+		f.Caches = "unknown: " + err.Error()
+	}
 	return f
+}
+
+var topology = sync.OnceValues(func() (*threshold.Topology, error) {
+	return threshold.Detect(threshold.DetectOptions{})
+})
+
+// Topology is the cache topology as package threshold detects it (sysfs,
+// then CPUID, then $KNEMESIS_CACHE), read once per process.
+func Topology() (*threshold.Topology, error) { return topology() }
+
+// CachePair finds two distinct usable CPUs that share a cache (shared) or
+// share none (!shared), and the cache they share.
+func CachePair(shared bool) (a, b int, c threshold.Cache, err error) {
+	topo, err := Topology()
+	if err != nil {
+		return 0, 0, c, err
+	}
+	cpus, err := AllowedCPUs()
+	if err != nil {
+		return 0, 0, c, err
+	}
+	for i, a := range cpus {
+		for _, b := range cpus[i+1:] {
+			if c, ok := topo.SharedCache(a, b); ok == shared {
+				return a, b, c, nil
+			}
+		}
+	}
+	if shared {
+		return 0, 0, c, fmt.Errorf("no two usable CPUs share a cache here (caches: %s)", threshold.ThisMachine(topo).Caches)
+	}
+	return 0, 0, c, fmt.Errorf("every pair of usable CPUs shares a cache here (caches: %s)", threshold.ThisMachine(topo).Caches)
 }
 
 func cpuModel() string {
