@@ -89,6 +89,7 @@ type options struct {
 	timeout    time.Duration
 	probe      string
 	progress   bool
+	reuse      bool
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -109,6 +110,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.cpus, "cpus", "apart", "pinning of the two processes: apart (two CPUs), same (one CPU), shared or unshared (a cache), none, or a list like 0,1")
 	fs.IntVar(&o.procs, "procs", 2, "processes in the job (alltoall: also -n)")
 	fs.IntVar(&o.procs, "n", 2, "processes for alltoall")
+	fs.BoolVar(&o.reuse, "reuse", false, "pingpong: send back the buffer just received, as NetPIPE does (mode netpipe)")
 	fs.BoolVar(&o.json, "json", false, "print results as a JSON array instead of the table")
 	fs.BoolVar(&o.csv, "csv", false, "print results as CSV instead of the table (schema in tools/lmtbench/README.md)")
 	fs.BoolVar(&o.benchfmt, "benchfmt", false, "print Go benchmark lines for benchstat instead of the table")
@@ -150,6 +152,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.timeout <= 0 {
 		return nil, usagef("--timeout %v: want a positive duration", o.timeout)
+	}
+	if o.reuse && o.command != "pingpong" && o.command != "sweep" {
+		return nil, usagef("--reuse applies to pingpong, not %s", o.command)
 	}
 	if o.plot != "" {
 		if err := report.CheckPlotPath(o.plot); err != nil {

@@ -35,6 +35,9 @@ func runMode(mode string) command {
 // measure checks every input first, so that a mistake costs no time, then
 // prints the machine account when header is set, and runs the jobs.
 func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Writer, header bool) error {
+	if mode == harness.PingPong && o.reuse {
+		mode = harness.NetPIPE
+	}
 	{
 		if o.procs != 2 {
 			return usagef("%s runs between 2 processes; --procs/-n %d applies to alltoall", mode, o.procs)

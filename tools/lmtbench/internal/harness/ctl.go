@@ -38,7 +38,7 @@ func openCtl() *ctl {
 	for _, fd := range []int{fdToPeer, fdFromPeer, fdShared} {
 		unix.CloseOnExec(fd)
 	}
-	return &ctl{to: os.NewFile(fdToPeer, "to-peer"), from: os.NewFile(fdFromPeer, "from-peer")}
+	return newCtl(os.NewFile(fdToPeer, "to-peer"), os.NewFile(fdFromPeer, "from-peer"))
 }
 
 func (c *ctl) put(a, b, d int64) error {
@@ -59,3 +59,5 @@ func (c *ctl) get() (a, b, d int64, err error) {
 		int64(binary.LittleEndian.Uint64(c.buf[8:])),
 		int64(binary.LittleEndian.Uint64(c.buf[16:])), nil
 }
+
+func newCtl(to, from *os.File) *ctl { return &ctl{to: to, from: from} }

@@ -27,8 +27,13 @@ import (
 // Modes a job can run.
 const (
 	PingPong = "pingpong"
-	Bidir    = "bidir"
-	Stream   = "stream"
+	// NetPIPE is ping-pong where each rank sends back the very buffer it
+	// just received, as NetPIPE does: the data to send is dirty in the
+	// sender's cache, which halves single-copy backends on machines
+	// whose cores share a cache (../shared/docs/baselines.md).
+	NetPIPE = "netpipe"
+	Bidir   = "bidir"
+	Stream  = "stream"
 )
 
 // MessagesPerIteration is how many messages one iteration of a mode moves.
@@ -66,7 +71,7 @@ type Sample struct {
 // Validate checks a Spec before a job is started for it.
 func (s *Spec) Validate() error {
 	switch s.Mode {
-	case PingPong, Bidir, Stream:
+	case PingPong, NetPIPE, Bidir, Stream:
 	default:
 		return fmt.Errorf("unknown mode %q", s.Mode)
 	}

@@ -60,9 +60,23 @@ func worker(p launch.Proc, out io.Writer) error {
 		return err
 	}
 	defer e.Close()
-	r := &rank{spec: spec, e: e, ctl: openCtl(), me: p.Rank}
-	if r.send, err = e.SendBuffer(maxSize); err != nil {
+	r, err := newRank(spec, e, openCtl(), p.Rank)
+	if err != nil {
 		return err
+	}
+	if p.Rank == 0 {
+		return r.lead(json.NewEncoder(out))
+	}
+	return r.follow()
+}
+
+// newRank prepares rank me's buffers for the largest size of spec.
+func newRank(spec Spec, e engine.Engine, c *ctl, me int) (*rank, error) {
+	maxSize := slices.Max(spec.Sizes)
+	r := &rank{spec: spec, e: e, ctl: c, me: me}
+	var err error
+	if r.send, err = e.SendBuffer(maxSize); err != nil {
+		return nil, err
 	}
 	r.recv = make([]byte, maxSize)
 	// Touch every page now, so that no sample pays for first faults.
@@ -72,10 +86,7 @@ func worker(p launch.Proc, out io.Writer) error {
 	for i := range r.recv {
 		r.recv[i] = 2
 	}
-	if p.Rank == 0 {
-		return r.lead(json.NewEncoder(out))
-	}
-	return r.follow()
+	return r, nil
 }
 
 type rank struct {
@@ -187,7 +198,8 @@ func (r *rank) leadSample(size, iters int) (Sample, error) {
 }
 
 // loop is the timed part, run by both ranks; it returns this thread's CPU
-// time. For stream, rank 1 acknowledges the last message on the control
+// time. NetPIPE receives into the send buffer, which engines may have
+// placed in special memory (SendBuffer), and sends it straight back. For stream, rank 1 acknowledges the last message on the control
 // pipe, so rank 0's clock covers the delivery of every message.
 func (r *rank) loop(size, iters int) (time.Duration, error) {
 	s, d := r.send[:size], r.recv[:size]
@@ -212,6 +224,18 @@ func (r *rank) loop(size, iters int) (time.Duration, error) {
 		}
 		if err == nil {
 			err = r.ctl.put(1, 0, 0)
+		}
+	case r.spec.Mode == NetPIPE && r.me == 0:
+		for i := 0; i < iters && err == nil; i++ {
+			if err = e.Send(s); err == nil {
+				err = e.Recv(s)
+			}
+		}
+	case r.spec.Mode == NetPIPE:
+		for i := 0; i < iters && err == nil; i++ {
+			if err = e.Recv(s); err == nil {
+				err = e.Send(s)
+			}
 		}
 	case r.me == 0:
 		for i := 0; i < iters && err == nil; i++ {

@@ -12,6 +12,7 @@ import (
 
 var modeTitles = map[string]string{
 	"pingpong": "ping-pong (IMB: latency is half the round trip)",
+	"netpipe":  "ping-pong, NetPIPE style (each rank sends back the buffer it just received, dirty in its cache)",
 	"bidir":    "bidirectional ping-pong (both ranks send at once; latency and GB/s count both directions' messages)",
 	"stream":   "stream (burst: the sender does not wait for replies)",
 }
