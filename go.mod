@@ -3,6 +3,7 @@ module github.com/knemesis/knemesis
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
 	gonum.org/v1/plot v0.17.0
