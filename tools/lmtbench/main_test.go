@@ -80,8 +80,8 @@ func runEnv(t *testing.T, env []string, args ...string) runResult {
 }
 
 // fast are flags that keep a measurement short: fixed iterations, one
-// sample, no placement probe.
-var fast = []string{"--iters", "20", "--samples", "1", "--placement-probe", "none"}
+// sample, no placement probe, no copy counting.
+var fast = []string{"--iters", "20", "--samples", "1", "--placement-probe", "none", "--copies=false"}
 
 func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 	for _, tc := range []struct {
@@ -328,6 +328,46 @@ func TestCPUsByCacheSharing(t *testing.T) {
 		}
 		if c := results[0].CPUs; len(c) != 2 || c[0] == c[1] {
 			t.Errorf("--cpus %s pinned to %v; want two distinct CPUs", tc.cpus, c)
+		}
+	}
+}
+
+// TestCopiesOfTheReference counts the memcpy reference's copies with the
+// eBPF probes: exactly one user-space copy per byte (memcopy.Copy, uprobe)
+// and, in the kernel, only the harness's few control bytes.
+func TestCopiesOfTheReference(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the copy probes need root (CAP_BPF and CAP_PERFMON) to load")
+	}
+	r := run(t, "copies", "--backends", "memcpy", "--sizes", "64K,4M", "--csv")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	rows, err := csv.NewReader(strings.NewReader(r.stdout)).ReadAll()
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("want header and two rows: %v\n%s", err, r.stdout)
+	}
+	col := map[string]int{}
+	for i, name := range rows[0] {
+		col[name] = i
+	}
+	for _, row := range rows[1:] {
+		user, err1 := strconv.ParseFloat(row[col["copies_per_byte_user"]], 64)
+		kernel, err2 := strconv.ParseFloat(row[col["copies_per_byte_kernel"]], 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("row %v: copies not numbers (%v, %v); probes: %s", row, err1, err2, row[col["copies_mode"]])
+		}
+		// The uprobe on memcopy.Copy's first instruction fires again when
+		// the call re-enters through Go's stack check (preemption request,
+		// stack growth): at most one extra message per job is tolerated
+		// here. The 4M job moves 2 + 16×2 = 34 messages.
+		size, _ := strconv.Atoi(row[col["size"]])
+		messages := 2 + 2*max(16, (8<<20)/size/2)
+		if user < 1 || user > 1+1.0/float64(messages)+1e-9 || kernel > 0.001 {
+			t.Errorf("size %d: user %.5f kernel %.5f copies per byte; want 1 (at most one re-entered call more) and ~0", size, user, kernel)
+		}
+		if !strings.Contains(row[col["copies_mode"]], "user=uprobe") {
+			t.Errorf("copies_mode %q does not name the uprobe", row[col["copies_mode"]])
 		}
 	}
 }

@@ -90,6 +90,7 @@ type options struct {
 	probe      string
 	progress   bool
 	reuse      bool
+	copies     bool
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -111,6 +112,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.procs, "procs", 2, "processes in the job (alltoall: also -n)")
 	fs.IntVar(&o.procs, "n", 2, "processes for alltoall")
 	fs.BoolVar(&o.reuse, "reuse", false, "pingpong: send back the buffer just received, as NetPIPE does (mode netpipe)")
+	fs.BoolVar(&o.copies, "copies", true, "also count copies per byte with the eBPF probes, when this process may load them")
 	fs.BoolVar(&o.json, "json", false, "print results as a JSON array instead of the table")
 	fs.BoolVar(&o.csv, "csv", false, "print results as CSV instead of the table (schema in tools/lmtbench/README.md)")
 	fs.BoolVar(&o.benchfmt, "benchfmt", false, "print Go benchmark lines for benchstat instead of the table")
@@ -180,7 +182,7 @@ func init() {
 		"alltoall":  runAlltoall,
 		"pollution": missing("pollution", "the pollution probe (tools/copyprobe, branch probes)"),
 		"tune":      missing("tune", "the selector and its tuning file (package threshold, branch select)"),
-		"copies":    missing("copies", "the eBPF copy probes (tools/copyprobe, branch probes)"),
+		"copies":    runCopies,
 	}
 }
 

@@ -61,7 +61,11 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 		}
 		facts := machine.Detect()
 		probe := o.probePath()
-		bar := newProgress(stderr, o.progress, len(backends)*len(sizes)*o.samples)
+		steps := len(backends) * len(sizes) * o.samples
+		if o.copies {
+			steps += len(backends) * len(sizes)
+		}
+		bar := newProgress(stderr, o.progress, steps)
 		var results []report.Result
 		for _, b := range backends {
 			spec := harness.Spec{
@@ -83,6 +87,10 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 				results = append(results, r)
 			}
 		}
+		var copiesNote string
+		if o.copies {
+			copiesNote = countCopies(ctx, o, results, bar)
+		}
 		bar.done()
 		sortResults(results)
 		if err := o.write(stdout, results); err != nil {
@@ -97,6 +105,9 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 		if !o.machineReadable() {
 			for _, why := range skipped {
 				fmt.Fprintf(stdout, "not measured: %v\n", why)
+			}
+			if copiesNote != "" {
+				fmt.Fprintln(stdout, copiesNote)
 			}
 			if probe == "" {
 				fmt.Fprintln(stdout, "placement: unknown — no placement probe (../shared/tools/placement-probe); samples were not bracketed")
@@ -250,4 +261,18 @@ func runAlltoall(ctx context.Context, o *options, stdout, stderr io.Writer) erro
 		return usagef("alltoall -n %d: more processes than this machine can run at once (%d CPUs: %s); ranks that wait by spinning would measure the scheduler, not the transfer", o.procs, len(allowed), cpuRange(allowed))
 	}
 	return missing("alltoall", "an N-process transfer engine from package lmt (branch lmt)")(ctx, o, stdout, stderr)
+}
+
+// countCopies adds copy counts to results when the probes load, and
+// otherwise returns the line saying why they are missing.
+func countCopies(ctx context.Context, o *options, results []report.Result, bar *progress) string {
+	c, err := openCopyCounter()
+	if err != nil {
+		return "copies: not counted: " + oneLine(err.Error())
+	}
+	defer c.Close()
+	if err := c.addCopies(ctx, o, results, bar); err != nil {
+		return "copies: not counted: " + oneLine(err.Error())
+	}
+	return ""
 }

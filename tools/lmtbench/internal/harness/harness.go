@@ -44,6 +44,16 @@ func MessagesPerIteration(mode string) int {
 	return 2
 }
 
+// VerifyMessages is how many messages the byte-by-byte check moves per size
+// before timing: one each way, plus one each way through SendRecv for bidir.
+// Copy counts include them.
+func VerifyMessages(mode string) int {
+	if mode == Bidir {
+		return 4
+	}
+	return 2
+}
+
 // Spec is what the parent asks a job to measure. It travels to the ranks
 // as JSON in an environment variable.
 type Spec struct {

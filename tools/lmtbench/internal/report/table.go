@@ -64,7 +64,14 @@ func copiesCell(r Result) string {
 	if r.CopiesPerByte == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f/%.2f/%.2f", r.CopiesPerByte["user"], r.CopiesPerByte["kernel"], r.CopiesPerByte["dma"])
+	cell := func(who string) string {
+		v, ok := r.CopiesPerByte[who]
+		if !ok {
+			return "?"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	return cell("user") + "/" + cell("kernel") + "/" + cell("dma")
 }
 
 // winner is the fastest non-reference result of a mode and size.
