@@ -110,6 +110,11 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		{[]string{"--cpus", "0"}, 2, `--cpus "0": name one CPU per process, 2 of them`},
 		{[]string{"--cpus", "near"}, 2, `--cpus "near": want apart, same, shared, unshared, none or a list`},
 		{[]string{"pingpong", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"pollution", "--working-set", "64"}, 2, "lmtbench: --working-set 64: want at least two 64-byte cache lines"},
+		{[]string{"pollution", "--working-set", "1T"}, 2, `lmtbench: --working-set: size "1T": unknown unit "T"`},
+		{[]string{"pingpong", "--working-set", "1M"}, 2, "lmtbench: --working-set applies to pollution, not pingpong"},
+		{[]string{"pollution", "--plot", "p.png"}, 2, "lmtbench: --plot draws throughput; pollution has none to draw"},
+		{[]string{"bidir", "--reuse"}, 2, "lmtbench: --reuse applies to pingpong, not bidir"},
 		{[]string{"--vm"}, 1, "lmtbench: --vm: not in this build yet: it needs the QEMU guest harness of ci/ (branch kci)"},
 	} {
 		r := run(t, tc.args...)
@@ -369,5 +374,29 @@ func TestCopiesOfTheReference(t *testing.T) {
 		if !strings.Contains(row[col["copies_mode"]], "user=uprobe") {
 			t.Errorf("copies_mode %q does not name the uprobe", row[col["copies_mode"]])
 		}
+	}
+}
+
+// TestPollutionSchema sizes the working set from the receiver's L2 as
+// package threshold reports it, here overridden to 256 KiB.
+func TestPollutionSchema(t *testing.T) {
+	env := []string{"KNEMESIS_CACHE=L2:256K:0,1;L3:32M:0-1"}
+	r := runEnv(t, env, "pollution", "--backends", "memcpy", "--sizes", "64K", "--iters", "5", "--samples", "1", "--placement-probe", "none", "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var results []report.Result
+	if err := json.Unmarshal([]byte(r.stdout), &results); err != nil || len(results) != 1 {
+		t.Fatalf("want one result: %v\n%s", err, r.stdout)
+	}
+	p := results[0].Pollution
+	if results[0].Mode != "pollution" || p == nil {
+		t.Fatalf("no pollution in %+v", results[0])
+	}
+	if p.WorkingSet != 256<<10 || p.Rounds != 5 || p.BaselineNs <= 0 || p.AfterNs <= 0 {
+		t.Errorf("pollution %+v; want a 256 KiB working set, 5 rounds, positive times", *p)
+	}
+	if want := float64(p.AfterNs) / float64(p.BaselineNs); math.Abs(p.Slowdown-want) > 1e-9*want {
+		t.Errorf("slowdown %g, want after/baseline = %g", p.Slowdown, want)
 	}
 }

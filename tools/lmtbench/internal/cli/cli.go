@@ -91,6 +91,7 @@ type options struct {
 	progress   bool
 	reuse      bool
 	copies     bool
+	workingSet string
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -113,6 +114,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.procs, "n", 2, "processes for alltoall")
 	fs.BoolVar(&o.reuse, "reuse", false, "pingpong: send back the buffer just received, as NetPIPE does (mode netpipe)")
 	fs.BoolVar(&o.copies, "copies", true, "also count copies per byte with the eBPF probes, when this process may load them")
+	fs.StringVar(&o.workingSet, "working-set", "", "pollution: bytes the receiver re-reads (default: its L2 cache)")
 	fs.BoolVar(&o.json, "json", false, "print results as a JSON array instead of the table")
 	fs.BoolVar(&o.csv, "csv", false, "print results as CSV instead of the table (schema in tools/lmtbench/README.md)")
 	fs.BoolVar(&o.benchfmt, "benchfmt", false, "print Go benchmark lines for benchstat instead of the table")
@@ -158,6 +160,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if o.reuse && o.command != "pingpong" && o.command != "sweep" {
 		return nil, usagef("--reuse applies to pingpong, not %s", o.command)
 	}
+	if o.plot != "" && o.command == "pollution" {
+		return nil, usagef("--plot draws throughput; pollution has none to draw")
+	}
+	if o.workingSet != "" && o.command != "pollution" {
+		return nil, usagef("--working-set applies to pollution, not %s", o.command)
+	}
 	if o.plot != "" {
 		if err := report.CheckPlotPath(o.plot); err != nil {
 			return nil, usageError{err}
@@ -180,7 +188,7 @@ func init() {
 		"stream":    runMode(harness.Stream),
 		"latency":   missing("latency", "the Nemesis endpoints (package nemesis, branch nemesis)"),
 		"alltoall":  runAlltoall,
-		"pollution": missing("pollution", "the pollution probe (tools/copyprobe, branch probes)"),
+		"pollution": runMode(harness.Pollution),
 		"tune":      missing("tune", "the selector and its tuning file (package threshold, branch select)"),
 		"copies":    runCopies,
 	}

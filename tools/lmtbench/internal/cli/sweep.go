@@ -42,7 +42,11 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 		if o.procs != 2 {
 			return usagef("%s runs between 2 processes; --procs/-n %d applies to alltoall", mode, o.procs)
 		}
-		sizes, err := o.sizeList(defaultSizes, 1)
+		def := defaultSizes
+		if mode == harness.Pollution {
+			def = defaultPollutionSizes
+		}
+		sizes, err := o.sizeList(def, 1)
 		if err != nil {
 			return err
 		}
@@ -54,6 +58,15 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 		if err != nil {
 			return err
 		}
+		iters, workingSet := o.iters, 0
+		if mode == harness.Pollution {
+			if workingSet, err = o.pollutionWorkingSet(cpus); err != nil {
+				return err
+			}
+			if iters == 0 {
+				iters = defaultPollutionRounds
+			}
+		}
 		if header {
 			if err := writeInfo(stdout, o, false); err != nil {
 				return err
@@ -62,15 +75,16 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 		facts := machine.Detect()
 		probe := o.probePath()
 		steps := len(backends) * len(sizes) * o.samples
-		if o.copies {
+		countsCopies := o.copies && mode != harness.Pollution
+		if countsCopies {
 			steps += len(backends) * len(sizes)
 		}
 		bar := newProgress(stderr, o.progress, steps)
 		var results []report.Result
 		for _, b := range backends {
 			spec := harness.Spec{
-				Mode: mode, Backend: b.Name, Sizes: sizes, Iters: o.iters,
-				SampleTime: o.sampleTime, Samples: o.samples, CPUs: cpus, Probe: probe,
+				Mode: mode, Backend: b.Name, Sizes: sizes, Iters: iters,
+				SampleTime: o.sampleTime, Samples: o.samples, CPUs: cpus, Probe: probe, WorkingSet: workingSet,
 			}
 			bySize := map[int][]harness.Sample{}
 			err := harness.Run(ctx, spec, o.timeout, func(s harness.Sample) {
@@ -88,7 +102,7 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 			}
 		}
 		var copiesNote string
-		if o.copies {
+		if countsCopies {
 			copiesNote = countCopies(ctx, o, results, bar)
 		}
 		bar.done()
@@ -275,4 +289,39 @@ func countCopies(ctx context.Context, o *options, results []report.Result, bar *
 		return "copies: not counted: " + oneLine(err.Error())
 	}
 	return ""
+}
+
+const (
+	defaultPollutionSizes  = "64K,1M,4M"
+	defaultPollutionRounds = 20
+)
+
+// pollutionWorkingSet is --working-set, else the receiving rank's L2: the
+// private cache a receive-side copy fills first (the paper's Table 2
+// counts the receiver's cache misses).
+func (o *options) pollutionWorkingSet(cpus []int) (int, error) {
+	if o.workingSet != "" {
+		n, err := units.ParseSize(o.workingSet)
+		if err != nil {
+			return 0, usagef("--working-set: %v", err)
+		}
+		if n < 128 {
+			return 0, usagef("--working-set %s: want at least two 64-byte cache lines", o.workingSet)
+		}
+		return n, nil
+	}
+	receiver := 0
+	if len(cpus) > 1 {
+		receiver = cpus[1]
+	}
+	topo, err := machine.Topology()
+	if err != nil {
+		return 0, fmt.Errorf("pollution: no cache topology to size the working set (%v); pass --working-set", err)
+	}
+	for _, c := range topo.CachesOf(receiver) {
+		if c.Level == 2 && c.HoldsData() {
+			return int(c.Size), nil
+		}
+	}
+	return 0, fmt.Errorf("pollution: CPU %d has no L2 cache in the topology; pass --working-set", receiver)
 }

@@ -27,6 +27,10 @@ import (
 // Modes a job can run.
 const (
 	PingPong = "pingpong"
+	// Pollution streams messages to rank 1, which re-reads a working set
+	// after each one and without one in between (tools/copyprobe): how
+	// much of the receiver's cache a transfer evicts.
+	Pollution = "pollution"
 	// NetPIPE is ping-pong where each rank sends back the very buffer it
 	// just received, as NetPIPE does: the data to send is dirty in the
 	// sender's cache, which halves single-copy backends on machines
@@ -38,7 +42,7 @@ const (
 
 // MessagesPerIteration is how many messages one iteration of a mode moves.
 func MessagesPerIteration(mode string) int {
-	if mode == Stream {
+	if mode == Stream || mode == Pollution {
 		return 1
 	}
 	return 2
@@ -65,6 +69,7 @@ type Spec struct {
 	Samples    int           `json:"samples"`     // samples per size
 	CPUs       []int         `json:"cpus"`        // CPU of each rank; nil leaves them unpinned
 	Probe      string        `json:"probe"`       // placement probe path; "" for none
+	WorkingSet int           `json:"working_set"` // pollution: bytes rank 1 re-reads
 }
 
 // Sample is one timed run of Iterations iterations at one size.
@@ -76,12 +81,28 @@ type Sample struct {
 	CPUSeconds [2]float64        `json:"cpu_seconds"` // per rank, user+system, during the timed loop
 	Before     machine.Placement `json:"before"`
 	After      machine.Placement `json:"after"`
+	Pollution  *PollutionSample  `json:"pollution,omitempty"`
+}
+
+// PollutionSample is what rank 1 measured in a pollution sample: the median
+// time to re-read its working set with no transfer since the last read, and
+// with one message received in between.
+type PollutionSample struct {
+	WorkingSet int     `json:"working_set"`
+	Rounds     int     `json:"rounds"`
+	BaselineNs int64   `json:"baseline_ns"`
+	AfterNs    int64   `json:"after_ns"`
+	Slowdown   float64 `json:"slowdown"`
+	// Misses are cache misses of the re-reads, when MissesNote is empty.
+	BaselineMisses uint64 `json:"baseline_misses,omitempty"`
+	AfterMisses    uint64 `json:"after_misses,omitempty"`
+	MissesNote     string `json:"misses_note,omitempty"`
 }
 
 // Validate checks a Spec before a job is started for it.
 func (s *Spec) Validate() error {
 	switch s.Mode {
-	case PingPong, NetPIPE, Bidir, Stream:
+	case PingPong, NetPIPE, Bidir, Stream, Pollution:
 	default:
 		return fmt.Errorf("unknown mode %q", s.Mode)
 	}
@@ -92,6 +113,9 @@ func (s *Spec) Validate() error {
 		if n < 1 {
 			return fmt.Errorf("a %d-byte message means nothing to %s", n, s.Mode)
 		}
+	}
+	if s.Mode == Pollution && (s.Iters < 1 || s.WorkingSet < 128) {
+		return fmt.Errorf("pollution needs --iters rounds and a working set of at least 128 bytes")
 	}
 	if s.Iters < 0 || s.Samples < 1 || (s.Iters == 0 && s.SampleTime <= 0) {
 		return fmt.Errorf("need --iters > 0 or --time > 0, and at least one sample")

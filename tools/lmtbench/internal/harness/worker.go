@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/tools/copyprobe"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
@@ -95,6 +97,7 @@ type rank struct {
 	ctl        *ctl
 	me         int
 	send, recv []byte
+	pollution  *PollutionSample // rank 0: what rank 1 reported for the last sample
 }
 
 // lead is rank 0: it decides what runs and tells rank 1 over the pipe.
@@ -107,7 +110,7 @@ func (r *rank) lead(enc *json.Encoder) error {
 			return err
 		}
 		iters := r.spec.Iters
-		if iters == 0 {
+		if iters == 0 && r.spec.Mode != Pollution {
 			var err error
 			if iters, err = r.calibrate(size); err != nil {
 				return err
@@ -189,6 +192,7 @@ func (r *rank) leadSample(size, iters int) (Sample, error) {
 		return Sample{}, err
 	}
 	return Sample{
+		Pollution:  r.pollution,
 		Size:       size,
 		Iterations: iters,
 		Messages:   iters * MessagesPerIteration(r.spec.Mode),
@@ -207,6 +211,15 @@ func (r *rank) loop(size, iters int) (time.Duration, error) {
 	start := threadCPU()
 	var err error
 	switch {
+	case r.spec.Mode == Pollution && r.me == 0:
+		for i := 0; i < iters && err == nil; i++ {
+			err = e.Send(s)
+		}
+		if err == nil {
+			r.pollution, err = r.recvPollution(iters)
+		}
+	case r.spec.Mode == Pollution:
+		err = r.measurePollution(d, iters)
 	case r.spec.Mode == Bidir:
 		for i := 0; i < iters && err == nil; i++ {
 			err = e.SendRecv(s, d)
@@ -259,4 +272,49 @@ func threadCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// measurePollution is rank 1's side of a pollution sample: receive rounds
+// messages, re-reading the working set around each, and report the medians
+// to rank 0 on the control pipe.
+func (r *rank) measurePollution(d []byte, rounds int) error {
+	p, err := copyprobe.MeasurePollution(r.spec.WorkingSet, rounds, func() error { return r.e.Recv(d) })
+	if err != nil {
+		return err
+	}
+	missCode := int64(0)
+	switch {
+	case errors.Is(p.MissesErr, copyprobe.ErrNoCacheCounters):
+		missCode = 1
+	case p.MissesErr != nil:
+		missCode = 2
+	}
+	if err := r.ctl.put(int64(p.Baseline), int64(p.AfterTransfer), missCode); err != nil {
+		return err
+	}
+	return r.ctl.put(int64(p.BaselineMisses), int64(p.AfterMisses), 0)
+}
+
+func (r *rank) recvPollution(rounds int) (*PollutionSample, error) {
+	base, after, missCode, err := r.ctl.get()
+	if err != nil {
+		return nil, err
+	}
+	bm, am, _, err := r.ctl.get()
+	if err != nil {
+		return nil, err
+	}
+	p := &PollutionSample{
+		WorkingSet: r.spec.WorkingSet, Rounds: rounds, BaselineNs: base, AfterNs: after,
+		Slowdown: float64(after) / float64(max(base, 1)),
+	}
+	switch missCode {
+	case 0:
+		p.BaselineMisses, p.AfterMisses = uint64(bm), uint64(am)
+	case 1:
+		p.MissesNote = "no hardware cache-miss counter here"
+	default:
+		p.MissesNote = "cache-miss counter failed"
+	}
+	return p, nil
 }

@@ -22,6 +22,19 @@ func WriteBenchfmt(w io.Writer, results []Result) error {
 		fmt.Fprintf(w, "goos: linux\ngoarch: amd64\npkg: github.com/knemesis/knemesis/tools/lmtbench\ncpu: %s\n", m.CPUModel)
 	}
 	for _, r := range results {
+		if p := r.Pollution; p != nil {
+			for _, s := range r.kept {
+				if s.Pollution == nil {
+					continue
+				}
+				_, err := fmt.Fprintf(w, "BenchmarkPollution/backend=%s/size=%s/ws=%s\t%d\t%d ns/op\t%.4f slowdown\n",
+					r.Backend, units.Format(r.Size), units.Format(p.WorkingSet), s.Pollution.Rounds, s.Pollution.AfterNs, s.Pollution.Slowdown)
+				if err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		for _, s := range r.kept {
 			bytes := float64(s.Messages) * float64(s.Size)
 			_, err := fmt.Fprintf(w, "Benchmark%s/backend=%s/size=%s\t%d\t%.1f ns/op\t%.2f MB/s\t%.4f cpu-ns/B\n",

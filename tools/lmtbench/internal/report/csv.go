@@ -29,6 +29,10 @@ import (
 //	placement_latency_us        the probe's cache-line one-way latency, median over kept samples
 //	samples                     samples taken
 //	samples_kept                samples with the same placement before and after, of the reported class
+//	pollution_working_set       pollution: bytes the receiver re-reads; empty in other modes
+//	pollution_baseline_us       median re-read time with no transfer in between
+//	pollution_after_us          median re-read time with one message received in between
+//	pollution_slowdown          after / baseline
 //	cpus                        CPUs of rank 0 and rank 1, space-separated; empty when unpinned
 //	cpu_model, kernel, hostname, go   machine facts
 var CSVHeader = []string{
@@ -36,7 +40,8 @@ var CSVHeader = []string{
 	"bytes_per_sec", "latency_us",
 	"copies_per_byte_user", "copies_per_byte_kernel", "copies_per_byte_dma", "copies_mode",
 	"cpu_seconds_per_byte", "cpu_seconds_per_byte_rank0", "cpu_seconds_per_byte_rank1",
-	"placement", "placement_latency_us", "samples", "samples_kept", "cpus",
+	"placement", "placement_latency_us", "samples", "samples_kept",
+	"pollution_working_set", "pollution_baseline_us", "pollution_after_us", "pollution_slowdown", "cpus",
 	"cpu_model", "kernel", "hostname", "go",
 }
 
@@ -54,6 +59,10 @@ func WriteCSV(w io.Writer, results []Result) error {
 			}
 			return g(v)
 		}
+		var pol [4]string
+		if p := r.Pollution; p != nil {
+			pol = [4]string{strconv.Itoa(p.WorkingSet), g(float64(p.BaselineNs) / 1e3), g(float64(p.AfterNs) / 1e3), g(p.Slowdown)}
+		}
 		row := []string{
 			r.Mode, r.Backend, strconv.FormatBool(r.Reference), strconv.Itoa(r.Size),
 			strconv.Itoa(r.Iterations), strconv.Itoa(r.Messages), g(r.Seconds),
@@ -61,7 +70,7 @@ func WriteCSV(w io.Writer, results []Result) error {
 			copies("user"), copies("kernel"), copies("dma"), r.CopiesMode,
 			g(r.CPUSecondsPerByte), g(r.CPUSecondsPerBytePerRank[0]), g(r.CPUSecondsPerBytePerRank[1]),
 			r.Placement, g(r.PlacementLatencyUs), strconv.Itoa(r.Samples), strconv.Itoa(r.SamplesKept),
-			cpuList(r.CPUs), r.Machine.CPUModel, r.Machine.Kernel, r.Machine.Hostname, r.Machine.Go,
+			pol[0], pol[1], pol[2], pol[3], cpuList(r.CPUs), r.Machine.CPUModel, r.Machine.Kernel, r.Machine.Hostname, r.Machine.Go,
 		}
 		if err := cw.Write(row); err != nil {
 			return err

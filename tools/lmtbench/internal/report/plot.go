@@ -53,7 +53,7 @@ func WritePlot(path string, results []Result, title string) error {
 		for _, backend := range backends(results, mode) {
 			var pts plotter.XYs
 			for _, r := range results {
-				if r.Mode == mode && r.Backend == backend && r.BytesPerSec > 0 && r.Size > 0 {
+				if r.Mode == mode && r.Mode != "pollution" && r.Backend == backend && r.BytesPerSec > 0 && r.Size > 0 {
 					y := r.BytesPerSec / 1e9
 					pts = append(pts, plotter.XY{X: float64(r.Size), Y: y})
 					minY, maxY = math.Min(minY, y), math.Max(maxY, y)

@@ -41,6 +41,8 @@ type Result struct {
 	SamplesKept        int           `json:"samples_kept"`
 	CPUs               []int         `json:"cpus"` // CPU of rank 0 and rank 1; empty when unpinned
 	Machine            machine.Facts `json:"machine"`
+	// Pollution is the receiver's re-read slowdown (mode pollution only).
+	Pollution *harness.PollutionSample `json:"pollution,omitempty"`
 
 	kept []harness.Sample // the samples the median was taken over
 }
@@ -74,6 +76,9 @@ func Aggregate(mode, backend string, reference bool, samples []harness.Sample) R
 	sorted := slices.Clone(r.kept)
 	slices.SortFunc(sorted, func(a, b harness.Sample) int {
 		x, y := a.Seconds/float64(a.Messages), b.Seconds/float64(b.Messages)
+		if a.Pollution != nil && b.Pollution != nil {
+			x, y = a.Pollution.Slowdown, b.Pollution.Slowdown
+		}
 		switch {
 		case x < y:
 			return -1
@@ -93,7 +98,7 @@ func Aggregate(mode, backend string, reference bool, samples []harness.Sample) R
 		slices.Sort(lat)
 		r.PlacementLatencyUs = lat[len(lat)/2]
 	}
-	r.Iterations, r.Messages, r.Seconds = m.Iterations, m.Messages, m.Seconds
+	r.Iterations, r.Messages, r.Seconds, r.Pollution = m.Iterations, m.Messages, m.Seconds, m.Pollution
 	bytes := float64(m.Messages) * float64(m.Size)
 	r.BytesPerSec = bytes / m.Seconds
 	r.LatencyUs = m.Seconds / float64(m.Messages) * 1e6

@@ -22,6 +22,12 @@ var modeTitles = map[string]string{
 // reference yardstick is shown but never wins.
 func WriteTable(w io.Writer, results []Result) error {
 	for _, mode := range modes(results) {
+		if mode == "pollution" {
+			if err := writePollution(w, results); err != nil {
+				return err
+			}
+			continue
+		}
 		fmt.Fprintf(w, "\n%s; GB/s = 10^9 B/s\n", modeTitles[mode])
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "size\tbackend\tlatency µs\tGB/s\tCPU ns/B rank0+rank1\tcopies/B user/kernel/dma\tplacement kept/samples\t ")
@@ -104,4 +110,48 @@ func sizes(results []Result, mode string) []int {
 		}
 	}
 	return out
+}
+
+// writePollution prints the receiver's re-read slowdown per size and
+// backend; the least polluting backend of each size is marked.
+func writePollution(w io.Writer, results []Result) error {
+	ws := 0
+	for _, r := range results {
+		if r.Pollution != nil {
+			ws = r.Pollution.WorkingSet
+		}
+	}
+	fmt.Fprintf(w, "\npollution: the receiver re-reads a %s working set after each message; slowdown = re-read time after a transfer / without one\n", units.Format(ws))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tbackend\tslowdown\tre-read µs without\twith transfer\tcache misses without/with\tplacement kept/samples\t ")
+	for _, size := range sizes(results, "pollution") {
+		var best *Result
+		for i := range results {
+			r := &results[i]
+			if r.Mode == "pollution" && r.Size == size && r.Pollution != nil && !r.Reference &&
+				(best == nil || r.Pollution.Slowdown < best.Pollution.Slowdown) {
+				best = r
+			}
+		}
+		for _, r := range results {
+			p := r.Pollution
+			if r.Mode != "pollution" || r.Size != size || p == nil {
+				continue
+			}
+			name, mark := r.Backend, ""
+			if r.Reference {
+				name += " (ref)"
+			}
+			if best != nil && r.Backend == best.Backend {
+				mark = "◀ least"
+			}
+			misses := p.MissesNote
+			if misses == "" {
+				misses = fmt.Sprintf("%d/%d", p.BaselineMisses, p.AfterMisses)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.2f×\t%.1f\t%.1f\t%s\t%s %d/%d\t%s\n", units.Format(size), name, p.Slowdown,
+				float64(p.BaselineNs)/1e3, float64(p.AfterNs)/1e3, misses, r.Placement, r.SamplesKept, r.Samples, mark)
+		}
+	}
+	return tw.Flush()
 }
