@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"runtime"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 type leafKey struct{ leaf, sub uint32 }
@@ -195,7 +198,16 @@ func TestHostCPUID(t *testing.T) {
 	if err != nil {
 		t.Skipf("host sysfs has no cache topology to compare with: %v", err)
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before, after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		t.Fatal(err)
+	}
 	per, err := ReadCPUID(sys.CPUs)
+	if err := unix.SchedGetaffinity(0, &after); err != nil || after != before {
+		t.Errorf("ReadCPUID changed the caller's affinity: %v → %v (%v)", before.Count(), after.Count(), err)
+	}
 	if errors.Is(err, ErrNoCPUID) {
 		t.Skip("CPUID instruction not available on this architecture")
 	}
