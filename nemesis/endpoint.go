@@ -17,9 +17,9 @@ const (
 	MaxCellSize     = 1 << 20
 	DefaultCellSize = 8192 // see BenchmarkCellSize and the package doc
 	DefaultCells    = 64   // cells per process
-	// DefaultFastboxSize is one fastbox (64-byte header + payload): a 1 KiB
+	// DefaultFastboxSize is one fastbox (32-byte header + payload): a 1 KiB
 	// message still fits, and 8 ranks use 64 × 2 KiB = 128 KiB of boxes.
-	DefaultFastboxSize = 2048 + lineSize
+	DefaultFastboxSize = 2048
 	// fastboxProcLimit: above this many ranks the default is no fastboxes,
 	// whose number grows as the square of the job size (§3.2).
 	fastboxProcLimit = 64
@@ -32,7 +32,7 @@ const (
 type Options struct {
 	CellSize         int           // bytes per cell incl. its 64-byte header; power of two; DefaultCellSize
 	Cells            int           // cells per process (its free queue); DefaultCells
-	FastboxSize      int           // bytes per fastbox incl. 64-byte header; <0 disables; DefaultFastboxSize
+	FastboxSize      int           // bytes per fastbox incl. 32-byte header, multiple of 64; <0 disables; DefaultFastboxSize
 	JoinTimeout      time.Duration // how long Join waits for the other ranks; 30 s
 	LivenessInterval time.Duration // how often a blocked call checks that peers live; 10 ms
 	Dir              string        // where the segment file lives; /dev/shm
