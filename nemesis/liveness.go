@@ -2,15 +2,16 @@ package nemesis
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // Waiting. A blocked call spins on Poll for a while (a message usually
-// arrives within a few microseconds), then yields the CPU at every round so
-// that a job with more ranks than cores still progresses: the rank it waits
-// for may be the one that needs this core.
+// arrives within a few microseconds), then yields at every round, to other
+// goroutines and to other processes, so that a job with more ranks than
+// cores still progresses: the rank it waits for may need this core.
 const spinBeforeYield = 200
 
 type waiter struct {
@@ -24,6 +25,7 @@ func (ep *Endpoint) idle(w *waiter) error {
 	if w.spins < spinBeforeYield {
 		return nil
 	}
+	runtime.Gosched() // the peer may be a goroutine of this process
 	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	if w.spins&31 != 0 {
 		return nil
