@@ -326,9 +326,6 @@ func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
 	if err := checkTag(tag, false); err != nil {
 		return err
 	}
-	if len(buf) > math.MaxUint32 && ep.lmt == nil {
-		return errorf(ErrInvalidArg, "message of %d bytes exceeds 4 GiB", len(buf))
-	}
 	*r = Request{ep: ep, op: opSend, state: statePending, peer: dst, tag: tag, buf: buf, msgLen: len(buf)}
 	if err := ep.peers[dst].dead; err != nil {
 		ep.finish(r, 0, err)

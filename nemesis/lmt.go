@@ -53,9 +53,9 @@ type LMT interface {
 	PeerFailed(rank int, err error)
 }
 
-// SetLMT routes messages longer than eagerMax bytes through l. eagerMax must
-// be at least 0 and at most MaxEager(); messages of eagerMax bytes or fewer
-// stay on the cells/fastbox path. Without an LMT (the default, or l == nil)
+// SetLMT routes messages longer than eagerMax bytes through l; messages of
+// eagerMax bytes or fewer stay on the fastbox/cells path (several cells when
+// eagerMax exceeds CellPayload). Without an LMT (the default, or l == nil)
 // long messages go as a series of cells, which is correct but copies twice.
 //
 // Every rank of a job must make the same choice before its first send of a
