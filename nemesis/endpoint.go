@@ -30,7 +30,7 @@ const (
 // the same in every rank (a mismatch fails Join with ErrLayout). The zero
 // value gives the defaults.
 type Options struct {
-	CellSize         int           // bytes per cell incl. its 64-byte header; power of two; DefaultCellSize
+	CellSize         int           // bytes per cell incl. its 40-byte header; power of two; DefaultCellSize
 	Cells            int           // cells per process (its free queue); DefaultCells
 	FastboxSize      int           // bytes per fastbox incl. 32-byte header, multiple of 64; <0 disables; DefaultFastboxSize
 	JoinTimeout      time.Duration // how long Join waits for the other ranks; 30 s

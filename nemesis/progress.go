@@ -23,8 +23,10 @@ func (ep *Endpoint) Poll() error {
 		}
 	}
 	if ep.seg.fboxPayload > 0 {
-		for _, src := range ep.expected {
-			if _, err := ep.pollFbox(int(src)); err != nil {
+		// A delivery may remove its source from expected (swap with the
+		// last): index, not range, so the loop sees the current list.
+		for i := 0; i < len(ep.expected); i++ {
+			if _, err := ep.pollFbox(int(ep.expected[i])); err != nil {
 				return err
 			}
 		}
