@@ -307,10 +307,13 @@ func (ep *Endpoint) checkNew(r *Request) error {
 	if r == nil {
 		return errorf(ErrInvalidArg, "nil request")
 	}
+	if ep.fatal != nil {
+		return ep.fatal
+	}
 	if r.state == statePending {
 		return ErrRequestInUse
 	}
-	return ep.fatal
+	return nil
 }
 
 // Isend starts sending buf to rank dst with tag. buf must not change until
