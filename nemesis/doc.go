@@ -97,6 +97,14 @@
 // from it and (if it crashed rather than closed) wildcard receives fail
 // with a *PeerError naming it.
 //
+// Two faults are not repaired. A rank that dies between the SWAP and the
+// link of an enqueue leaves the receive queue cut after the last linked
+// cell: later messages from live ranks behind it never arrive (their
+// receives wait, wildcard ones fail because a rank crashed). And cells a
+// dead rank held are not reclaimed: a rank whose cells were all in the dead
+// rank's receive queue can no longer send through the queue (fastboxes
+// still work). Both need a recovery protocol among the survivors.
+//
 // # Segment lifetime
 //
 // Rank 0 builds the segment under a private name and publishes it with
