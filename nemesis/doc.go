@@ -97,13 +97,16 @@
 // from it and (if it crashed rather than closed) wildcard receives fail
 // with a *PeerError naming it.
 //
+// Cells left in a gone rank's receive queue are given back to their owners
+// by one survivor, which claims that queue's consumer role in shared memory:
+// a sender whose cells were all there would otherwise never send again.
+//
 // Two faults are not repaired. A rank that dies between the SWAP and the
 // link of an enqueue leaves the receive queue cut after the last linked
 // cell: later messages from live ranks behind it never arrive (their
-// receives wait, wildcard ones fail because a rank crashed). And cells a
-// dead rank held are not reclaimed: a rank whose cells were all in the dead
-// rank's receive queue can no longer send through the queue (fastboxes
-// still work). Both need a recovery protocol among the survivors.
+// receives wait, wildcard ones fail because a rank crashed). And the cells
+// a rank held when it died (dequeued, not yet returned) are lost to their
+// owners, which keep sending with fewer.
 //
 // # Segment lifetime
 //

@@ -116,6 +116,7 @@ type Endpoint struct {
 
 	live    liveness
 	crashed error // the first rank found dead without having closed
+	nGone   int   // ranks found gone
 	fatal   error
 	closed  bool
 	blocker Request // for blocking Send/Recv
@@ -131,6 +132,7 @@ type Stats struct {
 	Unexpected    uint64 // messages that arrived before their receive
 	SeqFromFbox   uint64 // queue cells that found their predecessor in the fastbox
 	FullFboxScans uint64 // Polls that visited every fastbox
+	Reaped        uint64 // cells taken back from the queues of gone ranks
 }
 
 // Stats returns the counters of this endpoint.

@@ -23,7 +23,7 @@ import (
 const (
 	lineSize      = 64
 	segMagic      = 0x5349_5345_4d45_4e4b // "KNEMESIS" read as little-endian
-	layoutVersion = 3
+	layoutVersion = 4
 	headerSize    = 4096
 	// A cell's payload follows its 40-byte header in the same line, so a
 	// message of up to 24 bytes costs the receiver one miss for the cell.
@@ -68,7 +68,8 @@ type queueShared struct {
 type procBlock struct {
 	pid    atomic.Int32  // written once at join
 	closed atomic.Uint32 // 1 once the rank called Close
-	_      [lineSize - 8]byte
+	reaper atomic.Int32  // 1 + rank of the survivor that drains this rank's receive queue once it is gone
+	_      [lineSize - 12]byte
 	recv   queueShared
 	free   queueShared
 }
