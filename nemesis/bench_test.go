@@ -2,14 +2,19 @@ package nemesis
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/knemesis/knemesis/nemesis/launch"
 )
@@ -22,6 +27,13 @@ const envEcho = "KNEMESIS_BENCH_ECHO"
 const stopTag = MaxTag - 1
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(envRawEcho); path != "" {
+		if err := rawEcho(path); err != nil {
+			fmt.Fprintln(os.Stderr, "raw echo:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if spec := os.Getenv(envEcho); spec != "" {
 		if err := echoServer(spec); err != nil {
 			fmt.Fprintln(os.Stderr, "echo server:", err)
@@ -137,14 +149,7 @@ func pingPong(b *testing.B, ep *Endpoint, size int) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2000, "µs/oneway")
-	if len(marks) > 2 {
-		blocks := make([]float64, len(marks)-1)
-		for j := range blocks {
-			blocks[j] = float64(marks[j+1].Sub(marks[j]).Nanoseconds()) / blockLen / 2000
-		}
-		slices.Sort(blocks)
-		b.ReportMetric(blocks[len(blocks)/2], "µs/oneway-median")
-	}
+	reportBlockMedian(b, marks, blockLen)
 }
 
 // BenchmarkPingPong: one-way latency (round trip / 2) between two processes,
@@ -173,5 +178,109 @@ func BenchmarkCellSize(b *testing.B) {
 				pingPong(b, startEcho(b, o, size), size)
 			})
 		}
+	}
+}
+
+// envRawEcho makes a child the far end of BenchmarkRawLine.
+const envRawEcho = "KNEMESIS_BENCH_RAW_ECHO"
+
+// mapLine maps the first page of the file at path and returns its first
+// word: the one cache line the raw ping-pong bounces.
+func mapLine(path string) (*atomic.Uint64, func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, err
+	}
+	return (*atomic.Uint64)(unsafe.Pointer(&mem[0])), func() { unix.Munmap(mem) }, nil
+}
+
+// rawEcho answers every odd value with the next even one, until it reads
+// the stop value.
+func rawEcho(path string) error {
+	line, unmap, err := mapLine(path)
+	if err != nil {
+		return err
+	}
+	defer unmap()
+	const stop = math.MaxUint64
+	for seen := uint64(0); ; {
+		v := line.Load()
+		if v == stop {
+			return nil
+		}
+		if v != seen && v&1 == 1 {
+			seen = v + 1
+			line.Store(seen)
+		}
+	}
+}
+
+// BenchmarkRawLine is the floor under BenchmarkPingPong, measured in the
+// same run: two processes bouncing one cache line, no queue, no matching
+// (the Go twin of the C ping-pong in placement-probe). Compare ratios.
+func BenchmarkRawLine(b *testing.B) {
+	f, err := os.CreateTemp("/dev/shm", "knemesis-rawline-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	if err := f.Truncate(4096); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	line, unmap, err := mapLine(f.Name())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unmap()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envRawEcho+"="+f.Name())
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	v := uint64(0)
+	bounce := func() {
+		v++
+		line.Store(v)
+		for line.Load() != v+1 {
+		}
+		v++
+	}
+	for range 1000 {
+		bounce()
+	}
+	const blockLen = 256
+	marks := make([]time.Time, 1, 1<<14)
+	marks[0] = time.Now()
+	i := 0
+	for b.Loop() {
+		bounce()
+		if i++; i%blockLen == 0 && len(marks) < cap(marks) {
+			marks = append(marks, time.Now())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2000, "µs/oneway")
+	reportBlockMedian(b, marks, blockLen)
+	line.Store(math.MaxUint64)
+	if err := cmd.Wait(); err != nil {
+		b.Errorf("raw echo: %v", err)
+	}
+}
+
+func reportBlockMedian(b *testing.B, marks []time.Time, blockLen int) {
+	if len(marks) > 2 {
+		blocks := make([]float64, len(marks)-1)
+		for j := range blocks {
+			blocks[j] = float64(marks[j+1].Sub(marks[j]).Nanoseconds()) / float64(blockLen) / 2000
+		}
+		slices.Sort(blocks)
+		b.ReportMetric(blocks[len(blocks)/2], "µs/oneway-median")
 	}
 }
