@@ -554,7 +554,7 @@ static long dma_copies(void)
 	return stat_value("copies dma");
 }
 
-static void dma_case(uint32_t flags, int expect_async, int fail)
+static void dma_case(uint32_t flags, int expect_async, const char *fail)
 {
 	size_t n = (1 << 20) + 333;
 	unsigned char *src = buf_alloc(n), *dst = buf_alloc(n);
@@ -572,7 +572,7 @@ static void dma_case(uint32_t flags, int expect_async, int fail)
 	slots = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CHECK(slots != MAP_FAILED, "mmap");
 	pattern(src, n, 55);
-	set_param("softdma", "fail_every", fail ? "1" : "0");
+	set_param("softdma", "fail_every", fail ? fail : "0");
 	CHECK_OK(region(fd, src + 1, n - 1, PROT_READ, 0, &c));
 	CHECK_OK(inline_copy(fd, dst + 3, n - 3, 0, c, 0, flags, 9, &st));
 	if (expect_async) {
@@ -605,22 +605,31 @@ out:
 	munmap(dst, n);
 }
 
-static void test_dma_sync(void) { dma_case(KNEM_FLAG_DMA, 0, 0); }
+static void test_dma_sync(void) { dma_case(KNEM_FLAG_DMA, 0, NULL); }
 static void test_dma_async_chained(void)
 {
-	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, 0);
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, NULL);
 }
 static void test_dma_thread(void)
 {
-	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_DMATHREAD, 1, 0);
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_DMATHREAD, 1, NULL);
 }
 static void test_dma_failed(void)
 {
-	dma_case(KNEM_FLAG_DMA, 0, 1);
+	dma_case(KNEM_FLAG_DMA, 0, "1");
 }
 static void test_dma_async_failed(void)
 {
-	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, 1);
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, "1");
+}
+/* One data descriptor of ~260 fails: the chained SUCCESS must not land. */
+static void test_dma_async_partial_failure(void)
+{
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, "100");
+}
+static void test_dma_thread_failed(void)
+{
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_DMATHREAD, 1, "1");
 }
 
 static void test_dma_fallback(void)
@@ -748,6 +757,8 @@ static const struct tcase cases[] = {
 	{ "TestDMAThread", test_dma_thread },
 	{ "TestDMAFailed", test_dma_failed },
 	{ "TestDMAAsyncFailed", test_dma_async_failed },
+	{ "TestDMAAsyncPartialFailure", test_dma_async_partial_failure },
+	{ "TestDMAThreadFailed", test_dma_thread_failed },
 	{ "TestDMAFallback", test_dma_fallback },
 	{ "TestLimits", test_limits },
 	{ "TestStatsReadOnly", test_stats_readonly },
