@@ -459,6 +459,38 @@ static void test_other_process(void)
 	munmap(p, n);
 }
 
+/* Cpus_allowed_list of the kthread named knem/<our tgid>, or "". */
+static void offload_cpus(char *out, size_t len)
+{
+	char want[32], path[64], line[256];
+	int pid;
+
+	snprintf(want, sizeof(want), "knem/%d\n", getpid());
+	out[0] = 0;
+	for (pid = 2; pid < 32768; pid++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(line, sizeof(line), f) || strcmp(line, want)) {
+			fclose(f);
+			continue;
+		}
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/%d/status", pid);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "Cpus_allowed_list:", 18))
+				sscanf(line + 18, "%63s", out);
+		if (f)
+			fclose(f);
+		(void)len;
+		return;
+	}
+}
+
 static void test_async_thread_notify(void)
 {
 	size_t n = 1 << 20;
@@ -469,6 +501,7 @@ static void test_async_thread_notify(void)
 	knem_cookie_t c;
 	uint32_t st, idx;
 	struct pollfd pfd;
+	char cpus[64];
 	int fd = dev_open();
 
 	pattern(src, n, 33);
@@ -485,7 +518,13 @@ static void test_async_thread_notify(void)
 	bind.mask_len = sizeof(cpumask);
 	bind.mask_ptr = (uintptr_t)&cpumask;
 	CHECK_OK(ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &bind));
+	offload_cpus(cpus, sizeof(cpus));
+	CHECK(!strcmp(cpus, "0"), "kthread knem/%d bound to \"%s\", want \"0\"",
+	      getpid(), cpus);
 	bind.flags = 3;
+	CHECK_ERR(ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &bind), EINVAL);
+	cpumask = 0;
+	bind.flags = KNEM_BIND_FLAG_CUSTOM;
 	CHECK_ERR(ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &bind), EINVAL);
 	memset(dst, 0, n);
 	CHECK_OK(inline_copy(fd, dst, n, 0, c, 0,
