@@ -7,8 +7,11 @@
  *
  *   copy_bench [min_seconds_per_point=0.3]
  *
- * "knem" copies from a persistent region; "knem+reg" also creates and
- * destroys a SINGLEUSE region per message, as an LMT does.
+ * "knem" copies from a persistent region into an unpinned local buffer
+ * (copy_to_user); "pinlocal" is the same with KNEM_FLAG_PINLOCAL (local
+ * pages pinned per copy, then kmap + memcpy); "knem+reg" pins the local
+ * buffer as a SINGLEUSE region per message and COPYs region to region;
+ * "knem-dma" is KNEM_FLAG_DMA (through softdma in a guest).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -86,18 +89,18 @@ int main(int argc, char **argv)
 	while (!__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE))
 		usleep(1000);
 
-	printf("%-9s %12s %12s %12s %12s %8s\n", "size", "pvm_readv",
-	       "knem", "knem+reg", "knem-dma", "knem/pvm");
+	printf("%-9s %12s %12s %12s %12s %12s %8s\n", "size", "pvm_readv",
+	       "knem", "knem+reg", "knem-dma", "pinlocal", "knem/pvm");
 	for (sz = 64 << 10; sz <= MAXSZ; sz <<= 2) {
-		double rate[4] = { 0 };
+		double rate[5] = { 0 };
 		int m;
 
-		for (m = 0; m < 4; m++) {
+		for (m = 0; m < 5; m++) {
 			double t0 = now(), t;
 			long iters = 0;
 
 			if (m == 3 && !(info.features & KNEM_FEATURE_DMA))
-				break;
+				continue;
 			do {
 				struct iovec l = { dst, sz };
 				struct iovec r = { (void *)(uintptr_t)sh->src, sz };
@@ -108,7 +111,8 @@ int main(int argc, char **argv)
 					.local_iovec_nr = 1,
 					.remote_cookie = sh->cookie,
 					.length = sz,
-					.flags = m == 3 ? KNEM_FLAG_DMA : 0,
+					.flags = m == 3 ? KNEM_FLAG_DMA :
+						 m == 4 ? KNEM_FLAG_PINLOCAL : 0,
 				};
 
 				if (m == 0 &&
@@ -135,7 +139,7 @@ int main(int argc, char **argv)
 							return perror("copy"), 1;
 					}
 				}
-				if ((m == 1 || m == 3) &&
+				if ((m == 1 || m >= 3) &&
 				    (ioctl(fd, KNEM_CMD_INLINE_COPY_BOUNDED, &ic) ||
 				     ic.current_status != KNEM_STATUS_SUCCESS))
 					return perror("inline copy"), 1;
@@ -147,8 +151,8 @@ int main(int argc, char **argv)
 				return fprintf(stderr, "bad data\n"), 1;
 			memset(dst, 0, sz);
 		}
-		printf("%-6zuKiB %9.2fGB/s %9.2fGB/s %9.2fGB/s %9.2fGB/s %8.2f\n",
-		       sz >> 10, rate[0], rate[1], rate[2], rate[3],
+		printf("%-6zuKiB %9.3fGB/s %9.3fGB/s %9.3fGB/s %9.3fGB/s %9.3fGB/s %8.2f\n",
+		       sz >> 10, rate[0], rate[1], rate[2], rate[3], rate[4],
 		       rate[1] / rate[0]);
 	}
 	close(pipefd[1]);
