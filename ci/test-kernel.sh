@@ -136,10 +136,32 @@ run_guest() {
 		</dev/null 2>&1 | tr -d '\r' >"$3"
 }
 
+# results CONSOLE: the test events of every test binary, as test2json
+# lines, from the output between its KCI-TEST markers.
+results() {
+	local name
+	for name in $(sed -n 's/^KCI-TEST-BEGIN //p' "$1"); do
+		sed -n "/^KCI-TEST-BEGIN $name\$/,/^KCI-TEST-END $name /p" "$1" |
+			sed '1d;$d' | $go tool test2json -t
+	done
+}
+
+# first_event EVENTS ACTION: "Test (output)" of the first test with that
+# action; the output is the test's last lines before it ended.
+first_event() {
+	local t
+	t=$(grep -m1 "\"Action\":\"$2\",\"Test\"" "$1" | sed 's/.*"Test":"\([^"]*\)".*/\1/')
+	[ -n "$t" ] || return 1
+	echo "$t: $(grep -F "\"Test\":\"$t\"" "$1" | grep '"Action":"output"' |
+		sed 's/.*"Output":"\(.*\)"}$/\1/; s/\\n$//; s/\\t/ /g; s/^ *//' |
+		grep -v -e '^=== ' -e '^--- ' | tail -n 2 | tr '\n' ' ')"
+}
+
 # verdict RELEASE CONSOLE: sets why (empty on success) and ntests.
 verdict() {
-	local rel=$1 c=$2 kmsg
-	ntests=$(grep -c -- '^ *--- PASS' "$c")
+	local rel=$1 c=$2 kmsg ev=$2.events
+	results "$c" >"$ev"
+	ntests=$(grep -c '"Action":"pass","Test"' "$ev")
 	why=
 	grep -q "^KCI-BOOT $rel" "$c" || { why="guest did not boot (see $c)"; return; }
 	why=$(sed -n 's/^KCI-FAIL //p' "$c" | head -n1)
@@ -150,8 +172,8 @@ verdict() {
 			why="$why (during $(sed -n 's/^KCI-TEST-BEGIN //p' "$c" | tail -n1))"
 		return
 	fi
-	why=$(grep -m1 -- '^ *--- FAIL' "$c") && { why="test failed: ${why#*--- FAIL: }"; return; }
-	why=$(grep -m1 -- '^ *--- SKIP' "$c") && { why="test skipped in the guest: ${why#*--- SKIP: }"; return; }
+	why=$(first_event "$ev" fail) && { why="test failed: $why"; return; }
+	why=$(first_event "$ev" skip) && { why="test skipped in the guest: $why"; return; }
 	why=$(awk '/^KCI-TEST-END/ && $3 != 0 {print $2 " exited with " $3; exit}' "$c")
 	[ -n "$why" ] && return
 	[ "$(grep -c '^KCI-TEST-END' "$c")" -gt 0 ] || { why="no test binary ran"; return; }
