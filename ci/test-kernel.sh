@@ -97,15 +97,22 @@ build_modules() {
 	done
 }
 
-# build_tests DEST: static test binaries of ci/guest-tests.txt, once for all
-# kernels (they do not depend on the kernel).
+# build_tests DEST: the static test binaries of ci/guest-tests.txt, once for
+# all kernels (they do not depend on the kernel): Go packages through
+# `go test -c`, C programs (which print go test -v lines) through gcc.
 build_tests() {
-	local dest=$1 pkg name
+	local dest=$1 t name
 	mkdir -p "$dest"
-	for pkg in $(grep -v '^[[:space:]]*\(#\|$\)' "$repo/ci/guest-tests.txt"); do
-		name=$(echo "${pkg#./}" | tr / -).test
-		(cd "$repo" && CGO_ENABLED=0 $go test -c -o "$dest/$name" "$pkg") ||
-			{ log "cannot build the tests of $pkg"; return 1; }
+	for t in $(grep -v '^[[:space:]]*\(#\|$\)' "$repo/ci/guest-tests.txt"); do
+		name=$(echo "${t#./}" | sed 's/\.c$//' | tr / -).test
+		case $t in
+		*.c)
+			gcc -static -O2 -Wall -Werror -o "$dest/$name" "$repo/$t" ||
+				{ log "cannot build $t"; return 1; } ;;
+		*)
+			(cd "$repo" && CGO_ENABLED=0 $go test -c -o "$dest/$name" "$t") ||
+				{ log "cannot build the tests of $t"; return 1; } ;;
+		esac
 	done
 }
 

@@ -459,6 +459,38 @@ static void test_other_process(void)
 	munmap(p, n);
 }
 
+/* Cpus_allowed_list of the kthread named knem/<our tgid>, or "". */
+static void offload_cpus(char *out, size_t len)
+{
+	char want[32], path[64], line[256];
+	int pid;
+
+	snprintf(want, sizeof(want), "knem/%d\n", getpid());
+	out[0] = 0;
+	for (pid = 2; pid < 32768; pid++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(line, sizeof(line), f) || strcmp(line, want)) {
+			fclose(f);
+			continue;
+		}
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/%d/status", pid);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "Cpus_allowed_list:", 18))
+				sscanf(line + 18, "%63s", out);
+		if (f)
+			fclose(f);
+		(void)len;
+		return;
+	}
+}
+
 static void test_async_thread_notify(void)
 {
 	size_t n = 1 << 20;
@@ -469,6 +501,7 @@ static void test_async_thread_notify(void)
 	knem_cookie_t c;
 	uint32_t st, idx;
 	struct pollfd pfd;
+	char cpus[64];
 	int fd = dev_open();
 
 	pattern(src, n, 33);
@@ -485,7 +518,13 @@ static void test_async_thread_notify(void)
 	bind.mask_len = sizeof(cpumask);
 	bind.mask_ptr = (uintptr_t)&cpumask;
 	CHECK_OK(ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &bind));
+	offload_cpus(cpus, sizeof(cpus));
+	CHECK(!strcmp(cpus, "0"), "kthread knem/%d bound to \"%s\", want \"0\"",
+	      getpid(), cpus);
 	bind.flags = 3;
+	CHECK_ERR(ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &bind), EINVAL);
+	cpumask = 0;
+	bind.flags = KNEM_BIND_FLAG_CUSTOM;
 	CHECK_ERR(ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &bind), EINVAL);
 	memset(dst, 0, n);
 	CHECK_OK(inline_copy(fd, dst, n, 0, c, 0,
@@ -554,7 +593,7 @@ static long dma_copies(void)
 	return stat_value("copies dma");
 }
 
-static void dma_case(uint32_t flags, int expect_async, int fail)
+static void dma_case(uint32_t flags, int expect_async, const char *fail)
 {
 	size_t n = (1 << 20) + 333;
 	unsigned char *src = buf_alloc(n), *dst = buf_alloc(n);
@@ -563,7 +602,7 @@ static void dma_case(uint32_t flags, int expect_async, int fail)
 	struct knem_cmd_copy cp = { 0 };
 	long before = dma_copies();
 	uint32_t st;
-	int fd = dev_open();
+	int fd = dev_open(), i;
 
 	if (!have_dma()) {
 		skip_reason = "no DMA_MEMCPY channel (softdma not loaded)";
@@ -572,7 +611,7 @@ static void dma_case(uint32_t flags, int expect_async, int fail)
 	slots = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CHECK(slots != MAP_FAILED, "mmap");
 	pattern(src, n, 55);
-	set_param("softdma", "fail_every", fail ? "1" : "0");
+	set_param("softdma", "fail_every", fail ? fail : "0");
 	CHECK_OK(region(fd, src + 1, n - 1, PROT_READ, 0, &c));
 	CHECK_OK(inline_copy(fd, dst + 3, n - 3, 0, c, 0, flags, 9, &st));
 	if (expect_async) {
@@ -585,6 +624,11 @@ static void dma_case(uint32_t flags, int expect_async, int fail)
 	if (fail)
 		goto out;
 	CHECK(same_pattern(dst + 3, n - 3, 1, 55), "dma data");
+	/* With ASYNCDMACOMPLETE the engine writes the slot before the CPU
+	 * gets to account for the copy.
+	 */
+	for (i = 0; i < 1000 && dma_copies() != before + 1; i++)
+		usleep(1000);
 	CHECK(dma_copies() == before + 1, "dma copies %ld -> %ld", before,
 	      dma_copies());
 	/* region to region with DMA */
@@ -605,22 +649,31 @@ out:
 	munmap(dst, n);
 }
 
-static void test_dma_sync(void) { dma_case(KNEM_FLAG_DMA, 0, 0); }
+static void test_dma_sync(void) { dma_case(KNEM_FLAG_DMA, 0, NULL); }
 static void test_dma_async_chained(void)
 {
-	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, 0);
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, NULL);
 }
 static void test_dma_thread(void)
 {
-	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_DMATHREAD, 1, 0);
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_DMATHREAD, 1, NULL);
 }
 static void test_dma_failed(void)
 {
-	dma_case(KNEM_FLAG_DMA, 0, 1);
+	dma_case(KNEM_FLAG_DMA, 0, "1");
 }
 static void test_dma_async_failed(void)
 {
-	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, 1);
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, "1");
+}
+/* One data descriptor of ~260 fails: the chained SUCCESS must not land. */
+static void test_dma_async_partial_failure(void)
+{
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, "100");
+}
+static void test_dma_thread_failed(void)
+{
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_DMATHREAD, 1, "1");
 }
 
 static void test_dma_fallback(void)
@@ -748,6 +801,8 @@ static const struct tcase cases[] = {
 	{ "TestDMAThread", test_dma_thread },
 	{ "TestDMAFailed", test_dma_failed },
 	{ "TestDMAAsyncFailed", test_dma_async_failed },
+	{ "TestDMAAsyncPartialFailure", test_dma_async_partial_failure },
+	{ "TestDMAThreadFailed", test_dma_thread_failed },
 	{ "TestDMAFallback", test_dma_fallback },
 	{ "TestLimits", test_limits },
 	{ "TestStatsReadOnly", test_stats_readonly },
