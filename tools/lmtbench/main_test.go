@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,8 +90,9 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: memcpy, shm, pipe, vmsplice, cma, knem, auto)`},
-		{[]string{"--backends", "cma"}, 1, "lmtbench: --backends: cma: not in this build yet: waits for package lmt"},
+		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: shm, pipe, vmsplice, cma, cma-write, knem, auto, memcpy)`},
+		{[]string{"--backends", "knem"}, 1, knemRefusal()},
+		{[]string{"--backends", "shm,"}, 2, `lmtbench: --backends: unknown backend ""`},
 		{[]string{"--sizes", "4Q"}, 2, `lmtbench: --sizes: size "4Q": unknown unit "Q" (use B, K/KiB, M/MiB or G/GiB)`},
 		{[]string{"--sizes", "4K-1x"}, 2, `lmtbench: --sizes: size "1x": unknown unit "x"`},
 		{[]string{"--sizes", "0"}, 2, `lmtbench: --sizes: size "0": a 0-byte message means nothing here (smallest is 1)`},
@@ -127,6 +129,15 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 			t.Errorf("lmtbench %s: bad input still printed %q on stdout", strings.Join(tc.args, " "), r.stdout)
 		}
 	}
+}
+
+// knemRefusal is how --backends knem fails here: no device on a host that
+// cannot load modules, else no knem backend in package lmt yet.
+func knemRefusal() string {
+	if _, err := os.Stat("/dev/knem"); err != nil {
+		return "lmtbench: --backends: knem: /dev/knem missing — load the module with modprobe knem"
+	}
+	return "lmtbench: --backends: knem: package lmt has no such backend in this build"
 }
 
 func TestHelpExitsZero(t *testing.T) {
@@ -285,22 +296,48 @@ func TestBenchfmtLines(t *testing.T) {
 	}
 }
 
-// TestSweepEndToEnd runs the default command over every backend that works
-// in this build with the placement probe (when the machine has one), and
-// checks the table names each of them and the winner line.
+// TestSweepEndToEnd runs the default command over two real backends with
+// the placement probe (when the machine has one) and the copy probes (when
+// they load), and checks the table, the winner and the copy counts: two
+// user copies per byte for the shm ring, one kernel copy for CMA.
 func TestSweepEndToEnd(t *testing.T) {
-	r := run(t, "--sizes", "4K,16K", "--iters", "50", "--samples", "2")
+	r := run(t, "--backends", "shm,cma", "--sizes", "64K,1M", "--iters", "20", "--samples", "2")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"machine:", "backends:", "ping-pong (IMB: latency is half the round trip)", "best backend per size:"} {
+	for _, want := range []string{"machine:", "backends (each checked", "ping-pong (IMB: latency is half the round trip)"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	for _, size := range []string{"4K", "16K"} {
-		if !strings.Contains(r.stdout, "\n"+strings.Repeat(" ", 4-len(size)+2)+size+"  ") {
-			t.Errorf("no row for %s:\n%s", size, r.stdout)
+	rows := map[string][]string{}
+	winners := ""
+	for _, line := range strings.Split(r.stdout, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 7 && (f[0] == "64K" || f[0] == "1M") {
+			rows[f[0]+" "+f[1]] = f
+		}
+		if w, ok := strings.CutPrefix(line, "best backend per size: "); ok {
+			winners = w
+		}
+	}
+	for _, key := range []string{"64K shm", "64K cma", "1M shm", "1M cma"} {
+		if rows[key] == nil {
+			t.Errorf("no row for %s:\n%s", key, r.stdout)
+		}
+	}
+	if !regexp.MustCompile(`^64K (shm|cma), 1M (shm|cma)$`).MatchString(winners) {
+		t.Errorf("winner line %q, want one of the two backends per size", winners)
+	}
+	if os.Geteuid() == 0 {
+		// copies/B column: user/kernel/dma; dma is "?" without the module.
+		for key, want := range map[string]*regexp.Regexp{
+			"1M shm": regexp.MustCompile(`^2\.0\d/0\.00/\?$`),
+			"1M cma": regexp.MustCompile(`^0\.00/1\.00/\?$`),
+		} {
+			if f := rows[key]; f == nil || !want.MatchString(f[5]) {
+				t.Errorf("%s copies %v, want %v", key, f, want)
+			}
 		}
 	}
 	if r.stderr != "" {
@@ -326,7 +363,7 @@ func TestCPUsByCacheSharing(t *testing.T) {
 		env  []string
 		cpus string
 	}{{allL3, "shared"}, {splitL3, "unshared"}} {
-		r = runEnv(t, tc.env, append([]string{"pingpong", "--cpus", tc.cpus, "--sizes", "4K", "--json"}, fast...)...)
+		r = runEnv(t, tc.env, append([]string{"pingpong", "--backends", "memcpy", "--cpus", tc.cpus, "--sizes", "4K", "--json"}, fast...)...)
 		var results []report.Result
 		if err := json.Unmarshal([]byte(r.stdout), &results); r.code != 0 || err != nil || len(results) != 1 {
 			t.Fatalf("--cpus %s: exit %d, %v, stderr %q", tc.cpus, r.code, err, r.stderr)

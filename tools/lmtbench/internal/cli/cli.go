@@ -92,6 +92,8 @@ type options struct {
 	reuse      bool
 	copies     bool
 	workingSet string
+
+	avail map[string]error // backend name → nil or why it cannot run; see availability
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -91,8 +92,16 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 				bySize[s.Size] = append(bySize[s.Size], s)
 				bar.step(b.Name + " " + units.Format(s.Size))
 			})
+			var u *engine.Unavailable
+			if errors.As(err, &u) && o.backends == "" {
+				skipped = append(skipped, err)
+				continue
+			}
 			if err != nil {
 				bar.done()
+				if u != nil {
+					return fmt.Errorf("--backends: %w", err)
+				}
 				return err
 			}
 			for _, size := range sizes {
@@ -178,7 +187,14 @@ func (o *options) sizeList(def string, minSize int) ([]int, error) {
 // not work is an error carrying its reason and fix.
 func (o *options) backendList() (run []engine.Backend, skipped []error, err error) {
 	if o.backends == "" || o.backends == "all" {
-		run, skipped = engine.Available()
+		avail := o.availability()
+		for _, b := range engine.All() {
+			if err := avail[b.Name]; err != nil {
+				skipped = append(skipped, err)
+			} else {
+				run = append(run, b)
+			}
+		}
 		return run, skipped, nil
 	}
 	for _, name := range strings.Split(o.backends, ",") {

@@ -43,7 +43,7 @@ func WriteTable(w io.Writer, results []Result) error {
 					name += " (ref)"
 				}
 				if best != nil && r.Backend == best.Backend {
-					mark = "◀ best"
+					mark = "  ◀ best"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.3f+%.3f\t%s\t%s %d/%d\t%s\n",
 					units.Format(size), name, r.LatencyUs, r.BytesPerSec/1e9,
@@ -143,7 +143,7 @@ func writePollution(w io.Writer, results []Result) error {
 				name += " (ref)"
 			}
 			if best != nil && r.Backend == best.Backend {
-				mark = "◀ least"
+				mark = "  ◀ least"
 			}
 			misses := p.MissesNote
 			if misses == "" {
