@@ -173,9 +173,13 @@ func TopologyFromCPUID(perCPU map[int]CPUIDInfo) (*Topology, error) {
 	if len(perCPU) == 0 {
 		return nil, fmt.Errorf("cpuid: no CPU read: %w", ErrNoCacheInfo)
 	}
+	// The shift is part of the key: on hybrid parts a P-core's private L2
+	// (shift 0) and an E-core cluster's shared L2 (shift 3) may compute the
+	// same group number from different APIC IDs.
 	type key struct {
 		level int
 		typ   CacheType
+		shift int
 		group uint32
 	}
 	groups := map[key]*Cache{}
@@ -192,7 +196,8 @@ func TopologyFromCPUID(perCPU map[int]CPUIDInfo) (*Topology, error) {
 			if l.MaxSharing == 0 {
 				legacy = true
 			} else {
-				k.group = info.APICID >> bits.Len(uint(l.MaxSharing-1))
+				k.shift = bits.Len(uint(l.MaxSharing - 1))
+				k.group = info.APICID >> k.shift
 			}
 			c, ok := groups[k]
 			if !ok {

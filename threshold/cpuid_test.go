@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"runtime"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 type leafKey struct{ leaf, sub uint32 }
@@ -195,7 +198,16 @@ func TestHostCPUID(t *testing.T) {
 	if err != nil {
 		t.Skipf("host sysfs has no cache topology to compare with: %v", err)
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before, after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		t.Fatal(err)
+	}
 	per, err := ReadCPUID(sys.CPUs)
+	if err := unix.SchedGetaffinity(0, &after); err != nil || after != before {
+		t.Errorf("ReadCPUID changed the caller's affinity: %v → %v (%v)", before.Count(), after.Count(), err)
+	}
 	if errors.Is(err, ErrNoCPUID) {
 		t.Skip("CPUID instruction not available on this architecture")
 	}
@@ -250,5 +262,23 @@ func assertSameTopology(t *testing.T, got, want *Topology, src Source) {
 		if c.Level != w.Level || c.Type != w.Type || c.Size != w.Size || c.LineSize != w.LineSize || !c.CPUs.Equal(w.CPUs) {
 			t.Errorf("cache %d: got %s, want %s", i, c, w)
 		}
+	}
+}
+
+func TestCPUIDHybridGroupsDoNotCollide(t *testing.T) {
+	// A P-core (APIC 2, private 1.25 MiB L2) and four E-cores (APIC 16-19,
+	// 2 MiB L2 shared by the cluster, EAX[25:14] = 7): 2>>0 and 16>>3 are
+	// both 2, yet the caches differ.
+	pcore := CPUIDInfo{APICID: 2, Caches: []CacheLeaf{{Level: 2, Type: UnifiedCache, Size: 1280 << 10, LineSize: 64, MaxSharing: 1}}}
+	per := map[int]CPUIDInfo{0: pcore}
+	for i := range 4 {
+		per[1+i] = CPUIDInfo{APICID: uint32(16 + i), Caches: []CacheLeaf{{Level: 2, Type: UnifiedCache, Size: 2 << 20, LineSize: 64, MaxSharing: 8}}}
+	}
+	topo, err := TopologyFromCPUID(per)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(topo.Caches) != 2 || topo.Caches[0].CPUs.String() != "0" || topo.Caches[1].CPUs.String() != "1-4" {
+		t.Errorf("hybrid L2s: %v", topo.Caches)
 	}
 }

@@ -24,6 +24,16 @@
 // turns per-backend throughput at a series of sizes into a table, and a
 // [TuningFile] keeps it, tied to the machine it was measured on.
 //
+// Which cache DMA_min uses: the outermost cache the two processes share
+// (the 4 MiB L2 of a core pair on the paper's Xeon E5345, the CCX's L3 on
+// AMD), or, when they share none, the receiver's outermost cache. The paper
+// ties the threshold to "the largest cache" because the receiving copy
+// streams the message through every level: it is the outermost one that
+// must hold twice the message for each of its users, or the copy evicts the
+// working set of everyone behind it. Its users are the job's processes on
+// that cache when their placement is known ([Placement.JobCPUs]), else the
+// cores sharing it (one process per core, the paper's second formula).
+//
 // The table is built once; [Table.Choose] is the per-message call: a scan of
 // a few rules, without allocation, lock or map lookup.
 package threshold

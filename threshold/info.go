@@ -106,7 +106,7 @@ func (i *Info) Describe(w io.Writer) error {
 		if r.DMA {
 			name += "+dma"
 		}
-		p("  ≥ %s\t%s\t%s: %s\n", FormatSize(r.From), name, r.Source, r.Why)
+		p("  %s\t%s\t%s: %s\n", r.Range(), name, r.Source, r.Why)
 	}
 	for _, warn := range i.Warnings {
 		p("warning\t%s\n", strings.TrimSpace(warn))

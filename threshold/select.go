@@ -3,6 +3,7 @@ package threshold
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Fixed switch sizes from the paper and from MPICH, used when nothing
@@ -49,6 +50,15 @@ type Rule struct {
 	Why     string
 }
 
+// Range writes the rule's lower bound: "≥ 64 KiB", or "> 8 MiB" for a rule
+// that starts just above a threshold.
+func (r Rule) Range() string {
+	if below := r.From - 1; below > 0 && !strings.HasSuffix(FormatSize(below), " B") {
+		return "> " + FormatSize(below)
+	}
+	return "≥ " + FormatSize(r.From)
+}
+
 // Choice is what [Table.Choose] answers for one message.
 type Choice struct {
 	Eager   bool    // below the LMT switch: Nemesis cells, Backend unset
@@ -84,21 +94,25 @@ func (t *Table) Choose(size int64) Choice {
 // The defaults follow the paper, corrected by what baselines.md measured on
 // machines whose two cores share a cache:
 //
-//   - Pair sharing a cache: the shared-memory double copy up to DMA_min,
-//     i.e. while the message fits the shared cache. The paper already found
-//     shm faster than vmsplice there (§4.1) and KNEM only "almost as fast"
-//     (§4.2); in NetPIPE-style ping-pong, where the buffer to read is still
-//     dirty in the peer's cache, a single copy (CMA, the KNEM kernel copy)
-//     runs at half the double copy's rate (8.6 vs 20 GB/s at 1 MiB).
+//   - Pair sharing a cache: the shared-memory double copy up to DMA_min
+//     included, i.e. while the message fits the shared cache. The paper
+//     already found shm faster than vmsplice there (§4.1) and KNEM only
+//     "almost as fast" (§4.2); in NetPIPE-style ping-pong, where the
+//     buffer to read is still dirty in the peer's cache, a single copy
+//     (CMA, the KNEM kernel copy) runs at half the double copy's rate
+//     (8.6 vs 20 GB/s at 1 MiB).
 //   - Pair sharing no cache: the KNEM module when loaded, from 16 KiB
 //     (4 KiB with concurrent transfers); else CMA, else vmsplice, from
 //     Nemesis' 64 KiB.
-//   - Above DMA_min (lowered by concurrent transfers): KNEM with DMA offload
-//     when the module has a channel; otherwise the single copy, whose lower
-//     cache pollution matters once the message no longer fits.
+//   - Above DMA_min, not at it (§3.5 wants a cache "at least two times
+//     larger" than the message), DMA_min being lowered by concurrent
+//     transfers: KNEM with DMA offload when the module has a channel;
+//     otherwise the single copy, whose lower cache pollution matters once
+//     the message no longer fits.
 //
-// A tuning file from this machine replaces the backend switches; DMA_min
-// stays the formula's unless the file measured it.
+// A tuning file from this machine replaces the backend switches and the
+// eager→LMT size. DMA_min stays the formula's: tuning measures backends,
+// not the engine behind the module.
 func Build(env Env) (*Table, error) {
 	if env.Topology == nil {
 		return nil, fmt.Errorf("threshold: Build needs a topology")
@@ -135,7 +149,7 @@ func Build(env Env) (*Table, error) {
 		t.formulaRules(single, shared)
 	}
 	if env.DMA && env.available(Knem) {
-		t.add(Rule{From: max(dmaMin.Bytes, t.LMTMin.Bytes), Backend: Knem, DMA: true, Source: SourceFormula,
+		t.add(Rule{From: max(dmaMin.Bytes+1, t.LMTMin.Bytes), Backend: Knem, DMA: true, Source: SourceFormula,
 			Why: "DMA offload above DMA_min keeps the receiver's cache"})
 	}
 	return t, nil
@@ -151,7 +165,7 @@ func (t *Table) formulaRules(single Backend, shared bool) {
 	t.add(Rule{From: lmt, Backend: Shm, Source: SourceFormula,
 		Why: fmt.Sprintf("%s shared: the double copy stays in cache; a single copy halves on dirty lines (baselines)", t.Cache.Name())})
 	if single != Shm {
-		t.add(Rule{From: max(t.DMAMin.Bytes, lmt), Backend: single, Source: SourceFormula,
+		t.add(Rule{From: max(t.DMAMin.Bytes+1, lmt), Backend: single, Source: SourceFormula,
 			Why: "beyond DMA_min the message no longer fits the shared cache: one copy pollutes less"})
 	}
 }

@@ -23,6 +23,17 @@ var ErrBackendUnavailable = errors.New("backend unavailable")
 // thus never slower than the best by more than this at a measured size.
 const Tolerance = 0.03
 
+// SweepSizes are the sizes of the ping-pong sweep: powers of two
+// from 4 KiB to 64 MiB, enough to bracket every switch this package makes
+// (LMT from 4–64 KiB, DMA_min from ~200 KiB to tens of MiB).
+func SweepSizes() []int {
+	var s []int
+	for n := 4 << 10; n <= 64<<20; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}
+
 // Tune measures each backend at each size and returns the table of
 // fastest backends. Sizes must ascend. Include Eager among the backends to
 // measure the eager→LMT switch too. Without backends, all LMT backends are

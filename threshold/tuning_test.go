@@ -88,6 +88,13 @@ func TestTune(t *testing.T) {
 	}
 }
 
+func TestSweepSizes(t *testing.T) {
+	s := SweepSizes()
+	if len(s) != 15 || s[0] != 4096 || s[14] != 64<<20 {
+		t.Errorf("SweepSizes = %v", s)
+	}
+}
+
 func testMachine() Machine {
 	return Machine{CPUModel: "AMD EPYC", CPUs: 2, Caches: "L1d 32 KiB ×2, L1i 32 KiB ×2, L2 512 KiB ×2, L3 32 MiB ×1",
 		Kernel: "6.18.44", HostHash: "0123456789abcdef"}
@@ -134,7 +141,7 @@ func TestTuningFileRoundTripAndForeign(t *testing.T) {
 	}
 	// A measured backend that is not available now voids the table.
 	table, err = Build(Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}, Tuning: got, Unavailable: []Backend{CMA}})
-	if err != nil || compact(table) != "eager<64 KiB | shm≥64 KiB | vmsplice≥8 MiB" || len(table.Notes) != 1 {
+	if err != nil || compact(table) != "eager<64 KiB | shm≥64 KiB | vmsplice>8 MiB" || len(table.Notes) != 1 {
 		t.Errorf("tuning with a missing backend: %s notes %q %v", compact(table), table.Notes, err)
 	}
 
@@ -212,7 +219,7 @@ func TestLoadAndDescribe(t *testing.T) {
 		"DMA_min      8 MiB (formula: L3 shared by the pair 32 MiB / (2 × 2 cores sharing it))",
 		"eager→LMT    64 KiB (default: MPICH2-Nemesis hardwired LMT switch)",
 		"≥ 64 KiB    shm",
-		"≥ 8 MiB     cma",
+		"> 8 MiB     cma",
 	} {
 		if !strings.Contains(strings.Join(strings.Fields(out.String()), " "), strings.Join(strings.Fields(want), " ")) {
 			t.Errorf("Describe lacks %q:\n%s", want, out.String())
@@ -231,7 +238,7 @@ func TestLoadAndDescribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	if info.TuningStatus != "ignored" || len(info.Warnings) != 1 || !strings.Contains(info.Warnings[0], "another machine") ||
-		compact(info.Table) != "eager<64 KiB | shm≥64 KiB | cma≥8 MiB" {
+		compact(info.Table) != "eager<64 KiB | shm≥64 KiB | cma>8 MiB" {
 		t.Errorf("foreign file: status %q warnings %q table %s", info.TuningStatus, info.Warnings, compact(info.Table))
 	}
 }
