@@ -90,7 +90,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: shm, pipe, vmsplice, cma, cma-write, knem, auto, memcpy)`},
+		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: eager, shm, pipe, vmsplice, cma, cma-write, knem, auto, memcpy)`},
 		{[]string{"--backends", "knem"}, 1, knemRefusal()},
 		{[]string{"--backends", "shm,"}, 2, `lmtbench: --backends: unknown backend ""`},
 		{[]string{"--sizes", "4Q"}, 2, `lmtbench: --sizes: size "4Q": unknown unit "Q" (use B, K/KiB, M/MiB or G/GiB)`},
@@ -436,4 +436,25 @@ func TestPollutionSchema(t *testing.T) {
 	if want := float64(p.AfterNs) / float64(p.BaselineNs); math.Abs(p.Slowdown-want) > 1e-9*want {
 		t.Errorf("slowdown %g, want after/baseline = %g", p.Slowdown, want)
 	}
+}
+
+// TestLatencyFromZeroBytes runs the small-message path from an empty
+// message: 0 bytes is a size there, with a latency and no per-byte figures.
+func TestLatencyFromZeroBytes(t *testing.T) {
+	r := run(t, append([]string{"latency", "--backends", "eager", "--sizes", "0,64", "--json"}, fast...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var results []report.Result
+	if err := json.Unmarshal([]byte(r.stdout), &results); err != nil || len(results) != 2 {
+		t.Fatalf("want two results: %v\n%s", err, r.stdout)
+	}
+	empty, small := results[0], results[1]
+	if empty.Size != 0 || empty.Mode != "latency" || empty.Backend != "eager" || empty.Messages != 40 || empty.LatencyUs <= 0 {
+		t.Errorf("0-byte result %+v", empty)
+	}
+	if empty.BytesPerSec != 0 || empty.CPUSecondsPerByte != 0 {
+		t.Errorf("0-byte result has per-byte figures: %g B/s, %g CPU s/B", empty.BytesPerSec, empty.CPUSecondsPerByte)
+	}
+	checkConsistent(t, "latency 64", small.Size, small.Messages, small.Seconds, small.BytesPerSec, small.LatencyUs)
 }

@@ -188,7 +188,7 @@ func init() {
 		"pingpong":  runMode(harness.PingPong),
 		"bidir":     runMode(harness.Bidir),
 		"stream":    runMode(harness.Stream),
-		"latency":   missing("latency", "the Nemesis endpoints (package nemesis, branch nemesis)"),
+		"latency":   runMode(harness.Latency),
 		"alltoall":  runAlltoall,
 		"pollution": runMode(harness.Pollution),
 		"tune":      missing("tune", "the selector and its tuning file (package threshold, branch select)"),

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
@@ -43,15 +44,14 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 		if o.procs != 2 {
 			return usagef("%s runs between 2 processes; --procs/-n %d applies to alltoall", mode, o.procs)
 		}
-		def := defaultSizes
-		if mode == harness.Pollution {
+		def, minSize := defaultSizes, 1
+		switch mode {
+		case harness.Pollution:
 			def = defaultPollutionSizes
+		case harness.Latency:
+			def, minSize = defaultLatencySizes, 0
 		}
-		sizes, err := o.sizeList(def, 1)
-		if err != nil {
-			return err
-		}
-		backends, skipped, err := o.backendList()
+		sizes, err := o.sizeList(def, minSize)
 		if err != nil {
 			return err
 		}
@@ -67,6 +67,13 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 			if iters == 0 {
 				iters = defaultPollutionRounds
 			}
+		}
+		if mode == harness.Latency && o.backends == "" {
+			o.backends = defaultLatencyBackends
+		}
+		backends, skipped, err := o.backendList()
+		if err != nil {
+			return err
 		}
 		if header {
 			if err := writeInfo(stdout, o, false); err != nil {
@@ -306,6 +313,14 @@ func countCopies(ctx context.Context, o *options, results []report.Result, bar *
 	}
 	return ""
 }
+
+// latency runs the small-message path (Nemesis cells and fastbox), the
+// automatic choice (which keeps these sizes eager) and the reference, from
+// 0 bytes to one cell's payload.
+var (
+	defaultLatencySizes    = fmt.Sprintf("0-4K,%d", nemesis.DefaultCellSize-64)
+	defaultLatencyBackends = "eager,auto,memcpy"
+)
 
 const (
 	defaultPollutionSizes  = "64K,1M,4M"

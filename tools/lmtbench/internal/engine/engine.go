@@ -95,7 +95,7 @@ var ErrUnknown = errors.New("unknown backend")
 // reference.
 var registry []Backend
 
-var order = []string{"shm", "pipe", "vmsplice", "cma", "cma-write", "knem", "auto", "memcpy"}
+var order = []string{"eager", "shm", "pipe", "vmsplice", "cma", "cma-write", "knem", "auto", "memcpy"}
 
 func register(b Backend) {
 	registry = append(registry, b)
