@@ -80,7 +80,7 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 				return err
 			}
 		}
-		facts := machine.Detect()
+		facts := o.facts()
 		probe := o.probePath()
 		steps := len(backends) * len(sizes) * o.samples
 		countsCopies := o.copies && mode != harness.Pollution
@@ -94,11 +94,7 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 				Mode: mode, Backend: b.Name, Sizes: sizes, Iters: iters,
 				SampleTime: o.sampleTime, Samples: o.samples, CPUs: cpus, Probe: probe, WorkingSet: workingSet,
 			}
-			bySize := map[int][]harness.Sample{}
-			err := harness.Run(ctx, spec, o.timeout, func(s harness.Sample) {
-				bySize[s.Size] = append(bySize[s.Size], s)
-				bar.step(b.Name + " " + units.Format(s.Size))
-			})
+			r, err := runSpec(ctx, o, spec, b.Reference, bar)
 			var u *engine.Unavailable
 			if errors.As(err, &u) && o.backends == "" {
 				skipped = append(skipped, err)
@@ -111,11 +107,7 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 				}
 				return err
 			}
-			for _, size := range sizes {
-				r := report.Aggregate(mode, b.Name, b.Reference, bySize[size])
-				r.CPUs, r.Machine = cpus, facts
-				results = append(results, r)
-			}
+			results = append(results, r...)
 		}
 		var copiesNote string
 		if countsCopies {
@@ -355,4 +347,32 @@ func (o *options) pollutionWorkingSet(cpus []int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("pollution: CPU %d has no L2 cache in the topology; pass --working-set", receiver)
+}
+
+// runSpec runs one job and aggregates its samples per size.
+func runSpec(ctx context.Context, o *options, spec harness.Spec, reference bool, bar *progress) ([]report.Result, error) {
+	bySize := map[int][]harness.Sample{}
+	err := harness.Run(ctx, spec, o.timeout, func(s harness.Sample) {
+		bySize[s.Size] = append(bySize[s.Size], s)
+		bar.step(spec.Backend + " " + units.Format(s.Size))
+	})
+	if err != nil {
+		return nil, err
+	}
+	results := make([]report.Result, 0, len(spec.Sizes))
+	for _, size := range spec.Sizes {
+		r := report.Aggregate(spec.Mode, spec.Backend, reference, bySize[size])
+		r.CPUs, r.Machine = spec.CPUs, o.facts()
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// facts are the machine facts, detected once per run.
+func (o *options) facts() machine.Facts {
+	if o.machine == nil {
+		f := machine.Detect()
+		o.machine = &f
+	}
+	return *o.machine
 }
