@@ -78,7 +78,7 @@ build_modules() {
 	# without the products of a build for some other kernel.
 	tar -C "$kmod" --exclude='*.o' --exclude='*.ko' --exclude='*.mod' \
 		--exclude='*.mod.c' --exclude='.*.cmd' --exclude=Module.symvers \
-		--exclude=modules.order --exclude='*.a' -cf - . |
+		--exclude=modules.order --exclude='*.a' --exclude='*.go' -cf - . |
 		tar -C "$src" -xf - || return 1
 	: >"$out/$rel/build.log"
 	for m in $modules; do
@@ -97,15 +97,22 @@ build_modules() {
 	done
 }
 
-# build_tests DEST: static test binaries of ci/guest-tests.txt, once for all
-# kernels (they do not depend on the kernel).
+# build_tests DEST: the static test binaries of ci/guest-tests.txt, once for
+# all kernels (they do not depend on the kernel): Go packages through
+# `go test -c`, C programs (which print go test -v lines) through gcc.
 build_tests() {
-	local dest=$1 pkg name
+	local dest=$1 t name
 	mkdir -p "$dest"
-	for pkg in $(grep -v '^[[:space:]]*\(#\|$\)' "$repo/ci/guest-tests.txt"); do
-		name=$(echo "${pkg#./}" | tr / -).test
-		(cd "$repo" && CGO_ENABLED=0 $go test -c -o "$dest/$name" "$pkg") ||
-			{ log "cannot build the tests of $pkg"; return 1; }
+	for t in $(grep -v '^[[:space:]]*\(#\|$\)' "$repo/ci/guest-tests.txt"); do
+		name=$(echo "${t#./}" | sed 's/\.c$//' | tr / -).test
+		case $t in
+		*.c)
+			gcc -static -O2 -Wall -Werror -o "$dest/$name" "$repo/$t" ||
+				{ log "cannot build $t"; return 1; } ;;
+		*)
+			(cd "$repo" && CGO_ENABLED=0 $go test -c -o "$dest/$name" "$t") ||
+				{ log "cannot build the tests of $t"; return 1; } ;;
+		esac
 	done
 }
 
@@ -136,10 +143,32 @@ run_guest() {
 		</dev/null 2>&1 | tr -d '\r' >"$3"
 }
 
+# results CONSOLE: the test events of every test binary, as test2json
+# lines, from the output between its KCI-TEST markers.
+results() {
+	local name
+	for name in $(sed -n 's/^KCI-TEST-BEGIN //p' "$1"); do
+		sed -n "/^KCI-TEST-BEGIN $name\$/,/^KCI-TEST-END $name /p" "$1" |
+			sed '1d;$d' | $go tool test2json -t
+	done
+}
+
+# first_event EVENTS ACTION: "Test (output)" of the first test with that
+# action; the output is the test's last lines before it ended.
+first_event() {
+	local t
+	t=$(grep -m1 "\"Action\":\"$2\",\"Test\"" "$1" | sed 's/.*"Test":"\([^"]*\)".*/\1/')
+	[ -n "$t" ] || return 1
+	echo "$t: $(grep -F "\"Test\":\"$t\"" "$1" | grep '"Action":"output"' |
+		sed 's/.*"Output":"\(.*\)"}$/\1/; s/\\n$//; s/\\t/ /g; s/^ *//' |
+		grep -v -e '^=== ' -e '^--- ' | tail -n 2 | tr '\n' ' ')"
+}
+
 # verdict RELEASE CONSOLE: sets why (empty on success) and ntests.
 verdict() {
-	local rel=$1 c=$2 kmsg
-	ntests=$(grep -c -- '^ *--- PASS' "$c")
+	local rel=$1 c=$2 kmsg ev=$2.events
+	results "$c" >"$ev"
+	ntests=$(grep -c '"Action":"pass","Test"' "$ev")
 	why=
 	grep -q "^KCI-BOOT $rel" "$c" || { why="guest did not boot (see $c)"; return; }
 	why=$(sed -n 's/^KCI-FAIL //p' "$c" | head -n1)
@@ -150,8 +179,8 @@ verdict() {
 			why="$why (during $(sed -n 's/^KCI-TEST-BEGIN //p' "$c" | tail -n1))"
 		return
 	fi
-	why=$(grep -m1 -- '^ *--- FAIL' "$c") && { why="test failed: ${why#*--- FAIL: }"; return; }
-	why=$(grep -m1 -- '^ *--- SKIP' "$c") && { why="test skipped in the guest: ${why#*--- SKIP: }"; return; }
+	why=$(first_event "$ev" fail) && { why="test failed: $why"; return; }
+	why=$(first_event "$ev" skip) && { why="test skipped in the guest: $why"; return; }
 	why=$(awk '/^KCI-TEST-END/ && $3 != 0 {print $2 " exited with " $3; exit}' "$c")
 	[ -n "$why" ] && return
 	[ "$(grep -c '^KCI-TEST-END' "$c")" -gt 0 ] || { why="no test binary ran"; return; }
@@ -175,6 +204,9 @@ verdict() {
 main() {
 	local rel failed=0 testdir=$out/tests
 	mkdir -p "$out" || exit 1
+	# A module of its own: `go vet ./...` in the repository never descends
+	# into build products.
+	[ -f "$out/go.mod" ] || echo 'module knemesis.invalid/ci-out' >"$out/go.mod"
 	command -v qemu-system-x86_64 >/dev/null ||
 		{ echo "FAIL all: qemu-system-x86_64 missing (make deps)"; exit 1; }
 	[ -x /bin/busybox ] || { echo "FAIL all: /bin/busybox missing (busybox-static)"; exit 1; }

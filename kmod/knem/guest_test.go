@@ -310,6 +310,16 @@ func (b board) get(key string) (uint64, error) {
 	}
 }
 
+// peek reads key if it is there, without waiting.
+func (b board) peek(key string) (uint64, bool) {
+	data, err := os.ReadFile(filepath.Join(string(b), key))
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(data), 10, 64)
+	return v, err == nil
+}
+
 // barrier returns once all size ranks reached the barrier called name.
 func (b board) barrier(rank, size int, name string) error {
 	if err := b.put(fmt.Sprintf("%s.%d", name, rank), 1); err != nil {
@@ -322,3 +332,5 @@ func (b board) barrier(rank, size int, name string) error {
 	}
 	return nil
 }
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
