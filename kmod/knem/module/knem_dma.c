@@ -18,6 +18,11 @@
  *    the CPU only comes back to unmap and unpin.
  * If the engine cannot take a descriptor, what was submitted is waited for
  * and the whole copy is redone by the CPU (counted as a DMA fallback).
+ *
+ * Errors: the final descriptor's result decides.  Engines halt on an error
+ * and abort what follows (I/OAT does; softdma imitates it), so a failed
+ * piece also fails the final descriptor and the chained status write
+ * never happens.
  */
 #include <linux/dmaengine.h>
 #include <linux/dma-mapping.h>
@@ -309,22 +314,33 @@ static int knem_dma_submit(struct knem_xfer *x, struct knem_dma_map *map,
 	return 0;
 }
 
-static int knem_dma_fallback(struct knem_xfer *x, struct knem_dma_map *map,
-			     dma_cookie_t last)
+/* The whole copy by the CPU, in the caller or on the kthread. */
+static int knem_dma_by_cpu(struct knem_xfer *x)
 {
 	int err;
 
+	knem_stat_add(KNEM_STAT_DMA_FALLBACKS, 1);
+	err = knem_cpu_copy(x);
+	if (x->thread_dma)
+		x->engine = KNEM_ENGINE_THREAD;
+	return err;
+}
+
+/*
+ * The engine refused part of the copy: wait for what it accepted (only the
+ * final descriptor has a callback, and it was not submitted), then redo
+ * everything on the CPU.
+ */
+static int knem_dma_fallback(struct knem_xfer *x, struct knem_dma_map *map,
+			     dma_cookie_t last)
+{
 	if (last) {
 		dma_async_issue_pending(map->chan);
 		dma_sync_wait(map->chan, last);
 	}
 	knem_dma_unmap(map);
 	x->map = NULL;
-	knem_stat_add(KNEM_STAT_DMA_FALLBACKS, 1);
-	err = knem_cpu_copy(x);
-	if (x->thread_dma)
-		x->engine = KNEM_ENGINE_THREAD;
-	return err;
+	return knem_dma_by_cpu(x);
 }
 
 /*
@@ -343,17 +359,12 @@ int knem_dma_copy(struct knem_xfer *x, bool chain)
 	int err;
 
 	x->engine = KNEM_ENGINE_DMA;
-	if (!chan || !knem_dma_track(x->ctx, chan)) {
-		knem_stat_add(KNEM_STAT_DMA_FALLBACKS, 1);
-		err = knem_cpu_copy(x);
-		if (x->thread_dma)
-			x->engine = KNEM_ENGINE_THREAD;
-		return err;
-	}
+	if (!chan || !knem_dma_track(x->ctx, chan))
+		return knem_dma_by_cpu(x);
 	max = knem_dma_pieces(x) * 2 + 2;
-	map = kvzalloc(struct_size(map, ent, max), GFP_KERNEL);
+	map = kvzalloc(struct_size(map, ent, max), GFP_KERNEL | __GFP_NOWARN);
 	if (!map)
-		return -ENOMEM;
+		return knem_dma_by_cpu(x);
 	map->chan = chan;
 	map->dev = chan->device->dev;
 	map->max = max;
