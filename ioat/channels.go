@@ -26,8 +26,9 @@ const (
 )
 
 // MemcpyDrivers are the dmaengine drivers known to register DMA_MEMCPY
-// channels for general use.
-var MemcpyDrivers = []string{"ioatdma", "idxd"}
+// channels for general use: Intel I/OAT, Intel DSA, and the project's
+// test-only provider (kmod/softdma) that stands in for them under QEMU.
+var MemcpyDrivers = []string{"ioatdma", "idxd", "softdma"}
 
 // Channel is one dmaengine channel, as /sys/class/dma/dmaNchanM shows it.
 type Channel struct {

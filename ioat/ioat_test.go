@@ -33,6 +33,11 @@ func TestReadChannelsFixtures(t *testing.T) {
 		chans[1].Driver != "dw_axi_dmac" || chans[1].Memcpy != MemcpyUnknown {
 		t.Errorf("platform: %+v, %v", chans, err)
 	}
+	chans, err = ReadChannels(os.DirFS("testdata/softdma/class/dma"))
+	if err != nil || len(chans) != 2 || chans[0].Device != "softdma.0" || chans[0].Driver != "softdma" ||
+		chans[0].Memcpy != MemcpyYes || !chans[0].InUse {
+		t.Errorf("softdma: %+v, %v", chans, err)
+	}
 	if chans, err := ReadChannels(os.DirFS("testdata/none/class/dma")); err != nil || len(chans) != 0 {
 		t.Errorf("none: %+v, %v", chans, err)
 	}

@@ -29,6 +29,7 @@ const (
 	leafAMDCache    = 0x8000001D // cache topology (AMD, needs TOPOEXT)
 	amdTopoExtBit   = 1 << 22    // 0x80000001 ECX: TOPOEXT
 	maxCacheLeaves  = 16         // subleaves scanned before giving up
+	maxCacheSize    = 1 << 40    // larger is a corrupt leaf, not a cache
 )
 
 // CacheLeaf is one cache as CPUID describes it: geometry, and how many
@@ -64,12 +65,16 @@ func DecodeCacheLeaf(r Regs) (c CacheLeaf, ok bool) {
 	}
 	c.Level = int(r.EAX >> 5 & 0x7)
 	c.MaxSharing = int(r.EAX>>14&0xfff) + 1
-	line := int64(r.EBX&0xfff) + 1
-	partitions := int64(r.EBX>>12&0x3ff) + 1
-	ways := int64(r.EBX>>22) + 1
-	sets := int64(r.ECX) + 1
+	line := uint64(r.EBX&0xfff) + 1
+	partitions := uint64(r.EBX>>12&0x3ff) + 1
+	ways := uint64(r.EBX>>22) + 1
+	sets := uint64(r.ECX) + 1
 	c.LineSize = int(line)
-	c.Size = line * partitions * ways * sets
+	// The fields allow up to 2^64 bytes; a hypervisor's garbage must not
+	// wrap into a plausible size. Size 0 marks the leaf implausible.
+	if hi, size := bits.Mul64(line*partitions*ways, sets); hi == 0 && size <= maxCacheSize {
+		c.Size = int64(size)
+	}
 	return c, true
 }
 
@@ -109,13 +114,19 @@ func DecodeCPUID(q CPUIDFunc) (CPUIDInfo, error) {
 	}
 	amd := info.Vendor == "AuthenticAMD" || info.Vendor == "HygonGenuine"
 	topoext := maxExt >= leafAMDCache && q(leafExtFeatures, 0).ECX&amdTopoExtBit != 0
+	var err error
 	switch {
 	case !amd && maxLeaf >= leafIntelCache:
-		info.Leaf, info.Caches = leafIntelCache, cacheLeaves(q, leafIntelCache)
+		info.Leaf = leafIntelCache
+		info.Caches, err = cacheLeaves(q, leafIntelCache)
 	case amd && topoext:
-		info.Leaf, info.Caches = leafAMDCache, cacheLeaves(q, leafAMDCache)
+		info.Leaf = leafAMDCache
+		info.Caches, err = cacheLeaves(q, leafAMDCache)
 	case amd && maxExt >= leafAMDL2L3:
 		info.Leaf, info.Caches = leafAMDL2L3, legacyAMDCaches(q)
+	}
+	if err != nil {
+		return info, err
 	}
 	if len(info.Caches) == 0 {
 		return info, fmt.Errorf("cpuid: %s reports no cache in leaf %#x: %w", info.Vendor, info.Leaf, ErrNoCacheInfo)
@@ -123,18 +134,20 @@ func DecodeCPUID(q CPUIDFunc) (CPUIDInfo, error) {
 	return info, nil
 }
 
-func cacheLeaves(q CPUIDFunc, leaf uint32) []CacheLeaf {
+func cacheLeaves(q CPUIDFunc, leaf uint32) ([]CacheLeaf, error) {
 	var cs []CacheLeaf
 	for sub := uint32(0); sub < maxCacheLeaves; sub++ {
-		c, ok := DecodeCacheLeaf(q(leaf, sub))
+		r := q(leaf, sub)
+		c, ok := DecodeCacheLeaf(r)
 		if !ok {
 			break
 		}
-		if c.Level > 0 {
-			cs = append(cs, c)
+		if c.Level == 0 || c.Size == 0 {
+			return nil, fmt.Errorf("cpuid: leaf %#x subleaf %d (%#x) describes no plausible cache", leaf, sub, r)
 		}
+		cs = append(cs, c)
 	}
-	return cs
+	return cs, nil
 }
 
 // legacyAMDCaches decodes leaves 0x80000005/6 of AMD CPUs without TOPOEXT.

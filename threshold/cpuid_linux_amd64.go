@@ -21,7 +21,9 @@ func HostCPUID(leaf, subleaf uint32) Regs {
 // ReadCPUID decodes CPUID on each of the given CPUs. Each CPU is read from
 // a goroutine locked to a fresh OS thread pinned to that CPU; the goroutine
 // exits still locked, so the runtime discards the thread and the pinning
-// never leaks into the rest of the program.
+// never leaks into the rest of the program. (Threads the runtime needs
+// meanwhile are not cloned from a locked thread, whose affinity they would
+// inherit, but from its template thread.)
 func ReadCPUID(cpus CPUSet) (map[int]CPUIDInfo, error) {
 	out := make(map[int]CPUIDInfo, len(cpus))
 	for _, cpu := range cpus {

@@ -4,7 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"runtime"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 type leafKey struct{ leaf, sub uint32 }
@@ -195,7 +199,16 @@ func TestHostCPUID(t *testing.T) {
 	if err != nil {
 		t.Skipf("host sysfs has no cache topology to compare with: %v", err)
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before, after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		t.Fatal(err)
+	}
 	per, err := ReadCPUID(sys.CPUs)
+	if err := unix.SchedGetaffinity(0, &after); err != nil || after != before {
+		t.Errorf("ReadCPUID changed the caller's affinity: %v → %v (%v)", before.Count(), after.Count(), err)
+	}
 	if errors.Is(err, ErrNoCPUID) {
 		t.Skip("CPUID instruction not available on this architecture")
 	}
@@ -269,4 +282,29 @@ func TestCPUIDHybridGroupsDoNotCollide(t *testing.T) {
 	if len(topo.Caches) != 2 || topo.Caches[0].CPUs.String() != "0" || topo.Caches[1].CPUs.String() != "1-4" {
 		t.Errorf("hybrid L2s: %v", topo.Caches)
 	}
+}
+
+func TestDecodeCPUIDImplausibleLeaf(t *testing.T) {
+	// All size fields at their maximum: 4096 × 1024 × 1024 × 2^32 bytes
+	// would wrap an int64.
+	r := epycKVM.with(recording{{0x8000001d, 1}: {0x00000122, 0xffffffff, 0xffffffff, 0}})
+	_, err := DecodeCPUID(r.cpuid)
+	if err == nil || !strings.Contains(err.Error(), "subleaf 1") {
+		t.Fatalf("err = %v, want the implausible subleaf named", err)
+	}
+	r = epycKVM.with(recording{{0x8000001d, 2}: {0x00000103, 0x01c0003f, 0x3ff, 0}}) // level 0
+	if _, err := DecodeCPUID(r.cpuid); err == nil {
+		t.Fatal("a level-0 cache accepted")
+	}
+}
+
+func FuzzDecodeCacheLeaf(f *testing.F) {
+	f.Add(uint32(0x0c004143), uint32(0x03c0003f), uint32(0xfff))
+	f.Add(uint32(0x00004163), uint32(0xffffffff), uint32(0xffffffff))
+	f.Fuzz(func(t *testing.T, eax, ebx, ecx uint32) {
+		c, ok := DecodeCacheLeaf(Regs{eax, ebx, ecx, 0})
+		if ok && (c.Size < 0 || c.Size > maxCacheSize || c.MaxSharing < 1 || c.LineSize < 1) {
+			t.Fatalf("DecodeCacheLeaf(%#x %#x %#x) = %+v", eax, ebx, ecx, c)
+		}
+	})
 }

@@ -52,18 +52,17 @@ func ParseOverride(spec string) (CacheOverride, error) {
 		if lvl.Size, err = ParseSize(fields[1]); err != nil || lvl.Size == 0 {
 			return nil, fmt.Errorf("%s entry %q: bad size %q", EnvCache, entry, fields[1])
 		}
-		seen := CPUSet{}
+		seen := map[int]bool{}
 		for _, g := range strings.Split(fields[2], ",") {
 			set, err := ParseCPUList(strings.ReplaceAll(g, "+", ","))
 			if err != nil || len(set) == 0 {
 				return nil, fmt.Errorf("%s entry %q: bad CPU group %q", EnvCache, entry, g)
 			}
 			for _, cpu := range set {
-				if seen.Contains(cpu) {
+				if seen[cpu] {
 					return nil, fmt.Errorf("%s entry %q: cpu%d is in two groups", EnvCache, entry, cpu)
 				}
-				seen = append(seen, cpu)
-				slices.Sort(seen)
+				seen[cpu] = true
 			}
 			lvl.Groups = append(lvl.Groups, set)
 		}
@@ -122,15 +121,16 @@ func (o CacheOverride) Apply(t *Topology) (*Topology, error) {
 				if t != nil && !t.CPUs.Contains(cpu) {
 					return nil, fmt.Errorf("%s: cpu%d in L%d is not an online CPU (%s)", EnvCache, cpu, l.Level, t.CPUs)
 				}
-				if t == nil && !out.CPUs.Contains(cpu) {
-					out.CPUs = append(out.CPUs, cpu)
-					slices.Sort(out.CPUs)
-				}
+			}
+			if t == nil {
+				out.CPUs = append(out.CPUs, g...)
 			}
 			out.Caches = append(out.Caches, Cache{Level: l.Level, Type: l.Type, Size: l.Size,
 				LineSize: lineSizeAt(t, l.Level), CPUs: slices.Clone(g), Source: SourceOverride})
 		}
 	}
+	slices.Sort(out.CPUs)
+	out.CPUs = slices.Compact(out.CPUs)
 	out.sortCaches()
 	return out, nil
 }

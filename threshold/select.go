@@ -95,21 +95,24 @@ func (t *Table) Choose(size int64) Choice {
 // machines whose two cores share a cache:
 //
 //   - Pair sharing a cache: the shared-memory double copy up to DMA_min
-//     included, i.e. while the message fits the shared cache. The paper already found
-//     shm faster than vmsplice there (§4.1) and KNEM only "almost as fast"
-//     (§4.2); in NetPIPE-style ping-pong, where the buffer to read is still
-//     dirty in the peer's cache, a single copy (CMA, the KNEM kernel copy)
-//     runs at half the double copy's rate (8.6 vs 20 GB/s at 1 MiB).
+//     included, i.e. while the message fits the shared cache. The paper
+//     already found shm faster than vmsplice there (§4.1) and KNEM only
+//     "almost as fast" (§4.2); in NetPIPE-style ping-pong, where the
+//     buffer to read is still dirty in the peer's cache, a single copy
+//     (CMA, the KNEM kernel copy) runs at half the double copy's rate
+//     (8.6 vs 20 GB/s at 1 MiB).
 //   - Pair sharing no cache: the KNEM module when loaded, from 16 KiB
 //     (4 KiB with concurrent transfers); else CMA, else vmsplice, from
 //     Nemesis' 64 KiB.
-//   - Above DMA_min, not at it (§3.5: the cache must be "at least two
-//     times larger" than the message; lowered by concurrent transfers): KNEM with DMA offload
-//     when the module has a channel; otherwise the single copy, whose lower
-//     cache pollution matters once the message no longer fits.
+//   - Above DMA_min, not at it (§3.5 wants a cache "at least two times
+//     larger" than the message), DMA_min being lowered by concurrent
+//     transfers: KNEM with DMA offload when the module has a channel;
+//     otherwise the single copy, whose lower cache pollution matters once
+//     the message no longer fits.
 //
-// A tuning file from this machine replaces the backend switches; DMA_min
-// stays the formula's unless the file measured it.
+// A tuning file from this machine replaces the backend switches and the
+// eager→LMT size. DMA_min stays the formula's: tuning measures backends,
+// not the engine behind the module.
 func Build(env Env) (*Table, error) {
 	if env.Topology == nil {
 		return nil, fmt.Errorf("threshold: Build needs a topology")

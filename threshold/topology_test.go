@@ -231,3 +231,40 @@ func TestDetectFallsBackToCPUIDThenOverride(t *testing.T) {
 		t.Errorf("bad env override: err = %v", err)
 	}
 }
+
+func FuzzParseCPUList(f *testing.F) {
+	for _, s := range []string{"0", "0-3,8-11", "4,0,1-2", "", "3-1", "0-99999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		set, err := ParseCPUList(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseCPUList(set.String())
+		if err != nil || !again.Equal(set) {
+			t.Fatalf("%q → %s → %v, %v", s, set, again, err)
+		}
+	})
+}
+
+func FuzzParseOverride(f *testing.F) {
+	for _, s := range []string{"L2:4M:0+4,2+6", "L2:512K:0,1;L3:32M:0-1", "L1d:32K:0-1;L1:8K:0", "L3:1G:0-65535"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		o, err := ParseOverride(s)
+		if err != nil {
+			return
+		}
+		topo, err := o.Apply(nil)
+		if err != nil {
+			t.Fatalf("%q parsed but does not apply: %v", s, err)
+		}
+		for _, c := range topo.Caches {
+			if c.Size <= 0 || len(c.CPUs) == 0 || c.Source != SourceOverride {
+				t.Fatalf("%q: cache %+v", s, c)
+			}
+		}
+	})
+}

@@ -34,5 +34,11 @@ rm -rf platform && mkdir platform
 chan platform "platform/ff7c0000.dma-controller" dw_axi_dmac dma0chan0 0 0 0
 chan platform "platform/ff7c0000.dma-controller" dw_axi_dmac dma0chan1 0 0 0
 
+# The project's test-only provider (kmod/softdma) in a QEMU guest: a
+# platform device with two DMA_MEMCPY channels, which KNEM holds.
+rm -rf softdma && mkdir softdma
+chan softdma "platform/softdma.0" softdma dma0chan0 1 0 0
+chan softdma "platform/softdma.0" softdma dma0chan1 1 0 0
+
 # No DMA engine: the class directory exists and is empty (this machine).
 rm -rf none && mkdir -p none/class/dma && touch none/class/dma/.keep

@@ -332,3 +332,5 @@ func (b board) barrier(rank, size int, name string) error {
 	}
 	return nil
 }
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }

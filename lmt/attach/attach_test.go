@@ -3,8 +3,11 @@ package attach_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis"
@@ -229,4 +232,84 @@ func TestTruncated(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestPeerDies: the receiver exits in the middle of a 256 MiB transfer; the
+// sender's Send returns an error naming it, through whichever of the
+// endpoint's liveness check and the LMT's own notices first.
+func TestPeerDies(t *testing.T) {
+	for _, b := range []string{"shm", "cma", "vmsplice"} {
+		t.Run(b, func(t *testing.T) {
+			launchtest.Run(t, 2, func(p launch.Proc) error {
+				ep, _, err := join(p, attach.Options{Prefer: []string{b}})
+				if err != nil {
+					return err
+				}
+				const n = 256 << 20
+				if p.Rank == 0 {
+					err := ep.Send(1, 0, make([]byte, n))
+					if err == nil {
+						return errors.New("Send completed although the receiver died")
+					}
+					if !strings.Contains(err.Error(), "rank 1") {
+						return fmt.Errorf("Send error %q does not name rank 1", err)
+					}
+					fmt.Printf("%s: sender saw: %v\n", b, err)
+					return nil
+				}
+				var r nemesis.Request
+				if err := ep.Irecv(&r, 0, 0, make([]byte, n)); err != nil {
+					return err
+				}
+				for !r.Done() {
+					if tr, ok := r.LMTData.(*lmt.Transfer); ok && tr.Moved() >= 1<<20 {
+						os.Exit(0) // mid-transfer
+					}
+					if err := ep.Poll(); err != nil {
+						return err
+					}
+				}
+				return errors.New("the 256 MiB receive completed before the receiver could die")
+			})
+		})
+	}
+}
+
+// TestWait: LMT.Wait completes sends and receives over every backend, the
+// pipe-based ones sleeping in poll(2) on their pipe when idle.
+func TestWait(t *testing.T) {
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		ep, l, err := join(p, attach.Options{})
+		if err != nil {
+			return err
+		}
+		defer ep.Close()
+		defer l.Close()
+		const n = 8<<20 + 1
+		for i, b := range all {
+			var r nemesis.Request
+			buf := make([]byte, n)
+			if p.Rank == 0 {
+				lmttest.Fill(buf, i)
+				err = l.Isend(&r, 1, i, buf, b)
+			} else {
+				err = ep.Irecv(&r, 0, i, buf)
+			}
+			if err != nil {
+				return err
+			}
+			if err := l.Wait(&r); err != nil {
+				return fmt.Errorf("%s: %w", b, err)
+			}
+			if st, _ := attach.Stats(&r); st.Backend != b || st.Bytes != n {
+				return fmt.Errorf("%s: stats %+v", b, st)
+			}
+			if p.Rank == 1 {
+				if err := check(buf, i); err != nil {
+					return fmt.Errorf("%s: %w", b, err)
+				}
+			}
+		}
+		return ep.Send(1-p.Rank, 99, nil)
+	})
 }

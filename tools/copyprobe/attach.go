@@ -20,10 +20,19 @@ import (
 // maps. Programs are loaded one by one, not as a collection, because a
 // kernel that refuses one kind (fentry here) must not stop the others.
 func (p *Probe) load(name string, consts map[string]uint32) (*ebpf.Program, error) {
+	return p.loadFor(name, "", consts)
+}
+
+// loadFor is load for a tracing program, with the kernel function it is
+// for (a tracing program is verified against one function's BTF).
+func (p *Probe) loadFor(name, attachTo string, consts map[string]uint32) (*ebpf.Program, error) {
 	spec := p.spec.Copy()
 	ps, ok := spec.Programs[name]
 	if !ok {
 		return nil, fmt.Errorf("program %q missing from the BPF object", name)
+	}
+	if attachTo != "" {
+		ps.AttachTo = attachTo
 	}
 	spec.Programs = map[string]*ebpf.ProgramSpec{name: ps}
 	for v, val := range consts {
@@ -132,9 +141,10 @@ func (p *Probe) attachUprobe(exe string, offset uint64) error {
 func (p *Probe) attachKernel(mode KernelMode) Status {
 	var fentryErr error
 	if mode != KernelTracepoint {
-		fentryErr = p.attachFentry()
+		var st Status
+		st, fentryErr = p.attachFentry()
 		if fentryErr == nil {
-			return Status{Mode: ModeFentry, Detail: "fexit on " + strings.Join(fentryTargets, ", ")}
+			return st
 		}
 		fentryErr = fmt.Errorf("fentry: %w", fentryErr)
 		if mode == KernelFentry {
@@ -159,37 +169,141 @@ func (p *Probe) attachKernel(mode KernelMode) Status {
 	return st
 }
 
-// fentryTargets are the kernel functions hooked in fentry mode, with the
-// programs that hook them.
-var fentryTargets = []string{"copy_page_to_iter", "copy_page_from_iter"}
+// fexitHook is a kernel function and the program that reads its return
+// value (the programs differ in where the return value sits).
+type fexitHook struct{ fn, prog string }
 
-var fentryPrograms = map[string]string{
-	"copy_page_to_iter":   copyprobeProgFexitCopyPageToIter,
-	"copy_page_from_iter": copyprobeProgFexitCopyPageFromIter,
+// fexitRole is one kind of copy fentry mode must see, with alternative
+// hooks: kernels name the functions differently (6.18's anon_pipe_read is
+// 6.1's pipe_read), or cannot trace one (a trampoline for process_vm_rw's
+// 7 arguments needs 6.6).
+type fexitRole struct {
+	copy string
+	alts [][]fexitHook
+	// syscalls, when no alternative attaches, count this copy with the
+	// syscall model instead, and the report says so.
+	syscalls []string
 }
 
-func (p *Probe) attachFentry() error {
+// pageCopyHooks, preferred, count every page copy the kernel makes for the
+// job, whatever the file or call.
+var pageCopyHooks = []fexitRole{
+	{"page copies to user", [][]fexitHook{{{"copy_page_to_iter", copyprobeProgFexitRet4}}}, nil},
+	{"page copies from user", [][]fexitHook{{{"copy_page_from_iter", copyprobeProgFexitRet4}}}, nil},
+}
+
+// transferHooks count the copy of each transfer path, for kernels that do
+// not trace the page copy routines.
+var transferHooks = []fexitRole{
+	{"pipe read", [][]fexitHook{{{"anon_pipe_read", copyprobeProgFexitRet2}}, {{"pipe_read", copyprobeProgFexitRet2}}}, nil},
+	{"pipe write", [][]fexitHook{{{"anon_pipe_write", copyprobeProgFexitRet2}}, {{"pipe_write", copyprobeProgFexitRet2}}}, nil},
+	{"vmsplice out of a pipe", [][]fexitHook{{{"pipe_to_user", copyprobeProgFexitRet3}}}, nil},
+	// Before 6.6 a trampoline takes at most 6 arguments, the syscall
+	// functions have ambiguous BTF and the rest is inlined: 6.1 counts
+	// CMA with the syscall model.
+	{"process_vm_readv/writev", [][]fexitHook{{{"process_vm_rw", copyprobeProgFexitRet7}}},
+		[]string{"process_vm_readv", "process_vm_writev"}},
+}
+
+func (p *Probe) attachFentry() (Status, error) {
 	// Mark knem ioctls first, so that the page copies knem makes through
 	// copy_page_to_iter are left to its tracepoint rather than counted twice.
 	if rdev, err := knemRdev(); err != nil {
-		return err
+		return Status{}, err
 	} else if rdev != 0 {
 		if err := p.attachSyscalls([]string{"ioctl"}, rdev); err != nil {
-			return fmt.Errorf("marking knem ioctls: %w", err)
+			return Status{}, fmt.Errorf("marking knem ioctls: %w", err)
 		}
 	}
-	for _, fn := range fentryTargets {
-		prog, err := p.load(fentryPrograms[fn], nil)
-		if err != nil {
+	hooked, err := p.attachFexits(pageCopyHooks, nil)
+	if err == nil {
+		return Status{Mode: ModeFentry, Detail: "fexit on " + strings.Join(hooked, ", ")}, nil
+	}
+	pageErr := err
+	var viaSyscalls []string
+	hooked, err = p.attachFexits(transferHooks, func(role fexitRole, why error) error {
+		if err := p.attachSyscalls(role.syscalls, 0); err != nil {
 			return err
 		}
-		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
-		if err != nil {
-			return fmt.Errorf("attaching fexit to %s: %w", fn, explain(err))
-		}
-		p.links = append(p.links, l)
+		viaSyscalls = append(viaSyscalls, fmt.Sprintf("%s by the syscall model (%v)", role.copy, why))
+		return nil
+	})
+	if err != nil {
+		return Status{}, fmt.Errorf("%w; and %w", pageErr, err)
 	}
-	return nil
+	st := Status{
+		Mode:     ModeFentry,
+		Detail:   "fexit on " + strings.Join(hooked, ", "),
+		Fallback: "page copy routines not traceable here (" + pageErr.Error() + "), so the transfer functions are hooked",
+	}
+	if len(viaSyscalls) > 0 {
+		st.Detail += "; " + strings.Join(viaSyscalls, "; ")
+	}
+	return st, nil
+}
+
+// attachFexits attaches one alternative of every role, or nothing. A role
+// none of whose alternatives attaches goes to fallback when it has
+// syscalls to count it by.
+func (p *Probe) attachFexits(roles []fexitRole, fallback func(fexitRole, error) error) (hooked []string, err error) {
+	var links []link.Link
+	defer func() {
+		if err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+			return
+		}
+		p.links = append(p.links, links...)
+	}()
+	for _, role := range roles {
+		var errs []string
+		ok := false
+		for _, alt := range role.alts {
+			altLinks, err := p.attachAlt(alt)
+			if err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
+			links = append(links, altLinks...)
+			for _, h := range alt {
+				hooked = append(hooked, h.fn)
+			}
+			ok = true
+			break
+		}
+		if ok {
+			continue
+		}
+		why := fmt.Errorf("%s: %s", role.copy, strings.Join(errs, "; "))
+		if fallback == nil || len(role.syscalls) == 0 {
+			return nil, why
+		}
+		if err := fallback(role, why); err != nil {
+			return nil, fmt.Errorf("%w; and its syscall tracepoints: %w", why, err)
+		}
+	}
+	return hooked, nil
+}
+
+func (p *Probe) attachAlt(alt []fexitHook) ([]link.Link, error) {
+	var links []link.Link
+	for _, h := range alt {
+		prog, err := p.loadFor(h.prog, h.fn, nil)
+		if err == nil {
+			var l link.Link
+			if l, err = link.AttachTracing(link.TracingOptions{Program: prog}); err == nil {
+				links = append(links, l)
+				continue
+			}
+			err = fmt.Errorf("attaching fexit to %s: %w", h.fn, explain(err))
+		}
+		for _, l := range links {
+			l.Close()
+		}
+		return nil, err
+	}
+	return links, nil
 }
 
 // modelledSyscalls are the calls the syscall model charges copies to; the

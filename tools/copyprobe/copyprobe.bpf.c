@@ -191,24 +191,58 @@ static __always_inline void count_page_copy(__u64 copied)
 }
 
 /*
- * The kernel's page copy routines: pipe_write and process_vm_writev copy
- * through copy_page_from_iter, pipe_read (also of vmspliced pages) and
- * process_vm_readv through copy_page_to_iter. fexit sees the count actually
- * copied. The iov_iter routines they call (_copy_to_iter...) are not hooked,
- * which would count the same bytes twice.
+ * Two sets of hooks, chosen by attach.go. Preferred: the page copy routines
+ * themselves (pipe_write and process_vm_writev copy through
+ * copy_page_from_iter, pipe_read and process_vm_readv through
+ * copy_page_to_iter); the iov_iter helpers they call are not hooked, which
+ * would count the same bytes twice. Some kernels build lib/iov_iter.c
+ * without ftrace (Debian 6.1: attaching fails with EBUSY); there the
+ * functions that make a transfer's one copy are hooked instead, and their
+ * return value is the count: the pipe's read and write methods,
+ * pipe_to_user (vmsplice out of a pipe) and process_vm_rw. Each program
+ * reads the return value at the index the target's argument count puts it.
+ * Where none of these attaches for CMA (6.1: process_vm_rw has 7 arguments,
+ * one more than its trampolines take), attach.go counts it with the
+ * syscall model.
  */
 SEC("fexit/copy_page_to_iter")
-int fexit_copy_page_to_iter(__u64 *ctx)
+int fexit_ret4(__u64 *ctx)
 {
-	/* (page, offset, bytes, iter) -> size_t copied */
+	/* copy_page_*_iter(page, offset, bytes, iter) -> size_t */
 	count_page_copy(ctx[4]);
 	return 0;
 }
 
-SEC("fexit/copy_page_from_iter")
-int fexit_copy_page_from_iter(__u64 *ctx)
+SEC("fexit/pipe_read")
+int fexit_ret2(__u64 *ctx)
 {
-	count_page_copy(ctx[4]);
+	/* pipe_read, pipe_write(kiocb, iter) -> ssize_t */
+	__s64 ret = ctx[2];
+
+	if (ret > 0)
+		count_page_copy(ret);
+	return 0;
+}
+
+SEC("fexit/pipe_to_user")
+int fexit_ret3(__u64 *ctx)
+{
+	/* pipe_to_user(pipe, buf, sd) -> int */
+	__s32 ret = ctx[3];
+
+	if (ret > 0)
+		count_page_copy(ret);
+	return 0;
+}
+
+SEC("fexit/process_vm_rw")
+int fexit_ret7(__u64 *ctx)
+{
+	/* process_vm_rw(pid, lvec, liovcnt, rvec, riovcnt, flags, vm_write) -> ssize_t */
+	__s64 ret = ctx[7];
+
+	if (ret > 0)
+		count_page_copy(ret);
 	return 0;
 }
 

@@ -2,9 +2,11 @@ package copyprobe_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -16,7 +18,52 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envNoise) != "" {
 		os.Exit(noiseMain())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, p := range jobProbes.p {
+		if p != nil {
+			p.Close()
+		}
+	}
+	os.Exit(code)
+}
+
+// jobProbes are the two probes, one per kernel mode, that measure every
+// reference job. They are opened once per test binary, since opening one
+// takes seconds in a TCG guest, follow the test process's children from
+// then on (but not the test process, whose launcher reads the ranks'
+// output) and are reset before each job.
+var jobProbes struct {
+	once sync.Once
+	p    [2]*copyprobe.Probe
+	err  error
+}
+
+func sharedProbes(t *testing.T) [2]*copyprobe.Probe {
+	t.Helper()
+	needRoot(t)
+	jobProbes.once.Do(func() {
+		for i, mode := range []copyprobe.KernelMode{copyprobe.KernelTracepoint, copyprobe.KernelFentry} {
+			p, err := copyprobe.Open(copyprobe.Options{Kernel: mode})
+			if err != nil {
+				jobProbes.err = fmt.Errorf("Open(%v): %w", mode, err)
+				return
+			}
+			jobProbes.p[i] = p
+			if err := p.TrackChildren(os.Getpid()); err != nil {
+				jobProbes.err = err
+				return
+			}
+		}
+	})
+	if jobProbes.err != nil {
+		t.Fatal(jobProbes.err)
+	}
+	for _, p := range jobProbes.p {
+		if err := p.Reset(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return jobProbes.p
 }
 
 // needRoot skips where BPF cannot be loaded at all; CI runs as root.
@@ -27,26 +74,15 @@ func needRoot(t *testing.T) {
 	}
 }
 
-func open(t *testing.T, mode copyprobe.KernelMode) *copyprobe.Probe {
-	t.Helper()
-	p, err := copyprobe.Open(copyprobe.Options{Kernel: mode})
-	if err != nil {
-		t.Fatalf("Open(%v): %v", mode, err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return p
-}
-
 // job describes a two-rank reference transfer.
 type job struct {
 	// files returns the descriptors each rank gets as fd 3, 4, ...; it
 	// runs in the parent only.
 	files func(t *testing.T) (rank0, rank1 []*os.File)
 	rank  func(p launch.Proc) error
+	// setup, when set, prepares each rank's command in the parent, before
+	// files are appended to its ExtraFiles.
+	setup func(rank int, cmd *exec.Cmd) error
 	// during, when set, runs in the parent while the probes count, just
 	// before the ranks start.
 	during func(t *testing.T)
@@ -58,14 +94,13 @@ type measured struct {
 	Tracepoint copyprobe.Report
 	Fentry     *copyprobe.Report
 	FentryErr  error
-	// probes are the tracepoint and fentry mode probes, still open.
+	// probes are the tracepoint and fentry mode probes (jobProbes).
 	probes [2]*copyprobe.Probe
 }
 
-// run runs j as a launchtest job under two probes, one per kernel mode,
-// both following the test process's children (but not the test process,
-// whose launcher reads the ranks' output). In a rank it runs j.rank and
-// returns ok == false: the caller must then return without checking.
+// run runs j as a launchtest job under the two jobProbes. In a rank it runs
+// j.rank and returns ok == false: the caller must then return without
+// checking.
 //
 // The ranks' stdout and stderr go to a regular file, not the launcher's
 // pipe: their test output would otherwise count as pipe copies.
@@ -75,15 +110,8 @@ func run(t *testing.T, j job) (m measured, ok bool) {
 		launchtest.Run(t, 2, j.rank)
 		return m, false
 	}
-	needRoot(t)
-	tp := open(t, copyprobe.KernelTracepoint)
-	fe := open(t, copyprobe.KernelFentry)
-	for _, p := range []*copyprobe.Probe{tp, fe} {
-		if err := p.TrackChildren(os.Getpid()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m.probes = [2]*copyprobe.Probe{tp, fe}
+	m.probes = sharedProbes(t)
+	tp, fe := m.probes[0], m.probes[1]
 	var rank0, rank1 []*os.File
 	if j.files != nil {
 		rank0, rank1 = j.files(t)
@@ -104,9 +132,15 @@ func run(t *testing.T, j job) (m measured, ok bool) {
 	}
 	launchtest.RunOpts(t, 2, launchtest.Options{Setup: func(rank int, cmd *exec.Cmd) error {
 		cmd.Stdout, cmd.Stderr = log, log
-		cmd.ExtraFiles = rank0
-		if rank == 1 {
-			cmd.ExtraFiles = rank1
+		if j.setup != nil {
+			if err := j.setup(rank, cmd); err != nil {
+				return err
+			}
+		}
+		if rank == 0 {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, rank0...)
+		} else {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, rank1...)
 		}
 		return nil
 	}}, j.rank)

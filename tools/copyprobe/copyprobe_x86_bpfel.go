@@ -16,21 +16,23 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	copyprobeMapCounters               = "counters"
-	copyprobeMapInflight               = "inflight"
-	copyprobeMapJobTgids               = "job_tgids"
-	copyprobeProgFexitCopyPageFromIter = "fexit_copy_page_from_iter"
-	copyprobeProgFexitCopyPageToIter   = "fexit_copy_page_to_iter"
-	copyprobeProgFollowFork            = "follow_fork"
-	copyprobeProgForgetExit            = "forget_exit"
-	copyprobeProgKnemCopy              = "knem_copy"
-	copyprobeProgMemcopyCopy           = "memcopy_copy"
-	copyprobeProgSyscallEnter          = "syscall_enter"
-	copyprobeProgSyscallExit           = "syscall_exit"
-	copyprobeVarKnemEngineOff          = "knem_engine_off"
-	copyprobeVarKnemLengthOff          = "knem_length_off"
-	copyprobeVarKnemPidOff             = "knem_pid_off"
-	copyprobeVarKnemRdev               = "knem_rdev"
+	copyprobeMapCounters      = "counters"
+	copyprobeMapInflight      = "inflight"
+	copyprobeMapJobTgids      = "job_tgids"
+	copyprobeProgFexitRet2    = "fexit_ret2"
+	copyprobeProgFexitRet3    = "fexit_ret3"
+	copyprobeProgFexitRet4    = "fexit_ret4"
+	copyprobeProgFexitRet7    = "fexit_ret7"
+	copyprobeProgFollowFork   = "follow_fork"
+	copyprobeProgForgetExit   = "forget_exit"
+	copyprobeProgKnemCopy     = "knem_copy"
+	copyprobeProgMemcopyCopy  = "memcopy_copy"
+	copyprobeProgSyscallEnter = "syscall_enter"
+	copyprobeProgSyscallExit  = "syscall_exit"
+	copyprobeVarKnemEngineOff = "knem_engine_off"
+	copyprobeVarKnemLengthOff = "knem_length_off"
+	copyprobeVarKnemPidOff    = "knem_pid_off"
+	copyprobeVarKnemRdev      = "knem_rdev"
 )
 
 // loadCopyprobe returns the embedded CollectionSpec for copyprobe.
@@ -75,14 +77,16 @@ type copyprobeSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type copyprobeProgramSpecs struct {
-	FexitCopyPageFromIter *ebpf.ProgramSpec `ebpf:"fexit_copy_page_from_iter"`
-	FexitCopyPageToIter   *ebpf.ProgramSpec `ebpf:"fexit_copy_page_to_iter"`
-	FollowFork            *ebpf.ProgramSpec `ebpf:"follow_fork"`
-	ForgetExit            *ebpf.ProgramSpec `ebpf:"forget_exit"`
-	KnemCopy              *ebpf.ProgramSpec `ebpf:"knem_copy"`
-	MemcopyCopy           *ebpf.ProgramSpec `ebpf:"memcopy_copy"`
-	SyscallEnter          *ebpf.ProgramSpec `ebpf:"syscall_enter"`
-	SyscallExit           *ebpf.ProgramSpec `ebpf:"syscall_exit"`
+	FexitRet2    *ebpf.ProgramSpec `ebpf:"fexit_ret2"`
+	FexitRet3    *ebpf.ProgramSpec `ebpf:"fexit_ret3"`
+	FexitRet4    *ebpf.ProgramSpec `ebpf:"fexit_ret4"`
+	FexitRet7    *ebpf.ProgramSpec `ebpf:"fexit_ret7"`
+	FollowFork   *ebpf.ProgramSpec `ebpf:"follow_fork"`
+	ForgetExit   *ebpf.ProgramSpec `ebpf:"forget_exit"`
+	KnemCopy     *ebpf.ProgramSpec `ebpf:"knem_copy"`
+	MemcopyCopy  *ebpf.ProgramSpec `ebpf:"memcopy_copy"`
+	SyscallEnter *ebpf.ProgramSpec `ebpf:"syscall_enter"`
+	SyscallExit  *ebpf.ProgramSpec `ebpf:"syscall_exit"`
 }
 
 // copyprobeMapSpecs contains maps before they are loaded into the kernel.
@@ -151,20 +155,24 @@ type copyprobeVariables struct {
 //
 // It can be passed to loadCopyprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type copyprobePrograms struct {
-	FexitCopyPageFromIter *ebpf.Program `ebpf:"fexit_copy_page_from_iter"`
-	FexitCopyPageToIter   *ebpf.Program `ebpf:"fexit_copy_page_to_iter"`
-	FollowFork            *ebpf.Program `ebpf:"follow_fork"`
-	ForgetExit            *ebpf.Program `ebpf:"forget_exit"`
-	KnemCopy              *ebpf.Program `ebpf:"knem_copy"`
-	MemcopyCopy           *ebpf.Program `ebpf:"memcopy_copy"`
-	SyscallEnter          *ebpf.Program `ebpf:"syscall_enter"`
-	SyscallExit           *ebpf.Program `ebpf:"syscall_exit"`
+	FexitRet2    *ebpf.Program `ebpf:"fexit_ret2"`
+	FexitRet3    *ebpf.Program `ebpf:"fexit_ret3"`
+	FexitRet4    *ebpf.Program `ebpf:"fexit_ret4"`
+	FexitRet7    *ebpf.Program `ebpf:"fexit_ret7"`
+	FollowFork   *ebpf.Program `ebpf:"follow_fork"`
+	ForgetExit   *ebpf.Program `ebpf:"forget_exit"`
+	KnemCopy     *ebpf.Program `ebpf:"knem_copy"`
+	MemcopyCopy  *ebpf.Program `ebpf:"memcopy_copy"`
+	SyscallEnter *ebpf.Program `ebpf:"syscall_enter"`
+	SyscallExit  *ebpf.Program `ebpf:"syscall_exit"`
 }
 
 func (p *copyprobePrograms) Close() error {
 	return _CopyprobeClose(
-		p.FexitCopyPageFromIter,
-		p.FexitCopyPageToIter,
+		p.FexitRet2,
+		p.FexitRet3,
+		p.FexitRet4,
+		p.FexitRet7,
 		p.FollowFork,
 		p.ForgetExit,
 		p.KnemCopy,

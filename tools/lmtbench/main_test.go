@@ -4,17 +4,20 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
 )
 
@@ -89,8 +92,9 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: memcpy, shm, pipe, vmsplice, cma, knem, auto)`},
-		{[]string{"--backends", "cma"}, 1, "lmtbench: --backends: cma: not in this build yet: waits for package lmt"},
+		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: eager, shm, pipe, vmsplice, cma, cma-write, knem, auto, memcpy)`},
+		{[]string{"--backends", "knem"}, 1, knemRefusal()},
+		{[]string{"--backends", "shm,"}, 2, `lmtbench: --backends: unknown backend ""`},
 		{[]string{"--sizes", "4Q"}, 2, `lmtbench: --sizes: size "4Q": unknown unit "Q" (use B, K/KiB, M/MiB or G/GiB)`},
 		{[]string{"--sizes", "4K-1x"}, 2, `lmtbench: --sizes: size "1x": unknown unit "x"`},
 		{[]string{"--sizes", "0"}, 2, `lmtbench: --sizes: size "0": a 0-byte message means nothing here (smallest is 1)`},
@@ -115,6 +119,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		{[]string{"pingpong", "--working-set", "1M"}, 2, "lmtbench: --working-set applies to pollution, not pingpong"},
 		{[]string{"pollution", "--plot", "p.png"}, 2, "lmtbench: --plot draws throughput; pollution has none to draw"},
 		{[]string{"bidir", "--reuse"}, 2, "lmtbench: --reuse applies to pingpong, not bidir"},
+		{[]string{"tune", "--backends", "cma-write"}, 2, `lmtbench: --backends: tune measures the selector's backends (eager, knem, cma, vmsplice, shm, pipe), not "cma-write"`},
 		{[]string{"--vm"}, 1, "lmtbench: --vm: not in this build yet: it needs the QEMU guest harness of ci/ (branch kci)"},
 	} {
 		r := run(t, tc.args...)
@@ -127,6 +132,15 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 			t.Errorf("lmtbench %s: bad input still printed %q on stdout", strings.Join(tc.args, " "), r.stdout)
 		}
 	}
+}
+
+// knemRefusal is how --backends knem fails here: no device on a host that
+// cannot load modules, else no knem backend in package lmt yet.
+func knemRefusal() string {
+	if _, err := os.Stat("/dev/knem"); err != nil {
+		return "lmtbench: --backends: knem: /dev/knem missing — load the module with modprobe knem"
+	}
+	return "lmtbench: --backends: knem: package lmt has no such backend in this build"
 }
 
 func TestHelpExitsZero(t *testing.T) {
@@ -285,22 +299,48 @@ func TestBenchfmtLines(t *testing.T) {
 	}
 }
 
-// TestSweepEndToEnd runs the default command over every backend that works
-// in this build with the placement probe (when the machine has one), and
-// checks the table names each of them and the winner line.
+// TestSweepEndToEnd runs the default command over two real backends with
+// the placement probe (when the machine has one) and the copy probes (when
+// they load), and checks the table, the winner and the copy counts: two
+// user copies per byte for the shm ring, one kernel copy for CMA.
 func TestSweepEndToEnd(t *testing.T) {
-	r := run(t, "--sizes", "4K,16K", "--iters", "50", "--samples", "2")
+	r := run(t, "--backends", "shm,cma", "--sizes", "64K,1M", "--iters", "20", "--samples", "2")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"machine:", "backends:", "ping-pong (IMB: latency is half the round trip)", "best backend per size:"} {
+	for _, want := range []string{"machine:", "backends (each checked", "ping-pong (IMB: latency is half the round trip)"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	for _, size := range []string{"4K", "16K"} {
-		if !strings.Contains(r.stdout, "\n"+strings.Repeat(" ", 4-len(size)+2)+size+"  ") {
-			t.Errorf("no row for %s:\n%s", size, r.stdout)
+	rows := map[string][]string{}
+	winners := ""
+	for _, line := range strings.Split(r.stdout, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 7 && (f[0] == "64K" || f[0] == "1M") {
+			rows[f[0]+" "+f[1]] = f
+		}
+		if w, ok := strings.CutPrefix(line, "best backend per size: "); ok {
+			winners = w
+		}
+	}
+	for _, key := range []string{"64K shm", "64K cma", "1M shm", "1M cma"} {
+		if rows[key] == nil {
+			t.Errorf("no row for %s:\n%s", key, r.stdout)
+		}
+	}
+	if !regexp.MustCompile(`^64K (shm|cma), 1M (shm|cma)$`).MatchString(winners) {
+		t.Errorf("winner line %q, want one of the two backends per size", winners)
+	}
+	if os.Geteuid() == 0 {
+		// copies/B column: user/kernel/dma; dma is "?" without the module.
+		for key, want := range map[string]*regexp.Regexp{
+			"1M shm": regexp.MustCompile(`^2\.0\d/0\.00/\?$`),
+			"1M cma": regexp.MustCompile(`^0\.00/1\.00/\?$`),
+		} {
+			if f := rows[key]; f == nil || !want.MatchString(f[5]) {
+				t.Errorf("%s copies %v, want %v", key, f, want)
+			}
 		}
 	}
 	if r.stderr != "" {
@@ -326,7 +366,7 @@ func TestCPUsByCacheSharing(t *testing.T) {
 		env  []string
 		cpus string
 	}{{allL3, "shared"}, {splitL3, "unshared"}} {
-		r = runEnv(t, tc.env, append([]string{"pingpong", "--cpus", tc.cpus, "--sizes", "4K", "--json"}, fast...)...)
+		r = runEnv(t, tc.env, append([]string{"pingpong", "--backends", "memcpy", "--cpus", tc.cpus, "--sizes", "4K", "--json"}, fast...)...)
 		var results []report.Result
 		if err := json.Unmarshal([]byte(r.stdout), &results); r.code != 0 || err != nil || len(results) != 1 {
 			t.Fatalf("--cpus %s: exit %d, %v, stderr %q", tc.cpus, r.code, err, r.stderr)
@@ -398,5 +438,67 @@ func TestPollutionSchema(t *testing.T) {
 	}
 	if want := float64(p.AfterNs) / float64(p.BaselineNs); math.Abs(p.Slowdown-want) > 1e-9*want {
 		t.Errorf("slowdown %g, want after/baseline = %g", p.Slowdown, want)
+	}
+}
+
+// TestLatencyFromZeroBytes runs the small-message path from an empty
+// message: 0 bytes is a size there, with a latency and no per-byte figures.
+func TestLatencyFromZeroBytes(t *testing.T) {
+	r := run(t, append([]string{"latency", "--backends", "eager", "--sizes", "0,64", "--json"}, fast...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var results []report.Result
+	if err := json.Unmarshal([]byte(r.stdout), &results); err != nil || len(results) != 2 {
+		t.Fatalf("want two results: %v\n%s", err, r.stdout)
+	}
+	empty, small := results[0], results[1]
+	if empty.Size != 0 || empty.Mode != "latency" || empty.Backend != "eager" || empty.Messages != 40 || empty.LatencyUs <= 0 {
+		t.Errorf("0-byte result %+v", empty)
+	}
+	if empty.BytesPerSec != 0 || empty.CPUSecondsPerByte != 0 {
+		t.Errorf("0-byte result has per-byte figures: %g B/s, %g CPU s/B", empty.BytesPerSec, empty.CPUSecondsPerByte)
+	}
+	checkConsistent(t, "latency 64", small.Size, small.Messages, small.Seconds, small.BytesPerSec, small.LatencyUs)
+}
+
+// TestTuneWritesAFileTheSelectorLoads tunes over two backends at two sizes,
+// checks the file records this machine and every measured point, and that
+// `lmtbench info` then reports the selector loaded it.
+func TestTuneWritesAFileTheSelectorLoads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tuning.json")
+	r := run(t, "tune", "--backends", "eager,shm", "--sizes", "64K,256K", "--iters", "10", "--samples", "1",
+		"--placement-probe", "none", "--tuning-file", path)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "tuning file written: "+path) {
+		t.Errorf("tune does not say where it wrote:\n%s", r.stdout)
+	}
+	topo, err := threshold.Detect(threshold.DetectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := threshold.LoadTuning(path, threshold.ThisMachine(topo))
+	if err != nil {
+		t.Fatalf("the tuning file does not load as this machine's: %v", err)
+	}
+	if len(f.Tables) == 0 {
+		t.Fatal("no table in the tuning file")
+	}
+	var got []string
+	for _, p := range f.Tables[0].Points {
+		if !(p.BytesPerSec > 0) {
+			t.Errorf("point %+v has no throughput", p)
+		}
+		got = append(got, fmt.Sprintf("%s@%d", p.Backend, p.Size))
+	}
+	slices.Sort(got)
+	if want := []string{"eager@262144", "eager@65536", "shm@262144", "shm@65536"}; !slices.Equal(got, want) {
+		t.Errorf("points %v, want %v", got, want)
+	}
+	info := runEnv(t, []string{"KNEMESIS_TUNING=" + path}, "info", "--placement-probe", "none")
+	if info.code != 0 || !strings.Contains(info.stdout, path+": loaded") {
+		t.Errorf("info with the tuning file: exit %d\n%s%s", info.code, info.stdout, info.stderr)
 	}
 }

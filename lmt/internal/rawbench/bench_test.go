@@ -12,21 +12,29 @@ import (
 	"time"
 
 	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/lmt/internal/rawbench"
-	"github.com/knemesis/knemesis/lmt/lmttest"
+	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	_ "github.com/knemesis/knemesis/pipe"
 	_ "github.com/knemesis/knemesis/vmsplice"
 	"golang.org/x/sys/unix"
 )
 
-// The Go side of each benchmark runs between this process (rank 0, CPU 0)
-// and a peer process (rank 1, CPU 1) started from the same test binary:
-// init sees envPeer and serves commands instead of running tests.
+// The Go side of each benchmark runs through the real endpoint path
+// (nemesis queues for RTS, CTS and DONE; lmt/attach; the backend) between
+// this process (rank 0) and a peer process (rank 1) started
+// from the same test binary: init sees envPeer and serves commands instead
+// of running tests.
 const envPeer = "KNEMESIS_LMT_BENCH_PEER"
 
 // window is how many messages the streaming sender keeps in flight.
 const window = 2
+
+// eagerMax keeps 64 KiB messages on the LMT path.
+const eagerMax = 32 << 10
+
+const tagCmd = 1000
 
 var sizes = []int{64 << 10, 1 << 20, 4 << 20, 16 << 20}
 
@@ -35,12 +43,18 @@ var sizes = []int{64 << 10, 1 << 20, 4 << 20, 16 << 20}
 var raw = map[string]string{"shm": "shm", "cma": "cma", "cma-write": "cma", "pipe": "pipe", "vmsplice": "vmsplice"}
 
 func init() {
-	if os.Getenv(envPeer) != "" {
-		os.Exit(servePeer())
+	if job := os.Getenv(envPeer); job != "" {
+		os.Exit(servePeer(job))
 	}
 }
 
+// pin puts the calling goroutine on cpu when KNEMESIS_BENCH_PIN is set. On
+// a VM shared with other work, pinned processes cannot flee a busy vCPU and
+// the figures collapse for C and Go alike, so pinning is opt-in.
 func pin(cpu int) {
+	if os.Getenv("KNEMESIS_BENCH_PIN") == "" {
+		return
+	}
 	runtime.LockOSThread()
 	var set unix.CPUSet
 	set.Set(cpu % runtime.NumCPU())
@@ -48,25 +62,27 @@ func pin(cpu int) {
 }
 
 type side struct {
-	ch   *lmttest.Channel
-	eng  *lmt.Engine
+	ep   *nemesis.Endpoint
+	l    *attach.LMT
 	bufs [window][]byte
 	recv [window][]byte
-	rts  []byte
+	reqs [window]nemesis.Request
 }
 
-func newSide(p launch.Proc, fds []int) (*side, error) {
-	ch, err := lmttest.NewChannel(p, fds)
+func newSide(job string, rank int) (*side, error) {
+	ep, err := nemesis.Join(job, rank, 2, nil)
 	if err != nil {
 		return nil, err
 	}
-	cfg := ch.Config(p)
-	eng, err := lmt.New(cfg)
+	l, err := attach.Attach(ep, attach.Options{EagerMax: eagerMax, Tune: func(c *lmt.Config) {
+		if v, _ := strconv.Atoi(os.Getenv("KNEMESIS_BENCH_CHUNK")); v > 0 {
+			c.Chunk = v
+		}
+	}})
 	if err != nil {
 		return nil, err
 	}
-	ch.Engine = eng
-	return &side{ch: ch, eng: eng, rts: make([]byte, 4096)}, nil
+	return &side{ep: ep, l: l}, nil
 }
 
 func (s *side) buffers(size int) {
@@ -81,64 +97,44 @@ func (s *side) buffers(size int) {
 	}
 }
 
-func (s *side) send(peer int, buf []byte, backend string) (*lmt.Transfer, error) {
-	t, n, err := s.eng.StartSend(peer, [][]byte{buf}, backend, s.rts)
-	if err != nil {
-		return nil, err
-	}
-	return t, s.ch.SendRTS(peer, s.rts[:n])
-}
-
-func (s *side) startRecv(peer int, buf []byte) (*lmt.Transfer, error) {
-	r, err := s.ch.NextRTS(peer)
-	if err != nil {
-		return nil, err
-	}
-	return s.eng.StartRecv(peer, r, [][]byte{buf})
-}
-
 // stream sends (or receives) n messages with window in flight.
 func (s *side) stream(peer int, sender bool, backend string, n int) error {
-	var inflight [window]*lmt.Transfer
-	for i := 0; i < n; i++ {
+	for i := 0; i < n+window; i++ {
 		k := i % window
-		if t := inflight[k]; t != nil {
-			if err := s.ch.Wait(t); err != nil {
+		r := &s.reqs[k]
+		if i >= window {
+			if err := s.l.Wait(r); err != nil {
 				return err
 			}
+		}
+		if i >= n {
+			continue
 		}
 		var err error
 		if sender {
-			inflight[k], err = s.send(peer, s.bufs[k], backend)
+			err = s.l.Isend(r, peer, 0, s.bufs[k], backend)
 		} else {
-			inflight[k], err = s.startRecv(peer, s.recv[k])
+			err = s.ep.Irecv(r, peer, 0, s.recv[k])
 		}
 		if err != nil {
 			return err
-		}
-	}
-	for _, t := range inflight {
-		if t != nil {
-			if err := s.ch.Wait(t); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
 }
 
 func (s *side) pingpong(peer int, first bool, backend string, n int) error {
+	r := &s.reqs[0]
 	for i := 0; i < n; i++ {
 		for turn := 0; turn < 2; turn++ {
-			var t *lmt.Transfer
 			var err error
 			if (turn == 0) == first {
-				t, err = s.send(peer, s.bufs[0], backend)
+				err = s.l.Isend(r, peer, 0, s.bufs[0], backend)
 			} else {
-				t, err = s.startRecv(peer, s.recv[0])
+				err = s.ep.Irecv(r, peer, 0, s.recv[0])
 			}
 			if err == nil {
-				err = s.ch.Wait(t)
+				err = s.l.Wait(r)
 			}
 			if err != nil {
 				return err
@@ -148,27 +144,28 @@ func (s *side) pingpong(peer int, first bool, backend string, n int) error {
 	return nil
 }
 
-func servePeer() int {
+func servePeer(job string) int {
 	pin(1)
-	s, err := newSide(launch.Proc{Rank: 1, Size: 2, Job: os.Getenv(envPeer)}, []int{3, -1})
+	s, err := newSide(job, 1)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench peer:", err)
 		return 1
 	}
-	defer s.eng.Close()
+	defer s.ep.Close()
+	cmd := make([]byte, 256)
 	for {
-		m, err := s.ch.NextMsg(0)
+		st, err := s.ep.Recv(0, tagCmd, cmd)
 		if err != nil {
 			return 0 // the benchmark process is gone
 		}
-		f := strings.Fields(string(m))
+		f := strings.Fields(string(cmd[:st.Count]))
 		if len(f) != 4 {
 			return 0
 		}
 		size, _ := strconv.Atoi(f[2])
 		n, _ := strconv.Atoi(f[3])
 		s.buffers(size)
-		if err := s.ch.SendMsg(0, []byte("ready")); err != nil {
+		if err := s.ep.Send(0, tagCmd, []byte("ready")); err != nil {
 			return 1
 		}
 		if f[0] == "stream" {
@@ -177,7 +174,7 @@ func servePeer() int {
 			err = s.pingpong(0, false, f[1], n)
 		}
 		if err == nil {
-			err = s.ch.SendMsg(0, []byte("done"))
+			err = s.ep.Send(0, tagCmd, []byte("done"))
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench peer:", err)
@@ -194,21 +191,17 @@ var (
 
 func startPeer() (*side, error) {
 	peerOnce.Do(func() {
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			peerErr = err
-			return
-		}
 		job := launch.NewJobName()
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envPeer+"="+job)
-		cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(fds[1]), "bench-peer")}
 		cmd.Stderr = os.Stderr
+		// No Pdeathsig: it fires when the forking thread exits, and
+		// benchmark goroutines lock (then end) their threads. The peer
+		// leaves when its endpoint sees this process die.
 		if peerErr = cmd.Start(); peerErr != nil {
 			return
 		}
-		unix.Close(fds[1])
-		peer, peerErr = newSide(launch.Proc{Rank: 0, Size: 2, Job: job}, []int{-1, fds[0]})
+		peer, peerErr = newSide(job, 0)
 	})
 	return peer, peerErr
 }
@@ -235,11 +228,12 @@ func benchGo(b *testing.B, shape, backend string, size int) {
 		b.Fatal(err)
 	}
 	s.buffers(size)
-	if err := s.ch.SendMsg(1, fmt.Appendf(nil, "%s %s %d %d", shape, backend, size, b.N)); err != nil {
+	if err := s.ep.Send(1, tagCmd, fmt.Appendf(nil, "%s %s %d %d", shape, backend, size, b.N)); err != nil {
 		b.Fatal(err)
 	}
-	if m, err := s.ch.NextMsg(1); err != nil || string(m) != "ready" {
-		b.Fatalf("peer answered %q, %v", m, err)
+	ack := make([]byte, 16)
+	if st, err := s.ep.Recv(1, tagCmd, ack); err != nil || string(ack[:st.Count]) != "ready" {
+		b.Fatalf("peer answered %q, %v", ack, err)
 	}
 	b.SetBytes(int64(size))
 	b.ResetTimer()
@@ -252,8 +246,8 @@ func benchGo(b *testing.B, shape, backend string, size int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if m, err := s.ch.NextMsg(1); err != nil || string(m) != "done" {
-		b.Fatalf("peer answered %q, %v", m, err)
+	if st, err := s.ep.Recv(1, tagCmd, ack); err != nil || string(ack[:st.Count]) != "done" {
+		b.Fatalf("peer answered %q, %v", ack, err)
 	}
 	el := time.Since(start).Seconds()
 	bytes := float64(size) * float64(b.N)
@@ -261,6 +255,9 @@ func benchGo(b *testing.B, shape, backend string, size int) {
 		bytes *= 2
 	}
 	b.ReportMetric(bytes/el/1e9, "GB/s")
+	if st, ok := attach.Stats(&s.reqs[0]); !ok || st.Backend != backend {
+		b.Fatalf("last message went via %+v, want %s", st, backend)
+	}
 }
 
 func benchRaw(b *testing.B, shape, backend string, size int) {

@@ -5,7 +5,8 @@
 //   MECH  pipe | vmsplice | cma | shm
 //   SHAPE stream (one way, back to back) | pingpong (separate buffers)
 //
-// Parent (CPU 0) and child (CPU 1) run after fork. Prints one line:
+// Parent and child run after fork, pinned to CPU 0 and 1 when
+// KNEMESIS_BENCH_PIN is set (as the Go side then is). Prints one line:
 //   raw MECH SHAPE SIZE ITERS seconds GB/s
 // GB/s counts 10^9 payload bytes per second (both directions in ping-pong,
 // i.e. size / half round trip, as NetPIPE does). A warm-up round precedes the
@@ -58,6 +59,17 @@ static void pin(int cpu)
 	sched_setaffinity(0, sizeof(s), &s);
 }
 
+/*
+ * Wait politely, like the Go endpoint (nemesis yields after 200 idle polls):
+ * on a shared VM a pure spin would burn the time slice the peer needs.
+ */
+#define WAIT_UNTIL(cond)					\
+	do {							\
+		for (int spins_ = 0; !(cond); spins_++)		\
+			if (spins_ >= 200)			\
+				sched_yield();			\
+	} while (0)
+
 static void die(const char *what)
 {
 	perror(what);
@@ -109,13 +121,11 @@ static void send_msg(int me, long i)
 		full_write(pfd[me][1], fl->buf[me], size, mech[0] == 'v');
 		if (mech[0] == 'v') {
 			/* spliced pages are referenced: wait until they are read */
-			while (atomic_load(&fl->taken[me]) < i + 1)
-				;
+			WAIT_UNTIL(atomic_load(&fl->taken[me]) >= i + 1);
 		}
 	} else if (!strcmp(mech, "cma")) {
 		atomic_store(&fl->ready[me], i + 1);
-		while (atomic_load(&fl->taken[me]) < i + 1)
-			;
+		WAIT_UNTIL(atomic_load(&fl->taken[me]) >= i + 1);
 	} else {
 		unsigned long w = atomic_load(&fl->written[me]);
 		char *src = fl->buf[me];
@@ -123,8 +133,7 @@ static void send_msg(int me, long i)
 		for (long off = 0; off < size;) {
 			long n = size - off < slotsize ? size - off : slotsize;
 
-			while (w - atomic_load(&fl->read[me]) >= (unsigned long)slots)
-				;
+			WAIT_UNTIL(w - atomic_load(&fl->read[me]) < (unsigned long)slots);
 			memcpy(ring[me] + (w % slots) * slotsize, src + off, n);
 			atomic_store(&fl->written[me], ++w);
 			off += n;
@@ -140,8 +149,7 @@ static void recv_msg(int me, long i, pid_t peer, char *dst)
 		full_read(pfd[from][0], dst, size);
 		atomic_store(&fl->taken[from], i + 1);
 	} else if (!strcmp(mech, "cma")) {
-		while (atomic_load(&fl->ready[from]) < i + 1)
-			;
+		WAIT_UNTIL(atomic_load(&fl->ready[from]) >= i + 1);
 		cma_pull(peer, dst, fl->buf[from]);
 		atomic_store(&fl->taken[from], i + 1);
 	} else {
@@ -150,8 +158,7 @@ static void recv_msg(int me, long i, pid_t peer, char *dst)
 		for (long off = 0; off < size;) {
 			long n = size - off < slotsize ? size - off : slotsize;
 
-			while (atomic_load(&fl->written[from]) == r)
-				;
+			WAIT_UNTIL(atomic_load(&fl->written[from]) != r);
 			memcpy(dst + off, ring[from] + (r % slots) * slotsize, n);
 			atomic_store(&fl->read[from], ++r);
 			off += n;
@@ -201,7 +208,8 @@ int main(int argc, char **argv)
 	int me = child == 0;
 	pid_t peer = me ? parent : child;
 
-	pin(me);
+	if (getenv("KNEMESIS_BENCH_PIN"))
+		pin(me);
 	double t0 = 0;
 	for (int round = 0; round < 2; round++) {
 		long base = round * iters;
@@ -226,8 +234,7 @@ int main(int argc, char **argv)
 		if (me == 1) {
 			atomic_store(&fl->ready[1], -(round + 1));
 		} else {
-			while (atomic_load(&fl->ready[1]) != -(round + 1) && !pingpong && strcmp(mech, "cma"))
-				;
+			WAIT_UNTIL(atomic_load(&fl->ready[1]) == -(round + 1) || pingpong || !strcmp(mech, "cma"));
 		}
 	}
 	if (me == 1)

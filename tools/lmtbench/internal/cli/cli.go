@@ -92,6 +92,11 @@ type options struct {
 	reuse      bool
 	copies     bool
 	workingSet string
+
+	tuningFile string
+
+	avail   map[string]error // backend name → nil or why it cannot run; see availability
+	machine *machine.Facts
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -115,6 +120,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.reuse, "reuse", false, "pingpong: send back the buffer just received, as NetPIPE does (mode netpipe)")
 	fs.BoolVar(&o.copies, "copies", true, "also count copies per byte with the eBPF probes, when this process may load them")
 	fs.StringVar(&o.workingSet, "working-set", "", "pollution: bytes the receiver re-reads (default: its L2 cache)")
+	fs.StringVar(&o.tuningFile, "tuning-file", "", "tune: where to write the tuning file (default $KNEMESIS_TUNING, else knemesis/tuning.json in the user config directory)")
 	fs.BoolVar(&o.json, "json", false, "print results as a JSON array instead of the table")
 	fs.BoolVar(&o.csv, "csv", false, "print results as CSV instead of the table (schema in tools/lmtbench/README.md)")
 	fs.BoolVar(&o.benchfmt, "benchfmt", false, "print Go benchmark lines for benchstat instead of the table")
@@ -186,10 +192,10 @@ func init() {
 		"pingpong":  runMode(harness.PingPong),
 		"bidir":     runMode(harness.Bidir),
 		"stream":    runMode(harness.Stream),
-		"latency":   missing("latency", "the Nemesis endpoints (package nemesis, branch nemesis)"),
+		"latency":   runMode(harness.Latency),
 		"alltoall":  runAlltoall,
 		"pollution": runMode(harness.Pollution),
-		"tune":      missing("tune", "the selector and its tuning file (package threshold, branch select)"),
+		"tune":      runTune,
 		"copies":    runCopies,
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
 
@@ -29,11 +30,12 @@ func writeInfo(w io.Writer, o *options, full bool) error {
 		p := machine.Probe(probe)
 		fmt.Fprintf(w, "placement: %s %.3f µs cache-line one-way now (%s)\n", p.Class, p.LatencyUs, probe)
 	}
-	fmt.Fprintln(w, "backends:")
+	fmt.Fprintln(w, "backends (each checked by moving one verified 64 KiB message between two processes):")
+	avail := o.availability()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, b := range engine.All() {
 		status := "works"
-		if err := b.Check(); err != nil {
+		if err := avail[b.Name]; err != nil {
 			status = "no: " + engine.Explain(err)
 		}
 		if full {
@@ -49,6 +51,30 @@ func writeInfo(w io.Writer, o *options, full bool) error {
 		return writeSelector(w, o)
 	}
 	return nil
+}
+
+// availability checks every backend: the static check, then a real job
+// of two processes that opens the engine (the backend's own checks against
+// its peer) and moves one 64 KiB message each way, verified byte by byte.
+// Results are kept for the rest of the run.
+func (o *options) availability() map[string]error {
+	if o.avail != nil {
+		return o.avail
+	}
+	o.avail = map[string]error{}
+	cpus, err := o.pinning(2)
+	if err != nil {
+		cpus = nil
+	}
+	for _, b := range engine.All() {
+		if err := b.Check(); err != nil {
+			o.avail[b.Name] = err
+			continue
+		}
+		spec := harness.Spec{Mode: harness.PingPong, Backend: b.Name, Sizes: []int{64 << 10}, Iters: 1, Samples: 1, CPUs: cpus}
+		o.avail[b.Name] = harness.Run(context.Background(), spec, o.timeout, func(harness.Sample) {})
+	}
+	return o.avail
 }
 
 // writeSelector prints what package threshold decides for the pair of

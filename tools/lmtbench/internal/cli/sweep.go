@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
@@ -42,15 +44,14 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 		if o.procs != 2 {
 			return usagef("%s runs between 2 processes; --procs/-n %d applies to alltoall", mode, o.procs)
 		}
-		def := defaultSizes
-		if mode == harness.Pollution {
+		def, minSize := defaultSizes, 1
+		switch mode {
+		case harness.Pollution:
 			def = defaultPollutionSizes
+		case harness.Latency:
+			def, minSize = defaultLatencySizes, 0
 		}
-		sizes, err := o.sizeList(def, 1)
-		if err != nil {
-			return err
-		}
-		backends, skipped, err := o.backendList()
+		sizes, err := o.sizeList(def, minSize)
 		if err != nil {
 			return err
 		}
@@ -67,12 +68,19 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 				iters = defaultPollutionRounds
 			}
 		}
+		if mode == harness.Latency && o.backends == "" {
+			o.backends = defaultLatencyBackends
+		}
+		backends, skipped, err := o.backendList()
+		if err != nil {
+			return err
+		}
 		if header {
 			if err := writeInfo(stdout, o, false); err != nil {
 				return err
 			}
 		}
-		facts := machine.Detect()
+		facts := o.facts()
 		probe := o.probePath()
 		steps := len(backends) * len(sizes) * o.samples
 		countsCopies := o.copies && mode != harness.Pollution
@@ -86,20 +94,20 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 				Mode: mode, Backend: b.Name, Sizes: sizes, Iters: iters,
 				SampleTime: o.sampleTime, Samples: o.samples, CPUs: cpus, Probe: probe, WorkingSet: workingSet,
 			}
-			bySize := map[int][]harness.Sample{}
-			err := harness.Run(ctx, spec, o.timeout, func(s harness.Sample) {
-				bySize[s.Size] = append(bySize[s.Size], s)
-				bar.step(b.Name + " " + units.Format(s.Size))
-			})
+			r, err := runSpec(ctx, o, spec, b.Reference, bar)
+			var u *engine.Unavailable
+			if errors.As(err, &u) && o.backends == "" {
+				skipped = append(skipped, err)
+				continue
+			}
 			if err != nil {
 				bar.done()
+				if u != nil {
+					return fmt.Errorf("--backends: %w", err)
+				}
 				return err
 			}
-			for _, size := range sizes {
-				r := report.Aggregate(mode, b.Name, b.Reference, bySize[size])
-				r.CPUs, r.Machine = cpus, facts
-				results = append(results, r)
-			}
+			results = append(results, r...)
 		}
 		var copiesNote string
 		if countsCopies {
@@ -178,7 +186,14 @@ func (o *options) sizeList(def string, minSize int) ([]int, error) {
 // not work is an error carrying its reason and fix.
 func (o *options) backendList() (run []engine.Backend, skipped []error, err error) {
 	if o.backends == "" || o.backends == "all" {
-		run, skipped = engine.Available()
+		avail := o.availability()
+		for _, b := range engine.All() {
+			if err := avail[b.Name]; err != nil {
+				skipped = append(skipped, err)
+			} else {
+				run = append(run, b)
+			}
+		}
 		return run, skipped, nil
 	}
 	for _, name := range strings.Split(o.backends, ",") {
@@ -291,6 +306,14 @@ func countCopies(ctx context.Context, o *options, results []report.Result, bar *
 	return ""
 }
 
+// latency runs the small-message path (Nemesis cells and fastbox), the
+// automatic choice (which keeps these sizes eager) and the reference, from
+// 0 bytes to one cell's payload.
+var (
+	defaultLatencySizes    = fmt.Sprintf("0-4K,%d", nemesis.DefaultCellSize-64)
+	defaultLatencyBackends = "eager,auto,memcpy"
+)
+
 const (
 	defaultPollutionSizes  = "64K,1M,4M"
 	defaultPollutionRounds = 20
@@ -324,4 +347,32 @@ func (o *options) pollutionWorkingSet(cpus []int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("pollution: CPU %d has no L2 cache in the topology; pass --working-set", receiver)
+}
+
+// runSpec runs one job and aggregates its samples per size.
+func runSpec(ctx context.Context, o *options, spec harness.Spec, reference bool, bar *progress) ([]report.Result, error) {
+	bySize := map[int][]harness.Sample{}
+	err := harness.Run(ctx, spec, o.timeout, func(s harness.Sample) {
+		bySize[s.Size] = append(bySize[s.Size], s)
+		bar.step(spec.Backend + " " + units.Format(s.Size))
+	})
+	if err != nil {
+		return nil, err
+	}
+	results := make([]report.Result, 0, len(spec.Sizes))
+	for _, size := range spec.Sizes {
+		r := report.Aggregate(spec.Mode, spec.Backend, reference, bySize[size])
+		r.CPUs, r.Machine = spec.CPUs, o.facts()
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// facts are the machine facts, detected once per run.
+func (o *options) facts() machine.Facts {
+	if o.machine == nil {
+		f := machine.Detect()
+		o.machine = &f
+	}
+	return *o.machine
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -40,6 +41,7 @@ type Engine interface {
 type Peer struct {
 	Proc    launch.Proc
 	MaxSize int      // largest message the run will send
+	CPUs    []int    // CPU of each rank, nil when unpinned
 	Shared  *os.File // memory shared by both ranks, Backend.SharedBytes(MaxSize) long
 }
 
@@ -89,10 +91,22 @@ func Explain(err error) string {
 var ErrUnknown = errors.New("unknown backend")
 
 // registry holds every backend lmtbench knows, built in or not, in the
-// order tables list them.
+// order tables list them: by copies made, the automatic choice, then the
+// reference.
 var registry []Backend
 
-func register(b Backend) { registry = append(registry, b) }
+var order = []string{"eager", "shm", "pipe", "vmsplice", "cma", "cma-write", "knem", "auto", "memcpy"}
+
+func register(b Backend) {
+	registry = append(registry, b)
+	rank := func(name string) int {
+		if i := slices.Index(order, name); i >= 0 {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(registry, func(a, b Backend) int { return rank(a.Name) - rank(b.Name) })
+}
 
 // All returns every known backend, available or not.
 func All() []Backend { return append([]Backend(nil), registry...) }
@@ -114,17 +128,4 @@ func Lookup(name string) (Backend, error) {
 		}
 	}
 	return Backend{}, fmt.Errorf("%w %q (known: %s)", ErrUnknown, name, strings.Join(Names(), ", "))
-}
-
-// Available returns the backends that work here, in registry order, and the
-// reasons the others do not.
-func Available() (ok []Backend, unavailable []error) {
-	for _, b := range registry {
-		if err := b.Check(); err != nil {
-			unavailable = append(unavailable, err)
-			continue
-		}
-		ok = append(ok, b)
-	}
-	return ok, unavailable
 }

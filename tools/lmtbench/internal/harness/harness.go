@@ -31,6 +31,8 @@ const (
 	// after each one and without one in between (tools/copyprobe): how
 	// much of the receiver's cache a transfer evicts.
 	Pollution = "pollution"
+	// Latency is ping-pong of small messages, 0 bytes and up.
+	Latency = "latency"
 	// NetPIPE is ping-pong where each rank sends back the very buffer it
 	// just received, as NetPIPE does: the data to send is dirty in the
 	// sender's cache, which halves single-copy backends on machines
@@ -102,7 +104,7 @@ type PollutionSample struct {
 // Validate checks a Spec before a job is started for it.
 func (s *Spec) Validate() error {
 	switch s.Mode {
-	case PingPong, NetPIPE, Bidir, Stream, Pollution:
+	case PingPong, NetPIPE, Bidir, Stream, Pollution, Latency:
 	default:
 		return fmt.Errorf("unknown mode %q", s.Mode)
 	}
@@ -110,7 +112,7 @@ func (s *Spec) Validate() error {
 		return fmt.Errorf("no sizes to measure")
 	}
 	for _, n := range s.Sizes {
-		if n < 1 {
+		if n < 1 && s.Mode != Latency || n < 0 {
 			return fmt.Errorf("a %d-byte message means nothing to %s", n, s.Mode)
 		}
 	}

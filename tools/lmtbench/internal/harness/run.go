@@ -81,6 +81,14 @@ func Run(ctx context.Context, spec Spec, timeout time.Duration, onSample func(Sa
 // jobError turns a failed job into one line: the rank's own complaint when
 // it made one, else what the launcher saw.
 func jobError(spec Spec, err error, stderr string) error {
+	for _, line := range strings.Split(stderr, "\n") {
+		if js, ok := strings.CutPrefix(line, unavailablePrefix); ok {
+			var u engine.Unavailable
+			if json.Unmarshal([]byte(js), &u) == nil && u.Backend != "" {
+				return &u
+			}
+		}
+	}
 	var le *launch.Error
 	if errors.As(err, &le) && errors.Is(le.Err, launch.ErrTimeout) {
 		return fmt.Errorf("%s %s: job timed out (a rank hung); raise --timeout if the machine is just slow", spec.Backend, spec.Mode)

@@ -27,12 +27,28 @@ const maxIters = 1 << 22
 // Worker is the body of a rank. Rank 0 writes one JSON Sample per line to
 // out; errors go to errOut as one line. It returns the exit status.
 func Worker(p launch.Proc, out, errOut io.Writer) int {
-	if err := worker(p, out); err != nil {
-		fmt.Fprintf(errOut, "rank %d: %v\n", p.Rank, err)
-		return 1
+	err := worker(p, out)
+	var u *engine.Unavailable
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		// The parent turns this back into the *engine.Unavailable, so
+		// that a sweep can skip the backend with its reason and fix.
+		js, _ := json.Marshal(u)
+		fmt.Fprintf(errOut, "%s%s\n", unavailablePrefix, js)
+		return exitUnavailable
 	}
-	return 0
+	fmt.Fprintf(errOut, "rank %d: %v\n", p.Rank, err)
+	return 1
 }
+
+// A rank that finds its backend unusable with its peer exits with this
+// status and one unavailablePrefix line on stderr.
+const (
+	exitUnavailable   = 3
+	unavailablePrefix = "unavailable: "
+)
 
 func worker(p launch.Proc, out io.Writer) error {
 	var spec Spec
@@ -57,7 +73,7 @@ func worker(p launch.Proc, out io.Writer) error {
 		return err
 	}
 	maxSize := slices.Max(spec.Sizes)
-	e, err := b.Open(engine.Peer{Proc: p, MaxSize: maxSize, Shared: os.NewFile(fdShared, "shared")})
+	e, err := b.Open(engine.Peer{Proc: p, MaxSize: maxSize, CPUs: spec.CPUs, Shared: os.NewFile(fdShared, "shared")})
 	if err != nil {
 		return err
 	}

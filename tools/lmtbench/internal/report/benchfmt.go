@@ -7,7 +7,7 @@ import (
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/units"
 )
 
-var benchNames = map[string]string{"pingpong": "PingPong", "netpipe": "NetPIPE", "bidir": "Bidir", "stream": "Stream"}
+var benchNames = map[string]string{"pingpong": "PingPong", "latency": "Latency", "netpipe": "NetPIPE", "bidir": "Bidir", "stream": "Stream"}
 
 // WriteBenchfmt prints the results in the Go benchmark format, one line per
 // kept sample, so that `benchstat old.txt new.txt` compares two runs with
@@ -37,10 +37,12 @@ func WriteBenchfmt(w io.Writer, results []Result) error {
 		}
 		for _, s := range r.kept {
 			bytes := float64(s.Messages) * float64(s.Size)
-			_, err := fmt.Fprintf(w, "Benchmark%s/backend=%s/size=%s\t%d\t%.1f ns/op\t%.2f MB/s\t%.4f cpu-ns/B\n",
-				benchNames[r.Mode], r.Backend, units.Format(r.Size), s.Messages,
-				s.Seconds/float64(s.Messages)*1e9, bytes/s.Seconds/1e6,
-				(s.CPUSeconds[0]+s.CPUSeconds[1])/bytes*1e9)
+			line := fmt.Sprintf("Benchmark%s/backend=%s/size=%s\t%d\t%.1f ns/op",
+				benchNames[r.Mode], r.Backend, units.Format(r.Size), s.Messages, s.Seconds/float64(s.Messages)*1e9)
+			if bytes > 0 {
+				line += fmt.Sprintf("\t%.2f MB/s\t%.4f cpu-ns/B", bytes/s.Seconds/1e6, (s.CPUSeconds[0]+s.CPUSeconds[1])/bytes*1e9)
+			}
+			_, err := fmt.Fprintln(w, line)
 			if err != nil {
 				return err
 			}

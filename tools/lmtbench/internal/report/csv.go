@@ -9,7 +9,7 @@ import (
 
 // CSVHeader is the --csv schema, one column per field:
 //
-//	mode                        pingpong, netpipe (pingpong --reuse), bidir or stream
+//	mode                        pingpong, netpipe (pingpong --reuse), bidir, stream, latency or pollution
 //	backend                     backend name; "auto" is the automatic choice
 //	reference                   true for yardsticks that are not backends (memcpy)
 //	size                        message size in bytes

@@ -102,8 +102,12 @@ func Aggregate(mode, backend string, reference bool, samples []harness.Sample) R
 	bytes := float64(m.Messages) * float64(m.Size)
 	r.BytesPerSec = bytes / m.Seconds
 	r.LatencyUs = m.Seconds / float64(m.Messages) * 1e6
-	r.CPUSecondsPerBytePerRank = [2]float64{m.CPUSeconds[0] / bytes, m.CPUSeconds[1] / bytes}
-	r.CPUSecondsPerByte = (m.CPUSeconds[0] + m.CPUSeconds[1]) / bytes
+	if bytes > 0 {
+		// Per byte means nothing for empty messages (latency from 0 B):
+		// those keep 0 rather than an infinity JSON cannot carry.
+		r.CPUSecondsPerBytePerRank = [2]float64{m.CPUSeconds[0] / bytes, m.CPUSeconds[1] / bytes}
+		r.CPUSecondsPerByte = (m.CPUSeconds[0] + m.CPUSeconds[1]) / bytes
+	}
 	return r
 }
 

@@ -12,6 +12,7 @@ import (
 
 var modeTitles = map[string]string{
 	"pingpong": "ping-pong (IMB: latency is half the round trip)",
+	"latency":  "latency: ping-pong of small messages (half the round trip)",
 	"netpipe":  "ping-pong, NetPIPE style (each rank sends back the buffer it just received, dirty in its cache)",
 	"bidir":    "bidirectional ping-pong (both ranks send at once; latency and GB/s count both directions' messages)",
 	"stream":   "stream (burst: the sender does not wait for replies)",
@@ -43,12 +44,15 @@ func WriteTable(w io.Writer, results []Result) error {
 					name += " (ref)"
 				}
 				if best != nil && r.Backend == best.Backend {
-					mark = "◀ best"
+					mark = "  ◀ best"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.3f+%.3f\t%s\t%s %d/%d\t%s\n",
+				cpu := "-"
+				if r.Size > 0 {
+					cpu = fmt.Sprintf("%.3f+%.3f", r.CPUSecondsPerBytePerRank[0]*1e9, r.CPUSecondsPerBytePerRank[1]*1e9)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s %d/%d\t%s\n",
 					units.Format(size), name, r.LatencyUs, r.BytesPerSec/1e9,
-					r.CPUSecondsPerBytePerRank[0]*1e9, r.CPUSecondsPerBytePerRank[1]*1e9,
-					copiesCell(r), r.Placement, r.SamplesKept, r.Samples, mark)
+					cpu, copiesCell(r), r.Placement, r.SamplesKept, r.Samples, mark)
 			}
 			if best != nil {
 				summary = append(summary, units.Format(size)+" "+best.Backend)
@@ -80,12 +84,14 @@ func copiesCell(r Result) string {
 	return cell("user") + "/" + cell("kernel") + "/" + cell("dma")
 }
 
-// winner is the fastest non-reference result of a mode and size.
+// winner is the fastest non-reference result of a mode and size: the
+// lowest latency, which at one size is the highest throughput too, and
+// still means something for empty messages.
 func winner(results []Result, mode string, size int) *Result {
 	var best *Result
 	for i := range results {
 		r := &results[i]
-		if r.Mode == mode && r.Size == size && !r.Reference && (best == nil || r.BytesPerSec > best.BytesPerSec) {
+		if r.Mode == mode && r.Size == size && !r.Reference && (best == nil || r.LatencyUs < best.LatencyUs) {
 			best = r
 		}
 	}
@@ -143,7 +149,7 @@ func writePollution(w io.Writer, results []Result) error {
 				name += " (ref)"
 			}
 			if best != nil && r.Backend == best.Backend {
-				mark = "◀ least"
+				mark = "  ◀ least"
 			}
 			misses := p.MissesNote
 			if misses == "" {
