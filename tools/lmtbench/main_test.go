@@ -247,8 +247,10 @@ func TestCSVSchema(t *testing.T) {
 		}
 		cpu := num(row, "cpu_seconds_per_byte")
 		sum := num(row, "cpu_seconds_per_byte_rank0") + num(row, "cpu_seconds_per_byte_rank1")
-		if cpu <= 0 || math.Abs(cpu-sum) > 1e-9*cpu {
-			t.Errorf("row %d: cpu_seconds_per_byte %g is not the positive sum of the ranks' shares", i, cpu)
+		// getrusage keeps user+system monotonic by holding back short
+		// intervals, so 20 small messages may read as 0 CPU seconds.
+		if cpu < 0 || math.Abs(cpu-sum) > 1e-9*cpu {
+			t.Errorf("row %d: cpu_seconds_per_byte %g is not the sum of the ranks' shares", i, cpu)
 		}
 		if row[col["cpus"]] != "0 1" || row[col["kernel"]] == "" {
 			t.Errorf("row %d: cpus %q kernel %q", i, row[col["cpus"]], row[col["kernel"]])
@@ -405,9 +407,9 @@ func TestCopiesOfTheReference(t *testing.T) {
 		// The uprobe on memcopy.Copy's first instruction fires again when
 		// the call re-enters through Go's stack check (preemption request,
 		// stack growth): at most one extra message per job is tolerated
-		// here. The 4M job moves 2 + 16×2 = 34 messages.
+		// here. The 4M job moves 2 + 8×2 = 18 messages.
 		size, _ := strconv.Atoi(row[col["size"]])
-		messages := 2 + 2*max(16, (8<<20)/size/2)
+		messages := 2 + 2*max(8, (8<<20)/size/2)
 		if user < 1 || user > 1+1.0/float64(messages)+1e-9 || kernel > 0.001 {
 			t.Errorf("size %d: user %.5f kernel %.5f copies per byte; want 1 (at most one re-entered call more) and ~0", size, user, kernel)
 		}

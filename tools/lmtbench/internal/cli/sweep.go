@@ -188,9 +188,10 @@ func (o *options) backendList() (run []engine.Backend, skipped []error, err erro
 	if o.backends == "" || o.backends == "all" {
 		avail := o.availability()
 		for _, b := range engine.All() {
-			if err := avail[b.Name]; err != nil {
+			switch err := avail[b.Name]; {
+			case err != nil:
 				skipped = append(skipped, err)
-			} else {
+			case !b.OnRequest:
 				run = append(run, b)
 			}
 		}

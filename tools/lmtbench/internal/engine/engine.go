@@ -52,6 +52,9 @@ type Backend struct {
 	// Reference marks a yardstick that is not a toolkit backend and is
 	// never the automatic choice.
 	Reference bool
+	// OnRequest keeps a backend out of the default sweep: it runs when
+	// named in --backends, or by the commands it belongs to.
+	OnRequest bool
 	// Check returns nil when the backend works on this machine, else an
 	// *Unavailable saying why and how to fix it.
 	Check func() error

@@ -42,6 +42,7 @@ func init() {
 	register(Backend{
 		Name:        "eager",
 		Summary:     "Nemesis cells and fastboxes only, no LMT: the small-message path (two user copies)",
+		OnRequest:   true, // latency and tune run it; the LMT sweep need not
 		Check:       func() error { return nil },
 		SharedBytes: func(int) int { return 0 },
 		Open:        openEager,
