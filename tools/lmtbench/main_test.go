@@ -103,6 +103,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		{[]string{"--sizes", "2G"}, 2, "larger than the 1G limit"},
 		{[]string{"alltoall", "-n", "64"}, 2, "lmtbench: alltoall -n 64: more processes than this machine can run at once"},
 		{[]string{"alltoall", "-n", "1"}, 2, "lmtbench: alltoall -n 1: want at least 2 processes"},
+		{[]string{"alltoall", "-n", "2", "--backends", "memcpy", "--sizes", "4K"}, 2, "lmtbench: alltoall: memcpy is a two-process reference and has no alltoall"},
 		{[]string{"pingpong", "--procs", "3"}, 2, "lmtbench: pingpong runs between 2 processes; --procs/-n 3 applies to alltoall"},
 		{[]string{"bogus"}, 2, `lmtbench: unknown command "bogus"`},
 		{[]string{"--iters", "x"}, 2, `invalid value "x" for flag -iters`},
@@ -502,5 +503,28 @@ func TestTuneWritesAFileTheSelectorLoads(t *testing.T) {
 	info := runEnv(t, []string{"KNEMESIS_TUNING=" + path}, "info", "--placement-probe", "none")
 	if info.code != 0 || !strings.Contains(info.stdout, path+": loaded") {
 		t.Errorf("info with the tuning file: exit %d\n%s%s", info.code, info.stdout, info.stderr)
+	}
+}
+
+// TestAlltoallSchema runs a two-process Alltoall over shm: every rank sends
+// to every other, latency is the time of one collective.
+func TestAlltoallSchema(t *testing.T) {
+	r := run(t, append([]string{"alltoall", "-n", "2", "--backends", "shm", "--sizes", "64K", "--json"}, fast...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var results []report.Result
+	if err := json.Unmarshal([]byte(r.stdout), &results); err != nil || len(results) != 1 {
+		t.Fatalf("want one result: %v\n%s", err, r.stdout)
+	}
+	res := results[0]
+	if res.Mode != "alltoall" || res.Procs != 2 || res.Iterations != 20 || res.Messages != 40 {
+		t.Errorf("result %+v; want alltoall over 2 processes, 20 iterations of 2 messages", res)
+	}
+	if want := res.Seconds / 20 * 1e6; math.Abs(res.LatencyUs-want) > 1e-9*want {
+		t.Errorf("latency_us %g, want the time of one Alltoall %g", res.LatencyUs, want)
+	}
+	if want := 40 * 65536 / res.Seconds; math.Abs(res.BytesPerSec-want) > 1e-9*want {
+		t.Errorf("bytes_per_sec %g, want %g", res.BytesPerSec, want)
 	}
 }

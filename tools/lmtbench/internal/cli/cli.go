@@ -215,14 +215,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return commands[o.command](context.Background(), o, stdout, stderr)
 }
 
-// missing is the body of a command whose package has not landed: it says
-// so in one line instead of printing numbers it cannot have.
-func missing(name, needs string) func(context.Context, *options, io.Writer, io.Writer) error {
-	return func(context.Context, *options, io.Writer, io.Writer) error {
-		return fmt.Errorf("%s: not in this build yet: it needs %s", name, needs)
-	}
-}
-
 // probePath resolves --placement-probe.
 func (o *options) probePath() string {
 	switch o.probe {

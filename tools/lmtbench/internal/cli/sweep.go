@@ -278,7 +278,9 @@ func cpuRange(cpus []int) string {
 	return strings.Join(parts, ",")
 }
 
-// runAlltoall checks the job can run here before saying what it needs.
+// runAlltoall is `lmtbench alltoall -n N`: N processes, each sending a
+// message to every other at once, over every backend that works here
+// (seed 003 §4.4, where concurrent transfers lower the useful thresholds).
 func runAlltoall(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	allowed, err := machine.AllowedCPUs()
 	if err != nil {
@@ -290,8 +292,65 @@ func runAlltoall(ctx context.Context, o *options, stdout, stderr io.Writer) erro
 	if o.procs > len(allowed) {
 		return usagef("alltoall -n %d: more processes than this machine can run at once (%d CPUs: %s); ranks that wait by spinning would measure the scheduler, not the transfer", o.procs, len(allowed), cpuRange(allowed))
 	}
-	return missing("alltoall", "an N-process transfer engine from package lmt (branch lmt)")(ctx, o, stdout, stderr)
+	sizes, err := o.sizeList(defaultAlltoallSizes, 1)
+	if err != nil {
+		return err
+	}
+	cpus, err := o.pinning(o.procs)
+	if err != nil {
+		return err
+	}
+	backends, skipped, err := o.backendList()
+	if err != nil {
+		return err
+	}
+	probe := o.probePath()
+	bar := newProgress(stderr, o.progress, len(backends)*len(sizes)*o.samples)
+	var results []report.Result
+	for _, b := range backends {
+		if b.Reference {
+			if o.backends != "" {
+				return usagef("alltoall: %s is a two-process reference and has no alltoall", b.Name)
+			}
+			continue
+		}
+		spec := harness.Spec{Mode: harness.Alltoall, Backend: b.Name, Sizes: sizes, Iters: o.iters, Procs: o.procs,
+			SampleTime: o.sampleTime, Samples: o.samples, CPUs: cpus, Probe: probe}
+		r, err := runSpec(ctx, o, spec, false, bar)
+		var u *engine.Unavailable
+		if errors.As(err, &u) && o.backends == "" {
+			skipped = append(skipped, err)
+			continue
+		}
+		if err != nil {
+			bar.done()
+			return err
+		}
+		for i := range r {
+			r[i].Procs = o.procs
+		}
+		results = append(results, r...)
+	}
+	bar.done()
+	sortResults(results)
+	if err := o.write(stdout, results); err != nil {
+		return err
+	}
+	if o.plot != "" {
+		f := o.facts()
+		if err := report.WritePlot(o.plot, results, fmt.Sprintf("lmtbench alltoall -n %d on %s, kernel %s", o.procs, f.CPUModel, f.Kernel)); err != nil {
+			return err
+		}
+	}
+	if !o.machineReadable() {
+		for _, why := range skipped {
+			fmt.Fprintf(stdout, "not measured: %v\n", why)
+		}
+	}
+	return nil
 }
+
+const defaultAlltoallSizes = "4K-4M"
 
 // countCopies adds copy counts to results when the probes load, and
 // otherwise returns the line saying why they are missing.

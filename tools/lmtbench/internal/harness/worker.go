@@ -58,9 +58,6 @@ func worker(p launch.Proc, out io.Writer) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	if p.Size != 2 {
-		return fmt.Errorf("%s runs between 2 processes, job has %d", spec.Mode, p.Size)
-	}
 	if spec.CPUs != nil {
 		if err := machine.PinProcess(spec.CPUs[p.Rank]); err != nil {
 			return err
@@ -68,6 +65,12 @@ func worker(p launch.Proc, out io.Writer) error {
 	}
 	// The timed loops read this thread's CPU time, so they must stay on it.
 	runtime.LockOSThread()
+	if spec.Mode == Alltoall {
+		return alltoallWorker(p, spec, out)
+	}
+	if p.Size != 2 {
+		return fmt.Errorf("%s runs between 2 processes, job has %d", spec.Mode, p.Size)
+	}
 	b, err := engine.Lookup(spec.Backend)
 	if err != nil {
 		return err
