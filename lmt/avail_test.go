@@ -186,11 +186,48 @@ func TestCheckErrors(t *testing.T) {
 	if err := lmt.Check("cma", lmt.Peer{Rank: 1}); !errors.As(err, &u) || u.Peer != 1 {
 		t.Errorf("Check(cma) without a pid = %v, want Unavailable for rank 1", err)
 	}
-	// A pid that is not running: the peer is reported gone.
-	if err := lmt.Check("cma", lmt.Peer{Rank: 1, PID: 1 << 22}); !errors.Is(err, lmt.ErrPeerGone) {
-		t.Errorf("Check(cma) on a dead pid = %v, want ErrPeerGone", err)
+	// A pid that names no process here: gone, or in another PID namespace.
+	if err := lmt.Check("cma", lmt.Peer{Rank: 1, PID: 1 << 22}); !errors.As(err, &u) || !errors.Is(err, unix.ESRCH) || !strings.Contains(u.Reason, "PID namespace") {
+		t.Errorf("Check(cma) on a pid not running = %v, want Unavailable (ESRCH) naming both causes", err)
 	}
-	if got := lmt.Backends(); strings.Join(got, ",") != "shm,cma,cma-write" {
-		t.Errorf("Backends() = %v without the pipe packages imported", got)
+	if got := lmt.Backends(); strings.Join(got, ",") != "shm,cma,cma-write,pipe" {
+		t.Errorf("Backends() = %v, want this package's and pipe's (imported by the example), vmsplice not imported", got)
 	}
+}
+
+// TestCMAPIDNamespace: rank 1 runs in a PID namespace of its own, where its
+// pid (1) names another process (init) in rank 0's. The handle carries the
+// namespace, so neither side reads through a pid that is not its peer's:
+// both directions fall back to shm.
+func TestCMAPIDNamespace(t *testing.T) {
+	if unix.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SYS_ADMIN) to start a rank in a new PID namespace")
+	}
+	job := lmttest.NewJob(2)
+	job.Extra = func(rank int, cmd *exec.Cmd) error {
+		if rank == 1 {
+			cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWPID
+		}
+		return nil
+	}
+	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup}, func(p launch.Proc) error {
+		ch, eng, err := lmttest.Open(p, "", func(c *lmt.Config) { c.Prefer = []string{"cma", "shm"} })
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		if p.Rank == 1 && unix.Getpid() != 1 {
+			return fmt.Errorf("rank 1 has pid %d, not 1: no new PID namespace", unix.Getpid())
+		}
+		for _, dir := range [][2]int{{0, 1}, {1, 0}} {
+			b, err := oneMessage(ch, eng, dir[0], dir[1])
+			if err != nil {
+				return err
+			}
+			if b != "shm" {
+				return fmt.Errorf("message %d→%d went via %s, want the fallback shm", dir[0], dir[1], b)
+			}
+		}
+		return nil
+	})
 }

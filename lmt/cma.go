@@ -34,6 +34,7 @@ type cma struct {
 	env    *Env
 	write  bool
 	pids   []int // the pid each peer's handle named, per rank
+	pidns  uint64
 	local  [iovMax]unix.Iovec
 	remote [iovMax]unix.RemoteIovec
 }
@@ -43,7 +44,7 @@ func newCMA(env *Env, write bool) *cma {
 	// rank declares "anyone", which is what CMA needs between siblings.
 	// Without Yama the call fails with EINVAL, harmlessly.
 	_ = unix.Prctl(unix.PR_SET_PTRACER, unix.PR_SET_PTRACER_ANY, 0, 0, 0)
-	return &cma{env: env, write: write, pids: make([]int, env.Size)}
+	return &cma{env: env, write: write, pids: make([]int, env.Size), pidns: pidNamespace()}
 }
 
 func (c *cma) Name() string {
@@ -63,16 +64,30 @@ func (c *cma) Flow() Flow {
 func (c *cma) Check(peer Peer) error { return checkCMA(c.env.Config, peer) }
 
 func (c *cma) Handle(t *Transfer, dst []byte) (int, error) {
-	return EncodeSegments(t, os.Getpid(), dst)
+	return EncodeSegments(t, os.Getpid(), c.pidns, dst)
 }
 
 func (c *cma) SetPeerHandle(t *Transfer, h []byte) error {
-	pid, err := DecodeSegments(t, h)
+	pid, pidns, err := DecodeSegments(t, h)
 	if err != nil {
 		return err
 	}
+	if pidns != c.pidns {
+		return &Unavailable{Backend: c.Name(), Peer: t.peer,
+			Reason: fmt.Sprintf("the peer runs in another PID namespace (pid:[%d], here pid:[%d]), where its pid %d names another process", pidns, c.pidns, pid),
+			Fix:    "start every rank in the same PID namespace"}
+	}
 	c.pids[t.peer] = pid
 	return nil
+}
+
+// pidNamespace returns the inode of this process's PID namespace.
+func pidNamespace() uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 func (c *cma) Start(t *Transfer) error { return nil }
@@ -121,8 +136,9 @@ func checkCMA(cfg *Config, peer Peer) error {
 	case nil, unix.EFAULT:
 		return nil
 	case unix.ESRCH:
-		// Gone, or the pid means nothing in our PID namespace.
-		return &PeerError{Rank: peer.Rank, PID: peer.PID, Err: err}
+		return &Unavailable{Backend: "cma", Peer: peer.Rank, Err: err,
+			Reason: fmt.Sprintf("no process %d here: the peer exited, or runs in another PID namespace", peer.PID),
+			Fix:    "start every rank in the same PID namespace"}
 	case unix.ENOSYS:
 		return &Unavailable{Backend: "cma", Peer: -1, Err: err,
 			Reason: "process_vm_readv is not implemented (kernel without CONFIG_CROSS_MEMORY_ATTACH, or a seccomp filter answering ENOSYS)",

@@ -39,6 +39,21 @@
 // delivering small messages while a gigabyte moves — the responsiveness
 // argument of the paper for 64 KiB vmsplice chunks.
 //
+// # Using it
+//
+// Inside a job, package lmt/attach installs an Engine as the LMT of a Nemesis
+// endpoint: Send and Recv above the eager limit then use it. Standalone, an
+// Engine needs a [Control] that carries its packets in order, and the caller
+// carries the RTS (see lmttest for a socket-based harness). Each [Transfer]
+// keeps [Stats]: bytes, chunks, system calls and the backend that carried it.
+//
+// # Writing a backend
+//
+// A backend implements [Backend] and registers a [Factory] under a wire id
+// (shm 1, cma 2, cma-write 3, pipe 4, vmsplice 5; 6 is kept for the KNEM
+// module's backend, which fits the Pull flow: its cookie is the handle, Step
+// submits the copy and reports bytes once the status word says so).
+//
 // # Availability
 //
 // [Check] tells whether a backend works here with a given peer and, when it

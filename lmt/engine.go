@@ -219,6 +219,11 @@ func New(cfg Config) (*Engine, error) {
 			busy: make([]*Transfer, cfg.Size), queue: make([][]*Transfer, cfg.Size),
 		}
 	}
+	for rank := range e.peers {
+		if rank != cfg.Rank {
+			e.openPidfd(rank) // now, while every peer is known alive
+		}
+	}
 	for _, name := range cfg.Prefer {
 		if s := e.slot(name); s != nil {
 			e.prefer = append(e.prefer, s)
@@ -380,15 +385,17 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 	} else {
 		refused = e.check(s, src)
 	}
+	if refused == nil && s.flow == Push && !fitsHandle(t, hdrLen+segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+		refused = fmt.Errorf("lmt: %d receive segments do not fit a %s handle (max %d)", nonEmpty(iov), s.name, e.cfg.MaxSegments)
+	}
 	if refused != nil {
-		var pe *PeerError
-		if errors.As(refused, &pe) {
-			e.PeerFailed(src, refused)
+		if err := e.peerAlive(src); err != nil {
+			e.PeerFailed(src, err)
 			return t, nil
 		}
 		// The receiver has the last word: pick a backend that needs no
 		// handle from the sender and say so in the CTS.
-		s = e.fallback(src)
+		s = e.fallback(t)
 		if s == nil {
 			t.setSlot(e.slots[h.kind])
 			e.fail(t, fmt.Errorf("lmt: no fallback among %v: %w", e.cfg.Prefer, refused))
@@ -396,9 +403,18 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 		}
 	} else if s.flow == Pull {
 		if err := s.b.SetPeerHandle(t, payload); err != nil {
-			t.setSlot(s)
-			e.fail(t, err)
-			return t, nil
+			var u *Unavailable
+			if !errors.As(err, &u) {
+				t.setSlot(s)
+				e.fail(t, err)
+				return t, nil
+			}
+			// Usable in general, not with this handle: fall back.
+			if s = e.fallback(t); s == nil {
+				t.setSlot(e.slots[h.kind])
+				e.fail(t, fmt.Errorf("lmt: no fallback among %v: %w", e.cfg.Prefer, err))
+				return t, nil
+			}
 		}
 	}
 	t.setSlot(s)
@@ -428,9 +444,12 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 	return t, nil
 }
 
-func (e *Engine) fallback(src int) *backendSlot {
+func (e *Engine) fallback(t *Transfer) *backendSlot {
 	for _, s := range e.prefer {
-		if s.flow != Pull && e.check(s, src) == nil {
+		if s.flow == Pull || s.flow == Push && !fitsHandle(t, segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+			continue
+		}
+		if e.check(s, t.peer) == nil {
 			return s
 		}
 	}
@@ -682,18 +701,9 @@ func (e *Engine) peerAlive(rank int) error {
 		return p.gone
 	}
 	if p.pidfd < 0 {
-		pid := e.peerPID(rank)
-		if pid <= 0 {
-			return nil
+		if p.pid < 0 || !e.openPidfd(rank) {
+			return nil // no pidfd: rely on the channel's own errors
 		}
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err == unix.ESRCH {
-			return &PeerError{Rank: rank, PID: pid, Err: errors.New("no such process")}
-		}
-		if err != nil {
-			return nil // pidfds unsupported: rely on the channel's own errors
-		}
-		p.pidfd, p.pid = fd, pid
 	}
 	e.pfd[0] = unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN}
 	n, err := unix.Poll(e.pfd[:], 0)
@@ -703,11 +713,34 @@ func (e *Engine) peerAlive(rank int) error {
 	return nil
 }
 
+// openPidfd opens a pidfd on rank's process. A pid that does not exist
+// here is not taken as a death: it may live in another PID namespace, so the
+// rank is marked as having no usable pid, and the Engine relies on the
+// control channel's errors (the endpoint's liveness) for it.
+func (e *Engine) openPidfd(rank int) bool {
+	p := &e.peers[rank]
+	pid := e.peerPID(rank)
+	if pid <= 0 {
+		return false // unknown for now
+	}
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		p.pid = -1
+		return false
+	}
+	p.pidfd, p.pid = fd, pid
+	return true
+}
+
 // send queues a control packet for t's peer; the packet buffer of t holds
 // the payload (n bytes after the header) already.
 func (e *Engine) send(t *Transfer, typ pktType, status uint8, n int, length int64) {
 	p := t.packet()
-	putHeader(p, typ, t.s.id, status, n, t.id, t.peerID, length)
+	var kind uint8 // 0: no backend (the RTS named one unknown here)
+	if t.s != nil {
+		kind = t.s.id
+	}
+	putHeader(p, typ, kind, status, n, t.id, t.peerID, length)
 	t.pktLen = hdrLen + n
 	if t.pktPending {
 		return // already in the outbox: the newer packet replaces it

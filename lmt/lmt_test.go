@@ -39,3 +39,9 @@ func TestManyPairs(t *testing.T) {
 		t.Run(b, func(t *testing.T) { lmttest.RunManyPairs(t, b) })
 	}
 }
+
+func TestManySegments(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) { lmttest.RunManySegments(t, b) })
+	}
+}

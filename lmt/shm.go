@@ -76,6 +76,11 @@ func (s *shm) Start(t *Transfer) error {
 			return err
 		}
 		*rp = r
+		if t.side == Sender {
+			// The receiver mapped the ring before its CTS: the name
+			// has served, and a crash can no longer leave it behind.
+			unix.Unlink(r.path)
+		}
 	}
 	if (*rp).broken {
 		return fmt.Errorf("lmt: shm ring from rank %d to rank %d was left inconsistent by an earlier failed transfer", src, dst)

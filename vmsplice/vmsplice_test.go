@@ -12,3 +12,4 @@ func TestTruncation(t *testing.T)   { lmttest.RunTruncation(t, vmsplice.Name) }
 func TestSenderDies(t *testing.T)   { lmttest.RunPeerDies(t, vmsplice.Name, 0) }
 func TestReceiverDies(t *testing.T) { lmttest.RunPeerDies(t, vmsplice.Name, 1) }
 func TestManyPairs(t *testing.T)    { lmttest.RunManyPairs(t, vmsplice.Name) }
+func TestManySegments(t *testing.T) { lmttest.RunManySegments(t, vmsplice.Name) }

@@ -126,7 +126,13 @@ func (b *Backend) Step(t *lmt.Transfer, max int) (int, error) {
 	return n, err
 }
 
-func (b *Backend) Abort(t *lmt.Transfer) { b.broken[t.Peer()] = true }
+// Abort retires the pipe with t's peer: it may hold half a message, and
+// closing our end releases the sender pages a vmsplice left referenced in
+// it once the peer's end is gone too.
+func (b *Backend) Abort(t *lmt.Transfer) {
+	b.broken[t.Peer()] = true
+	b.pipes.Drop(t.Peer())
+}
 
 func (b *Backend) Close() error {
 	b.pipes.Close()

@@ -53,12 +53,20 @@ func (p *Pipes) Reader(src int) (int, error) {
 	if fd := p.readers[src]; fd >= 0 {
 		return fd, nil
 	}
-	if err := os.MkdirAll(p.dir, 0o700); err != nil {
-		return -1, fmt.Errorf("%s: private directory: %w", p.kind, err)
-	}
 	path := p.path(src, p.rank)
-	if err := unix.Mkfifo(path, 0o600); err != nil && err != unix.EEXIST {
-		return -1, fmt.Errorf("%s: mkfifo %s: %w", p.kind, path, err)
+	// A writer removes the directory once it is empty (see Writer), so
+	// it may vanish between MkdirAll and Mkfifo: try again then.
+	for try := 0; ; try++ {
+		if err := os.MkdirAll(p.dir, 0o700); err != nil {
+			return -1, fmt.Errorf("%s: private directory: %w", p.kind, err)
+		}
+		err := unix.Mkfifo(path, 0o600)
+		if err == nil || err == unix.EEXIST {
+			break
+		}
+		if err != unix.ENOENT || try == 10 {
+			return -1, fmt.Errorf("%s: mkfifo %s: %w", p.kind, path, err)
+		}
 	}
 	p.made = append(p.made, path)
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
@@ -84,7 +92,21 @@ func (p *Pipes) Writer(dst int) (int, error) {
 		return -1, fmt.Errorf("%s: opening %s for writing: %w", p.kind, path, err)
 	}
 	p.writers[dst] = fd
+	// Both ends are open for good: remove the name, so that a crash
+	// leaves nothing behind.
+	unix.Unlink(path)
+	unix.Rmdir(p.dir) // fails harmlessly while other FIFOs wait in it
 	return fd, nil
+}
+
+// Drop closes both ends this process holds with rank.
+func (p *Pipes) Drop(rank int) {
+	for _, fds := range [][]int{p.readers, p.writers} {
+		if fds[rank] >= 0 {
+			unix.Close(fds[rank])
+			fds[rank] = -1
+		}
+	}
 }
 
 // Close closes every end and removes the FIFOs this process created.

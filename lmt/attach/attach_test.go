@@ -3,6 +3,8 @@ package attach_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/knemesis/knemesis/lmt/attach"
@@ -226,6 +228,43 @@ func TestTruncated(t *testing.T) {
 					}
 				}
 				return ep.Send(0, 1, nil)
+			})
+		})
+	}
+}
+
+// TestPeerDies: the receiver exits in the middle of a 256 MiB transfer; the
+// sender's Send returns an error naming it, through whichever of the
+// endpoint's liveness check and the LMT's own notices first.
+func TestPeerDies(t *testing.T) {
+	for _, b := range []string{"shm", "cma", "vmsplice"} {
+		t.Run(b, func(t *testing.T) {
+			launchtest.Run(t, 2, func(p launch.Proc) error {
+				ep, _, err := join(p, attach.Options{Prefer: []string{b}})
+				if err != nil {
+					return err
+				}
+				const n = 256 << 20
+				if p.Rank == 0 {
+					err := ep.Send(1, 0, make([]byte, n))
+					if err == nil {
+						return errors.New("Send completed although the receiver died")
+					}
+					if !strings.Contains(err.Error(), "rank 1") {
+						return fmt.Errorf("Send error %q does not name rank 1", err)
+					}
+					fmt.Printf("%s: sender saw: %v\n", b, err)
+					return nil
+				}
+				var r nemesis.Request
+				if err := ep.Irecv(&r, 0, 0, make([]byte, n)); err != nil {
+					return err
+				}
+				for i := 0; i < 50 && !r.Done(); i++ {
+					ep.Poll()
+				}
+				os.Exit(0) // mid-transfer: 50 polls move at most 50 chunks
+				return nil
 			})
 		})
 	}

@@ -93,16 +93,23 @@ type Channel struct {
 // Connect opens this rank's sockets (from Job.Setup) and exchanges process
 // ids with every peer.
 func Connect(p launch.Proc) (*Channel, error) {
-	c := &Channel{Rank: p.Rank, Size: p.Size, fds: make([]int, p.Size), pids: make([]int, p.Size),
-		rts: make([][][]byte, p.Size), msgs: make([][][]byte, p.Size), buf: make([]byte, 1<<16), out: make([]byte, 1<<16)}
+	fds := make([]int, p.Size)
 	fd := 3
-	for k := range c.fds {
-		c.fds[k] = -1
+	for k := range fds {
+		fds[k] = -1
 		if k != p.Rank {
-			c.fds[k] = fd
+			fds[k] = fd
 			fd++
 		}
 	}
+	return NewChannel(p, fds)
+}
+
+// NewChannel is Connect with the socket of each peer given (fds[rank], -1
+// for this rank).
+func NewChannel(p launch.Proc, fds []int) (*Channel, error) {
+	c := &Channel{Rank: p.Rank, Size: p.Size, fds: fds, pids: make([]int, p.Size),
+		rts: make([][][]byte, p.Size), msgs: make([][][]byte, p.Size), buf: make([]byte, 1<<16), out: make([]byte, 1<<16)}
 	c.pids[p.Rank] = os.Getpid()
 	var hello [9]byte
 	hello[0] = tagHello

@@ -445,3 +445,70 @@ func RunManyPairs(t *testing.T, backend string) {
 		return ch.Barrier()
 	})
 }
+
+// RunManySegments moves 3000 segments of 97 bytes, more than IOV_MAX (1024)
+// per system call, into 2500 segments of 117 bytes. The side whose address
+// list travels in a handle (the cma sender, the cma-write receiver) is
+// contiguous: a handle carries at most Config.MaxSegments addresses.
+func RunManySegments(t *testing.T, backend string) {
+	job := NewJob(2)
+	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup}, func(p launch.Proc) error {
+		ch, eng, err := Open(p, backend, nil)
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		const size = 3000 * 97
+		cut := func(b []byte, piece int) [][]byte {
+			var iov [][]byte
+			for len(b) > 0 {
+				n := min(piece, len(b))
+				iov = append(iov, b[:n:n])
+				b = b[n:]
+			}
+			return iov
+		}
+		rts := make([]byte, 4096)
+		if p.Rank == 0 {
+			msg := make([]byte, size)
+			Fill(msg, 0)
+			iov := cut(msg, 97)
+			if backend == "cma" { // the sender's list travels in the RTS
+				iov = [][]byte{msg}
+			}
+			tr, n, err := eng.StartSend(1, iov, backend, rts)
+			if err != nil {
+				return err
+			}
+			if err := ch.SendRTS(1, rts[:n]); err != nil {
+				return err
+			}
+			return ch.Wait(tr)
+		}
+		r, err := ch.NextRTS(0)
+		if err != nil {
+			return err
+		}
+		got := make([]byte, size)
+		iov := cut(got, 117)
+		if backend == "cma-write" { // the receiver's list travels in the CTS
+			iov = [][]byte{got}
+		}
+		tr, err := eng.StartRecv(0, r, iov)
+		if err != nil {
+			return err
+		}
+		if err := ch.Wait(tr); err != nil {
+			return err
+		}
+		want := make([]byte, size)
+		Fill(want, 0)
+		if !bytes.Equal(got, want) {
+			return errors.New("3000-segment message arrived corrupted")
+		}
+		if st := tr.Stats(); backend != "shm" && backend != "cma-write" && st.Syscalls < 3 {
+			return fmt.Errorf("%d system calls for 2500 receive segments, want ≥ 3 (IOV_MAX is 1024)", st.Syscalls)
+		}
+		return nil
+	})
+}
