@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	_ "github.com/knemesis/knemesis/kmod/knem/knemlmt" // registers the knem backend
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/nemesis"
