@@ -280,6 +280,12 @@ func TestPlotIsWrittenAndDecodes(t *testing.T) {
 	if b := img.Bounds(); b.Dx() < 200 || b.Dy() < 100 {
 		t.Errorf("plot is %v, too small to read", b)
 	}
+	svg := filepath.Join(t.TempDir(), "sweep.svg")
+	r = run(t, append([]string{"pingpong", "--backends", "memcpy", "--sizes", "4K-64K", "--plot", svg}, fast...)...)
+	b, err := os.ReadFile(svg)
+	if r.code != 0 || err != nil || !bytes.Contains(b, []byte("<svg")) || !bytes.Contains(b, []byte("memcpy")) {
+		t.Errorf("--plot .svg: exit %d, %v, %d bytes without an <svg> naming the backend; stderr %q", r.code, err, len(b), r.stderr)
+	}
 }
 
 func TestBenchfmtLines(t *testing.T) {
