@@ -74,7 +74,11 @@ func newSide(job string, rank int) (*side, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := attach.Attach(ep, attach.Options{EagerMax: eagerMax})
+	l, err := attach.Attach(ep, attach.Options{EagerMax: eagerMax, Tune: func(c *lmt.Config) {
+		if v, _ := strconv.Atoi(os.Getenv("KNEMESIS_BENCH_CHUNK")); v > 0 {
+			c.Chunk = v
+		}
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +103,7 @@ func (s *side) stream(peer int, sender bool, backend string, n int) error {
 		k := i % window
 		r := &s.reqs[k]
 		if i >= window {
-			if err := s.ep.Wait(r); err != nil {
+			if err := s.l.Wait(r); err != nil {
 				return err
 			}
 		}
@@ -130,7 +134,7 @@ func (s *side) pingpong(peer int, first bool, backend string, n int) error {
 				err = s.ep.Irecv(r, peer, 0, s.recv[0])
 			}
 			if err == nil {
-				err = s.ep.Wait(r)
+				err = s.l.Wait(r)
 			}
 			if err != nil {
 				return err
