@@ -134,7 +134,11 @@ func (m *multiEngine) Alltoall(send, recv [][]byte) error {
 	}
 	var errs error
 	for i := range k {
-		errs = errors.Join(errs, m.ep.Wait(&m.reqs[i]))
+		if m.att != nil {
+			errs = errors.Join(errs, m.att.Wait(&m.reqs[i]))
+		} else {
+			errs = errors.Join(errs, m.ep.Wait(&m.reqs[i]))
+		}
 	}
 	return errs
 }
