@@ -10,7 +10,6 @@ import (
 
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
-	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
 
 // An alltoall job has Procs ranks. Rank 0 drives the others as in the
@@ -61,12 +60,12 @@ func alltoallWorker(p launch.Proc, spec Spec, out io.Writer) error {
 		}
 	}
 	if c.me == 0 {
-		return c.lead(json.NewEncoder(out))
+		return lead(spec, c, json.NewEncoder(out))
 	}
-	return c.follow()
+	return follow(c)
 }
 
-func (c *collective) broadcast(cmd, size, iters int64) error {
+func (c *collective) tell(cmd, size, iters int64) error {
 	for _, d := range c.down {
 		if err := d.put(cmd, size, iters); err != nil {
 			return err
@@ -75,43 +74,11 @@ func (c *collective) broadcast(cmd, size, iters int64) error {
 	return nil
 }
 
-func (c *collective) lead(enc *json.Encoder) error {
-	for _, size := range c.spec.Sizes {
-		if err := c.broadcast(cmdVerify, int64(size), 0); err != nil {
-			return err
-		}
-		if err := c.verify(size); err != nil {
-			return err
-		}
-		iters := c.spec.Iters
-		for n := 1; iters == 0; n *= 8 {
-			s, err := c.leadSample(size, n)
-			if err != nil {
-				return err
-			}
-			if target := c.spec.SampleTime.Seconds(); s.Seconds >= target/4 || n >= maxIters {
-				iters = min(max(int(float64(n)*target/max(s.Seconds, 1e-9)), 1), maxIters)
-			}
-		}
-		before := machine.Probe(c.spec.Probe)
-		for range c.spec.Samples {
-			s, err := c.leadSample(size, iters)
-			if err != nil {
-				return err
-			}
-			s.Before = before
-			s.After = machine.Probe(c.spec.Probe)
-			before = s.After
-			if err := enc.Encode(s); err != nil {
-				return err
-			}
-		}
-	}
-	return c.broadcast(cmdDone, 0, 0)
-}
+func (c *collective) command() (cmd, size, iters int64, err error) { return c.fromRoot.get() }
+func (c *collective) reply(cpu time.Duration) error                { return c.up.put(int64(cpu), 0, 0) }
 
 func (c *collective) leadSample(size, iters int) (Sample, error) {
-	if err := c.broadcast(cmdSample, int64(size), int64(iters)); err != nil {
+	if err := c.tell(cmdSample, int64(size), int64(iters)); err != nil {
 		return Sample{}, err
 	}
 	start := time.Now()
@@ -132,31 +99,6 @@ func (c *collective) leadSample(size, iters int) (Sample, error) {
 		Seconds:    time.Since(start).Seconds(),
 		CPUSeconds: [2]float64{cpu.Seconds(), others.Seconds()},
 	}, nil
-}
-
-func (c *collective) follow() error {
-	for {
-		cmd, size, iters, err := c.fromRoot.get()
-		if err != nil {
-			return err
-		}
-		switch cmd {
-		case cmdDone:
-			return nil
-		case cmdVerify:
-			err = c.verify(int(size))
-		case cmdSample:
-			var cpu time.Duration
-			if cpu, err = c.loop(int(size), int(iters)); err == nil {
-				err = c.up.put(int64(cpu), 0, 0)
-			}
-		default:
-			err = fmt.Errorf("unknown command %d from rank 0", cmd)
-		}
-		if err != nil {
-			return err
-		}
-	}
 }
 
 func (c *collective) slices(size int) (send, recv [][]byte) {
