@@ -1,0 +1,629 @@
+package nemesis
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"github.com/knemesis/knemesis/internal/memcopy"
+	"github.com/knemesis/knemesis/nemesis/launch"
+)
+
+// Limits and defaults of the geometry.
+const (
+	MaxProcs        = launch.MaxProcs
+	MinCellSize     = 256
+	MaxCellSize     = 1 << 20
+	DefaultCellSize = 8192 // see BenchmarkCellSize and the package doc
+	DefaultCells    = 64   // cells per process
+	// DefaultFastboxSize is one fastbox (32-byte header + payload): a 1 KiB
+	// message still fits, and 8 ranks use 64 × 2 KiB = 128 KiB of boxes.
+	DefaultFastboxSize = 2048
+	// fastboxProcLimit: above this many ranks the default is no fastboxes,
+	// whose number grows as the square of the job size (§3.2).
+	fastboxProcLimit = 64
+	maxInt           = math.MaxInt
+)
+
+// Options tune a job's geometry and timeouts. The geometry fields must be
+// the same in every rank (a mismatch fails Join with ErrLayout). The zero
+// value gives the defaults.
+type Options struct {
+	CellSize         int           // bytes per cell incl. its 40-byte header; power of two; DefaultCellSize
+	Cells            int           // cells per process (its free queue); DefaultCells
+	FastboxSize      int           // bytes per fastbox incl. 32-byte header, multiple of 64; <0 disables; DefaultFastboxSize
+	JoinTimeout      time.Duration // how long Join waits for the other ranks; 30 s
+	LivenessInterval time.Duration // how often a blocked call checks that peers live; 10 ms
+	Dir              string        // where the segment file lives; /dev/shm
+}
+
+func (o *Options) layout(size int) layout {
+	l := layout{nprocs: size, cellSize: DefaultCellSize, cellsPerProc: DefaultCells, fastboxSize: DefaultFastboxSize}
+	if size > fastboxProcLimit {
+		l.fastboxSize = 0
+	}
+	if o.CellSize != 0 {
+		l.cellSize = o.CellSize
+	}
+	if o.Cells != 0 {
+		l.cellsPerProc = o.Cells
+	}
+	if o.FastboxSize > 0 {
+		l.fastboxSize = o.FastboxSize
+	} else if o.FastboxSize < 0 {
+		l.fastboxSize = 0
+	}
+	return l
+}
+
+// Cell kinds.
+const (
+	kindMsg     = 1 // first (often only) cell of an eager message
+	kindCont    = 2 // continuation of a multi-cell message
+	kindRTS     = 3 // LMT request to send
+	kindControl = 4 // LMT packet
+)
+
+// peer is what an endpoint knows about one rank, itself included.
+type peer struct {
+	recvQ   queue // the rank's receive queue (we enqueue on it)
+	freeQ   queue // the rank's free queue (we return its cells there)
+	fbOut   *fboxHdr
+	fbOutPl []byte
+	fbIn    *fboxHdr
+	fbInPl  []byte
+	sendSeq uint32 // next sequence number to this rank
+	recvSeq uint32 // next sequence number expected from this rank
+	asm     assembly
+	pid     int
+	dead    error // set once the rank is known gone
+	expectN int32 // posted receives naming this rank
+	expectI int32 // index in Endpoint.expected, or -1
+}
+
+// assembly tracks a multi-cell message from one source whose continuation
+// cells are still arriving.
+type assembly struct {
+	req *Request // matched receive, or
+	ux  *uxMsg   // unexpected message buffer
+	got int      // bytes received so far
+}
+
+// Endpoint is one rank's attachment to a job. It is not safe for concurrent
+// use: one goroutine drives it (as one MPI process does).
+type Endpoint struct {
+	seg   *segment
+	rank  int
+	size  int
+	job   string
+	opts  Options
+	recvQ queue
+	freeQ queue
+	peers []peer
+	sendq []reqList // per destination: sends not yet fully put in cells
+
+	posted    reqList // posted receives, in order
+	unexp     uxList  // unexpected messages, in arrival order
+	uxPool    *uxMsg  // free unexpected-message records
+	expected  []int32 // sources named by posted receives
+	wildcards int     // posted AnySource receives (+ wildcard probes)
+	sendsOut  int     // requests in sendq
+	polls     uint32
+
+	lmt      LMT
+	eagerMax int
+
+	live    liveness
+	crashed error // the first rank found dead without having closed
+	nGone   int   // ranks found gone
+	fatal   error
+	closed  bool
+	blocker Request // for blocking Send/Recv
+	stats   Stats
+}
+
+// Stats counts what went which way, for tests and tuning.
+type Stats struct {
+	FastboxMsgs   uint64 // messages sent through a fastbox
+	QueueMsgs     uint64 // messages sent through the queue (eager, one or more cells)
+	Cells         uint64 // cells sent (messages, continuations, RTS, control)
+	RTS           uint64 // messages handed to the LMT
+	Unexpected    uint64 // messages that arrived before their receive
+	SeqFromFbox   uint64 // queue cells that found their predecessor in the fastbox
+	FullFboxScans uint64 // Polls that visited every fastbox
+	Reaped        uint64 // cells taken back from the queues of gone ranks
+}
+
+// Stats returns the counters of this endpoint.
+func (ep *Endpoint) Stats() Stats { return ep.stats }
+
+// Join attaches this process to job as rank of size, creating the segment
+// when rank is 0 and waiting (Options.JoinTimeout) for all others to join.
+// o may be nil.
+func Join(job string, rank, size int, o *Options) (*Endpoint, error) {
+	if o == nil {
+		o = &Options{}
+	}
+	if err := validJobName(job); err != nil {
+		return nil, err
+	}
+	if size < 1 || size > MaxProcs {
+		return nil, errorf(ErrInvalidArg, "job size %d, want 1..%d", size, MaxProcs)
+	}
+	if rank < 0 || rank >= size {
+		return nil, errorf(ErrInvalidRank, "rank %d of a job of %d", rank, size)
+	}
+	l := o.layout(size)
+	if err := l.check(); err != nil {
+		return nil, err
+	}
+	opts := *o
+	if opts.JoinTimeout <= 0 {
+		opts.JoinTimeout = 30 * time.Second
+	}
+	if opts.LivenessInterval <= 0 {
+		opts.LivenessInterval = 10 * time.Millisecond
+	}
+	if opts.Dir == "" {
+		opts.Dir = "/dev/shm"
+	}
+	deadline := time.Now().Add(opts.JoinTimeout)
+	var s *segment
+	var err error
+	if rank == 0 {
+		s, err = createSegment(opts.Dir, job, l)
+	} else {
+		s, err = joinSegment(opts.Dir, job, l, deadline)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ep := newEndpoint(s, job, rank, opts)
+	if err := ep.join(deadline); err != nil {
+		if rank == 0 {
+			s.unlink()
+		}
+		ep.live.close()
+		s.unmap()
+		return nil, err
+	}
+	return ep, nil
+}
+
+// JoinProc joins the job the launcher started this process in.
+func JoinProc(p launch.Proc, o *Options) (*Endpoint, error) {
+	return Join(p.Job, p.Rank, p.Size, o)
+}
+
+func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
+	ep := &Endpoint{seg: s, rank: rank, size: s.nprocs, job: job, opts: o, eagerMax: maxInt}
+	me := s.proc(rank)
+	ep.recvQ, ep.freeQ = queue{sh: &me.recv}, queue{sh: &me.free}
+	ep.peers = make([]peer, ep.size)
+	ep.sendq = make([]reqList, ep.size)
+	ep.expected = make([]int32, 0, ep.size)
+	for i := range ep.peers {
+		p := &ep.peers[i]
+		pb := s.proc(i)
+		p.recvQ, p.freeQ = queue{sh: &pb.recv}, queue{sh: &pb.free}
+		p.expectI = -1
+		if s.fastboxSize > 0 {
+			p.fbOut, p.fbOutPl = s.fbox(rank, i)
+			p.fbIn, p.fbInPl = s.fbox(i, rank)
+		}
+	}
+	return ep
+}
+
+// join announces this rank and waits until every rank has, so that each
+// peer's PID is known (for liveness and for CMA) before the first message.
+// The last rank to arrive unlinks the segment's name: from then on the
+// memory lives exactly as long as some rank maps it, and a crash can leave
+// nothing behind in /dev/shm.
+func (ep *Endpoint) join(deadline time.Time) error {
+	s := ep.seg
+	s.proc(ep.rank).pid.Store(int32(os.Getpid()))
+	if int(s.hdr.joined.Add(1)) == ep.size {
+		s.unlink()
+	}
+	for sleep := 20 * time.Microsecond; ; sleep = min(2*sleep, 2*time.Millisecond) {
+		missing := -1
+		for i := range ep.peers {
+			if s.proc(i).pid.Load() == 0 {
+				missing = i
+				break
+			}
+		}
+		if missing < 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return errorf(ErrJoinTimeout, "rank %d of job %q never joined", missing, ep.job)
+		}
+		time.Sleep(sleep)
+	}
+	for i := range ep.peers {
+		ep.peers[i].pid = int(s.proc(i).pid.Load())
+	}
+	return ep.live.open(ep)
+}
+
+// Rank returns this process's rank.
+func (ep *Endpoint) Rank() int { return ep.rank }
+
+// Size returns the number of ranks in the job.
+func (ep *Endpoint) Size() int { return ep.size }
+
+// Job returns the job name.
+func (ep *Endpoint) Job() string { return ep.job }
+
+// PeerPID returns the process id of rank (for process_vm_readv, pidfd...).
+func (ep *Endpoint) PeerPID(rank int) (int, error) {
+	if err := ep.checkRank(rank, false); err != nil {
+		return 0, err
+	}
+	return ep.peers[rank].pid, nil
+}
+
+// CellPayload is the number of payload bytes one cell carries.
+func (ep *Endpoint) CellPayload() int { return ep.seg.payloadSize }
+
+// FastboxPayload is the largest message a fastbox carries (0: no fastboxes).
+func (ep *Endpoint) FastboxPayload() int { return ep.seg.fboxPayload }
+
+// Close detaches from the job. Pending requests are abandoned. Peers that
+// still wait on this rank get an error naming it once they notice it left.
+func (ep *Endpoint) Close() error {
+	if ep.closed {
+		return nil
+	}
+	ep.closed = true
+	ep.seg.proc(ep.rank).closed.Store(1)
+	if ep.rank == 0 {
+		ep.seg.unlink() // in case a rank never joined
+	}
+	ep.live.close()
+	ep.seg.unmap()
+	if ep.fatal == nil {
+		ep.fatal = ErrClosed
+	}
+	return nil
+}
+
+func (ep *Endpoint) checkRank(rank int, wildcard bool) error {
+	if rank >= 0 && rank < ep.size || wildcard && rank == AnySource {
+		return nil
+	}
+	return errorf(ErrInvalidRank, "rank %d in a job of %d", rank, ep.size)
+}
+
+func checkTag(tag int, wildcard bool) error {
+	if tag >= 0 && tag <= MaxTag || wildcard && tag == AnyTag {
+		return nil
+	}
+	return errorf(ErrInvalidTag, "tag %d, want 0..%d", tag, MaxTag)
+}
+
+func (ep *Endpoint) checkNew(r *Request) error {
+	if r == nil {
+		return errorf(ErrInvalidArg, "nil request")
+	}
+	if ep.fatal != nil {
+		return ep.fatal
+	}
+	if r.state == statePending {
+		return ErrRequestInUse
+	}
+	return nil
+}
+
+// Isend starts sending buf to rank dst with tag. buf must not change until
+// r completes. Argument errors are returned at once; failures of the
+// transfer itself complete r with an error.
+func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
+	if err := ep.checkNew(r); err != nil {
+		return err
+	}
+	if err := ep.checkRank(dst, false); err != nil {
+		return err
+	}
+	if err := checkTag(tag, false); err != nil {
+		return err
+	}
+	*r = Request{ep: ep, op: opSend, state: statePending, peer: dst, tag: tag, buf: buf, msgLen: len(buf)}
+	if err := ep.peers[dst].dead; err != nil {
+		ep.finish(r, 0, err)
+		return nil
+	}
+	if ep.sendq[dst].head == nil {
+		res, err := ep.trySend(r)
+		switch {
+		case err != nil:
+			ep.finish(r, 0, err)
+			return nil
+		case res == sendDone:
+			ep.finish(r, len(buf), nil)
+			return nil
+		case res == sendHanded:
+			return nil
+		}
+	}
+	ep.sendq[dst].push(r)
+	ep.sendsOut++
+	return nil
+}
+
+// Irecv starts receiving into buf a message from src (or AnySource) with tag
+// (or AnyTag). A longer message completes r with ErrTruncated after filling
+// buf, never writing past it.
+func (ep *Endpoint) Irecv(r *Request, src, tag int, buf []byte) error {
+	if err := ep.checkNew(r); err != nil {
+		return err
+	}
+	if err := ep.checkRank(src, true); err != nil {
+		return err
+	}
+	if err := checkTag(tag, true); err != nil {
+		return err
+	}
+	*r = Request{ep: ep, op: opRecv, state: statePending, peer: src, tag: tag, buf: buf}
+	if u := ep.unexp.match(src, tag); u != nil {
+		return ep.takeUnexpected(r, u)
+	}
+	if err := ep.unreachable(src); err != nil {
+		ep.finish(r, 0, err)
+		return nil
+	}
+	ep.posted.push(r)
+	ep.expect(src, +1)
+	return nil
+}
+
+// Send sends buf to dst and returns once buf may be reused.
+func (ep *Endpoint) Send(dst, tag int, buf []byte) error {
+	r := &ep.blocker
+	if err := ep.Isend(r, dst, tag, buf); err != nil {
+		return err
+	}
+	return ep.Wait(r)
+}
+
+// Recv receives into buf a message from src with tag (wildcards allowed).
+func (ep *Endpoint) Recv(src, tag int, buf []byte) (Status, error) {
+	r := &ep.blocker
+	if err := ep.Irecv(r, src, tag, buf); err != nil {
+		return Status{}, err
+	}
+	err := ep.Wait(r)
+	return r.Status(), err
+}
+
+// Test progresses communication once and reports whether r has completed,
+// with its error.
+func (ep *Endpoint) Test(r *Request) (bool, error) {
+	if r.state == stateIdle || r.ep != ep {
+		return false, errorf(ErrInvalidArg, "request was not started on this endpoint")
+	}
+	if r.state != stateDone {
+		if err := ep.Poll(); err != nil {
+			return false, err
+		}
+		if r.state != stateDone {
+			return false, nil
+		}
+	}
+	return true, r.err
+}
+
+// Wait blocks until r completes and returns its error. While waiting it
+// polls, then yields the CPU, and checks peers' liveness every
+// LivenessInterval: a request that depends on a dead rank fails with a
+// *PeerError.
+func (ep *Endpoint) Wait(r *Request) error {
+	if r.state == stateIdle || r.ep != ep {
+		return errorf(ErrInvalidArg, "request was not started on this endpoint")
+	}
+	var w waiter
+	for r.state != stateDone {
+		if err := ep.Poll(); err != nil {
+			return err
+		}
+		if r.state == stateDone {
+			break
+		}
+		if err := ep.idle(&w); err != nil {
+			return err
+		}
+	}
+	return r.err
+}
+
+// Iprobe reports, without receiving it, whether a message from src with tag
+// has arrived (wildcards allowed).
+func (ep *Endpoint) Iprobe(src, tag int) (Status, bool, error) {
+	if err := ep.checkRank(src, true); err != nil {
+		return Status{}, false, err
+	}
+	if err := checkTag(tag, true); err != nil {
+		return Status{}, false, err
+	}
+	if u := ep.unexp.match(src, tag); u != nil {
+		return u.status(), true, nil
+	}
+	ep.expect(src, +1)
+	err := ep.Poll()
+	ep.expect(src, -1)
+	if err != nil {
+		return Status{}, false, err
+	}
+	if u := ep.unexp.match(src, tag); u != nil {
+		return u.status(), true, nil
+	}
+	return Status{}, false, nil
+}
+
+// Probe waits until a message from src with tag has arrived and describes it.
+func (ep *Endpoint) Probe(src, tag int) (Status, error) {
+	var w waiter
+	for {
+		st, ok, err := ep.Iprobe(src, tag)
+		if err != nil || ok {
+			return st, err
+		}
+		if err := ep.unreachable(src); err != nil {
+			return Status{}, err
+		}
+		if err := ep.idle(&w); err != nil {
+			return Status{}, err
+		}
+	}
+}
+
+// expect counts posted receives per source, so that Poll visits the
+// fastboxes of expected sources at every call (§3.2).
+func (ep *Endpoint) expect(src int, delta int32) {
+	if src == AnySource {
+		ep.wildcards += int(delta)
+		return
+	}
+	p := &ep.peers[src]
+	p.expectN += delta
+	switch {
+	case p.expectN > 0 && p.expectI < 0:
+		p.expectI = int32(len(ep.expected))
+		ep.expected = append(ep.expected, int32(src))
+	case p.expectN == 0 && p.expectI >= 0:
+		last := ep.expected[len(ep.expected)-1]
+		ep.expected[p.expectI] = last
+		ep.peers[last].expectI = p.expectI
+		ep.expected = ep.expected[:len(ep.expected)-1]
+		p.expectI = -1
+	}
+}
+
+func (ep *Endpoint) finish(r *Request, n int, err error) {
+	r.n, r.err, r.state = n, err, stateDone
+}
+
+type sendResult int
+
+const (
+	sendBlocked sendResult = iota // out of free cells or fastbox busy
+	sendDone                      // all payload is in cells or the fastbox
+	sendHanded                    // RTS sent; the LMT completes the request
+)
+
+// trySend puts as much of r as it can on its way: into the fastbox to the
+// destination when it fits and the box is empty, else into cells taken from
+// this rank's free queue, or as an RTS to the LMT.
+func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
+	s := ep.seg
+	p := &ep.peers[r.peer]
+	n := len(r.buf)
+	if !r.seqd {
+		if n > ep.eagerMax {
+			return ep.sendRTS(r)
+		}
+		if p.fbOut != nil && n <= s.fboxPayload && p.fbOut.full.Load() == 0 {
+			fb := p.fbOut
+			memcopy.Copy(p.fbOutPl, r.buf)
+			fb.seq, fb.tag, fb.len, fb.kind, fb.total = p.sendSeq, int32(r.tag), uint32(n), kindMsg, uint64(n)
+			p.sendSeq++
+			fb.full.Store(1)
+			r.seqd = true
+			ep.stats.FastboxMsgs++
+			return sendDone, nil
+		}
+	}
+	for {
+		off, c, err := ep.freeQ.dequeue(s)
+		if err != nil {
+			return sendBlocked, ep.fail(err)
+		}
+		if off == 0 {
+			return sendBlocked, nil
+		}
+		chunk := min(n-r.sent, s.payloadSize)
+		memcopy.Copy(s.payload(off), r.buf[r.sent:r.sent+chunk])
+		c.kind = kindCont
+		if !r.seqd {
+			c.kind = kindMsg
+			ep.stats.QueueMsgs++
+		}
+		ep.stats.Cells++
+		c.src, c.seq, c.tag, c.len, c.total = uint32(ep.rank), p.sendSeq, int32(r.tag), uint32(chunk), uint64(n)
+		p.sendSeq++
+		r.seqd = true
+		r.sent += chunk
+		if err := p.recvQ.enqueue(s, off, c); err != nil {
+			return sendBlocked, ep.fail(err)
+		}
+		if r.sent == n {
+			return sendDone, nil
+		}
+	}
+}
+
+func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
+	s := ep.seg
+	off, c, err := ep.freeQ.dequeue(s)
+	if err != nil {
+		return sendBlocked, ep.fail(err)
+	}
+	if off == 0 {
+		return sendBlocked, nil
+	}
+	pl := s.payload(off)
+	r.inLMT = true
+	k, err := ep.lmt.StartSend(r, pl)
+	if err == nil && (k < 0 || k > len(pl)) {
+		err = fmt.Errorf("nemesis: LMT StartSend returned %d bytes of RTS for a %d-byte cell payload", k, len(pl))
+	}
+	if err != nil {
+		r.inLMT = false
+		if qerr := ep.freeQ.enqueue(s, off, c); qerr != nil {
+			return sendBlocked, ep.fail(qerr)
+		}
+		return sendBlocked, err
+	}
+	p := &ep.peers[r.peer]
+	c.kind, c.src, c.seq, c.tag, c.len, c.total = kindRTS, uint32(ep.rank), p.sendSeq, int32(r.tag), uint32(k), uint64(len(r.buf))
+	p.sendSeq++
+	r.seqd = true
+	ep.stats.RTS++
+	ep.stats.Cells++
+	if err := p.recvQ.enqueue(s, off, c); err != nil {
+		return sendBlocked, ep.fail(err)
+	}
+	return sendHanded, nil
+}
+
+// sendCell sends one single-cell packet (LMT control) if a cell is free.
+func (ep *Endpoint) sendCell(dst int, kind uint32, tag int, pkt []byte, total int) (bool, error) {
+	s := ep.seg
+	off, c, err := ep.freeQ.dequeue(s)
+	if err != nil {
+		return false, ep.fail(err)
+	}
+	if off == 0 {
+		return false, nil
+	}
+	memcopy.Copy(s.payload(off), pkt)
+	p := &ep.peers[dst]
+	c.kind, c.src, c.seq, c.tag, c.len, c.total = kind, uint32(ep.rank), p.sendSeq, int32(tag), uint32(len(pkt)), uint64(total)
+	p.sendSeq++
+	ep.stats.Cells++
+	if err := p.recvQ.enqueue(s, off, c); err != nil {
+		return false, ep.fail(err)
+	}
+	return true, nil
+}
+
+// fail records an error that leaves the shared state unusable.
+func (ep *Endpoint) fail(err error) error {
+	if ep.fatal == nil {
+		ep.fatal = err
+	}
+	return ep.fatal
+}

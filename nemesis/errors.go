@@ -1,0 +1,43 @@
+package nemesis
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by the package, to be tested with errors.Is. The returned
+// error wraps one of these and says what exactly was wrong.
+var (
+	ErrInvalidArg    = errors.New("nemesis: invalid argument")
+	ErrInvalidRank   = errors.New("nemesis: invalid rank")
+	ErrInvalidTag    = errors.New("nemesis: invalid tag")
+	ErrTruncated     = errors.New("nemesis: message truncated")
+	ErrPeerDead      = errors.New("nemesis: peer process died")
+	ErrCorrupt       = errors.New("nemesis: shared segment corrupted")
+	ErrLayout        = errors.New("nemesis: shared segment layout mismatch")
+	ErrStaleSegment  = errors.New("nemesis: stale shared segment")
+	ErrJoinTimeout   = errors.New("nemesis: timed out joining job")
+	ErrClosed        = errors.New("nemesis: endpoint closed")
+	ErrRequestInUse  = errors.New("nemesis: request still pending")
+	ErrNoLMT         = errors.New("nemesis: RTS received but no LMT is set")
+	ErrSegmentInUse  = errors.New("nemesis: segment name in use by a live job")
+	ErrNotSupported  = errors.New("nemesis: not supported")
+	errInternalState = errors.New("nemesis: internal state")
+)
+
+// PeerError says which rank's death failed an operation.
+type PeerError struct {
+	Rank int
+	Err  error // wraps ErrPeerDead
+}
+
+func (e *PeerError) Error() string { return fmt.Sprintf("rank %d: %v", e.Rank, e.Err) }
+func (e *PeerError) Unwrap() error { return e.Err }
+
+func errorf(kind error, format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{kind}, args...)...)
+}
+
+func truncErr(msgLen, bufLen int) error {
+	return errorf(ErrTruncated, "message of %d bytes, receive buffer of %d", msgLen, bufLen)
+}

@@ -1,0 +1,243 @@
+package nemesis
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Waiting. A blocked call spins on Poll for a while (a message usually
+// arrives within a few microseconds), then yields at every round, to other
+// goroutines and to other processes, so that a job with more ranks than
+// cores still progresses: the rank it waits for may need this core.
+const spinBeforeYield = 200
+
+type waiter struct {
+	spins int
+}
+
+// idle is called by blocking calls between two Polls that made no progress
+// for them. Every LivenessInterval it checks whether peers still live.
+func (ep *Endpoint) idle(w *waiter) error {
+	w.spins++
+	if w.spins < spinBeforeYield {
+		return nil
+	}
+	runtime.Gosched() // the peer may be a goroutine of this process
+	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	if w.spins&31 != 0 {
+		return nil
+	}
+	now := time.Now()
+	if now.Before(ep.live.next) {
+		return nil
+	}
+	ep.live.next = now.Add(ep.opts.LivenessInterval)
+	return ep.checkPeers()
+}
+
+// liveness watches the peers' processes: with a pidfd each where the kernel
+// has them (one poll(2) for all), else with kill(pid, 0). Only blocked calls
+// look, so the cost is one system call per LivenessInterval of waiting,
+// nothing per message.
+type liveness struct {
+	fds   []unix.PollFd
+	ranks []int // rank of fds[i]
+	next  time.Time
+}
+
+func (l *liveness) open(ep *Endpoint) error {
+	for i, p := range ep.peers {
+		if i == ep.rank {
+			continue
+		}
+		fd, err := unix.PidfdOpen(p.pid, 0)
+		if err != nil {
+			if err == unix.ESRCH {
+				ep.peerFailed(i)
+				continue
+			}
+			l.close() // fall back to kill(pid, 0) for all
+			return nil
+		}
+		l.fds = append(l.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		l.ranks = append(l.ranks, i)
+	}
+	return nil
+}
+
+func (l *liveness) close() {
+	for _, f := range l.fds {
+		if f.Fd >= 0 {
+			unix.Close(int(f.Fd))
+		}
+	}
+	l.fds, l.ranks = nil, nil
+}
+
+// checkPeers finds ranks that died since the last look and fails what
+// depends on them.
+func (ep *Endpoint) checkPeers() error {
+	if err := ep.reapGone(); err != nil {
+		return err
+	}
+	var gone []int
+	if ep.live.ranks != nil {
+		if _, err := unix.Poll(ep.live.fds, 0); err != nil && err != unix.EINTR {
+			return fmt.Errorf("nemesis: polling peer pidfds: %w", err)
+		}
+		for i := range ep.live.fds {
+			f := &ep.live.fds[i]
+			if f.Fd >= 0 && f.Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) != 0 {
+				gone = append(gone, ep.live.ranks[i])
+				unix.Close(int(f.Fd))
+				f.Fd = -1 // poll(2) ignores negative descriptors
+			}
+		}
+	} else {
+		for i, p := range ep.peers {
+			if i != ep.rank && p.dead == nil && !processAlive(p.pid) {
+				gone = append(gone, i)
+			}
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	// Deliver what the dead ranks sent before dying, then fail the rest.
+	for range 4 {
+		if err := ep.Poll(); err != nil {
+			return err
+		}
+	}
+	for _, rank := range gone {
+		ep.peerFailed(rank)
+	}
+	return ep.reapGone()
+}
+
+// reapGone gives back the cells stuck in the receive queues of ranks that
+// are gone: without this, a rank whose cells all sat in a dead peer's queue
+// could never send again. A gone rank's queue keeps a single consumer: the
+// first survivor to claim it in the shared reaper field. It drains the queue
+// at every liveness check, so cells that senders enqueued before noticing
+// the death come home too.
+func (ep *Endpoint) reapGone() error {
+	if ep.nGone == 0 {
+		return nil
+	}
+	me := int32(ep.rank + 1)
+	for i := range ep.peers {
+		if ep.peers[i].dead == nil {
+			continue
+		}
+		pb := ep.seg.proc(i)
+		if !pb.reaper.CompareAndSwap(0, me) && pb.reaper.Load() != me {
+			continue
+		}
+		q := queue{sh: &pb.recv}
+		for {
+			off, c, err := q.dequeue(ep.seg)
+			if err != nil {
+				return ep.fail(err)
+			}
+			if off == 0 {
+				break
+			}
+			owner := int(c.owner)
+			if owner >= ep.size {
+				return ep.fail(errorf(ErrCorrupt, "cell %#x in the queue of gone rank %d names owner %d", off, i, owner))
+			}
+			if err := ep.peers[owner].freeQ.enqueue(ep.seg, off, c); err != nil {
+				return ep.fail(err)
+			}
+			ep.stats.Reaped++
+		}
+	}
+	return nil
+}
+
+// peerGone builds the error for rank's disappearance. A rank that closed its
+// endpoint first left normally; one that did not, crashed.
+func (ep *Endpoint) peerGone(rank int) error {
+	how := "died without closing its endpoint"
+	if ep.seg.proc(rank).closed.Load() != 0 {
+		how = "closed its endpoint and exited"
+	}
+	return &PeerError{Rank: rank, Err: fmt.Errorf("%w (pid %d %s)", ErrPeerDead, ep.peers[rank].pid, how)}
+}
+
+// peerFailed fails every request that waits on rank. Wildcard receives fail
+// too when rank crashed (the message they wait for may have been its), but
+// not when it closed normally, nor while another rank could still send.
+func (ep *Endpoint) peerFailed(rank int) {
+	p := &ep.peers[rank]
+	if p.dead != nil {
+		return
+	}
+	err := ep.peerGone(rank)
+	p.dead = err
+	ep.nGone++
+	crashed := ep.seg.proc(rank).closed.Load() == 0
+	if crashed && ep.crashed == nil {
+		ep.crashed = err
+	}
+	q := &ep.sendq[rank]
+	for r := q.head; r != nil; r = q.head {
+		q.remove(r)
+		ep.sendsOut--
+		ep.finish(r, 0, err)
+	}
+	if a := &p.asm; a.req != nil {
+		ep.finish(a.req, a.req.n, err)
+		*a = assembly{}
+	} else if a.ux != nil {
+		ep.unexp.remove(a.ux)
+		ep.freeUnexpected(a.ux)
+		*a = assembly{}
+	}
+	allGone := ep.allDead() != nil
+	for r := ep.posted.head; r != nil; {
+		next := r.next
+		if r.peer == rank || r.peer == AnySource && (crashed || allGone) {
+			ep.posted.remove(r)
+			ep.expect(r.peer, -1)
+			ep.finish(r, 0, err)
+		}
+		r = next
+	}
+	if ep.lmt != nil {
+		ep.lmt.PeerFailed(rank, err)
+	}
+}
+
+// unreachable says why no message from src (or from anyone, for AnySource)
+// can arrive any more. After a rank crashed, wildcard receives fail (as
+// with ULFM's MPI_ERR_PROC_FAILED): the message they wait for may have been
+// the dead rank's.
+func (ep *Endpoint) unreachable(src int) error {
+	if src != AnySource {
+		return ep.peers[src].dead
+	}
+	if ep.crashed != nil {
+		return ep.crashed
+	}
+	return ep.allDead()
+}
+
+// allDead returns an error when no other rank is left to send anything.
+func (ep *Endpoint) allDead() error {
+	var last error
+	for i := range ep.peers {
+		if i == ep.rank {
+			continue
+		}
+		if ep.peers[i].dead == nil {
+			return nil
+		}
+		last = ep.peers[i].dead
+	}
+	return last
+}

@@ -1,0 +1,117 @@
+package nemesis
+
+// LMT is the large-message transfer layer to which an Endpoint hands every
+// message longer than the eager limit given to [Endpoint.SetLMT] (seed 003:
+// the rendezvous goes through the Nemesis queues, the payload through a
+// backend: shm double buffer, pipe, vmsplice, CMA, KNEM).
+//
+// The protocol the endpoint runs around an LMT:
+//
+//  1. Sender: Isend of n > eagerMax bytes takes a cell from its free queue
+//     and calls StartSend(r, rts) with rts = the cell's payload area. The
+//     LMT writes its backend handle (cookie, iovec address, pipe name...)
+//     into rts and returns how many bytes it used. The endpoint sends the
+//     cell as an RTS carrying the match information (source, tag, n) in the
+//     same per-pair sequence as eager messages, so matching order and
+//     non-overtaking per (source, tag) are exactly those of eager messages.
+//     r stays pending until the LMT calls [Endpoint.Complete].
+//  2. Receiver: when the RTS matches a receive (posted before or after the
+//     RTS arrived), the endpoint calls StartRecv(r, rts). r.Peer() is the
+//     sender, r.Tag() the message's tag, r.Len() the sender's length and
+//     r.Buf() the receive buffer. len(r.Buf()) may be shorter than r.Len():
+//     the LMT then moves only len(r.Buf()) bytes, still lets the sender
+//     finish, and the endpoint reports ErrTruncated for the receive. rts is
+//     only valid during the call (it may live in a shared cell): copy what
+//     must outlive it.
+//  3. Both sides: the LMT talks to its peer with [Endpoint.SendControl]
+//     (CTS, DONE, ...). Each such packet is delivered, in order with
+//     everything else sent by that peer, to the peer's HandleControl.
+//  4. Both sides: every [Endpoint.Poll] calls Progress, so that a transfer
+//     advances while the application waits in Wait, Recv, Probe or Poll.
+//     The LMT finishes a request with [Endpoint.Complete](r, n, err).
+//  5. When a peer dies, the endpoint calls PeerFailed(rank, err) once; the
+//     LMT must Complete every request it holds with that rank, with err.
+//
+// Errors: report the failure of one transfer through Complete. An error
+// returned by HandleControl means the packet stream itself is broken and
+// fails the endpoint like a corrupted cell; one returned by Progress is
+// returned by that Poll (and so by the Wait or Recv running it).
+//
+// All methods are called from the goroutine driving the endpoint (an
+// Endpoint is not safe for concurrent use), never concurrently. They must not
+// block: return and let the next Progress call continue. They may call
+// SendControl, Complete and Poll-free Endpoint accessors, but not Poll,
+// Wait, Send or Recv (no re-entrancy).
+type LMT interface {
+	// StartSend fills rts with the handle the receiver needs and returns its
+	// length (at most len(rts) = cell payload size). An error fails the Isend
+	// at once and no RTS is sent.
+	StartSend(r *Request, rts []byte) (n int, err error)
+	// StartRecv is called when an RTS has matched receive r.
+	StartRecv(r *Request, rts []byte) error
+	// HandleControl receives a packet the LMT of rank src sent with
+	// SendControl. pkt is only valid during the call.
+	HandleControl(src int, pkt []byte) error
+	// Progress advances transfers in flight; called from every Poll.
+	Progress() error
+	// PeerFailed fails every transfer with rank, whose process is gone.
+	PeerFailed(rank int, err error)
+}
+
+// SetLMT routes messages longer than eagerMax bytes through l; messages of
+// eagerMax bytes or fewer stay on the fastbox/cells path (several cells when
+// eagerMax exceeds CellPayload). Without an LMT (the default, or l == nil)
+// long messages go as a series of cells, which is correct but copies twice.
+//
+// Every rank of a job must make the same choice before its first send of a
+// long message: an RTS reaching an endpoint without an LMT is an error.
+func (ep *Endpoint) SetLMT(l LMT, eagerMax int) error {
+	if l == nil {
+		ep.lmt, ep.eagerMax = nil, maxInt
+		return nil
+	}
+	if eagerMax < 0 {
+		return errorf(ErrInvalidArg, "eager limit %d is negative", eagerMax)
+	}
+	ep.lmt, ep.eagerMax = l, eagerMax
+	return nil
+}
+
+// MaxControl is the largest packet SendControl carries: one cell's payload.
+func (ep *Endpoint) MaxControl() int { return ep.seg.payloadSize }
+
+// SendControl sends pkt to the LMT of rank dst, without blocking: ok is false
+// when no cell is free right now (retry from Progress). Control packets are
+// ordered with every other message from this rank to dst.
+func (ep *Endpoint) SendControl(dst int, pkt []byte) (ok bool, err error) {
+	if err := ep.checkRank(dst, false); err != nil {
+		return false, err
+	}
+	if len(pkt) > ep.seg.payloadSize {
+		return false, errorf(ErrInvalidArg, "control packet of %d bytes exceeds the %d-byte cell payload", len(pkt), ep.seg.payloadSize)
+	}
+	if ep.fatal != nil {
+		return false, ep.fatal
+	}
+	if ep.sendq[dst].head != nil {
+		// Keep control packets behind queued sends to dst: the LMT may
+		// rely on its DONE following an earlier RTS.
+		return false, nil
+	}
+	return ep.sendCell(dst, kindControl, 0, pkt, 0)
+}
+
+// Complete finishes request r, which the LMT was handed by StartSend or
+// StartRecv, with n bytes moved and err (nil on success). For a receive whose
+// buffer was shorter than the message, the endpoint reports ErrTruncated
+// whatever err is nil.
+func (ep *Endpoint) Complete(r *Request, n int, err error) {
+	if r.state != statePending || !r.inLMT {
+		return // a late or duplicate completion must not corrupt request state
+	}
+	r.inLMT = false
+	if err == nil && r.op == opRecv && r.msgLen > len(r.buf) {
+		err = truncErr(r.msgLen, len(r.buf))
+	}
+	ep.finish(r, n, err)
+}

@@ -1,0 +1,202 @@
+package nemesis
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/knemesis/knemesis/internal/memcopy"
+)
+
+// fakeLMT moves payload by direct copy between two endpoints of one
+// process: the RTS carries an index into a table of send requests. It
+// records the protocol events so the test can check their order.
+type fakeLMT struct {
+	ep      *Endpoint
+	table   *[]*Request // shared by both sides: the "backend"
+	events  *[]string
+	pending [][]byte // DONE packets waiting for a cell
+}
+
+func (l *fakeLMT) log(format string, args ...any) {
+	*l.events = append(*l.events, fmt.Sprintf("%d:", l.ep.Rank())+fmt.Sprintf(format, args...))
+}
+
+func (l *fakeLMT) StartSend(r *Request, rts []byte) (int, error) {
+	*l.table = append(*l.table, r)
+	id := len(*l.table) - 1
+	binary.LittleEndian.PutUint64(rts, uint64(id))
+	l.log("StartSend %d tag %d len %d", id, r.Tag(), r.Len())
+	return 8, nil
+}
+
+func (l *fakeLMT) StartRecv(r *Request, rts []byte) error {
+	if len(rts) != 8 {
+		return fmt.Errorf("RTS of %d bytes", len(rts))
+	}
+	id := binary.LittleEndian.Uint64(rts)
+	s := (*l.table)[id]
+	l.log("StartRecv %d from %d tag %d len %d buf %d", id, r.Peer(), r.Tag(), r.Len(), len(r.Buf()))
+	n := memcopy.Copy(r.Buf(), s.Buf())
+	done := binary.LittleEndian.AppendUint64(nil, id)
+	if ok, err := l.ep.SendControl(r.Peer(), done); err != nil {
+		return err
+	} else if !ok {
+		l.pending = append(l.pending, done)
+	}
+	l.log("Complete recv %d", id)
+	l.ep.Complete(r, n, nil)
+	return nil
+}
+
+func (l *fakeLMT) HandleControl(src int, pkt []byte) error {
+	id := binary.LittleEndian.Uint64(pkt)
+	s := (*l.table)[id]
+	l.log("DONE %d from %d", id, src)
+	l.ep.Complete(s, s.Len(), nil)
+	return nil
+}
+
+func (l *fakeLMT) Progress() error {
+	for len(l.pending) > 0 {
+		ok, err := l.ep.SendControl(1-l.ep.Rank(), l.pending[0])
+		if err != nil || !ok {
+			return err
+		}
+		l.pending = l.pending[1:]
+	}
+	return nil
+}
+
+func (l *fakeLMT) PeerFailed(rank int, err error) { l.log("PeerFailed %d", rank) }
+
+// TestLMTHook: long messages go RTS → StartRecv → Complete while short ones
+// stay eager, and the receiver sees them all in send order, whether the RTS
+// meets a posted receive or waits as an unexpected message; a short buffer
+// gives ErrTruncated without a write past it, and the sender still finishes.
+func TestLMTHook(t *testing.T) {
+	for _, early := range []bool{true, false} {
+		t.Run(fmt.Sprintf("posted-first=%v", early), func(t *testing.T) {
+			eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 4})
+			var table []*Request
+			var events []string
+			for _, ep := range eps {
+				if err := ep.SetLMT(&fakeLMT{ep: ep, table: &table, events: &events}, 100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a, b := eps[0], eps[1]
+			sizes := []int{5, 5000, 100, 101, 3}
+			var sends, recvs [5]Request
+			rbufs := make([][]byte, 5)
+			post := func() {
+				for i := range recvs {
+					rbufs[i] = make([]byte, 6000)
+					if err := b.Irecv(&recvs[i], AnySource, AnyTag, rbufs[i]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if early {
+				post()
+			}
+			for i, n := range sizes {
+				msg := make([]byte, n)
+				stamp(msg, 0, i)
+				if err := a.Isend(&sends[i], 1, i, msg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !early {
+				for range 10 {
+					b.Poll() // everything arrives unexpected
+				}
+				post()
+			}
+			drive(t, a, b, sends[:], recvs[:])
+			for i, n := range sizes {
+				st := recvs[i].Status()
+				want := make([]byte, n)
+				stamp(want, 0, i)
+				if recvs[i].err != nil || st.Tag != i || st.Len != n || !bytes.Equal(rbufs[i][:st.Count], want) {
+					t.Fatalf("receive %d: %+v, %v; want message %d of %d bytes", i, st, recvs[i].err, i, n)
+				}
+			}
+			if got := a.Stats().RTS; got != 2 {
+				t.Fatalf("%d RTS sent, want 2 (5000 and 101 bytes)", got)
+			}
+			wantEvents := []string{
+				"0:StartSend 0 tag 1 len 5000", "0:StartSend 1 tag 3 len 101",
+				"1:StartRecv 0 from 0 tag 1 len 5000 buf 6000", "1:Complete recv 0",
+				"1:StartRecv 1 from 0 tag 3 len 101 buf 6000", "1:Complete recv 1",
+				"0:DONE 0 from 1", "0:DONE 1 from 1",
+			}
+			if fmt.Sprint(events) != fmt.Sprint(wantEvents) {
+				t.Fatalf("events\n%q\nwant\n%q", events, wantEvents)
+			}
+
+			// Truncation through the LMT.
+			msg := make([]byte, 3000)
+			stamp(msg, 0, 9)
+			buf := make([]byte, 1000+8)
+			if err := a.Isend(&sends[0], 1, 9, msg); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Irecv(&recvs[0], 0, 9, buf[:1000]); err != nil {
+				t.Fatal(err)
+			}
+			drive(t, a, b, sends[:1], recvs[:1])
+			if !errors.Is(recvs[0].err, ErrTruncated) || recvs[0].Status().Count != 1000 ||
+				!bytes.Equal(buf[:1000], msg[:1000]) || !bytes.Equal(buf[1000:], make([]byte, 8)) {
+				t.Fatalf("truncated LMT receive: %+v, %v", recvs[0].Status(), recvs[0].err)
+			}
+		})
+	}
+}
+
+// TestRTSWithoutLMT: a receiver that has no LMT fails the receive clearly.
+func TestRTSWithoutLMT(t *testing.T) {
+	eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 4})
+	var table []*Request
+	var events []string
+	eps[0].SetLMT(&fakeLMT{ep: eps[0], table: &table, events: &events}, 100)
+	var s, r Request
+	eps[0].Isend(&s, 1, 0, make([]byte, 200))
+	eps[1].Irecv(&r, 0, 0, make([]byte, 200))
+	for range 10 {
+		eps[0].Poll()
+		eps[1].Poll()
+	}
+	if !r.Done() || !errors.Is(r.err, ErrNoLMT) {
+		t.Fatalf("receive: done %v, %v; want ErrNoLMT", r.Done(), r.err)
+	}
+}
+
+func drive(t *testing.T, a, b *Endpoint, sends, recvs []Request) {
+	t.Helper()
+	for i := 0; ; i++ {
+		done := true
+		for j := range sends {
+			done = done && sends[j].Done() && recvs[j].Done()
+		}
+		if done {
+			break
+		}
+		if i > 100000 {
+			t.Fatal("transfers did not complete")
+		}
+		if err := a.Poll(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for j := range sends {
+		if sends[j].err != nil {
+			t.Fatalf("send %d: %v", j, sends[j].err)
+		}
+	}
+}

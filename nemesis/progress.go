@@ -1,0 +1,358 @@
+package nemesis
+
+import (
+	"github.com/knemesis/knemesis/internal/memcopy"
+)
+
+// maxCellsPerPoll bounds the work of one Poll so that sends, fastboxes and
+// the LMT get their turn while a peer floods the receive queue.
+const maxCellsPerPoll = 64
+
+// Poll advances everything once: queued sends, the fastboxes of expected
+// sources (all fastboxes every few calls, more often while a wildcard
+// receive is posted), the receive queue, and the LMT. It never blocks and
+// allocates nothing unless a message arrives before its receive is posted.
+func (ep *Endpoint) Poll() error {
+	if ep.fatal != nil {
+		return ep.fatal
+	}
+	ep.polls++
+	if ep.sendsOut > 0 {
+		if err := ep.progressSends(); err != nil {
+			return err
+		}
+	}
+	if ep.seg.fboxPayload > 0 {
+		// A delivery may remove its source from expected (swap with the
+		// last): index, not range, so the loop sees the current list.
+		for i := 0; i < len(ep.expected); i++ {
+			if _, err := ep.pollFbox(int(ep.expected[i])); err != nil {
+				return err
+			}
+		}
+		mask := uint32(63)
+		if ep.wildcards > 0 {
+			mask = 7
+		}
+		if ep.polls&mask == 0 {
+			ep.stats.FullFboxScans++
+			for src := range ep.peers {
+				if _, err := ep.pollFbox(src); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for range maxCellsPerPoll {
+		off, c, err := ep.recvQ.dequeue(ep.seg)
+		if err != nil {
+			return ep.fail(err)
+		}
+		if off == 0 {
+			break
+		}
+		if err := ep.handleCell(off, c); err != nil {
+			return ep.fail(err)
+		}
+	}
+	if ep.lmt != nil {
+		if err := ep.lmt.Progress(); err != nil {
+			return err
+		}
+	}
+	return ep.fatal
+}
+
+func (ep *Endpoint) progressSends() error {
+	for dst := range ep.sendq {
+		q := &ep.sendq[dst]
+		for r := q.head; r != nil; r = q.head {
+			res, err := ep.trySend(r)
+			if res == sendBlocked && err == nil {
+				break
+			}
+			q.remove(r)
+			ep.sendsOut--
+			if err != nil {
+				ep.finish(r, 0, err)
+			} else if res == sendDone {
+				ep.finish(r, len(r.buf), nil)
+			}
+		}
+	}
+	return ep.fatal
+}
+
+// pollFbox consumes the fastbox from src if it is full and holds the next
+// message in src's sequence; a message with a later number waits there
+// until the queue has delivered those before it (§3.2).
+func (ep *Endpoint) pollFbox(src int) (bool, error) {
+	p := &ep.peers[src]
+	fb := p.fbIn
+	if fb == nil || fb.full.Load() == 0 || fb.seq != p.recvSeq {
+		return false, nil
+	}
+	if p.asm.req != nil || p.asm.ux != nil {
+		return false, ep.fail(errorf(ErrCorrupt, "fastbox message from rank %d inside a multi-cell message", src))
+	}
+	n := int(fb.len)
+	if n > len(p.fbInPl) || fb.kind != kindMsg || uint64(n) != fb.total {
+		return false, ep.fail(errorf(ErrCorrupt, "fastbox from rank %d: kind %d, %d bytes of %d (max %d)", src, fb.kind, n, fb.total, len(p.fbInPl)))
+	}
+	p.recvSeq++
+	err := ep.arrive(src, int(fb.tag), kindMsg, n, p.fbInPl[:n])
+	fb.full.Store(0)
+	return true, err
+}
+
+// handleCell delivers one cell taken from the receive queue and returns it
+// to the free queue of the rank that owns it.
+func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
+	s := ep.seg
+	src, owner := int(c.src), int(c.owner)
+	if src >= ep.size || owner >= ep.size {
+		return errorf(ErrCorrupt, "cell %#x names source %d, owner %d in a job of %d", off, src, owner, ep.size)
+	}
+	p := &ep.peers[src]
+	if c.seq != p.recvSeq {
+		// The message before this one went through the fastbox, and is
+		// there now: the sender filled it before enqueueing this cell.
+		ok, err := ep.pollFbox(src)
+		if err == nil && (!ok || c.seq != p.recvSeq) {
+			err = errorf(ErrCorrupt, "cell from rank %d has sequence %d, expected %d", src, c.seq, p.recvSeq)
+		}
+		if err != nil {
+			return err
+		}
+		ep.stats.SeqFromFbox++
+	}
+	p.recvSeq++
+	n := int(c.len)
+	if n > s.payloadSize {
+		return errorf(ErrCorrupt, "cell from rank %d carries %d bytes, more than a cell's %d", src, n, s.payloadSize)
+	}
+	pl := s.payload(off)[:n]
+	var err error
+	switch c.kind {
+	case kindMsg, kindRTS:
+		if c.total > uint64(maxInt) || c.kind == kindMsg && uint64(n) > c.total {
+			return errorf(ErrCorrupt, "cell from rank %d: %d bytes of a %d-byte message", src, n, c.total)
+		}
+		if p.asm.req != nil || p.asm.ux != nil {
+			return errorf(ErrCorrupt, "rank %d started a message before finishing the previous one", src)
+		}
+		err = ep.arrive(src, int(c.tag), c.kind, int(c.total), pl)
+	case kindCont:
+		err = ep.continueMsg(src, pl)
+	case kindControl:
+		if ep.lmt == nil {
+			err = errorf(ErrNoLMT, "control packet from rank %d", src)
+		} else {
+			err = ep.lmt.HandleControl(src, pl)
+		}
+	default:
+		return errorf(ErrCorrupt, "cell from rank %d has unknown kind %d", src, c.kind)
+	}
+	if qerr := ep.peers[owner].freeQ.enqueue(s, off, c); qerr != nil {
+		return qerr
+	}
+	return err
+}
+
+// arrive matches the first piece of a message (all of it when total ==
+// len(data)) against the posted receives, in the order they were posted, or
+// keeps it as unexpected. For an RTS, data is the LMT's handle.
+func (ep *Endpoint) arrive(src, tag int, kind uint32, total int, data []byte) error {
+	for r := ep.posted.head; r != nil; r = r.next {
+		if (r.peer == src || r.peer == AnySource) && (r.tag == tag || r.tag == AnyTag) {
+			ep.posted.remove(r)
+			ep.expect(r.peer, -1)
+			r.peer, r.tag, r.msgLen = src, tag, total
+			if kind == kindRTS {
+				return ep.startLMTRecv(r, data)
+			}
+			r.n = memcopy.Copy(r.buf, data)
+			if total > len(data) {
+				ep.peers[src].asm = assembly{req: r, got: len(data)}
+				return nil
+			}
+			ep.finishRecv(r)
+			return nil
+		}
+	}
+	ep.stats.Unexpected++
+	u := ep.newUnexpected(src, tag, kind, total, data)
+	if kind == kindMsg && total > len(data) {
+		ep.peers[src].asm = assembly{ux: u, got: len(data)}
+	}
+	return nil
+}
+
+// continueMsg adds a continuation cell to the multi-cell message from src.
+func (ep *Endpoint) continueMsg(src int, data []byte) error {
+	a := &ep.peers[src].asm
+	var total int
+	switch {
+	case a.req != nil:
+		total = a.req.msgLen
+	case a.ux != nil:
+		total = a.ux.total
+	default:
+		return errorf(ErrCorrupt, "continuation cell from rank %d without a message", src)
+	}
+	if len(data) > total-a.got {
+		return errorf(ErrCorrupt, "rank %d sent %d bytes past its %d-byte message", src, a.got+len(data)-total, total)
+	}
+	if r := a.req; r != nil {
+		if a.got < len(r.buf) {
+			r.n += memcopy.Copy(r.buf[a.got:], data)
+		}
+	} else {
+		memcopy.Copy(a.ux.data[a.got:], data)
+	}
+	a.got += len(data)
+	if a.got < total {
+		return nil
+	}
+	r, u := a.req, a.ux
+	*a = assembly{}
+	if r != nil {
+		ep.finishRecv(r)
+	} else {
+		u.complete = true
+	}
+	return nil
+}
+
+func (ep *Endpoint) finishRecv(r *Request) {
+	var err error
+	if r.msgLen > len(r.buf) {
+		err = truncErr(r.msgLen, len(r.buf))
+	}
+	ep.finish(r, r.n, err)
+}
+
+func (ep *Endpoint) startLMTRecv(r *Request, rts []byte) error {
+	if ep.lmt == nil {
+		ep.finish(r, 0, errorf(ErrNoLMT, "rank %d sent a %d-byte message by rendezvous", r.peer, r.msgLen))
+		return nil
+	}
+	r.inLMT = true
+	if err := ep.lmt.StartRecv(r, rts); err != nil {
+		r.inLMT = false
+		ep.finish(r, 0, err)
+	}
+	return nil
+}
+
+// takeUnexpected completes (or continues) receive r with unexpected message u.
+func (ep *Endpoint) takeUnexpected(r *Request, u *uxMsg) error {
+	ep.unexp.remove(u)
+	defer ep.freeUnexpected(u)
+	r.peer, r.tag, r.msgLen = u.src, u.tag, u.total
+	if u.kind == kindRTS {
+		return ep.startLMTRecv(r, u.data)
+	}
+	a := &ep.peers[u.src].asm
+	if a.ux == u {
+		// Still arriving: what came so far goes to r, the rest directly.
+		r.n = memcopy.Copy(r.buf, u.data[:a.got])
+		a.ux, a.req = nil, r
+		return nil
+	}
+	r.n = memcopy.Copy(r.buf, u.data[:u.total])
+	ep.finishRecv(r)
+	return nil
+}
+
+// maxKeptUnexpected bounds the buffers the unexpected-message pool keeps:
+// longer ones are left to the garbage collector.
+const maxKeptUnexpected = 1 << 20
+
+// uxMsg is a message that arrived before its receive was posted. Its bytes
+// are copied out of the cell or fastbox at once, so that the sender's cells
+// go back to it whatever the application does; records and their eager-size
+// buffers are recycled, so a steady unexpected flow allocates nothing.
+type uxMsg struct {
+	src, tag   int
+	kind       uint32
+	total      int    // message length
+	data       []byte // payload (or the RTS handle)
+	small      []byte // recycled buffer of one cell payload
+	big        []byte // recycled buffer for multi-cell messages, ≤ maxKeptUnexpected
+	complete   bool
+	prev, next *uxMsg
+}
+
+func (u *uxMsg) status() Status {
+	return Status{Source: u.src, Tag: u.tag, Len: u.total}
+}
+
+type uxList struct{ head, tail *uxMsg }
+
+func (l *uxList) match(src, tag int) *uxMsg {
+	for u := l.head; u != nil; u = u.next {
+		if (src == AnySource || u.src == src) && (tag == AnyTag || u.tag == tag) {
+			return u
+		}
+	}
+	return nil
+}
+
+func (l *uxList) push(u *uxMsg) {
+	u.next, u.prev = nil, l.tail
+	if l.tail == nil {
+		l.head = u
+	} else {
+		l.tail.next = u
+	}
+	l.tail = u
+}
+
+func (l *uxList) remove(u *uxMsg) {
+	if u.prev == nil {
+		l.head = u.next
+	} else {
+		u.prev.next = u.next
+	}
+	if u.next == nil {
+		l.tail = u.prev
+	} else {
+		u.next.prev = u.prev
+	}
+	u.prev, u.next = nil, nil
+}
+
+func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []byte) *uxMsg {
+	u := ep.uxPool
+	if u != nil {
+		ep.uxPool = u.next
+	} else {
+		u = &uxMsg{small: make([]byte, max(ep.seg.payloadSize, ep.seg.fboxPayload))}
+	}
+	size := total
+	if kind == kindRTS {
+		size = len(data)
+	}
+	switch {
+	case size <= len(u.small):
+		u.data = u.small[:size]
+	case size <= cap(u.big):
+		u.data = u.big[:size]
+	default:
+		u.data = make([]byte, size) // a long message with no receive posted
+		if size <= maxKeptUnexpected {
+			u.big = u.data
+		}
+	}
+	memcopy.Copy(u.data, data)
+	u.src, u.tag, u.kind, u.total = src, tag, kind, total
+	u.complete = kind == kindRTS || total == len(data)
+	ep.unexp.push(u)
+	return u
+}
+
+func (ep *Endpoint) freeUnexpected(u *uxMsg) {
+	*u = uxMsg{small: u.small, big: u.big, next: ep.uxPool}
+	ep.uxPool = u
+}

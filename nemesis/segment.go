@@ -1,0 +1,447 @@
+package nemesis
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The segment, as every process sees it (offsets from its start; each
+// process may map it at a different address, so no pointer is ever stored):
+//
+//	0              header (one page): magic, layout version, sizes, offsets
+//	procOff        one procBlock per rank: pid, receive queue, free queue
+//	fastboxOff     nprocs×nprocs fastboxes, grouped by receiver
+//	cellOff        nprocs×cellsPerProc cells, grouped by owner (sender)
+const (
+	lineSize      = 64
+	segMagic      = 0x5349_5345_4d45_4e4b // "KNEMESIS" read as little-endian
+	layoutVersion = 4
+	headerSize    = 4096
+	// A cell's payload follows its 40-byte header in the same line, so a
+	// message of up to 24 bytes costs the receiver one miss for the cell.
+	cellHdrSize = 40
+	// A fastbox's payload starts in the line of its flag: a message of up
+	// to 32 bytes then costs the receiver a single cache miss.
+	fboxHdrSize = 32
+)
+
+type segHeader struct {
+	magic        uint64
+	version      uint32
+	headerSize   uint32
+	nprocs       uint32
+	cellSize     uint32
+	cellsPerProc uint32
+	fastboxSize  uint32
+	segSize      uint64
+	procOff      uint64
+	fastboxOff   uint64
+	cellOff      uint64
+	creatorPID   int32
+	_            [lineSize - 4]byte
+	ready        atomic.Uint32 // set last by the creator
+	joined       atomic.Uint32 // ranks that mapped the segment
+	_            [lineSize - 8]byte
+}
+
+// queueShared is the shared part of one Fig. 3 queue. Head and tail share a
+// line: an enqueue on an empty queue and a dequeue of its last element each
+// touch both, for one miss. The shadow head, which only the dequeuer reads
+// and writes, sits on its own line so that enqueuers never false-share with
+// the dequeuer walking a non-empty queue (§3.1).
+type queueShared struct {
+	head   atomic.Uint64
+	tail   atomic.Uint64
+	_      [lineSize - 16]byte
+	shadow uint64 // dequeuer only
+	_      [lineSize - 8]byte
+}
+
+type procBlock struct {
+	pid    atomic.Int32  // written once at join
+	closed atomic.Uint32 // 1 once the rank called Close
+	reaper atomic.Int32  // 1 + rank of the survivor that drains this rank's receive queue once it is gone
+	_      [lineSize - 12]byte
+	recv   queueShared
+	free   queueShared
+}
+
+// cellHdr starts every cell. Only next is written by a process other than
+// the one holding the cell (an enqueuer linking behind it).
+type cellHdr struct {
+	next  atomic.Uint64
+	owner uint32 // rank whose free queue the cell returns to; set at init
+	src   uint32
+	kind  uint32
+	tag   int32
+	seq   uint32
+	len   uint32 // payload bytes in this cell
+	total uint64 // message length (first cell / RTS)
+}
+
+// fboxHdr starts every fastbox. full is the flag of §3.2; the sender sets it
+// after writing the rest, the receiver clears it after consuming.
+type fboxHdr struct {
+	full  atomic.Uint32
+	seq   uint32
+	tag   int32
+	len   uint32
+	kind  uint32
+	_     uint32
+	total uint64
+}
+
+// Compile-time layout checks: a change here must bump layoutVersion.
+var (
+	_ [cellHdrSize - unsafe.Sizeof(cellHdr{})]byte
+	_ [unsafe.Sizeof(cellHdr{}) - cellHdrSize]byte
+	_ [fboxHdrSize - unsafe.Sizeof(fboxHdr{})]byte
+	_ [unsafe.Sizeof(fboxHdr{}) - fboxHdrSize]byte
+	_ [unsafe.Sizeof(segHeader{}) - 3*lineSize]byte
+	_ [3*lineSize - unsafe.Sizeof(segHeader{})]byte
+	_ [unsafe.Sizeof(procBlock{}) - 5*lineSize]byte
+	_ [5*lineSize - unsafe.Sizeof(procBlock{})]byte
+)
+
+// layout is the geometry every rank must agree on.
+type layout struct {
+	nprocs, cellSize, cellsPerProc, fastboxSize int
+}
+
+func (l layout) offsets() (procOff, fboxOff, cellOff, size uint64) {
+	procOff = headerSize
+	fboxOff = procOff + uint64(l.nprocs)*uint64(unsafe.Sizeof(procBlock{}))
+	fboxOff = (fboxOff + 4095) &^ 4095
+	cellOff = fboxOff + uint64(l.nprocs)*uint64(l.nprocs)*uint64(l.fastboxSize)
+	cellOff = (cellOff + 4095) &^ 4095
+	size = cellOff + uint64(l.nprocs)*uint64(l.cellsPerProc)*uint64(l.cellSize)
+	return
+}
+
+// segment is one process's mapping of the job's shared memory.
+type segment struct {
+	mem  []byte
+	base unsafe.Pointer
+	hdr  *segHeader
+	layout
+	procOff, fboxOff, cellOff uint64
+	cellBytes                 uint64 // total bytes of cells
+	cellMask                  uint64 // cellSize-1
+	payloadSize               int    // cellSize - cellHdrSize
+	fboxPayload               int    // fastboxSize - fboxHdrSize, or 0
+	path                      string
+	unlinked                  bool
+}
+
+func (s *segment) proc(rank int) *procBlock {
+	return (*procBlock)(unsafe.Add(s.base, s.procOff+uint64(rank)*uint64(unsafe.Sizeof(procBlock{}))))
+}
+
+// cell validates an offset read from shared memory before turning it into a
+// pointer: a corrupted link gives ErrCorrupt, never an access outside the
+// cell area or into the middle of a cell. The cell size is a power of two,
+// so the check is a subtraction, a compare and a mask.
+func (s *segment) cell(off uint64) (*cellHdr, error) {
+	if !s.validCell(off) {
+		return nil, s.badCell(off)
+	}
+	return (*cellHdr)(unsafe.Add(s.base, off)), nil
+}
+
+func (s *segment) validCell(off uint64) bool {
+	rel := off - s.cellOff
+	return rel < s.cellBytes && rel&s.cellMask == 0
+}
+
+// badCell is out of line so that cell inlines into the queue operations.
+//
+//go:noinline
+func (s *segment) badCell(off uint64) error {
+	return errorf(ErrCorrupt, "cell offset %#x outside [%#x, %#x) or misaligned", off, s.cellOff, s.cellOff+s.cellBytes)
+}
+
+func (s *segment) cellOffset(owner, i int) uint64 {
+	return s.cellOff + (uint64(owner)*uint64(s.cellsPerProc)+uint64(i))*uint64(s.cellSize)
+}
+
+func (s *segment) payload(off uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(s.base, off+cellHdrSize)), s.payloadSize)
+}
+
+// fbox returns the fastbox from src to dst and its payload area.
+func (s *segment) fbox(src, dst int) (*fboxHdr, []byte) {
+	off := s.fboxOff + (uint64(dst)*uint64(s.nprocs)+uint64(src))*uint64(s.fastboxSize)
+	p := unsafe.Add(s.base, off)
+	return (*fboxHdr)(p), unsafe.Slice((*byte)(unsafe.Add(p, fboxHdrSize)), s.fboxPayload)
+}
+
+func segPath(dir, job string) string { return filepath.Join(dir, "knemesis-"+job) }
+
+func validJobName(job string) error {
+	if job == "" || len(job) > 200 {
+		return errorf(ErrInvalidArg, "job name %q must have 1..200 characters", job)
+	}
+	for _, c := range job {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+		if !ok {
+			return errorf(ErrInvalidArg, "job name %q: only letters, digits, '-', '_' and '.' are allowed", job)
+		}
+	}
+	return nil
+}
+
+// createSegment builds and initializes the segment under a private name, then
+// publishes it with link(2), which fails if the name exists: a joiner never
+// sees a half-initialized segment, and a live job's segment is never
+// replaced. A segment left by a crashed job (creator dead) is removed first.
+func createSegment(dir, job string, l layout) (*segment, error) {
+	path := segPath(dir, job)
+	procOff, fboxOff, cellOff, size := l.offsets()
+	tmp := path + ".init-" + strconv.Itoa(os.Getpid())
+	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("nemesis: creating %s: %w", tmp, err)
+	}
+	defer unix.Close(fd)
+	defer unix.Unlink(tmp)
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return nil, fmt.Errorf("nemesis: sizing %s to %d bytes: %w", tmp, size, err)
+	}
+	s, err := mapSegment(fd, int(size))
+	if err != nil {
+		return nil, err
+	}
+	h := s.hdr
+	h.magic, h.version, h.headerSize = segMagic, layoutVersion, headerSize
+	h.nprocs, h.cellSize, h.cellsPerProc, h.fastboxSize = uint32(l.nprocs), uint32(l.cellSize), uint32(l.cellsPerProc), uint32(l.fastboxSize)
+	h.segSize, h.procOff, h.fastboxOff, h.cellOff = size, procOff, fboxOff, cellOff
+	h.creatorPID = int32(os.Getpid())
+	if err := s.adopt(); err != nil {
+		s.unmap()
+		return nil, err
+	}
+	s.initQueues()
+	h.ready.Store(1)
+
+	for attempt := 0; ; attempt++ {
+		err = unix.Link(tmp, path)
+		if err == nil {
+			break
+		}
+		if err != unix.EEXIST || attempt > 0 {
+			s.unmap()
+			return nil, fmt.Errorf("nemesis: publishing %s: %w", path, err)
+		}
+		if err := removeIfStale(path); err != nil {
+			s.unmap()
+			return nil, err
+		}
+	}
+	s.path = path
+	return s, nil
+}
+
+// removeIfStale removes the segment at path when the process that created it
+// is gone, and says why it cannot otherwise.
+func removeIfStale(path string) error {
+	pid, err := readCreator(path)
+	if err != nil {
+		return err
+	}
+	if pid > 0 && processAlive(pid) {
+		return errorf(ErrSegmentInUse, "%s was created by pid %d, still running", path, pid)
+	}
+	if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
+		return fmt.Errorf("nemesis: removing stale segment %s: %w", path, err)
+	}
+	return nil
+}
+
+// readCreator returns the creator pid recorded in the segment at path, or 0
+// when the file is too short or not a knemesis segment (then it is garbage
+// by the name's convention and may go).
+func readCreator(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("nemesis: inspecting %s: %w", path, err)
+	}
+	defer f.Close()
+	var b [unsafe.Sizeof(segHeader{})]byte
+	if n, _ := f.ReadAt(b[:], 0); n < len(b) {
+		return 0, nil
+	}
+	h := (*segHeader)(unsafe.Pointer(&b[0]))
+	if h.magic != segMagic {
+		return 0, nil
+	}
+	return int(h.creatorPID), nil
+}
+
+func processAlive(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || err == unix.EPERM
+}
+
+// joinSegment maps the segment rank 0 publishes, waiting for it up to the
+// deadline. A segment whose creator is dead is stale: rank 0 of the new job
+// will replace it, so keep waiting (and say so if the wait times out).
+func joinSegment(dir, job string, l layout, deadline time.Time) (*segment, error) {
+	path := segPath(dir, job)
+	var lastErr error
+	for sleep := 50 * time.Microsecond; ; sleep = min(2*sleep, 5*time.Millisecond) {
+		s, err := tryJoin(path, l)
+		if err == nil {
+			return s, nil
+		}
+		if errors.Is(err, ErrLayout) || errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
+		lastErr = err
+		if time.Now().After(deadline) {
+			return nil, errorf(ErrJoinTimeout, "waiting for %s: %v", path, lastErr)
+		}
+		time.Sleep(sleep)
+	}
+}
+
+var errNotYet = errors.New("segment not created yet")
+
+func tryJoin(path string, l layout) (*segment, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ENOENT {
+			return nil, errNotYet
+		}
+		return nil, fmt.Errorf("nemesis: opening %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("nemesis: stat %s: %w", path, err)
+	}
+	if st.Size < int64(unsafe.Sizeof(segHeader{})) {
+		return nil, errorf(ErrLayout, "%s is %d bytes, too small for a segment header", path, st.Size)
+	}
+	s, err := mapSegment(fd, int(st.Size))
+	if err != nil {
+		return nil, err
+	}
+	h := s.hdr
+	if h.ready.Load() == 0 || !processAlive(int(h.creatorPID)) {
+		pid := h.creatorPID
+		s.unmap()
+		return nil, errorf(ErrStaleSegment, "%s left by pid %d, which is gone", path, pid)
+	}
+	if err := s.adopt(); err != nil {
+		s.unmap()
+		return nil, err
+	}
+	if s.layout != l {
+		got := s.layout
+		s.unmap()
+		return nil, errorf(ErrLayout, "%s has %d procs, %d-byte cells ×%d, %d-byte fastboxes; this process wants %d procs, %d-byte cells ×%d, %d-byte fastboxes",
+			path, got.nprocs, got.cellSize, got.cellsPerProc, got.fastboxSize, l.nprocs, l.cellSize, l.cellsPerProc, l.fastboxSize)
+	}
+	s.path = path
+	return s, nil
+}
+
+func mapSegment(fd, size int) (*segment, error) {
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("nemesis: mapping %d bytes of shared memory: %w", size, err)
+	}
+	s := &segment{mem: mem, base: unsafe.Pointer(&mem[0])}
+	s.hdr = (*segHeader)(s.base)
+	return s, nil
+}
+
+// adopt reads the geometry from the header and checks that it is the one
+// this code knows and that it fits in the mapping, so that no later access
+// computed from it can leave the segment.
+func (s *segment) adopt() error {
+	h := s.hdr
+	if h.magic != segMagic {
+		return errorf(ErrLayout, "bad magic %#x (not a knemesis segment)", h.magic)
+	}
+	if h.version != layoutVersion || h.headerSize != headerSize {
+		return errorf(ErrLayout, "layout version %d (header %d bytes), this code speaks version %d", h.version, h.headerSize, layoutVersion)
+	}
+	l := layout{int(h.nprocs), int(h.cellSize), int(h.cellsPerProc), int(h.fastboxSize)}
+	if err := l.check(); err != nil {
+		return err
+	}
+	procOff, fboxOff, cellOff, size := l.offsets()
+	if h.procOff != procOff || h.fastboxOff != fboxOff || h.cellOff != cellOff || h.segSize != size || size > uint64(len(s.mem)) {
+		return errorf(ErrLayout, "offsets (%#x %#x %#x, %d bytes) do not match the sizes or the %d-byte mapping", h.procOff, h.fastboxOff, h.cellOff, h.segSize, len(s.mem))
+	}
+	s.layout = l
+	s.procOff, s.fboxOff, s.cellOff = procOff, fboxOff, cellOff
+	s.cellBytes = uint64(l.nprocs) * uint64(l.cellsPerProc) * uint64(l.cellSize)
+	s.cellMask = uint64(l.cellSize) - 1
+	s.payloadSize = l.cellSize - cellHdrSize
+	s.fboxPayload = 0
+	if l.fastboxSize > 0 {
+		s.fboxPayload = l.fastboxSize - fboxHdrSize
+	}
+	return nil
+}
+
+func (l layout) check() error {
+	switch {
+	case l.nprocs < 1 || l.nprocs > MaxProcs:
+		return errorf(ErrInvalidArg, "%d processes, want 1..%d", l.nprocs, MaxProcs)
+	case l.cellSize < MinCellSize || l.cellSize > MaxCellSize || l.cellSize&(l.cellSize-1) != 0:
+		return errorf(ErrInvalidArg, "cell size %d, want a power of two in %d..%d", l.cellSize, MinCellSize, MaxCellSize)
+	case l.cellsPerProc < 1 || l.cellsPerProc > 1<<16:
+		return errorf(ErrInvalidArg, "%d cells per process, want 1..65536", l.cellsPerProc)
+	case l.fastboxSize != 0 && (l.fastboxSize < 2*lineSize || l.fastboxSize > MaxCellSize || l.fastboxSize%lineSize != 0):
+		return errorf(ErrInvalidArg, "fastbox size %d, want 0 or a multiple of %d in %d..%d", l.fastboxSize, lineSize, 2*lineSize, MaxCellSize)
+	}
+	_, _, _, size := l.offsets()
+	if size > 1<<40 {
+		return errorf(ErrInvalidArg, "segment of %d bytes is too large", size)
+	}
+	return nil
+}
+
+// initQueues threads every cell onto its owner's free queue.
+func (s *segment) initQueues() {
+	for r := 0; r < s.nprocs; r++ {
+		p := s.proc(r)
+		q := queue{sh: &p.free}
+		for i := 0; i < s.cellsPerProc; i++ {
+			off := s.cellOffset(r, i)
+			c := (*cellHdr)(unsafe.Add(s.base, off))
+			c.owner = uint32(r)
+			if err := q.enqueue(s, off, c); err != nil {
+				panic(err) // offsets computed here are valid by construction
+			}
+		}
+	}
+}
+
+func (s *segment) unlink() {
+	if s.path != "" && !s.unlinked {
+		_ = unix.Unlink(s.path)
+		s.unlinked = true
+	}
+}
+
+func (s *segment) unmap() {
+	if s.mem != nil {
+		_ = unix.Munmap(s.mem)
+		s.mem, s.base, s.hdr = nil, nil, nil
+	}
+}

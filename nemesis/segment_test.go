@@ -1,0 +1,250 @@
+package nemesis
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/knemesis/knemesis/nemesis/launch"
+)
+
+// deadPID returns the pid of a process that has exited and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("running /bin/true: %v", err)
+	}
+	return cmd.ProcessState.Pid()
+}
+
+// leaveSegment publishes a segment for job in dir as if created by pid.
+func leaveSegment(t *testing.T, dir, job string, pid int) string {
+	t.Helper()
+	s, err := createSegment(dir, job, layout{nprocs: 2, cellSize: 512, cellsPerProc: 2, fastboxSize: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.hdr.creatorPID = int32(pid)
+	s.unmap()
+	return s.path
+}
+
+func TestSegmentNameRemovedOnceAllJoined(t *testing.T) {
+	dir := t.TempDir()
+	eps := joinLocal(t, 3, &Options{Dir: dir})
+	if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) != 0 {
+		t.Fatalf("left in %s after join: %v", dir, names)
+	}
+	// The mapping outlives the name: messages still flow.
+	if _, err := exchange(t, eps[2], eps[0], 1, []byte("still mapped"), make([]byte, 20)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStaleSegmentReplaced(t *testing.T) {
+	dir := t.TempDir()
+	path := leaveSegment(t, dir, "crashed", deadPID(t))
+	ep, err := Join("crashed", 0, 1, &Options{Dir: dir})
+	if err != nil {
+		t.Fatalf("joining over a stale segment: %v", err)
+	}
+	defer ep.Close()
+	if int(ep.seg.hdr.creatorPID) != os.Getpid() {
+		t.Fatalf("segment creator %d, want this process %d", ep.seg.hdr.creatorPID, os.Getpid())
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("%s still there after a 1-rank job joined: %v", path, err)
+	}
+}
+
+func TestGarbageAtSegmentNameReplaced(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "knemesis-junk"), []byte("not a segment"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := Join("junk", 0, 1, &Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.Close()
+}
+
+func TestLiveSegmentNotReplaced(t *testing.T) {
+	dir := t.TempDir()
+	leaveSegment(t, dir, "busy", os.Getpid())
+	if _, err := Join("busy", 0, 2, &Options{Dir: dir}); !errors.Is(err, ErrSegmentInUse) {
+		t.Fatalf("got %v, want ErrSegmentInUse", err)
+	}
+}
+
+func TestJoinerWaitsOutStaleSegment(t *testing.T) {
+	dir := t.TempDir()
+	leaveSegment(t, dir, "old", deadPID(t))
+	_, err := Join("old", 1, 2, &Options{Dir: dir, JoinTimeout: 50 * time.Millisecond})
+	if !errors.Is(err, ErrJoinTimeout) || !strings.Contains(err.Error(), "gone") {
+		t.Fatalf("got %v, want ErrJoinTimeout explaining the stale segment", err)
+	}
+}
+
+func TestLayoutMismatch(t *testing.T) {
+	dir := t.TempDir()
+	job := launch.NewJobName()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Join(job, 0, 2, &Options{Dir: dir, CellSize: 1024, JoinTimeout: 300 * time.Millisecond})
+		done <- err
+	}()
+	_, err := Join(job, 1, 2, &Options{Dir: dir, CellSize: 2048, JoinTimeout: 2 * time.Second})
+	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), "1024-byte cells") {
+		t.Fatalf("joining with other cells: %v, want ErrLayout naming both geometries", err)
+	}
+	if err := <-done; !errors.Is(err, ErrJoinTimeout) || !strings.Contains(err.Error(), "rank 1") {
+		t.Fatalf("rank 0: %v, want ErrJoinTimeout naming rank 1", err)
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) != 0 {
+		t.Fatalf("left behind after a failed join: %v", names)
+	}
+}
+
+func TestSegmentHeaderChecked(t *testing.T) {
+	dir := t.TempDir()
+	job := "hdr"
+	s, err := createSegment(dir, job, layout{nprocs: 2, cellSize: 512, cellsPerProc: 2, fastboxSize: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.unlink()
+	for _, c := range []struct {
+		name   string
+		mutate func(h *segHeader)
+	}{
+		{"version", func(h *segHeader) { h.version = 99 }},
+		{"magic", func(h *segHeader) { h.magic = 1 }},
+		{"offsets", func(h *segHeader) { h.cellOff += 4096 }},
+		{"size", func(h *segHeader) { h.cellsPerProc = 1 << 15 }},
+	} {
+		saved := *(*[unsafe.Sizeof(segHeader{})]byte)(unsafe.Pointer(s.hdr))
+		c.mutate(s.hdr)
+		_, err := Join(job, 1, 2, &Options{Dir: dir, CellSize: 512, Cells: 2, FastboxSize: 128, JoinTimeout: time.Second})
+		if !errors.Is(err, ErrLayout) {
+			t.Errorf("%s: %v, want ErrLayout", c.name, err)
+		}
+		*(*[unsafe.Sizeof(segHeader{})]byte)(unsafe.Pointer(s.hdr)) = saved
+	}
+	s.unmap()
+}
+
+func TestInvalidArguments(t *testing.T) {
+	for _, c := range []struct {
+		job        string
+		rank, size int
+		o          Options
+		want       error
+	}{
+		{"ok", 2, 2, Options{}, ErrInvalidRank},
+		{"ok", -1, 2, Options{}, ErrInvalidRank},
+		{"ok", 0, 0, Options{}, ErrInvalidArg},
+		{"../etc", 0, 1, Options{}, ErrInvalidArg},
+		{"", 0, 1, Options{}, ErrInvalidArg},
+		{"ok", 0, 1, Options{CellSize: 3000}, ErrInvalidArg},
+		{"ok", 0, 1, Options{CellSize: 128}, ErrInvalidArg},
+		{"ok", 0, 1, Options{FastboxSize: 100}, ErrInvalidArg},
+	} {
+		if _, err := Join(c.job, c.rank, c.size, &c.o); !errors.Is(err, c.want) {
+			t.Errorf("Join(%q, %d, %d, %+v): %v, want %v", c.job, c.rank, c.size, c.o, err, c.want)
+		}
+	}
+	eps := joinLocal(t, 2, nil)
+	ep := eps[0]
+	var r Request
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"Isend rank 2", ep.Isend(&r, 2, 0, nil), ErrInvalidRank},
+		{"Isend AnySource", ep.Isend(&r, AnySource, 0, nil), ErrInvalidRank},
+		{"Isend tag -1", ep.Isend(&r, 1, AnyTag, nil), ErrInvalidTag},
+		{"Isend tag MaxTag+1", ep.Isend(&r, 1, MaxTag+1, nil), ErrInvalidTag},
+		{"Irecv rank -2", ep.Irecv(&r, -2, 0, nil), ErrInvalidRank},
+		{"Irecv tag -2", ep.Irecv(&r, 0, -2, nil), ErrInvalidTag},
+		{"Isend nil request", ep.Isend(nil, 1, 0, nil), ErrInvalidArg},
+		{"PeerPID 5", func() error { _, err := ep.PeerPID(5); return err }(), ErrInvalidRank},
+		{"SendControl too big", func() error { _, err := ep.SendControl(1, make([]byte, ep.MaxControl()+1)); return err }(), ErrInvalidArg},
+	} {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
+		}
+	}
+	if err := ep.Irecv(&r, 1, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Irecv(&r, 1, 0, nil); !errors.Is(err, ErrRequestInUse) {
+		t.Errorf("reusing a pending request: %v, want ErrRequestInUse", err)
+	}
+	if pid, err := ep.PeerPID(1); err != nil || pid != os.Getpid() {
+		t.Errorf("PeerPID(1) = %d, %v; want %d", pid, err, os.Getpid())
+	}
+}
+
+// TestCorruptCell: a cell whose header was scribbled over is reported by
+// Poll, and the endpoint stays failed.
+func TestCorruptCell(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		mutate func(c *cellHdr)
+	}{
+		{"source", func(c *cellHdr) { c.src = 7 }},
+		{"owner", func(c *cellHdr) { c.owner = 1 << 20 }},
+		{"length", func(c *cellHdr) { c.len = 1 << 20 }},
+		{"kind", func(c *cellHdr) { c.kind = 77 }},
+		{"sequence", func(c *cellHdr) { c.seq += 5 }},
+		{"next", func(c *cellHdr) { c.next.Store(3) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eps := joinLocal(t, 2, &Options{CellSize: 512, Cells: 4, FastboxSize: -1})
+			a, b := eps[0], eps[1]
+			if err := a.Send(1, 0, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Send(1, 0, []byte("y")); err != nil {
+				t.Fatal(err)
+			}
+			head := b.recvQ.sh.head.Load()
+			hdr, err := b.seg.cell(head)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.mutate(hdr)
+			var r Request
+			b.Irecv(&r, 0, 0, make([]byte, 8))
+			var perr error
+			for i := 0; i < 10 && perr == nil; i++ {
+				perr = b.Poll()
+			}
+			if !errors.Is(perr, ErrCorrupt) {
+				t.Fatalf("Poll after corrupting the %s: %v, want ErrCorrupt", c.name, perr)
+			}
+			if _, err := b.Recv(0, 0, make([]byte, 8)); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Recv on a corrupted endpoint: %v", err)
+			}
+		})
+	}
+}
+
+func TestCorruptFastbox(t *testing.T) {
+	eps := joinLocal(t, 2, &Options{CellSize: 512, Cells: 4})
+	if err := eps[0].Send(1, 0, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	eps[1].peers[0].fbIn.len = 1 << 30
+	if _, err := eps[1].Recv(0, 0, make([]byte, 8)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("got %v, want ErrCorrupt", err)
+	}
+}
