@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 )
 
 // Status is what stands for and against DMA offload on this machine.
@@ -95,11 +96,10 @@ func (s Status) drivers() string {
 		if d == "" {
 			d = "(none)"
 		}
-		if len(ds) == 0 || ds[len(ds)-1] != d {
-			ds = append(ds, d)
-		}
+		ds = append(ds, d)
 	}
-	return fmt.Sprint(ds)
+	slices.Sort(ds)
+	return fmt.Sprint(slices.Compact(ds))
 }
 
 // Describe prints the module's answer, the channels and what is missing,

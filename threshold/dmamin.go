@@ -24,7 +24,9 @@ type Placement struct {
 	// JobCPUs holds the CPU of every process of the job, when known. With
 	// it, DMA_min divides by the processes using the cache (§3.5, first
 	// formula); without it, by the cores sharing the cache (second
-	// formula: one process per core, as MPI jobs usually run).
+	// formula: one process per core, as MPI jobs usually run). Cores are
+	// counted as logical CPUs: an SMT thread can host a rank too, and the
+	// lower threshold errs on the side of keeping the cache.
 	JobCPUs []int
 	// Concurrent is the number of large transfers each process has in
 	// flight at once (collectives, §4.4); 0 or 1 is a lone transfer.

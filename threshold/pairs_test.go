@@ -36,7 +36,8 @@ func TestCompare(t *testing.T) {
 			points = append(points, Point{Size: size, Backend: b, BytesPerSec: gbps * 1e9})
 		}
 	}
-	// The formula's table for this machine: shm from 64 KiB, CMA from 8 MiB.
+	// The formula's table for this machine: shm from 64 KiB on; at 16 MiB
+	// CMA measured 2% faster, which Compare reports.
 	table, err := Build(Env{Topology: mustSysfs(t, "epyc-kvm"), Placement: Placement{Sender: 0, Receiver: 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func TestCompare(t *testing.T) {
 		got = append(got, fmt.Sprintf("%d:%s/%s:%.2f", v.Size, v.Chosen, v.Best, v.Ratio()))
 	}
 	want := "4096:eager/eager:1.00 16384:eager/eager:1.00 65536:shm/shm:1.00 262144:shm/shm:1.00 " +
-		"1048576:shm/shm:1.00 4194304:shm/shm:1.00 16777216:cma/cma:1.00"
+		"1048576:shm/shm:1.00 4194304:shm/shm:1.00 16777216:shm/cma:0.98"
 	if strings.Join(got, " ") != want {
 		t.Errorf("got  %s\nwant %s", strings.Join(got, " "), want)
 	}
