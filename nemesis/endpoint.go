@@ -114,13 +114,14 @@ type Endpoint struct {
 	lmt      LMT
 	eagerMax int
 
-	live    liveness
-	crashed error // the first rank found dead without having closed
-	nGone   int   // ranks found gone
-	fatal   error
-	closed  bool
-	blocker Request // for blocking Send/Recv
-	stats   Stats
+	live      liveness
+	fbRelease *fboxHdr // fastbox consumed, to be emptied (see releaseFbox)
+	crashed   error    // the first rank found dead without having closed
+	nGone     int      // ranks found gone
+	fatal     error
+	closed    bool
+	blocker   Request // for blocking Send/Recv
+	stats     Stats
 }
 
 // Stats counts what went which way, for tests and tuning.
@@ -279,6 +280,7 @@ func (ep *Endpoint) Close() error {
 		return nil
 	}
 	ep.closed = true
+	ep.releaseFbox()
 	ep.seg.proc(ep.rank).closed.Store(1)
 	if ep.rank == 0 {
 		ep.seg.unlink() // in case a rank never joined
@@ -341,16 +343,18 @@ func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
 		switch {
 		case err != nil:
 			ep.finish(r, 0, err)
-			return nil
 		case res == sendDone:
 			ep.finish(r, len(buf), nil)
-			return nil
 		case res == sendHanded:
-			return nil
+		default:
+			ep.sendq[dst].push(r)
+			ep.sendsOut++
 		}
+	} else {
+		ep.sendq[dst].push(r)
+		ep.sendsOut++
 	}
-	ep.sendq[dst].push(r)
-	ep.sendsOut++
+	ep.releaseFbox()
 	return nil
 }
 

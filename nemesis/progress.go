@@ -16,6 +16,7 @@ func (ep *Endpoint) Poll() error {
 	if ep.fatal != nil {
 		return ep.fatal
 	}
+	ep.releaseFbox()
 	ep.polls++
 	if ep.sendsOut > 0 {
 		if err := ep.progressSends(); err != nil {
@@ -101,8 +102,22 @@ func (ep *Endpoint) pollFbox(src int) (bool, error) {
 	}
 	p.recvSeq++
 	err := ep.arrive(src, int(fb.tag), kindMsg, n, p.fbInPl[:n])
-	fb.full.Store(0)
+	ep.releaseFbox()
+	ep.fbRelease = fb
 	return true, err
+}
+
+// releaseFbox empties the fastbox consumed last. Emptying it is deferred
+// until this rank's next send or Poll: Go's atomic store is a locked
+// exchange, which stalls until this core owns the flag's line, and in a
+// ping-pong that stall would sit between receiving a message and
+// publishing the reply. The sender meanwhile sees the box full and uses the
+// queue, which sequence numbers keep in order.
+func (ep *Endpoint) releaseFbox() {
+	if fb := ep.fbRelease; fb != nil {
+		ep.fbRelease = nil
+		fb.full.Store(0)
+	}
 }
 
 // handleCell delivers one cell taken from the receive queue and returns it
