@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"encoding/binary"
+	"runtime"
 	"sync"
 	"testing"
 	"unsafe"
@@ -42,7 +43,8 @@ func TestQueueContention(t *testing.T) {
 					return
 				}
 				if off == 0 {
-					continue // all 4 cells in flight: wait for the consumer
+					runtime.Gosched() // all 4 cells in flight: let the consumer run
+					continue
 				}
 				c.src, c.seq = uint32(p), uint32(i)
 				binary.LittleEndian.PutUint64(s.payload(off), uint64(p)<<32|uint64(i))
@@ -61,6 +63,7 @@ func TestQueueContention(t *testing.T) {
 			t.Fatal(err)
 		}
 		if off == 0 {
+			runtime.Gosched()
 			continue
 		}
 		p := int(c.src)
