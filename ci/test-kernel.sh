@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# Tests the knem kernel modules under every kernel of ci/kernels.txt.
+#
+# For each kernel: fetch its Debian image (cached outside the clone), build
+# the modules against its installed headers, pack an initramfs with busybox,
+# the modules and the Go test binaries of ci/guest-tests.txt, boot it in QEMU
+# (TCG, 2 vCPUs), and read the verdict the guest's /init prints on the serial
+# console. Prints one line per kernel:
+#
+#	PASS <release> (<n> tests)
+#	FAIL <release>: <why>
+#
+# and exits non-zero when any kernel fails.
+#
+# Environment:
+#	KNEMESIS_CACHE  downloaded and extracted images (/var/cache/knemesis)
+#	KCI_OUT         build products and console logs (ci/out)
+#	KCI_KERNELS     releases to test instead of ci/kernels.txt
+#	KCI_KMOD        the module source tree to test (the repository's kmod/)
+#	KCI_MODULES     module dirs in it, in load order (softdma knem/module)
+#	KCI_BOOT_TIMEOUT  seconds one guest may run (420)
+#	KCI_TEST_ARGS   extra test binary flags, comma-separated
+#	                (e.g. -test.run=Copy,-test.bench=.)
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cache=${KNEMESIS_CACHE:-/var/cache/knemesis}
+out=${KCI_OUT:-$repo/ci/out}
+kmod=${KCI_KMOD:-$repo/kmod}
+modules=${KCI_MODULES:-softdma knem/module}
+boot_timeout=${KCI_BOOT_TIMEOUT:-420}
+go=${GO:-go}
+
+kernels=${KCI_KERNELS:-$(grep -v '^[[:space:]]*\(#\|$\)' "$repo/ci/kernels.txt")}
+
+log() { echo "test-kernel: $*" >&2; }
+
+# fetch_image RELEASE: puts vmlinuz-RELEASE under $cache/k/RELEASE/boot.
+fetch_image() {
+	local rel=$1 dir=$cache/k/$1 pkg=linux-image-$1-unsigned deb
+	[ -f "$dir/boot/vmlinuz-$rel" ] && return 0
+	mkdir -p "$cache/debs" || return 1
+	deb=$(ls "$cache/debs/${pkg}"_*.deb 2>/dev/null | head -n1)
+	if [ -z "$deb" ]; then
+		log "downloading $pkg"
+		# apt's sandbox user cannot write to a root-owned cache: not an error.
+		(cd "$cache/debs" && apt-get download -q "$pkg" 2>&1 |
+			grep -v 'unsandboxed' >&2) || true
+		deb=$(ls "$cache/debs/${pkg}"_*.deb 2>/dev/null | head -n1)
+		[ -n "$deb" ] || { why="apt-get download $pkg failed"; return 1; }
+	fi
+	# Only /boot is needed: the tests use no modules of the kernel itself
+	# (dmaengine and devtmpfs are built in in Debian's configs).
+	mkdir -p "$dir.tmp" &&
+		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dir.tmp" ./boot &&
+		rm -rf "$dir" && mv "$dir.tmp" "$dir" ||
+		{ why="cannot extract $deb"; return 1; }
+}
+
+# build_modules RELEASE DEST: builds every KCI_MODULES dir against the
+# release's headers in a private copy of the kmod tree, so that kernels never
+# share build products (nor pick up stale ones), and copies the .ko files to
+# DEST.
+build_modules() {
+	local rel=$1 dest=$2 kdir=/lib/modules/$1/build src m ko
+	if [ ! -f "$kdir/Makefile" ]; then
+		kdir=/usr/src/linux-headers-$rel
+		[ -f "$kdir/Makefile" ] ||
+			{ why="headers missing: apt-get install linux-headers-$rel"; return 1; }
+	fi
+	src=$out/$rel/kmod
+	rm -rf "$src" && mkdir -p "$src" "$dest" || return 1
+	: >"$dest/load-order"
+	for m in $modules; do
+		[ -d "$kmod/$m" ] || { why="no module source at $kmod/$m"; return 1; }
+	done
+	# The whole tree (Makefiles reach the uapi header by relative path),
+	# without the products of a build for some other kernel.
+	tar -C "$kmod" --exclude='*.o' --exclude='*.ko' --exclude='*.mod' \
+		--exclude='*.mod.c' --exclude='.*.cmd' --exclude=Module.symvers \
+		--exclude=modules.order --exclude='*.a' --exclude='*.go' -cf - . |
+		tar -C "$src" -xf - || return 1
+	: >"$out/$rel/build.log"
+	for m in $modules; do
+		if ! make -C "$src/$m" KDIR="$kdir" >>"$out/$rel/build.log" 2>&1; then
+			why="module build failed in $m (see $out/$rel/build.log)"
+			return 1
+		fi
+		if grep -q 'warning:' "$out/$rel/build.log"; then
+			why="module build warnings in $m: $(grep -m1 'warning:' "$out/$rel/build.log")"
+			return 1
+		fi
+		for ko in "$src/$m"/*.ko; do
+			[ -f "$ko" ] || { why="no .ko built in $m"; return 1; }
+			cp "$ko" "$dest/" && basename "$ko" .ko >>"$dest/load-order"
+		done
+	done
+}
+
+# build_tests DEST: the static test binaries of ci/guest-tests.txt, once for
+# all kernels (they do not depend on the kernel): Go packages through
+# `go test -c`, C programs (which print go test -v lines) through gcc.
+build_tests() {
+	local dest=$1 t name
+	mkdir -p "$dest"
+	for t in $(grep -v '^[[:space:]]*\(#\|$\)' "$repo/ci/guest-tests.txt"); do
+		name=$(echo "${t#./}" | sed 's/\.c$//' | tr / -).test
+		case $t in
+		*.c)
+			gcc -static -O2 -Wall -Werror -o "$dest/$name" "$repo/$t" ||
+				{ log "cannot build $t"; return 1; } ;;
+		*)
+			(cd "$repo" && CGO_ENABLED=0 $go test -c -o "$dest/$name" "$t") ||
+				{ log "cannot build the tests of $t"; return 1; } ;;
+		esac
+	done
+}
+
+# pack_initramfs DIR MODDIR TESTDIR OUT: a gzip'ed newc cpio of busybox, /init,
+# the modules and the test binaries.
+pack_initramfs() {
+	local root=$1
+	rm -rf "$root" && mkdir -p "$root"/{bin,dev,proc,sys,tmp,lib/knem,tests} || return 1
+	cp /bin/busybox "$root/bin/busybox" &&
+		install -m 0755 "$repo/ci/guest/init" "$root/init" &&
+		cp "$2"/* "$root/lib/knem/" &&
+		cp "$3"/* "$root/tests/" && chmod 0755 "$root"/tests/* || return 1
+	(cd "$root" && find . -print0 | cpio --null -o -H newc --owner=0:0 --quiet | gzip -1) >"$4"
+}
+
+# run_guest RELEASE INITRD CONSOLE: boots the kernel; the console log is the
+# only result.
+run_guest() {
+	local rel=$1 args=''
+	[ -n "${KCI_TEST_ARGS:-}" ] && args="kci.args=$KCI_TEST_ARGS"
+	# panic=-1 with -no-reboot turns an oops (oops=panic) or a lockup into
+	# a QEMU exit, so a dead kernel never waits for the timeout.
+	timeout -s KILL "$boot_timeout" qemu-system-x86_64 \
+		-accel tcg,thread=multi -cpu max -smp 2 -m 1G \
+		-nodefaults -display none -serial stdio -no-reboot \
+		-kernel "$cache/k/$rel/boot/vmlinuz-$rel" -initrd "$2" \
+		-append "console=ttyS0 quiet panic=-1 oops=panic softlockup_panic=1 slub_debug=FZP rdinit=/init $args" \
+		</dev/null 2>&1 | tr -d '\r' >"$3"
+}
+
+# results CONSOLE: the test events of every test binary, as test2json
+# lines, from the output between its KCI-TEST markers.
+results() {
+	local name
+	for name in $(sed -n 's/^KCI-TEST-BEGIN //p' "$1"); do
+		sed -n "/^KCI-TEST-BEGIN $name\$/,/^KCI-TEST-END $name /p" "$1" |
+			sed '1d;$d' | $go tool test2json -t
+	done
+}
+
+# first_event EVENTS ACTION: "Test (output)" of the first test with that
+# action; the output is the test's last lines before it ended.
+first_event() {
+	local t
+	t=$(grep -m1 "\"Action\":\"$2\",\"Test\"" "$1" | sed 's/.*"Test":"\([^"]*\)".*/\1/')
+	[ -n "$t" ] || return 1
+	echo "$t: $(grep -F "\"Test\":\"$t\"" "$1" | grep '"Action":"output"' |
+		sed 's/.*"Output":"\(.*\)"}$/\1/; s/\\n$//; s/\\t/ /g; s/^ *//' |
+		grep -v -e '^=== ' -e '^--- ' | tail -n 2 | tr '\n' ' ')"
+}
+
+# verdict RELEASE CONSOLE: sets why (empty on success) and ntests.
+verdict() {
+	local rel=$1 c=$2 kmsg ev=$2.events
+	results "$c" >"$ev"
+	ntests=$(grep -c '"Action":"pass","Test"' "$ev")
+	why=
+	grep -q "^KCI-BOOT $rel" "$c" || { why="guest did not boot (see $c)"; return; }
+	why=$(sed -n 's/^KCI-FAIL //p' "$c" | head -n1)
+	[ -n "$why" ] && return
+	if ! grep -q '^KCI-DONE' "$c"; then
+		why="guest died or timed out: $(grep -m1 -E 'Kernel panic|BUG|Oops|KCI-TEST-BEGIN' "$c" | tail -n1)"
+		[ "$(grep -c '^KCI-TEST-BEGIN' "$c")" = "$(grep -c '^KCI-TEST-END' "$c")" ] ||
+			why="$why (during $(sed -n 's/^KCI-TEST-BEGIN //p' "$c" | tail -n1))"
+		return
+	fi
+	why=$(first_event "$ev" fail) && { why="test failed: $why"; return; }
+	why=$(first_event "$ev" skip) && { why="test skipped in the guest: $why"; return; }
+	why=$(awk '/^KCI-TEST-END/ && $3 != 0 {print $2 " exited with " $3; exit}' "$c")
+	[ -n "$why" ] && return
+	[ "$(grep -c '^KCI-TEST-END' "$c")" -gt 0 ] || { why="no test binary ran"; return; }
+	[ "$ntests" -gt 0 ] || { why="no test passed"; return; }
+	why=$(sed -n 's/^KCI-RMMOD \(.*\) stuck \(.*\)/module \1 will not unload (\2)/p' "$c" | head -n1)
+	[ -n "$why" ] && return
+	why=$(awk '/^KCI-PINS/ && $2 != $3 {print "pages left pinned: " $2 - $3 " (nr_foll_pin_acquired " $2 ", released " $3 ")"}' "$c")
+	[ -n "$why" ] && return
+	# The kernel log from the first module load on.
+	kmsg=$(sed -n '/^KCI-DMESG-BEGIN/,/^KCI-DMESG-END/p' "$c" | sed -n '/knem-ci: loading modules/,$p')
+	why=$(echo "$kmsg" | grep -m1 -E 'BUG|WARNING|Oops|refcount|[Ll]eak|Call Trace|general protection|UBSAN|stall|blocked for more than|soft lockup|corrupt|Poison|Redzone|Object padding')
+	[ -n "$why" ] && { why="kernel log: $why"; return; }
+	# Bad page (32), died (128), warned (512), soft lockup (16384).
+	local taint
+	taint=$(sed -n 's/^KCI-TAINT //p' "$c")
+	if [ -n "$taint" ] && (((taint & (32 | 128 | 512 | 16384)) != 0)); then
+		why="kernel tainted $taint (bad page, oops, warning or lockup)"
+	fi
+}
+
+main() {
+	local rel failed=0 testdir=$out/tests
+	mkdir -p "$out" || exit 1
+	# A module of its own: `go vet ./...` in the repository never descends
+	# into build products.
+	[ -f "$out/go.mod" ] || echo 'module knemesis.invalid/ci-out' >"$out/go.mod"
+	command -v qemu-system-x86_64 >/dev/null ||
+		{ echo "FAIL all: qemu-system-x86_64 missing (make deps)"; exit 1; }
+	[ -x /bin/busybox ] || { echo "FAIL all: /bin/busybox missing (busybox-static)"; exit 1; }
+	rm -rf "$testdir"
+	build_tests "$testdir" || { echo "FAIL all: cannot build the Go test binaries"; exit 1; }
+	for rel in $kernels; do
+		local dir=$out/$rel
+		why=
+		mkdir -p "$dir"
+		if fetch_image "$rel" && build_modules "$rel" "$dir/modules" &&
+			pack_initramfs "$dir/root" "$dir/modules" "$testdir" "$dir/initrd.gz"; then
+			log "booting $rel"
+			run_guest "$rel" "$dir/initrd.gz" "$dir/console.log"
+			verdict "$rel" "$dir/console.log"
+		else
+			why=${why:-cannot prepare the guest}
+		fi
+		if [ -n "$why" ]; then
+			echo "FAIL $rel: $why"
+			failed=1
+		else
+			echo "PASS $rel ($ntests tests)"
+		fi
+	done
+	return $failed
+}
+
+main

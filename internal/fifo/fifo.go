@@ -1,0 +1,194 @@
+// Package fifo gives the pipe-based LMT backends (pipe, vmsplice) one pipe per
+// ordered pair of ranks: a named FIFO in the job's private directory.
+//
+// A FIFO reaches any pair of a job without help from the launcher and without
+// ptrace rights (pidfd_getfd would need the same rights as CMA, defeating a
+// fallback from CMA to vmsplice). The receiver creates the FIFO and opens its
+// read end before it sends the CTS; the sender opens the write end when the CTS
+// arrives, so a non-blocking open never finds the FIFO without a reader. Each
+// process holds one end only, so a dead writer shows as end-of-file and a dead
+// reader as EPIPE.
+package fifo
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pipes holds the FIFO ends of one backend in one process.
+type Pipes struct {
+	dir, kind string
+	rank      int
+	size      int   // capacity asked of every pipe
+	readers   []int // by source rank, -1 until opened
+	writers   []int // by destination rank
+	made      []string
+}
+
+// New prepares the FIFOs named kind-<src>-<dst> under dir, each to be sized
+// to size bytes.
+func New(dir, kind string, rank, ranks, size int) *Pipes {
+	p := &Pipes{dir: dir, kind: kind, rank: rank, size: size,
+		readers: make([]int, ranks), writers: make([]int, ranks)}
+	for i := range p.readers {
+		p.readers[i], p.writers[i] = -1, -1
+	}
+	return p
+}
+
+func (p *Pipes) path(src, dst int) string {
+	return filepath.Join(p.dir, p.kind+"-"+strconv.Itoa(src)+"-"+strconv.Itoa(dst))
+}
+
+// Reader returns the read end of the FIFO from src, creating and sizing it on
+// first use.
+func (p *Pipes) Reader(src int) (int, error) {
+	if fd := p.readers[src]; fd >= 0 {
+		return fd, nil
+	}
+	path := p.path(src, p.rank)
+	// A writer removes the directory once it is empty (see Writer), so
+	// it may vanish between MkdirAll and Mkfifo: try again then.
+	for try := 0; ; try++ {
+		if err := os.MkdirAll(p.dir, 0o700); err != nil {
+			return -1, fmt.Errorf("%s: private directory: %w", p.kind, err)
+		}
+		err := unix.Mkfifo(path, 0o600)
+		if err == nil || err == unix.EEXIST {
+			break
+		}
+		if err != unix.ENOENT || try == 10 {
+			return -1, fmt.Errorf("%s: mkfifo %s: %w", p.kind, path, err)
+		}
+	}
+	p.made = append(p.made, path)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("%s: opening %s for reading: %w", p.kind, path, err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, p.size); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s: F_SETPIPE_SZ %d on %s: %w", p.kind, p.size, path, err)
+	}
+	p.readers[src] = fd
+	return fd, nil
+}
+
+// Writer returns the write end of the FIFO to dst, whose reader must be open.
+func (p *Pipes) Writer(dst int) (int, error) {
+	if fd := p.writers[dst]; fd >= 0 {
+		return fd, nil
+	}
+	path := p.path(p.rank, dst)
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("%s: opening %s for writing: %w", p.kind, path, err)
+	}
+	p.writers[dst] = fd
+	// Both ends are open for good: remove the name, so that a crash
+	// leaves nothing behind.
+	unix.Unlink(path)
+	unix.Rmdir(p.dir) // fails harmlessly while other FIFOs wait in it
+	return fd, nil
+}
+
+// Drop closes both ends this process holds with rank.
+func (p *Pipes) Drop(rank int) {
+	for _, fds := range [][]int{p.readers, p.writers} {
+		if fds[rank] >= 0 {
+			unix.Close(fds[rank])
+			fds[rank] = -1
+		}
+	}
+}
+
+// Close closes every end and removes the FIFOs this process created.
+func (p *Pipes) Close() {
+	for _, fds := range [][]int{p.readers, p.writers} {
+		for i, fd := range fds {
+			if fd >= 0 {
+				unix.Close(fd)
+				fds[i] = -1
+			}
+		}
+	}
+	for _, path := range p.made {
+		os.Remove(path)
+	}
+	p.made = nil
+}
+
+// Readv reads into iov from fd without blocking: 0 bytes and a nil error
+// when the pipe is empty, io.EOF-like ErrEOF when no writer is left.
+func Readv(fd int, iov []unix.Iovec) (int, error) {
+	if len(iov) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.Syscall(unix.SYS_READV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+	switch {
+	case e == unix.EAGAIN || e == unix.EINTR:
+		return 0, nil
+	case e != 0:
+		return 0, e
+	case n == 0:
+		return 0, ErrEOF
+	}
+	return int(n), nil
+}
+
+// Writev writes iov to fd without blocking: 0 bytes when the pipe is full.
+func Writev(fd int, iov []unix.Iovec) (int, error) {
+	if len(iov) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+	if e == unix.EAGAIN || e == unix.EINTR {
+		return 0, nil
+	}
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// ErrEOF is returned by Readv when every writer has closed the FIFO (or
+// none has opened it yet).
+var ErrEOF = errors.New("end of file on pipe")
+
+// Plan decides the pipe capacity: want, lowered to the cap read from
+// maxPath (normally /proc/sys/fs/pipe-max-size). capped says it was lowered;
+// below min the plan fails with a reason.
+func Plan(want, min int, maxPath string) (size int, capped bool, err error) {
+	b, err := os.ReadFile(maxPath)
+	if err != nil {
+		return 0, false, fmt.Errorf("reading the pipe size cap: %w", err)
+	}
+	limit, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || limit <= 0 {
+		return 0, false, fmt.Errorf("%s holds %q, not a size", maxPath, strings.TrimSpace(string(b)))
+	}
+	if want <= limit {
+		return want, false, nil
+	}
+	if limit < min {
+		return limit, true, &CapError{Path: maxPath, Cap: limit, Want: want, Min: min}
+	}
+	return limit, true, nil
+}
+
+// CapError says the pipe size cap is below what a backend needs.
+type CapError struct {
+	Path           string
+	Cap, Want, Min int
+}
+
+func (e *CapError) Error() string {
+	return fmt.Sprintf("%s caps pipes at %d bytes, below the %d needed (asked for %d)", e.Path, e.Cap, e.Min, e.Want)
+}

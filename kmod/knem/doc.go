@@ -1,0 +1,43 @@
+// Package knem drives /dev/knem, the single-copy kernel module of knemesis,
+// through the KNEM 0xd ABI that Open MPI, UCX and MPICH also speak.
+//
+// # The model
+//
+// A process declares some of its memory to the driver as a region and gets
+// back a [Cookie], a 64-bit number it may send to any other process. A
+// process holding the cookie asks the driver to copy between the region and
+// its own memory ([Device.InlineCopy]) or between two regions
+// ([Device.Copy]): the kernel copies once, straight from one address space
+// to the other, with the CPU or with a DMA engine.
+//
+//	// sender
+//	d, _ := knem.Open()
+//	cookie, _ := d.CreateRegion([][]byte{msg}, knem.ProtRead, knem.FlagSingleUse)
+//	// ... send cookie to the receiver ...
+//
+//	// receiver
+//	d, _ := knem.Open()
+//	st, err := d.InlineCopy(knem.Read, [][]byte{buf}, cookie, 0, knem.All, 0, 0)
+//
+// # Synchronous and asynchronous copies
+//
+// Without offload flags a copy is done when the call returns and its
+// [Status] is [StatusSuccess]. With [FlagMemcpyThread] or [FlagDMA] the copy
+// may still be running: the call returns [StatusPending] and the driver
+// later writes the outcome into a slot of the status array, a page of memory
+// shared with the kernel ([Device.MapStatus]). Allocating, polling and
+// releasing slots takes no lock and no system call.
+//
+// # Memory rules
+//
+// The driver holds the pages of a region (and of an asynchronous copy's
+// local buffers) until the region is destroyed or the copy completes. The
+// bindings make sure such buffers live on the Go heap, which never moves;
+// the caller keeps them referenced (and unmodified, for a read region) as
+// long as the driver may use them.
+//
+// # Errors
+//
+// Every failure is a *[Error] naming the command; errors.Is(err,
+// unix.EINVAL) and friends see the errno the driver returned.
+package knem

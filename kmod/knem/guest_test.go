@@ -1,0 +1,336 @@
+package knem
+
+// Helpers of the tests that drive the real driver. They run inside the QEMU
+// guests of `make test-kernel` (ci/test-kernel.sh), where the harness loads
+// knem and the soft DMA provider and sets KNEMESIS_KCI=1; anywhere without
+// /dev/knem they skip.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc64"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const noDevice = "no /dev/knem: the module tests run in QEMU via make test-kernel"
+
+// inGuest is true in the CI guests, where every capability the tests need
+// is there by construction: nothing may skip.
+var inGuest = os.Getenv("KNEMESIS_KCI") == "1"
+
+// open opens the device or skips the test when there is none; the device
+// is closed when the test ends.
+func open(t testing.TB) *Device {
+	t.Helper()
+	d, err := Open()
+	if errors.Is(err, ErrNoDevice) && !inGuest {
+		t.Skip(noDevice)
+	}
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// needDMA skips a DMA test on a machine without a DMA_MEMCPY channel, and
+// fails it in the guests, where the soft provider is loaded.
+func needDMA(t testing.TB, d *Device) {
+	t.Helper()
+	info, err := d.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Features&FeatureDMA == 0 {
+		if inGuest {
+			t.Fatal("GET_INFO reports no DMA feature although softdma is loaded")
+		}
+		t.Skip("no DMA_MEMCPY channel on this machine (GET_INFO features lack DMA)")
+	}
+}
+
+// mapStatus maps a status array of one page, unmapped when the test ends.
+func mapStatus(t testing.TB, d *Device) *StatusArray {
+	t.Helper()
+	s, err := d.MapStatus(1)
+	if err != nil {
+		t.Fatalf("MapStatus: %v", err)
+	}
+	t.Cleanup(func() { s.Unmap() })
+	return s
+}
+
+// region creates a region, destroyed when the test ends unless it is gone.
+func region(t testing.TB, d *Device, bufs [][]byte, prot Protection, flags Flags) Cookie {
+	t.Helper()
+	c, err := d.CreateRegion(bufs, prot, flags)
+	if err != nil {
+		t.Fatalf("CreateRegion(prot %d, flags %#x): %v", prot, flags, err)
+	}
+	if c == 0 {
+		t.Fatal("CreateRegion returned cookie 0")
+	}
+	t.Cleanup(func() { d.DestroyRegion(c) })
+	return c
+}
+
+// mmapBytes maps n anonymous bytes with prot, unmapped when the test ends.
+func mmapBytes(t testing.TB, n, prot int) []byte {
+	t.Helper()
+	b, err := unix.Mmap(-1, 0, n, prot, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	return b
+}
+
+// unmappedAddr is the address of a page that is mapped nowhere.
+func unmappedAddr(t testing.TB) uintptr {
+	t.Helper()
+	b, err := unix.Mmap(-1, 0, 4096, unix.PROT_NONE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := uintptr(unsafe.Pointer(&b[0]))
+	unix.Munmap(b)
+	return addr
+}
+
+// noAccess is n bytes of PROT_NONE memory: mapped, but neither readable
+// nor writable, so the driver can neither pin nor copy it.
+func noAccess(t testing.TB, n int) []byte {
+	return mmapBytes(t, n, unix.PROT_NONE)
+}
+
+// ioctlRaw issues a command with an arbitrary argument.
+func ioctlRaw(d *Device, cmd, arg uintptr) error {
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(d.fd), cmd, arg)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func wantErrno(t testing.TB, what string, err error, want unix.Errno) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: got %v, want %v (%s)", what, err, want, unix.ErrnoName(want))
+	}
+}
+
+var crcTable = crc64.MakeTable(crc64.ECMA)
+
+func checksum(b []byte) uint64 { return crc64.Checksum(b, crcTable) }
+
+// payload is n reproducible pseudo-random bytes.
+func payload(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, n)
+	for i := 0; i+8 <= n; i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	for i := n &^ 7; i < n; i++ {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// split cuts b into pieces at the given cut points, so one message spans
+// several iovecs with odd lengths and alignments.
+func split(b []byte, cuts ...int) [][]byte {
+	var out [][]byte
+	prev := 0
+	for _, c := range cuts {
+		c = min(max(c, prev), len(b))
+		out = append(out, b[prev:c])
+		prev = c
+	}
+	return append(out, b[prev:])
+}
+
+const fill = 0xEE
+
+// guarded is a destination buffer with fill bytes before and after it, so
+// that a test sees any byte written past the bytes the driver may touch.
+type guarded struct {
+	all  []byte
+	body []byte
+}
+
+func newGuarded(n int) guarded {
+	const guard = 4096 + 13
+	all := bytes.Repeat([]byte{fill}, n+2*guard)
+	return guarded{all: all, body: all[guard : guard+n]}
+}
+
+// check asserts that body starts with want and that every other byte still
+// holds the fill.
+func (g guarded) check(t testing.TB, what string, want []byte) {
+	t.Helper()
+	start := int(uintptr(unsafe.Pointer(unsafe.SliceData(g.body))) - uintptr(unsafe.Pointer(&g.all[0])))
+	if !bytes.Equal(g.body[:len(want)], want) {
+		t.Errorf("%s: %d bytes copied with checksum %#x, want %#x (first difference at %d)",
+			what, len(want), checksum(g.body[:len(want)]), checksum(want), firstDiff(g.body, want))
+	}
+	for i, c := range g.all {
+		inCopy := i >= start && i < start+len(want)
+		if !inCopy && c != fill {
+			t.Errorf("%s: byte %d of the destination (%d from the copy's start) was written; exactly %d bytes should be",
+				what, i, i-start, len(want))
+			return
+		}
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// wait waits for an asynchronous copy's slot, failing the test when it
+// does not complete in time or fails.
+func wait(t testing.TB, s *StatusArray, slot Slot, st Status, what string) {
+	t.Helper()
+	if st == StatusPending {
+		st = s.Wait(slot, 30*time.Second)
+	}
+	if st != StatusSuccess {
+		t.Fatalf("%s: status %v", what, st)
+	}
+}
+
+// pins reads the kernel's count of pages pinned with FOLL_PIN and not yet
+// released.
+func pins(t testing.TB) int64 {
+	t.Helper()
+	// The counters are per CPU and fold into /proc/vmstat lazily; a write
+	// to stat_refresh folds them now (root only, as in the guests).
+	if err := os.WriteFile("/proc/sys/vm/stat_refresh", []byte("1"), 0); err != nil && inGuest {
+		t.Fatalf("folding the vm counters: %v", err)
+	}
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acq, rel int64 = -1, -1
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "nr_foll_pin_acquired":
+			acq = v
+		case "nr_foll_pin_released":
+			rel = v
+		}
+	}
+	if acq < 0 || rel < 0 {
+		t.Fatal("/proc/vmstat lacks nr_foll_pin_acquired/released")
+	}
+	return acq - rel
+}
+
+// waitUnpinned waits until no page is pinned any more: asynchronous copies
+// and exited processes release theirs shortly after.
+func waitUnpinned(t testing.TB, what string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n := pins(t)
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d pages still pinned", what, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// board passes small values (cookies) between the processes of a job
+// through files in a directory every rank can write, whatever its uid.
+type board string
+
+const envBoard = "KNEM_TEST_BOARD"
+
+func newBoard(t testing.TB) board {
+	if dir := os.Getenv(envBoard); dir != "" {
+		return board(dir) // a rank: the parent made it
+	}
+	dir, err := os.MkdirTemp("", "knem-board-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return board(dir)
+}
+
+func (b board) put(key string, v uint64) error {
+	tmp := filepath.Join(string(b), "."+key)
+	if err := os.WriteFile(tmp, []byte(strconv.FormatUint(v, 10)), 0o666); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(string(b), key))
+}
+
+func (b board) get(key string) (uint64, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		data, err := os.ReadFile(filepath.Join(string(b), key))
+		if err == nil {
+			return strconv.ParseUint(string(data), 10, 64)
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("no %q on the board after 60s", key)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// peek reads key if it is there, without waiting.
+func (b board) peek(key string) (uint64, bool) {
+	data, err := os.ReadFile(filepath.Join(string(b), key))
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(data), 10, 64)
+	return v, err == nil
+}
+
+// barrier returns once all size ranks reached the barrier called name.
+func (b board) barrier(rank, size int, name string) error {
+	if err := b.put(fmt.Sprintf("%s.%d", name, rank), 1); err != nil {
+		return err
+	}
+	for r := range size {
+		if _, err := b.get(fmt.Sprintf("%s.%d", name, r)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * knem - a KNEM ABI 0xd compatible single-copy engine for intra-node MPI
+ * large messages (seed 003 §3.2-3.4): /dev/knem, its file operations and
+ * the ioctl dispatch.  See ../README.md for parameters and semantics.
+ */
+#include <linux/module.h>
+#include <linux/miscdevice.h>
+#include <linux/fs.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/sched.h>
+#include <linux/cred.h>
+#include <linux/compat.h>
+
+#include "knem_priv.h"
+
+#define CREATE_TRACE_POINTS
+#include "knem_trace.h"
+
+unsigned int knem_max_iovecs = 1024;
+module_param_named(max_iovecs, knem_max_iovecs, uint, 0644);
+MODULE_PARM_DESC(max_iovecs, "Most iovecs in one region or local list (1024)");
+
+unsigned int knem_max_regions = 4096;
+module_param_named(max_regions, knem_max_regions, uint, 0644);
+MODULE_PARM_DESC(max_regions, "Most live regions per open file (4096)");
+
+unsigned long knem_max_pinned_pages = 262144;
+module_param_named(max_pinned_pages, knem_max_pinned_pages, ulong, 0644);
+MODULE_PARM_DESC(max_pinned_pages,
+		 "Most pages pinned per open file, regions and copies (262144 = 1 GiB)");
+
+unsigned long knem_max_status_slots = 1UL << 24;
+module_param_named(max_status_slots, knem_max_status_slots, ulong, 0644);
+MODULE_PARM_DESC(max_status_slots, "Largest status array mapping, in slots (16M)");
+
+bool knem_dma_enable = true;
+module_param_named(dma, knem_dma_enable, bool, 0444);
+MODULE_PARM_DESC(dma, "Use dmaengine DMA_MEMCPY channels when asked (1)");
+
+static int knem_open(struct inode *inode, struct file *file)
+{
+	struct knem_ctx *ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
+
+	if (!ctx)
+		return -ENOMEM;
+	if (!zalloc_cpumask_var(&ctx->offload_cpus, GFP_KERNEL))
+		goto out_ctx;
+	if (knem_notify_init(ctx))
+		goto out_mask;
+	kref_init(&ctx->kref);
+	ctx->uid = file->f_cred->euid;
+	ctx->tgid = current->tgid;
+	INIT_LIST_HEAD(&ctx->regions);
+	atomic_long_set(&ctx->pinned_pages, 0);
+	mutex_init(&ctx->lock);
+	atomic_set(&ctx->inflight, 0);
+	init_waitqueue_head(&ctx->inflight_wq);
+	spin_lock_init(&ctx->dma_chans_lock);
+	file->private_data = ctx;
+	return 0;
+
+out_mask:
+	free_cpumask_var(ctx->offload_cpus);
+out_ctx:
+	kfree(ctx);
+	return -ENOMEM;
+}
+
+/*
+ * Close (also at process exit): unpublish this file's regions, then wait
+ * for its asynchronous copies, so that nothing it pinned outlives it
+ * except pages another file's copy still has in flight.
+ */
+static int knem_release(struct inode *inode, struct file *file)
+{
+	struct knem_ctx *ctx = file->private_data;
+
+	knem_regions_release(ctx);
+	wait_event(ctx->inflight_wq, !atomic_read(&ctx->inflight));
+	knem_thread_stop(ctx);
+	knem_dma_ctx_sync(ctx);
+	knem_ctx_put(ctx);
+	return 0;
+}
+
+static long knem_get_info(void __user *arg)
+{
+	struct knem_cmd_info info = {
+		.abi = KNEM_ABI_VERSION,
+		.features = knem_dma_usable() ? KNEM_FEATURE_DMA : 0,
+	};
+
+	if (!info.features)
+		info.ignored_flags = KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE |
+				     KNEM_FLAG_DMATHREAD;
+	return copy_to_user(arg, &info, sizeof(info)) ? -EFAULT : 0;
+}
+
+static long knem_ioctl_create(struct knem_ctx *ctx, void __user *arg)
+{
+	struct knem_cmd_create_region cr;
+	knem_cookie_t cookie;
+	int err;
+
+	if (copy_from_user(&cr, arg, sizeof(cr)))
+		return -EFAULT;
+	err = knem_region_create(ctx, cr.iovec_array, cr.iovec_nr, cr.flags,
+				 cr.protection, &cookie);
+	if (err)
+		return err;
+	if (put_user(cookie, (u64 __user *)(arg +
+		     offsetof(struct knem_cmd_create_region, cookie))))
+		goto fault;
+	return 0;
+fault:
+	knem_region_destroy(ctx, cookie);
+	return -EFAULT;
+}
+
+/* Old API: a send buffer is a read-only region consumed by one receive. */
+static long knem_ioctl_init_send(struct knem_ctx *ctx, void __user *arg)
+{
+	struct knem_cmd_init_send_param is;
+	knem_cookie_t cookie;
+	int err;
+
+	if (copy_from_user(&is, arg, sizeof(is)))
+		return -EFAULT;
+	if (is.flags & ~KNEM_FLAGS_ALL)
+		return -EINVAL;
+	err = knem_region_create(ctx, is.send_iovec_array, is.send_iovec_nr,
+				 (is.flags & KNEM_FLAG_ANY_USER_ACCESS) |
+				 KNEM_FLAG_SINGLEUSE, PROT_READ, &cookie);
+	if (err)
+		return err;
+	if (put_user(cookie, (u64 __user *)(arg +
+		     offsetof(struct knem_cmd_init_send_param, send_cookie)))) {
+		knem_region_destroy(ctx, cookie);
+		return -EFAULT;
+	}
+	return 0;
+}
+
+static long knem_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	struct knem_ctx *ctx = file->private_data;
+	void __user *uarg = (void __user *)arg;
+	knem_cookie_t cookie;
+
+	switch (cmd) {
+	case KNEM_CMD_GET_INFO:
+		return knem_get_info(uarg);
+	case KNEM_CMD_BIND_OFFLOAD:
+		return knem_bind_offload(ctx, uarg);
+	case KNEM_CMD_CREATE_REGION:
+		return knem_ioctl_create(ctx, uarg);
+	case KNEM_CMD_DESTROY_REGION:
+		if (get_user(cookie, (u64 __user *)uarg))
+			return -EFAULT;
+		return knem_region_destroy(ctx, cookie);
+	case KNEM_CMD_INIT_SEND:
+		return knem_ioctl_init_send(ctx, uarg);
+	case KNEM_CMD_COPY:
+	case KNEM_CMD_COPY_BOUNDED:
+	case KNEM_CMD_INLINE_COPY:
+	case KNEM_CMD_INLINE_COPY_BOUNDED:
+	case KNEM_CMD_SYNC_RECV:
+	case KNEM_CMD_INIT_ASYNC_RECV:
+		return knem_ioctl_copy(ctx, cmd, uarg);
+	}
+	return -ENOSYS;
+}
+
+static int knem_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	return knem_status_mmap(file->private_data, vma);
+}
+
+/* Read-only files read statistics; others read NOTIFY_FD completions. */
+static ssize_t knem_read(struct file *file, char __user *buf, size_t count,
+			 loff_t *ppos)
+{
+	struct knem_ctx *ctx = file->private_data;
+
+	if (!(file->f_mode & FMODE_WRITE))
+		return knem_stats_read(ctx, buf, count, ppos);
+	return knem_notify_read(ctx, file, buf, count);
+}
+
+static __poll_t knem_poll(struct file *file, poll_table *wait)
+{
+	struct knem_ctx *ctx = file->private_data;
+
+	if (!(file->f_mode & FMODE_WRITE))
+		return EPOLLIN | EPOLLRDNORM;
+	return knem_notify_poll(ctx, file, wait);
+}
+
+static const struct file_operations knem_fops = {
+	.owner = THIS_MODULE,
+	.open = knem_open,
+	.release = knem_release,
+	.unlocked_ioctl = knem_ioctl,
+	/* Every structure is 64-bit clean: only the pointer needs widening. */
+	.compat_ioctl = compat_ptr_ioctl,
+	.mmap = knem_mmap,
+	.read = knem_read,
+	.poll = knem_poll,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice knem_miscdev = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = KNEM_DEVICE_NAME,
+	.fops = &knem_fops,
+	.mode = 0666,
+};
+
+static int __init knem_init(void)
+{
+	int err;
+
+	err = knem_dma_init();
+	if (err)
+		return err;
+	err = misc_register(&knem_miscdev);
+	if (err) {
+		knem_dma_exit();
+		return err;
+	}
+	pr_info("knem: ABI 0x%x, /dev/%s ready, DMA %s\n", KNEM_ABI_VERSION,
+		KNEM_DEVICE_NAME, knem_dma_usable() ? "available" : "absent");
+	return 0;
+}
+
+static void __exit knem_exit(void)
+{
+	misc_deregister(&knem_miscdev);
+	knem_dma_exit();
+	WARN_ON(knem_pinned_total());
+}
+
+module_init(knem_init);
+module_exit(knem_exit);
+MODULE_DESCRIPTION("KNEM ABI 0xd compatible intra-node single-copy engine");
+MODULE_AUTHOR("knemesis");
+MODULE_LICENSE("GPL");

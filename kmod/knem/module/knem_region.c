@@ -1,0 +1,487 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Regions: user iovec lists pinned at creation and published under an
+ * unguessable cookie in one global table, so that any process opening
+ * /dev/knem can name another process's buffer (subject to the uid check).
+ *
+ * Lifetime: the table holds one reference to a linked region, every copy in
+ * progress holds one more.  Unlinking (DESTROY_REGION, the first use of a
+ * SINGLEUSE region, close of the owner's file) drops the table's reference;
+ * pages are unpinned when the last reference goes, possibly after a copy in
+ * flight on a kthread or a DMA engine completes.
+ *
+ * Copies look cookies up under RCU only (kref_get_unless_zero), so the
+ * copy path takes no global lock; changes to the table, and consuming a
+ * SINGLEUSE region, happen under knem_regions_lock.
+ */
+#include <linux/slab.h>
+#include <linux/mm.h>
+#include <linux/mman.h>
+#include <linux/hashtable.h>
+#include <linux/random.h>
+#include <linux/uaccess.h>
+#include <linux/sched.h>
+
+#include "knem_priv.h"
+#include "knem_compat.h"
+
+DEFINE_SPINLOCK(knem_regions_lock);
+static DEFINE_HASHTABLE(knem_regions, 10);
+
+void knem_ctx_get(struct knem_ctx *ctx)
+{
+	kref_get(&ctx->kref);
+}
+
+static void knem_ctx_free(struct kref *kref)
+{
+	struct knem_ctx *ctx = container_of(kref, struct knem_ctx, kref);
+
+	knem_status_free(ctx);
+	free_cpumask_var(ctx->offload_cpus);
+	kfree(ctx);
+}
+
+void knem_ctx_put(struct knem_ctx *ctx)
+{
+	kref_put(&ctx->kref, knem_ctx_free);
+}
+
+/* Bytes of a list of @total bytes that lie at or after @offset. */
+u64 knem_bytes_after(u64 total, u64 offset)
+{
+	return offset < total ? total - offset : 0;
+}
+
+/*
+ * Copy a user iovec array in and check it: the count against the module
+ * limit, each range against the user address space, the sum for overflow.
+ * Up to KNEM_FAST_IOVECS entries land in @fast (caller's stack).
+ */
+int knem_iovecs_import(u64 uptr, u32 nr, struct iovec *fast,
+		       struct iovec **iovp, u64 *total)
+{
+	struct knem_cmd_param_iovec __user *uiov = u64_to_user_ptr(uptr);
+	struct knem_cmd_param_iovec param;
+	struct iovec *iov;
+	u64 sum = 0;
+	u32 i;
+
+	if (nr > knem_max_iovecs)
+		return -EINVAL;
+	iov = fast;
+	if (nr > KNEM_FAST_IOVECS)
+		iov = kvmalloc_array(nr, sizeof(*iov), GFP_KERNEL);
+	if (!iov)
+		return -ENOMEM;
+	for (i = 0; i < nr; i++) {
+		if (copy_from_user(&param, &uiov[i], sizeof(param)))
+			goto fault;
+		if (param.len && (param.base + param.len < param.base ||
+				  !access_ok(u64_to_user_ptr(param.base),
+					     param.len)))
+			goto fault;
+		if (sum + param.len < sum || param.len > MAX_RW_COUNT)
+			goto inval;
+		sum += param.len;
+		iov[i].iov_base = u64_to_user_ptr(param.base);
+		iov[i].iov_len = param.len;
+	}
+	*iovp = iov;
+	*total = sum;
+	return 0;
+fault:
+	knem_iovecs_free(iov, fast);
+	return -EFAULT;
+inval:
+	knem_iovecs_free(iov, fast);
+	return -EINVAL;
+}
+
+void knem_iovecs_free(struct iovec *iov, struct iovec *fast)
+{
+	if (iov != fast)
+		kvfree(iov);
+}
+
+static unsigned long knem_iov_pages(const struct iovec *iov)
+{
+	unsigned long start = (unsigned long)iov->iov_base;
+	unsigned long end = start + iov->iov_len - 1;
+
+	return (end >> PAGE_SHIFT) - (start >> PAGE_SHIFT) + 1;
+}
+
+static int knem_charge_pages(struct knem_ctx *ctx, unsigned long nr)
+{
+	if (atomic_long_add_return(nr, &ctx->pinned_pages) >
+	    knem_max_pinned_pages) {
+		atomic_long_sub(nr, &ctx->pinned_pages);
+		return -ENOMEM;
+	}
+	knem_pinned_add(nr);
+	return 0;
+}
+
+static void knem_uncharge_pages(struct knem_ctx *ctx, unsigned long nr)
+{
+	atomic_long_sub(nr, &ctx->pinned_pages);
+	knem_pinned_add(-(long)nr);
+}
+
+/* Pin one user range into @pages; all or nothing. */
+static int knem_pin_range(unsigned long start, unsigned long nr, bool writable,
+			  struct page **pages)
+{
+	unsigned long done = 0;
+	long ret;
+
+	while (done < nr) {
+		int chunk = min_t(unsigned long, nr - done, 1UL << 16);
+
+		ret = knem_pin_user_range(start + done * PAGE_SIZE, chunk,
+					  writable, pages + done);
+		if (ret <= 0) {
+			if (done)
+				knem_unpin_pages(pages, done, false);
+			return ret == -ENOMEM ? -ENOMEM : -EFAULT;
+		}
+		done += ret;
+	}
+	return 0;
+}
+
+static int knem_pin_segments(const struct iovec *iov, u32 nr,
+			     struct knem_pinned *pin)
+{
+	unsigned long page = 0;
+	unsigned int seg = 0;
+	u32 i;
+	int err;
+
+	for (i = 0; i < nr; i++) {
+		unsigned long start = (unsigned long)iov[i].iov_base;
+		unsigned long npages;
+
+		if (!iov[i].iov_len)
+			continue;
+		npages = knem_iov_pages(&iov[i]);
+		err = knem_pin_range(start & PAGE_MASK, npages, pin->writable,
+				     pin->pages + page);
+		if (err) {
+			if (page)
+				knem_unpin_pages(pin->pages, page, false);
+			return err;
+		}
+		pin->segs[seg].first_page = page;
+		pin->segs[seg].offset = offset_in_page(start);
+		pin->segs[seg].len = iov[i].iov_len;
+		seg++;
+		page += npages;
+	}
+	pin->nr_segs = seg;
+	return 0;
+}
+
+/*
+ * Pin the user iovec list at @uptr for the lifetime of @pin, charging the
+ * pages to @ctx.  Read-only or unmapped memory fails with EFAULT.
+ */
+int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
+		    struct knem_pinned *pin)
+{
+	struct iovec fast[KNEM_FAST_IOVECS], *iov;
+	unsigned long npages = 0;
+	unsigned int nsegs = 0;
+	u64 total;
+	u32 i;
+	int err;
+
+	memset(pin, 0, sizeof(*pin));
+	err = knem_iovecs_import(uptr, nr, fast, &iov, &total);
+	if (err)
+		return err;
+	for (i = 0; i < nr; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		npages += knem_iov_pages(&iov[i]);
+		nsegs++;
+	}
+	err = -ENOMEM;
+	if (npages > knem_max_pinned_pages)
+		goto out_iov;
+	err = knem_charge_pages(ctx, npages);
+	if (err)
+		goto out_iov;
+	err = -ENOMEM;
+	pin->pages = kvmalloc_array(max_t(unsigned long, npages, 1),
+				    sizeof(*pin->pages), GFP_KERNEL);
+	pin->segs = kvmalloc_array(max_t(unsigned int, nsegs, 1),
+				   sizeof(*pin->segs), GFP_KERNEL);
+	if (!pin->pages || !pin->segs)
+		goto out_free;
+	pin->writable = writable;
+	err = knem_pin_segments(iov, nr, pin);
+	if (err)
+		goto out_free;
+	pin->nr_pages = npages;
+	pin->length = total;
+	pin->charged = ctx;
+	knem_ctx_get(ctx);
+	knem_iovecs_free(iov, fast);
+	return 0;
+
+out_free:
+	kvfree(pin->pages);
+	kvfree(pin->segs);
+	pin->pages = NULL;
+	pin->segs = NULL;
+	knem_uncharge_pages(ctx, npages);
+out_iov:
+	knem_iovecs_free(iov, fast);
+	return err;
+}
+
+void knem_unpin(struct knem_pinned *pin)
+{
+	if (!pin->charged)
+		return;
+	knem_unpin_pages(pin->pages, pin->nr_pages, pin->writable);
+	knem_uncharge_pages(pin->charged, pin->nr_pages);
+	knem_ctx_put(pin->charged);
+	kvfree(pin->pages);
+	kvfree(pin->segs);
+	pin->charged = NULL;
+}
+
+struct knem_region *knem_region_alloc(struct knem_ctx *ctx, u32 flags,
+				      u32 prot)
+{
+	struct knem_region *region = kzalloc(sizeof(*region), GFP_KERNEL);
+
+	if (!region)
+		return NULL;
+	kref_init(&region->kref);
+	INIT_HLIST_NODE(&region->hash);
+	INIT_LIST_HEAD(&region->ctx_link);
+	region->owner = ctx;
+	knem_ctx_get(ctx);
+	region->uid = ctx->uid;
+	region->flags = flags;
+	region->prot = prot;
+	return region;
+}
+
+static void knem_region_free(struct kref *kref)
+{
+	struct knem_region *region = container_of(kref, struct knem_region,
+						  kref);
+
+	/* Only published regions count; inline-copy pins never had a cookie. */
+	if (region->cookie)
+		knem_stat_add(KNEM_STAT_REGIONS_DESTROYED, 1);
+	knem_unpin(&region->pin);
+	knem_ctx_put(region->owner);
+	kfree_rcu(region, rcu);
+}
+
+void knem_region_put(struct knem_region *region)
+{
+	kref_put(&region->kref, knem_region_free);
+}
+
+static struct knem_region *knem_region_find(knem_cookie_t cookie)
+{
+	struct knem_region *region;
+
+	hash_for_each_possible_rcu(knem_regions, region, hash, cookie,
+				   lockdep_is_held(&knem_regions_lock))
+		if (region->cookie == cookie)
+			return region;
+	return NULL;
+}
+
+/* Caller holds knem_regions_lock; the table's reference moves to caller. */
+static void knem_region_unlink(struct knem_region *region)
+{
+	hash_del_rcu(&region->hash);
+	list_del_init(&region->ctx_link);
+	region->owner->nr_regions--;
+	WRITE_ONCE(region->linked, false);
+}
+
+/* Publish @region under a fresh random cookie, never 0 and never reused
+ * while the old one is live.
+ */
+static int knem_region_link(struct knem_ctx *ctx, struct knem_region *region)
+{
+	knem_cookie_t cookie;
+
+	do {
+		cookie = get_random_u64();
+	} while (!cookie);
+
+	spin_lock(&knem_regions_lock);
+	if (ctx->nr_regions >= knem_max_regions) {
+		spin_unlock(&knem_regions_lock);
+		return -ENOSPC;
+	}
+	while (!cookie || knem_region_find(cookie))
+		cookie = get_random_u64();
+	region->cookie = cookie;
+	region->linked = true;
+	hash_add_rcu(knem_regions, &region->hash, cookie);
+	list_add(&region->ctx_link, &ctx->regions);
+	ctx->nr_regions++;
+	spin_unlock(&knem_regions_lock);
+	return 0;
+}
+
+int knem_region_create(struct knem_ctx *ctx, u64 iovecs, u32 nr, u32 flags,
+		       u32 prot, knem_cookie_t *cookie)
+{
+	struct knem_region *region;
+	int err;
+
+	if ((flags & ~KNEM_FLAGS_ALL) || (prot & ~KNEM_PROT_ALL))
+		return -EINVAL;
+	region = knem_region_alloc(ctx, flags, prot);
+	if (!region)
+		return -ENOMEM;
+	err = knem_pin_iovecs(ctx, iovecs, nr, prot & PROT_WRITE,
+			      &region->pin);
+	if (err)
+		goto out_put;
+	err = knem_region_link(ctx, region);
+	if (err)
+		goto out_put;
+	knem_stat_add(KNEM_STAT_REGIONS_CREATED, 1);
+	*cookie = region->cookie;
+	return 0;
+
+out_put:
+	knem_region_put(region);
+	return err;
+}
+
+int knem_region_destroy(struct knem_ctx *ctx, knem_cookie_t cookie)
+{
+	struct knem_region *region;
+
+	spin_lock(&knem_regions_lock);
+	region = knem_region_find(cookie);
+	if (!region || region->owner != ctx) {
+		spin_unlock(&knem_regions_lock);
+		return -EINVAL;
+	}
+	knem_region_unlink(region);
+	spin_unlock(&knem_regions_lock);
+	knem_region_put(region);
+	return 0;
+}
+
+/*
+ * Take a reference to the region named by @cookie for a copy by @ctx.
+ * Errors in the order clients expect: unknown cookie EINVAL, foreign uid
+ * without ANY_USER_ACCESS EPERM, protection EACCES.  A SINGLEUSE region
+ * passing those checks is consumed: unlinked, its table reference handed
+ * to the caller, so the next lookup fails with EINVAL.
+ */
+struct knem_region *knem_region_lookup(struct knem_ctx *ctx,
+				       knem_cookie_t cookie, u32 need_prot)
+{
+	struct knem_region *region;
+	int err = -EINVAL;
+
+	rcu_read_lock();
+	region = cookie ? knem_region_find(cookie) : NULL;
+	if (!region)
+		goto fail;
+	/* uid, flags and prot never change after publication. */
+	err = -EPERM;
+	if (!uid_eq(region->uid, ctx->uid) &&
+	    !(region->flags & KNEM_FLAG_ANY_USER_ACCESS))
+		goto fail;
+	err = -EACCES;
+	if ((region->prot & need_prot) != need_prot)
+		goto fail;
+	err = -EINVAL;
+	if (region->flags & KNEM_FLAG_SINGLEUSE) {
+		/* Exactly one lookup may win the table's reference. */
+		spin_lock(&knem_regions_lock);
+		if (!region->linked) {
+			spin_unlock(&knem_regions_lock);
+			goto fail;
+		}
+		knem_region_unlink(region);
+		spin_unlock(&knem_regions_lock);
+	} else if (!READ_ONCE(region->linked) ||
+		   !kref_get_unless_zero(&region->kref)) {
+		goto fail;
+	}
+	rcu_read_unlock();
+	return region;
+fail:
+	rcu_read_unlock();
+	return ERR_PTR(err);
+}
+
+/* Close of the owner's file: unlink all its regions. */
+void knem_regions_release(struct knem_ctx *ctx)
+{
+	struct knem_region *region, *next;
+	LIST_HEAD(dead);
+
+	spin_lock(&knem_regions_lock);
+	list_for_each_entry_safe(region, next, &ctx->regions, ctx_link) {
+		knem_region_unlink(region);
+		list_add(&region->ctx_link, &dead);
+	}
+	spin_unlock(&knem_regions_lock);
+	list_for_each_entry_safe(region, next, &dead, ctx_link) {
+		list_del_init(&region->ctx_link);
+		knem_region_put(region);
+	}
+}
+
+void knem_cursor_init(struct knem_cursor *cur, const struct knem_pinned *pin,
+		      u64 offset, u64 length)
+{
+	cur->pin = pin;
+	cur->seg = 0;
+	while (cur->seg < pin->nr_segs && offset >= pin->segs[cur->seg].len) {
+		offset -= pin->segs[cur->seg].len;
+		cur->seg++;
+	}
+	cur->seg_off = offset;
+	cur->left = length;
+}
+
+/*
+ * Next piece of at most @max bytes that stays inside one page.  Returns
+ * false when the walk is over.
+ */
+bool knem_cursor_next(struct knem_cursor *cur, u64 max, struct page **page,
+		      unsigned int *offset, unsigned int *len)
+{
+	const struct knem_seg *seg;
+	u64 pos, chunk;
+
+	while (cur->left && cur->seg < cur->pin->nr_segs &&
+	       cur->seg_off >= cur->pin->segs[cur->seg].len) {
+		cur->seg++;
+		cur->seg_off = 0;
+	}
+	if (!cur->left || cur->seg >= cur->pin->nr_segs)
+		return false;
+	seg = &cur->pin->segs[cur->seg];
+	pos = seg->offset + cur->seg_off;
+	*page = cur->pin->pages[seg->first_page + (pos >> PAGE_SHIFT)];
+	*offset = offset_in_page(pos);
+	chunk = min3(max, cur->left, seg->len - cur->seg_off);
+	chunk = min_t(u64, chunk, PAGE_SIZE - *offset);
+	*len = chunk;
+	cur->seg_off += chunk;
+	cur->left -= chunk;
+	return true;
+}

@@ -1,0 +1,104 @@
+package knem
+
+import (
+	"errors"
+	"io"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/kmod/knem/internal/uapi"
+)
+
+// Notifications waits up to timeout for asynchronous copies issued with
+// FlagNotifyFD to complete and stores their status slots in slots. It
+// returns how many it stored: 0 when none completed in time. A negative
+// timeout waits forever. The slots' status bytes hold the outcomes.
+func (d *Device) Notifications(slots []Slot, timeout time.Duration) (int, error) {
+	if len(slots) == 0 {
+		return 0, nil
+	}
+	ms := -1
+	if timeout >= 0 {
+		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
+	}
+	fds := [1]unix.PollFd{{Fd: int32(d.fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds[:], ms)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0, &Error{Op: "poll notifications", Err: err}
+		}
+		if n == 0 {
+			return 0, nil
+		}
+		break
+	}
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(&slots[0])), len(slots)*4)
+	n, err := unix.Read(d.fd, buf)
+	if err != nil {
+		return 0, &Error{Op: "read notifications", Err: err}
+	}
+	if n%4 != 0 {
+		return 0, &Error{Op: "read notifications", Err: io.ErrUnexpectedEOF}
+	}
+	return n / 4, nil
+}
+
+// Stats returns the driver's statistics, as text, from a read-only
+// descriptor of DevicePath.
+func Stats() (string, error) { return StatsPath(DevicePath) }
+
+// StatsPath is Stats on another device node.
+func StatsPath(path string) (string, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &Error{Op: "open " + path, Err: err}
+	}
+	defer unix.Close(fd)
+	var out []byte
+	buf := make([]byte, 4096)
+	for len(out) < 1<<20 {
+		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return "", &Error{Op: "read statistics", Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		out = append(out, buf[:n]...)
+	}
+	return string(out), nil
+}
+
+// BindFlags say where the context's offload thread may run.
+type BindFlags uint32
+
+const (
+	// BindCustom binds the thread to the CPUs of the mask.
+	BindCustom BindFlags = uapi.BindFlagCustom
+	// BindCurrent binds it to the CPUs the caller may run on.
+	BindCurrent BindFlags = uapi.BindFlagCurrent
+	// BindCurrentReversed binds it to every CPU except those.
+	BindCurrentReversed BindFlags = uapi.BindFlagCurrentReversed
+)
+
+// BindOffload places the context's offload thread (FlagMemcpyThread,
+// FlagDMAThread). mask is read with BindCustom and ignored otherwise.
+func (d *Device) BindOffload(flags BindFlags, mask *unix.CPUSet) error {
+	c := uapi.BindOffload{Flags: uint32(flags)}
+	if mask != nil {
+		c.MaskLen = uint32(unsafe.Sizeof(*mask))
+		c.MaskPtr = uint64(uintptr(unsafe.Pointer(mask)))
+	}
+	err := d.ioctl("BIND_OFFLOAD", uapi.CmdBindOffload, unsafe.Pointer(&c))
+	runtime.KeepAlive(mask)
+	return err
+}

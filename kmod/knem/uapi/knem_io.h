@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: (GPL-2.0 WITH Linux-syscall-note) OR BSD-3-Clause */
+/*
+ * knem_io.h - user ABI of /dev/knem, KNEM ABI version 0xd.
+ *
+ * This header is the one source of truth for the ABI: the kernel module,
+ * the Go bindings (through cgo) and the C tests all include it.  Existing
+ * KNEM clients (Open MPI, UCX, MPICH, PSM) speak exactly this ABI, so no
+ * value or layout here may change.
+ *
+ * Every structure is 64-bit clean with explicit padding, so a 32-bit process
+ * on a 64-bit kernel passes the same bytes and compat_ioctl shares the
+ * native handler.  Pointers travel as __u64.
+ *
+ * The ioctl direction bits are the reverse of what the data flow suggests
+ * (GET_INFO is _IOW although the kernel fills it).  They are kept because
+ * clients compare the numeric values; the driver does not rely on them.
+ */
+#ifndef _UAPI_KNEM_IO_H
+#define _UAPI_KNEM_IO_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#include <linux/ioctl.h>
+#else
+#include <linux/types.h>
+#include <sys/ioctl.h>
+#endif
+
+#define KNEM_ABI_VERSION	0xd
+#define KNEM_DEVICE_NAME	"knem"
+#define KNEM_DEVICE_FILENAME	"/dev/knem"
+
+/* Identifies a region; 0 never names one (clients use it as "none"). */
+typedef __u64 knem_cookie_t;
+
+/* One byte per slot of the status array mapped at offset 0 of the device. */
+typedef __u8 knem_status_t;
+#define KNEM_STATUS_PENDING	0
+#define KNEM_STATUS_SUCCESS	1
+#define KNEM_STATUS_FAILED	2
+
+/* GET_INFO features */
+#define KNEM_FEATURE_DMA	(1U << 0)	/* a DMA_MEMCPY channel is usable */
+
+/* Flags of region creation and of copies. */
+#define KNEM_FLAG_DMA			(1U << 0)
+#define KNEM_FLAG_ASYNCDMACOMPLETE	(1U << 1)
+#define KNEM_FLAG_DMATHREAD		(1U << 2)
+#define KNEM_FLAG_MEMCPYTHREAD		(1U << 3)
+#define KNEM_FLAG_PINLOCAL		(1U << 4)
+#define KNEM_FLAG_SINGLEUSE		(1U << 5)
+#define KNEM_FLAG_NOTIFY_FD		(1U << 6)
+#define KNEM_FLAG_ANY_USER_ACCESS	(1U << 7)
+
+/* BIND_OFFLOAD flags: where the per-context kernel thread may run. */
+#define KNEM_BIND_FLAG_CUSTOM		(1U << 0)	/* mask_ptr/mask_len */
+#define KNEM_BIND_FLAG_CURRENT		(1U << 1)	/* caller's CPUs */
+#define KNEM_BIND_FLAG_CURRENT_REVERSED	(1U << 2)	/* all but those */
+
+struct knem_cmd_info {
+	__u32 abi;		/* out: KNEM_ABI_VERSION */
+	__u32 features;		/* out: KNEM_FEATURE_* */
+	__u32 ignored_flags;	/* out: flags the driver accepts but ignores */
+	__u32 forced_flags;	/* out: flags the driver always applies */
+};
+
+struct knem_cmd_bind_offload {
+	__u32 flags;		/* KNEM_BIND_FLAG_* */
+	__u32 mask_len;		/* bytes at mask_ptr (CUSTOM) */
+	__u64 mask_ptr;		/* user pointer to a CPU bitmap */
+};
+
+struct knem_cmd_param_iovec {
+	__u64 base;
+	__u64 len;
+};
+
+struct knem_cmd_create_region {
+	__u64 iovec_array;	/* struct knem_cmd_param_iovec[iovec_nr] */
+	__u32 iovec_nr;
+	__u32 flags;		/* SINGLEUSE, ANY_USER_ACCESS */
+	__u32 protection;	/* PROT_READ | PROT_WRITE */
+	__u32 pad;
+	knem_cookie_t cookie;	/* out */
+};
+
+struct knem_cmd_copy_bounded {
+	knem_cookie_t src_cookie;
+	__u64 src_offset;
+	knem_cookie_t dst_cookie;
+	__u64 dst_offset;
+	__u64 length;
+	__u32 flags;
+	__u32 current_status;	/* out: KNEM_STATUS_* */
+	__u32 async_status_index;
+	__u32 pad;
+};
+
+struct knem_cmd_copy {
+	knem_cookie_t src_cookie;
+	__u64 src_offset;
+	knem_cookie_t dst_cookie;
+	__u64 dst_offset;
+	__u32 flags;
+	__u32 current_status;	/* out: KNEM_STATUS_* */
+	__u32 async_status_index;
+	__u32 pad;
+};
+
+struct knem_cmd_inline_copy_bounded {
+	__u64 local_iovec_array;	/* struct knem_cmd_param_iovec[] */
+	__u32 local_iovec_nr;
+	__u32 write;			/* 0: remote -> local, 1: local -> remote */
+	knem_cookie_t remote_cookie;
+	__u64 remote_offset;
+	__u64 length;
+	__u32 flags;
+	__u32 current_status;		/* out: KNEM_STATUS_* */
+	__u32 async_status_index;
+	__u32 pad;
+};
+
+struct knem_cmd_inline_copy {
+	__u64 local_iovec_array;	/* struct knem_cmd_param_iovec[] */
+	__u32 local_iovec_nr;
+	__u32 write;			/* 0: remote -> local, 1: local -> remote */
+	knem_cookie_t remote_cookie;
+	__u64 remote_offset;
+	__u32 flags;
+	__u32 current_status;		/* out: KNEM_STATUS_* */
+	__u32 async_status_index;
+	__u32 pad;
+};
+
+/* Old (pre-region) API: a send is a read-only single-use region. */
+struct knem_cmd_init_send_param {
+	__u64 send_iovec_array;
+	__u32 send_iovec_nr;
+	__u32 flags;
+	knem_cookie_t send_cookie;	/* out */
+};
+
+struct knem_cmd_init_async_recv_param {
+	__u64 recv_iovec_array;
+	__u32 recv_iovec_nr;
+	__u32 status_index;
+	knem_cookie_t send_cookie;
+	__u32 flags;
+	__u32 pad;
+};
+
+struct knem_cmd_sync_recv_param {
+	__u64 recv_iovec_array;
+	__u32 recv_iovec_nr;
+	__u32 status;			/* out: KNEM_STATUS_* */
+	knem_cookie_t send_cookie;
+	__u32 flags;
+	__u32 pad;
+};
+
+#define KNEM_CMD_MAGIC	'K'
+
+#define KNEM_CMD_GET_INFO	_IOW(KNEM_CMD_MAGIC, 0x10, struct knem_cmd_info)
+#define KNEM_CMD_BIND_OFFLOAD	_IOR(KNEM_CMD_MAGIC, 0x11, struct knem_cmd_bind_offload)
+#define KNEM_CMD_INIT_SEND	_IOWR(KNEM_CMD_MAGIC, 0x20, struct knem_cmd_init_send_param)
+#define KNEM_CMD_CREATE_REGION	_IOWR(KNEM_CMD_MAGIC, 0x21, struct knem_cmd_create_region)
+#define KNEM_CMD_DESTROY_REGION	_IOR(KNEM_CMD_MAGIC, 0x22, knem_cookie_t)
+#define KNEM_CMD_INIT_ASYNC_RECV _IOR(KNEM_CMD_MAGIC, 0x30, struct knem_cmd_init_async_recv_param)
+#define KNEM_CMD_SYNC_RECV	_IOR(KNEM_CMD_MAGIC, 0x31, struct knem_cmd_sync_recv_param)
+#define KNEM_CMD_COPY		_IOR(KNEM_CMD_MAGIC, 0x32, struct knem_cmd_copy)
+#define KNEM_CMD_INLINE_COPY	_IOR(KNEM_CMD_MAGIC, 0x33, struct knem_cmd_inline_copy)
+#define KNEM_CMD_COPY_BOUNDED	_IOR(KNEM_CMD_MAGIC, 0x34, struct knem_cmd_copy_bounded)
+#define KNEM_CMD_INLINE_COPY_BOUNDED \
+	_IOR(KNEM_CMD_MAGIC, 0x35, struct knem_cmd_inline_copy_bounded)
+
+/*
+ * Asynchronous copies (current_status PENDING on return) finish by setting
+ * their status slot to SUCCESS or FAILED.  With KNEM_FLAG_NOTIFY_FD the slot
+ * index is also queued on the file descriptor: read() on a descriptor opened
+ * for writing returns completed indexes as __u32 values (poll() reports
+ * POLLIN while some are queued).  read() on a read-only descriptor returns
+ * human-readable statistics instead.
+ */
+typedef __u32 knem_notify_index_t;
+
+#endif /* _UAPI_KNEM_IO_H */

@@ -1,0 +1,454 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * softdma - a test-only dmaengine provider: DMA_MEMCPY channels whose
+ * descriptors are executed in order, asynchronously, by one kernel thread
+ * per channel.  It lets knem's DMA paths (synchronous, DMATHREAD, and the
+ * ASYNCDMACOMPLETE chained status write) run under QEMU, which emulates no
+ * I/OAT or DSA.  Not for production: a CPU doing the copy saves nothing.
+ *
+ * The trick: a real engine reads and writes bus addresses.  softdma owns a
+ * platform device with no IOMMU and no DMA ops, so dma_map_page() on it is
+ * dma-direct and returns the physical address (checked at load: if the
+ * mapping is not the identity - IOMMU, forced swiotlb, memory encryption -
+ * the module refuses to load).  The thread turns each bus address back
+ * into a kernel pointer with phys_to_virt(), valid for all RAM on x86-64,
+ * after checking that both ends are RAM pages.
+ *
+ * Test knobs (writable at run time): fail_every makes every Nth descriptor
+ * complete with DMA_TRANS_WRITE_FAILED without copying; max_queued makes
+ * prep fail once that many descriptors are outstanding on a channel.
+ * Like I/OAT, whose channel halts on an error, a failure aborts every
+ * descriptor issued before it was seen (DMA_TRANS_ABORTED, not executed):
+ * a chained completion write after failed data never runs.
+ */
+#include <linux/module.h>
+#include <linux/platform_device.h>
+#include <linux/dmaengine.h>
+#include <linux/dma-mapping.h>
+#include <linux/kthread.h>
+#include <linux/slab.h>
+#include <linux/io.h>
+#include <linux/mm.h>
+
+#define SOFTDMA_MAX_CHANS 16
+
+static unsigned int nr_channels = 2;
+module_param(nr_channels, uint, 0444);
+MODULE_PARM_DESC(nr_channels, "DMA_MEMCPY channels to register (2, max 16)");
+
+static unsigned int fail_every;
+module_param(fail_every, uint, 0644);
+MODULE_PARM_DESC(fail_every, "Fail every Nth descriptor, 0 = never (0)");
+
+static unsigned int max_queued = 1U << 20;
+module_param(max_queued, uint, 0644);
+MODULE_PARM_DESC(max_queued, "Refuse prep beyond this many outstanding descriptors per channel");
+
+struct softdma_desc {
+	struct dma_async_tx_descriptor txd;
+	struct list_head node;
+	dma_addr_t dst;
+	dma_addr_t src;
+	size_t len;
+};
+
+struct softdma_chan {
+	struct dma_chan chan;
+	spinlock_t lock;		/* lists, counters, cookies */
+	struct list_head submitted;	/* tx_submit'ed, not yet issued */
+	struct list_head issued;	/* for the thread, in order */
+	unsigned int outstanding;	/* prepared and not completed */
+	unsigned long executed;
+	bool busy;
+	bool aborting;		/* a descriptor failed: abort the issued ones */
+	wait_queue_head_t work_wq;
+	wait_queue_head_t idle_wq;
+	struct task_struct *thread;
+};
+
+struct softdma {
+	struct dma_device dma;
+	struct platform_device *pdev;
+	unsigned int nr;
+	struct softdma_chan chans[SOFTDMA_MAX_CHANS];
+};
+
+static struct softdma *softdma;
+
+static struct softdma_chan *to_softdma_chan(struct dma_chan *chan)
+{
+	return container_of(chan, struct softdma_chan, chan);
+}
+
+static struct softdma_desc *to_softdma_desc(struct dma_async_tx_descriptor *t)
+{
+	return container_of(t, struct softdma_desc, txd);
+}
+
+/*
+ * Cookie bookkeeping as dmaengine providers do it (the helpers in the
+ * kernel's drivers/dma/dmaengine.h are not part of the installed headers).
+ */
+static dma_cookie_t softdma_cookie_assign(struct dma_async_tx_descriptor *tx)
+{
+	struct dma_chan *chan = tx->chan;
+	dma_cookie_t cookie = chan->cookie + 1;
+
+	if (cookie < DMA_MIN_COOKIE)
+		cookie = DMA_MIN_COOKIE;
+	tx->cookie = cookie;
+	chan->cookie = cookie;
+	return cookie;
+}
+
+static void softdma_cookie_complete(struct dma_async_tx_descriptor *tx)
+{
+	tx->chan->completed_cookie = tx->cookie;
+	tx->cookie = 0;
+}
+
+static dma_cookie_t softdma_tx_submit(struct dma_async_tx_descriptor *tx)
+{
+	struct softdma_chan *sc = to_softdma_chan(tx->chan);
+	struct softdma_desc *d = to_softdma_desc(tx);
+	unsigned long flags;
+	dma_cookie_t cookie;
+
+	spin_lock_irqsave(&sc->lock, flags);
+	cookie = softdma_cookie_assign(tx);
+	list_add_tail(&d->node, &sc->submitted);
+	spin_unlock_irqrestore(&sc->lock, flags);
+	return cookie;
+}
+
+static struct dma_async_tx_descriptor *
+softdma_prep_memcpy(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
+		    size_t len, unsigned long flags)
+{
+	struct softdma_chan *sc = to_softdma_chan(chan);
+	struct softdma_desc *d;
+	unsigned long irqflags;
+
+	if (!len)
+		return NULL;
+	spin_lock_irqsave(&sc->lock, irqflags);
+	if (sc->outstanding >= READ_ONCE(max_queued)) {
+		spin_unlock_irqrestore(&sc->lock, irqflags);
+		return NULL;
+	}
+	sc->outstanding++;
+	spin_unlock_irqrestore(&sc->lock, irqflags);
+
+	/* prep may be called in atomic context. */
+	d = kzalloc(sizeof(*d), GFP_NOWAIT);
+	if (!d) {
+		spin_lock_irqsave(&sc->lock, irqflags);
+		sc->outstanding--;
+		spin_unlock_irqrestore(&sc->lock, irqflags);
+		return NULL;
+	}
+	dma_async_tx_descriptor_init(&d->txd, chan);
+	d->txd.flags = flags;
+	d->txd.tx_submit = softdma_tx_submit;
+	d->dst = dst;
+	d->src = src;
+	d->len = len;
+	INIT_LIST_HEAD(&d->node);
+	return &d->txd;
+}
+
+static void softdma_issue_pending(struct dma_chan *chan)
+{
+	struct softdma_chan *sc = to_softdma_chan(chan);
+	unsigned long flags;
+
+	spin_lock_irqsave(&sc->lock, flags);
+	list_splice_tail_init(&sc->submitted, &sc->issued);
+	spin_unlock_irqrestore(&sc->lock, flags);
+	wake_up(&sc->work_wq);
+}
+
+static enum dma_status softdma_tx_status(struct dma_chan *chan,
+					 dma_cookie_t cookie,
+					 struct dma_tx_state *state)
+{
+	struct softdma_chan *sc = to_softdma_chan(chan);
+	dma_cookie_t used, done;
+	unsigned long flags;
+
+	spin_lock_irqsave(&sc->lock, flags);
+	used = chan->cookie;
+	done = chan->completed_cookie;
+	spin_unlock_irqrestore(&sc->lock, flags);
+	dma_set_tx_state(state, done, used, 0);
+	return dma_async_is_complete(cookie, done, used);
+}
+
+static bool softdma_idle(struct softdma_chan *sc)
+{
+	bool idle;
+
+	spin_lock_irq(&sc->lock);
+	idle = list_empty(&sc->issued) && !sc->busy;
+	spin_unlock_irq(&sc->lock);
+	return idle;
+}
+
+/* Returns once every issued descriptor ran and its callback returned. */
+static void softdma_synchronize(struct dma_chan *chan)
+{
+	struct softdma_chan *sc = to_softdma_chan(chan);
+
+	wait_event(sc->idle_wq, softdma_idle(sc));
+}
+
+static int softdma_alloc_chan_resources(struct dma_chan *chan)
+{
+	return 0;
+}
+
+static void softdma_free_chan_resources(struct dma_chan *chan)
+{
+	softdma_synchronize(chan);
+}
+
+static bool softdma_is_ram(dma_addr_t addr, size_t len)
+{
+	return pfn_valid(PHYS_PFN(addr)) && pfn_valid(PHYS_PFN(addr + len - 1));
+}
+
+static enum dmaengine_tx_result softdma_execute(struct softdma_chan *sc,
+						struct softdma_desc *d)
+{
+	unsigned int every = READ_ONCE(fail_every);
+
+	sc->executed++;
+	if (every && !(sc->executed % every))
+		return DMA_TRANS_WRITE_FAILED;
+	if (!softdma_is_ram(d->src, d->len))
+		return DMA_TRANS_READ_FAILED;
+	if (!softdma_is_ram(d->dst, d->len))
+		return DMA_TRANS_WRITE_FAILED;
+	/* Bus address == physical address: checked in softdma_identity(). */
+	memcpy(phys_to_virt(d->dst), phys_to_virt(d->src), d->len);
+	return DMA_TRANS_NOERROR;
+}
+
+static void softdma_complete(struct softdma_chan *sc, struct softdma_desc *d,
+			     enum dmaengine_tx_result res)
+{
+	struct dmaengine_result result = { .result = res };
+	struct dma_async_tx_descriptor *tx = &d->txd;
+
+	spin_lock_irq(&sc->lock);
+	softdma_cookie_complete(tx);
+	sc->outstanding--;
+	spin_unlock_irq(&sc->lock);
+	if (tx->callback_result)
+		tx->callback_result(tx->callback_param, &result);
+	else if (tx->callback)
+		tx->callback(tx->callback_param);
+	/* Descriptors are single-shot: clients must not reuse them. */
+	kfree(d);
+}
+
+static int softdma_thread(void *data)
+{
+	struct softdma_chan *sc = data;
+	enum dmaengine_tx_result res;
+	struct softdma_desc *d;
+
+	while (!kthread_should_stop()) {
+		wait_event_interruptible(sc->work_wq,
+					 !list_empty(&sc->issued) ||
+					 kthread_should_stop());
+		spin_lock_irq(&sc->lock);
+		d = list_first_entry_or_null(&sc->issued, struct softdma_desc,
+					     node);
+		if (d) {
+			list_del(&d->node);
+			sc->busy = true;
+		}
+		spin_unlock_irq(&sc->lock);
+		if (!d)
+			continue;
+		if (sc->aborting) {
+			res = DMA_TRANS_ABORTED;
+		} else {
+			res = softdma_execute(sc, d);
+			sc->aborting = res != DMA_TRANS_NOERROR;
+		}
+		softdma_complete(sc, d, res);
+		spin_lock_irq(&sc->lock);
+		sc->busy = false;
+		/* The halted channel restarts with the next issue_pending. */
+		if (list_empty(&sc->issued))
+			sc->aborting = false;
+		spin_unlock_irq(&sc->lock);
+		wake_up(&sc->idle_wq);
+		cond_resched();
+	}
+	return 0;
+}
+
+/* Refuse to load unless bus addresses of our device are physical ones. */
+static int softdma_identity(struct device *dev)
+{
+	struct page *page = alloc_page(GFP_KERNEL);
+	dma_addr_t addr;
+	int err = 0;
+
+	if (!page)
+		return -ENOMEM;
+	addr = dma_map_page(dev, page, 0, PAGE_SIZE, DMA_BIDIRECTIONAL);
+	if (dma_mapping_error(dev, addr)) {
+		err = -ENODEV;
+	} else {
+		if (addr != page_to_phys(page))
+			err = -ENODEV;
+		dma_unmap_page(dev, addr, PAGE_SIZE, DMA_BIDIRECTIONAL);
+	}
+	__free_page(page);
+	if (err)
+		dev_err(dev, "bus addresses are not physical (IOMMU or bounce buffers): softdma cannot run here\n");
+	return err;
+}
+
+static void softdma_stop_threads(struct softdma *sd)
+{
+	unsigned int i;
+
+	for (i = 0; i < sd->nr; i++)
+		if (sd->chans[i].thread)
+			kthread_stop(sd->chans[i].thread);
+}
+
+static int softdma_init_chans(struct softdma *sd)
+{
+	struct dma_device *dma = &sd->dma;
+	unsigned int i;
+
+	INIT_LIST_HEAD(&dma->channels);
+	for (i = 0; i < sd->nr; i++) {
+		struct softdma_chan *sc = &sd->chans[i];
+
+		spin_lock_init(&sc->lock);
+		INIT_LIST_HEAD(&sc->submitted);
+		INIT_LIST_HEAD(&sc->issued);
+		init_waitqueue_head(&sc->work_wq);
+		init_waitqueue_head(&sc->idle_wq);
+		sc->chan.device = dma;
+		sc->chan.cookie = DMA_MIN_COOKIE;
+		sc->chan.completed_cookie = DMA_MIN_COOKIE;
+		list_add_tail(&sc->chan.device_node, &dma->channels);
+		sc->thread = kthread_run(softdma_thread, sc, "softdma%u", i);
+		if (IS_ERR(sc->thread)) {
+			int err = PTR_ERR(sc->thread);
+
+			sc->thread = NULL;
+			return err;
+		}
+	}
+	return 0;
+}
+
+static void softdma_init_device(struct softdma *sd)
+{
+	struct dma_device *dma = &sd->dma;
+
+	dma_cap_zero(dma->cap_mask);
+	dma_cap_set(DMA_MEMCPY, dma->cap_mask);
+	dma->dev = &sd->pdev->dev;
+	dma->copy_align = DMAENGINE_ALIGN_1_BYTE;
+	dma->device_alloc_chan_resources = softdma_alloc_chan_resources;
+	dma->device_free_chan_resources = softdma_free_chan_resources;
+	dma->device_prep_dma_memcpy = softdma_prep_memcpy;
+	dma->device_issue_pending = softdma_issue_pending;
+	dma->device_tx_status = softdma_tx_status;
+	dma->device_synchronize = softdma_synchronize;
+}
+
+/*
+ * dma_async_device_register() takes the provider module from the bound
+ * driver, so the channels are registered from a platform driver's probe.
+ */
+static int softdma_probe(struct platform_device *pdev)
+{
+	struct softdma *sd;
+	int err;
+
+	sd = kzalloc(sizeof(*sd), GFP_KERNEL);
+	if (!sd)
+		return -ENOMEM;
+	sd->nr = nr_channels;
+	sd->pdev = pdev;
+	err = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	if (!err)
+		err = softdma_identity(&pdev->dev);
+	if (err)
+		goto out_free;
+	softdma_init_device(sd);
+	err = softdma_init_chans(sd);
+	if (err)
+		goto out_threads;
+	err = dma_async_device_register(&sd->dma);
+	if (err)
+		goto out_threads;
+	softdma = sd;
+	dev_info(&pdev->dev, "%u DMA_MEMCPY channels (test-only, CPU copies)\n",
+		 sd->nr);
+	return 0;
+
+out_threads:
+	softdma_stop_threads(sd);
+out_free:
+	kfree(sd);
+	return err;
+}
+
+static struct platform_driver softdma_driver = {
+	.probe = softdma_probe,
+	.driver = {
+		.name = "softdma",
+		/* Teardown belongs to module exit: no unbinding from sysfs. */
+		.suppress_bind_attrs = true,
+	},
+};
+
+static struct platform_device *softdma_pdev;
+
+static int __init softdma_init(void)
+{
+	int err;
+
+	if (!nr_channels || nr_channels > SOFTDMA_MAX_CHANS)
+		return -EINVAL;
+	err = platform_driver_register(&softdma_driver);
+	if (err)
+		return err;
+	softdma_pdev = platform_device_register_simple("softdma", -1, NULL, 0);
+	err = PTR_ERR_OR_ZERO(softdma_pdev);
+	if (!err && !softdma)
+		err = -ENODEV;	/* probe failed, and said why */
+	if (err) {
+		if (!IS_ERR(softdma_pdev))
+			platform_device_unregister(softdma_pdev);
+		platform_driver_unregister(&softdma_driver);
+	}
+	return err;
+}
+
+static void __exit softdma_exit(void)
+{
+	dma_async_device_unregister(&softdma->dma);
+	softdma_stop_threads(softdma);
+	platform_device_unregister(softdma_pdev);
+	platform_driver_unregister(&softdma_driver);
+	kfree(softdma);
+}
+
+module_init(softdma_init);
+module_exit(softdma_exit);
+MODULE_DESCRIPTION("Test-only dmaengine DMA_MEMCPY provider run by kernel threads");
+MODULE_AUTHOR("knemesis");
+MODULE_LICENSE("GPL");

@@ -1,0 +1,244 @@
+// Package attach plugs the LMT engine into a Nemesis endpoint, so that
+// Endpoint.Send and Recv move every message above the eager limit through
+// an LMT backend, with no change to the caller's code:
+//
+//	ep, _ := nemesis.JoinProc(p, nil)
+//	l, _ := attach.Attach(ep, attach.Options{})   // shm first, then fallbacks
+//	ep.Send(1, tag, big)                         // RTS in the queues, payload via LMT
+//
+// The endpoint carries the RTS with the message's match information in its
+// per-pair order, and the LMT's CTS and DONE as control cells, so matching
+// and ordering stay those of eager messages. The engine's Progress runs in
+// every Endpoint.Poll: a 1 GiB transfer moves 64 KiB per poll while small
+// messages keep arriving.
+//
+// A backend is forced for the whole endpoint with Options.Prefer, or for one
+// message with LMT.Isend.
+package attach
+
+import (
+	"errors"
+
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/nemesis"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultEagerMax is the largest message kept on the cell path: MPICH's
+// LMT threshold (seed 003, §3.5), clamped to what the endpoint allows.
+const DefaultEagerMax = 64 << 10
+
+// Options tune Attach.
+type Options struct {
+	// EagerMax: messages longer than this go through the LMT (default
+	// DefaultEagerMax, at most the endpoint's maximum).
+	EagerMax int
+	// Prefer overrides the backend preference (lmt.Config.Prefer).
+	Prefer []string
+	// Tune, when set, adjusts the engine configuration last.
+	Tune func(*lmt.Config)
+}
+
+// LMT is the nemesis.LMT of one endpoint.
+type LMT struct {
+	ep  *nemesis.Endpoint
+	eng *lmt.Engine
+	// forced[dst] lists the sends to dst given a backend by Isend, in
+	// send order (sends to one rank start in order).
+	forced [][]forcing
+	fds    []unix.PollFd
+}
+
+type forcing struct {
+	r       *nemesis.Request
+	backend string
+}
+
+// Attach creates an engine for ep and installs it. Every rank of the job
+// must attach before sending its first long message.
+func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
+	l := &LMT{ep: ep, forced: make([][]forcing, ep.Size())}
+	cfg := lmt.Config{
+		Rank: ep.Rank(), Size: ep.Size(), Job: ep.Job(), Control: control{ep},
+		PeerPID: func(rank int) int {
+			pid, err := ep.PeerPID(rank)
+			if err != nil {
+				return 0
+			}
+			return pid
+		},
+		Prefer:     o.Prefer,
+		OnComplete: l.complete,
+	}
+	if o.Tune != nil {
+		o.Tune(&cfg)
+	}
+	eng, err := lmt.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l.eng = eng
+	eager := o.EagerMax
+	if eager <= 0 {
+		eager = DefaultEagerMax
+	}
+	if err := ep.SetLMT(l, eager); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// spinBeforeYield matches the endpoint's: polls that moved nothing before a
+// waiter gives its CPU away.
+const spinBeforeYield = 200
+
+// livenessEvery is how many idle polls pass between two checks that the
+// peer still lives.
+const livenessEvery = 4096
+
+// Wait is Endpoint.Wait with a waiting policy that sees the LMT move bytes:
+// it spins while chunks go through and yields only after 200 polls that
+// moved nothing. (Endpoint.Wait counts every poll that did not complete r,
+// so once 200 chunks of a long transfer have gone by it yields the CPU
+// before each further chunk: on a busy machine that costs a time slice per
+// 64 KiB.) A peer that dies fails the wait with a *lmt.PeerError; an eager
+// request left pending then is abandoned.
+func (l *LMT) Wait(r *nemesis.Request) error {
+	idle := 0
+	last := l.eng.BytesMoved()
+	for {
+		done, err := l.ep.Test(r)
+		if done || err != nil {
+			return err
+		}
+		if m := l.eng.BytesMoved(); m != last {
+			last, idle = m, 0
+			continue
+		}
+		idle++
+		if idle < spinBeforeYield {
+			continue
+		}
+		// Sleep until a pipe is ready if a transfer waits for one (as
+		// a blocking read would), else give the CPU to whoever needs it.
+		if l.fds = l.eng.PollFds(l.fds[:0]); len(l.fds) > 0 {
+			_, _ = unix.Poll(l.fds, 1)
+		} else {
+			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+		if idle%livenessEvery == 0 {
+			if err := l.eng.CheckPeer(r.Peer()); err != nil {
+				l.eng.PeerFailed(r.Peer(), err)
+				if done, err := l.ep.Test(r); done {
+					return err
+				}
+				return err
+			}
+		}
+	}
+}
+
+// Engine returns the engine (for statistics and availability checks).
+func (l *LMT) Engine() *lmt.Engine { return l.eng }
+
+// Close detaches the LMT from the endpoint and releases its backends.
+func (l *LMT) Close() error {
+	l.ep.SetLMT(nil, 0)
+	return l.eng.Close()
+}
+
+// Isend is Endpoint.Isend with backend forced for this message (when it is
+// long enough to go through the LMT at all).
+func (l *LMT) Isend(r *nemesis.Request, dst, tag int, buf []byte, backend string) error {
+	if dst >= 0 && dst < len(l.forced) {
+		l.forced[dst] = append(l.forced[dst], forcing{r, backend})
+	}
+	err := l.ep.Isend(r, dst, tag, buf)
+	if err != nil || r.Done() {
+		l.unforce(dst, r)
+	}
+	return err
+}
+
+func (l *LMT) unforce(dst int, r *nemesis.Request) string {
+	if dst < 0 || dst >= len(l.forced) {
+		return ""
+	}
+	q := l.forced[dst]
+	for i, f := range q {
+		if f.r == r {
+			// Entries before it are sends that completed without
+			// reaching the LMT.
+			l.forced[dst] = append(q[:0], q[i+1:]...)
+			return f.backend
+		}
+	}
+	return ""
+}
+
+// Stats returns the statistics of the transfer carrying r, if r went
+// through the LMT and has not been reused.
+func Stats(r *nemesis.Request) (lmt.Stats, bool) {
+	if t, ok := r.LMTData.(*lmt.Transfer); ok {
+		return t.Stats(), true
+	}
+	return lmt.Stats{}, false
+}
+
+// StartSend implements nemesis.LMT.
+func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
+	backend := l.unforce(r.Peer(), r)
+	t, n, err := l.eng.StartSend(r.Peer(), l.iov(r.Buf()), backend, rts)
+	if err != nil {
+		return 0, err
+	}
+	t.User, r.LMTData = r, t
+	return n, nil
+}
+
+func (l *LMT) iov(b []byte) [][]byte { return [][]byte{b} }
+
+// StartRecv implements nemesis.LMT.
+func (l *LMT) StartRecv(r *nemesis.Request, rts []byte) error {
+	t, err := l.eng.StartRecv(r.Peer(), rts, l.iov(r.Buf()))
+	if err != nil {
+		return err
+	}
+	if !t.Done() {
+		t.User, r.LMTData = r, t
+		return nil
+	}
+	// Failed at once (dead peer, no usable backend): OnComplete ran
+	// before User was set.
+	r.LMTData = t
+	l.ep.Complete(r, 0, t.Err())
+	return nil
+}
+
+// HandleControl implements nemesis.LMT.
+func (l *LMT) HandleControl(src int, pkt []byte) error { return l.eng.HandleControl(src, pkt) }
+
+// Progress implements nemesis.LMT.
+func (l *LMT) Progress() error { return l.eng.Progress() }
+
+// PeerFailed implements nemesis.LMT.
+func (l *LMT) PeerFailed(rank int, err error) { l.eng.PeerFailed(rank, err) }
+
+func (l *LMT) complete(t *lmt.Transfer) {
+	r, ok := t.User.(*nemesis.Request)
+	if !ok {
+		return
+	}
+	err := t.Err()
+	if errors.Is(err, lmt.ErrTruncated) {
+		err = nil // the endpoint reports its own ErrTruncated
+	}
+	l.ep.Complete(r, int(t.Stats().Bytes), err)
+}
+
+type control struct{ ep *nemesis.Endpoint }
+
+func (c control) Send(dst int, pkt []byte) (bool, error) { return c.ep.SendControl(dst, pkt) }
+
+var _ nemesis.LMT = (*LMT)(nil)

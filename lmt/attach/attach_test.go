@@ -1,0 +1,315 @@
+package attach_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/lmt/attach"
+	"github.com/knemesis/knemesis/lmt/lmttest"
+	"github.com/knemesis/knemesis/nemesis"
+	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
+	_ "github.com/knemesis/knemesis/pipe"
+	_ "github.com/knemesis/knemesis/vmsplice"
+)
+
+var all = []string{"shm", "cma", "cma-write", "pipe", "vmsplice"}
+
+func join(p launch.Proc, o attach.Options) (*nemesis.Endpoint, *attach.LMT, error) {
+	ep, err := nemesis.JoinProc(p, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := attach.Attach(ep, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ep, l, nil
+}
+
+func message(n, seed int) []byte {
+	b := make([]byte, n)
+	lmttest.Fill(b, seed)
+	return b
+}
+
+func check(got []byte, seed int) error {
+	want := message(len(got), seed)
+	for i := range got {
+		if got[i] != want[i] {
+			return fmt.Errorf("byte %d is %#x, want %#x", i, got[i], want[i])
+		}
+	}
+	return nil
+}
+
+// TestSendRecv: Endpoint.Send and Recv use the LMT above the eager limit,
+// with the backend forced per endpoint, and eager messages stay eager.
+func TestSendRecv(t *testing.T) {
+	for _, b := range all {
+		t.Run(b, func(t *testing.T) {
+			launchtest.Run(t, 2, func(p launch.Proc) error {
+				ep, l, err := join(p, attach.Options{Prefer: []string{b}})
+				if err != nil {
+					return err
+				}
+				defer ep.Close()
+				defer l.Close()
+				sizes := []int{0, 100, attach.DefaultEagerMax, attach.DefaultEagerMax + 1, 1 << 20, 16<<20 + 3}
+				for i, n := range sizes {
+					if p.Rank == 0 {
+						if err := ep.Send(1, i, message(n, i)); err != nil {
+							return fmt.Errorf("send %d bytes: %w", n, err)
+						}
+						continue
+					}
+					buf := make([]byte, n)
+					var r nemesis.Request
+					if err := ep.Irecv(&r, 0, i, buf); err != nil {
+						return err
+					}
+					if err := ep.Wait(&r); err != nil {
+						return fmt.Errorf("recv %d bytes: %w", n, err)
+					}
+					if st := r.Status(); st.Count != n {
+						return fmt.Errorf("recv %d bytes: status %+v", n, st)
+					}
+					if err := check(buf, i); err != nil {
+						return fmt.Errorf("recv %d bytes: %w", n, err)
+					}
+					st, viaLMT := attach.Stats(&r)
+					if viaLMT != (n > attach.DefaultEagerMax) || viaLMT && (st.Backend != b || st.Bytes != int64(n)) {
+						return fmt.Errorf("recv %d bytes: LMT %v, stats %+v; want LMT only above %d bytes, via %s", n, viaLMT, st, attach.DefaultEagerMax, b)
+					}
+				}
+				return ep.Send(1-p.Rank, 99, nil) // neither exits before the other is done
+			})
+		})
+	}
+}
+
+// TestForcePerMessage: LMT.Isend picks the backend of one message.
+func TestForcePerMessage(t *testing.T) {
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		ep, l, err := join(p, attach.Options{})
+		if err != nil {
+			return err
+		}
+		defer ep.Close()
+		defer l.Close()
+		const n = 1<<20 + 7
+		reqs := make([]nemesis.Request, len(all))
+		bufs := make([][]byte, len(all))
+		for i, b := range all {
+			if p.Rank == 0 {
+				bufs[i] = message(n, i)
+				if err := l.Isend(&reqs[i], 1, i, bufs[i], b); err != nil {
+					return err
+				}
+			} else {
+				bufs[i] = make([]byte, n)
+				if err := ep.Irecv(&reqs[i], 0, i, bufs[i]); err != nil {
+					return err
+				}
+			}
+		}
+		for i, b := range all {
+			if err := ep.Wait(&reqs[i]); err != nil {
+				return fmt.Errorf("%s: %w", b, err)
+			}
+			st, ok := attach.Stats(&reqs[i])
+			if !ok || st.Backend != b {
+				return fmt.Errorf("message %d went via %+v, want %s", i, st, b)
+			}
+			if p.Rank == 1 {
+				if err := check(bufs[i], i); err != nil {
+					return fmt.Errorf("%s: %w", b, err)
+				}
+			}
+		}
+		return ep.Send(1-p.Rank, 99, nil)
+	})
+}
+
+// TestSmallMessagesFlow: while 64 MiB move through each backend, 200 small
+// messages sent after it arrive in order, and the first ones arrive before
+// the large transfer has finished.
+func TestSmallMessagesFlow(t *testing.T) {
+	for _, b := range all {
+		t.Run(b, func(t *testing.T) {
+			launchtest.Run(t, 2, func(p launch.Proc) error {
+				ep, l, err := join(p, attach.Options{Prefer: []string{b}})
+				if err != nil {
+					return err
+				}
+				defer ep.Close()
+				defer l.Close()
+				const big, small = 64 << 20, 200
+				var large nemesis.Request
+				if p.Rank == 0 {
+					if err := ep.Isend(&large, 1, 0, message(big, 5)); err != nil {
+						return err
+					}
+					for i := 0; i < small; i++ {
+						if err := ep.Send(1, 1, []byte(fmt.Sprint(i))); err != nil {
+							return err
+						}
+					}
+					return ep.Wait(&large)
+				}
+				buf := make([]byte, big)
+				if err := ep.Irecv(&large, 0, 0, buf); err != nil {
+					return err
+				}
+				beforeLarge := 0
+				for i := 0; i < small; i++ {
+					m := make([]byte, 16)
+					st, err := ep.Recv(0, 1, m)
+					if err != nil {
+						return err
+					}
+					if got := string(m[:st.Count]); got != fmt.Sprint(i) {
+						return fmt.Errorf("small message %d reads %q", i, got)
+					}
+					if !large.Done() {
+						beforeLarge++
+					}
+				}
+				if beforeLarge == 0 {
+					return errors.New("no small message arrived while the large transfer was in flight")
+				}
+				if err := ep.Wait(&large); err != nil {
+					return err
+				}
+				fmt.Printf("%s: %d of %d small messages arrived during the 64 MiB transfer\n", b, beforeLarge, small)
+				return check(buf, 5)
+			})
+		})
+	}
+}
+
+// TestTruncated: a short receive buffer ends with nemesis.ErrTruncated, the
+// buffer filled, and the sender finishes normally.
+func TestTruncated(t *testing.T) {
+	for _, b := range all {
+		t.Run(b, func(t *testing.T) {
+			launchtest.Run(t, 2, func(p launch.Proc) error {
+				ep, l, err := join(p, attach.Options{Prefer: []string{b}})
+				if err != nil {
+					return err
+				}
+				defer ep.Close()
+				defer l.Close()
+				const n, short = 3 << 20, 3<<20 - 4097
+				if p.Rank == 0 {
+					if err := ep.Send(1, 0, message(n, 9)); err != nil {
+						return fmt.Errorf("send: %w", err)
+					}
+					_, err := ep.Recv(1, 1, nil)
+					return err
+				}
+				mem := make([]byte, short+64)
+				for i := range mem {
+					mem[i] = 0xA5
+				}
+				st, err := ep.Recv(0, 0, mem[:short])
+				if !errors.Is(err, nemesis.ErrTruncated) || st.Count != short {
+					return fmt.Errorf("recv: %v, %+v; want ErrTruncated with %d bytes", err, st, short)
+				}
+				if err := check(mem[:short], 9); err != nil {
+					return err
+				}
+				for i := short; i < len(mem); i++ {
+					if mem[i] != 0xA5 {
+						return fmt.Errorf("byte %d past the buffer written", i-short)
+					}
+				}
+				return ep.Send(0, 1, nil)
+			})
+		})
+	}
+}
+
+// TestPeerDies: the receiver exits in the middle of a 256 MiB transfer; the
+// sender's Send returns an error naming it, through whichever of the
+// endpoint's liveness check and the LMT's own notices first.
+func TestPeerDies(t *testing.T) {
+	for _, b := range []string{"shm", "cma", "vmsplice"} {
+		t.Run(b, func(t *testing.T) {
+			launchtest.Run(t, 2, func(p launch.Proc) error {
+				ep, _, err := join(p, attach.Options{Prefer: []string{b}})
+				if err != nil {
+					return err
+				}
+				const n = 256 << 20
+				if p.Rank == 0 {
+					err := ep.Send(1, 0, make([]byte, n))
+					if err == nil {
+						return errors.New("Send completed although the receiver died")
+					}
+					if !strings.Contains(err.Error(), "rank 1") {
+						return fmt.Errorf("Send error %q does not name rank 1", err)
+					}
+					fmt.Printf("%s: sender saw: %v\n", b, err)
+					return nil
+				}
+				var r nemesis.Request
+				if err := ep.Irecv(&r, 0, 0, make([]byte, n)); err != nil {
+					return err
+				}
+				for !r.Done() {
+					if tr, ok := r.LMTData.(*lmt.Transfer); ok && tr.Moved() >= 1<<20 {
+						os.Exit(0) // mid-transfer
+					}
+					if err := ep.Poll(); err != nil {
+						return err
+					}
+				}
+				return errors.New("the 256 MiB receive completed before the receiver could die")
+			})
+		})
+	}
+}
+
+// TestWait: LMT.Wait completes sends and receives over every backend, the
+// pipe-based ones sleeping in poll(2) on their pipe when idle.
+func TestWait(t *testing.T) {
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		ep, l, err := join(p, attach.Options{})
+		if err != nil {
+			return err
+		}
+		defer ep.Close()
+		defer l.Close()
+		const n = 8<<20 + 1
+		for i, b := range all {
+			var r nemesis.Request
+			buf := make([]byte, n)
+			if p.Rank == 0 {
+				lmttest.Fill(buf, i)
+				err = l.Isend(&r, 1, i, buf, b)
+			} else {
+				err = ep.Irecv(&r, 0, i, buf)
+			}
+			if err != nil {
+				return err
+			}
+			if err := l.Wait(&r); err != nil {
+				return fmt.Errorf("%s: %w", b, err)
+			}
+			if st, _ := attach.Stats(&r); st.Backend != b || st.Bytes != n {
+				return fmt.Errorf("%s: stats %+v", b, st)
+			}
+			if p.Rank == 1 {
+				if err := check(buf, i); err != nil {
+					return fmt.Errorf("%s: %w", b, err)
+				}
+			}
+		}
+		return ep.Send(1-p.Rank, 99, nil)
+	})
+}

@@ -1,0 +1,210 @@
+package lmt
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Flow says which side moves the data and who finishes the transfer.
+type Flow uint8
+
+const (
+	// Pull: the RTS carries the sender's handle, the receiver copies and
+	// sends DONE (CMA read, KNEM).
+	Pull Flow = iota + 1
+	// Stream: after the receiver's CTS both sides Step, the sender putting
+	// bytes into a shared channel and the receiver taking them out; the
+	// receiver sends DONE. A channel carries one message at a time, so a
+	// receiver grants one CTS per peer and backend at a time (pipe,
+	// vmsplice, shm ring).
+	Stream
+	// Push: the CTS carries the receiver's handle, the sender copies and
+	// sends DONE (CMA write).
+	Push
+)
+
+func (f Flow) String() string {
+	switch f {
+	case Pull:
+		return "pull"
+	case Stream:
+		return "stream"
+	case Push:
+		return "push"
+	}
+	return fmt.Sprintf("Flow(%d)", uint8(f))
+}
+
+// Side is the role of this process in a transfer.
+type Side uint8
+
+const (
+	Sender Side = iota + 1
+	Receiver
+)
+
+func (s Side) String() string {
+	if s == Sender {
+		return "sender"
+	}
+	return "receiver"
+}
+
+// A Backend moves the payload of transfers for one Engine. An Engine calls
+// its methods from one goroutine, never concurrently.
+//
+// The interface is shaped for one-sided mechanisms as well as two-sided
+// ones: a KNEM backend would return its cookie from Handle (Flow Pull),
+// submit the copy in Step and report 0 bytes until its status word flips,
+// then the whole length.
+type Backend interface {
+	// Name is the backend's name ("shm", "cma", ...).
+	Name() string
+	// Flow tells the Engine how to run the rendezvous.
+	Flow() Flow
+	// Check reports whether this process can use the backend with peer:
+	// nil, or an *Unavailable saying why not and how to fix it.
+	Check(peer Peer) error
+	// Handle writes into dst what the peer needs to reach t's buffer (the
+	// RTS payload for Pull, the CTS payload for Push) and returns its
+	// length. Stream backends return 0.
+	Handle(t *Transfer, dst []byte) (int, error)
+	// SetPeerHandle gives t the handle its peer sent. h is only valid
+	// during the call.
+	SetPeerHandle(t *Transfer, h []byte) error
+	// Start is called when t becomes active on this side, before the
+	// first Step (the receiver of a Stream calls it before sending CTS, so
+	// that the channel is open when the sender starts).
+	Start(t *Transfer) error
+	// Step moves at most max bytes of t from its cursor and returns how
+	// many it moved; 0 with a nil error means "not now, try again".
+	Step(t *Transfer, max int) (int, error)
+	// Abort tells the backend that t failed, so that a shared channel left
+	// with half a message is not reused.
+	Abort(t *Transfer)
+	// Close releases every resource of the backend.
+	Close() error
+}
+
+// Blocker is implemented by backends whose channel is a file descriptor
+// (pipe, vmsplice): a waiter with nothing to do may sleep in poll(2) on it,
+// and be woken by the kernel when the peer has made room or data, instead of
+// spinning or yielding its time slice away.
+type Blocker interface {
+	// PollFd returns the descriptor t's next Step waits for and the
+	// poll(2) events (POLLIN, POLLOUT), or fd -1.
+	PollFd(t *Transfer) (fd int, events int16)
+}
+
+// Env is what a backend learns about its job when an Engine creates it.
+type Env struct {
+	Rank, Size int
+	Job        string
+	Dir        string // private directory for the job's named objects
+	Config     *Config
+	// PeerPID returns the process id of rank, 0 when unknown.
+	PeerPID func(rank int) int
+}
+
+// Factory creates a backend for an Engine.
+type Factory func(env *Env) (Backend, error)
+
+// Prober checks availability without an Engine (see [Check]).
+type Prober func(cfg *Config, peer Peer) error
+
+type registration struct {
+	id      uint8
+	name    string
+	flow    Flow
+	factory Factory
+	check   Prober
+}
+
+// registry is filled by init functions only (this package, pipe, vmsplice),
+// before any Engine exists, so it needs no lock.
+var registry []registration
+
+// Register makes a backend known to every Engine created afterwards. id is
+// the backend's number on the wire (1..255, one per backend in a job);
+// packages call it from init. Registering a name or id twice panics.
+func Register(id uint8, name string, flow Flow, f Factory, check Prober) {
+	if id == 0 {
+		panic("lmt: backend id 0 is reserved")
+	}
+	for _, r := range registry {
+		if r.id == id || r.name == name {
+			panic(fmt.Sprintf("lmt: backend %q (id %d) registered twice", name, id))
+		}
+	}
+	registry = append(registry, registration{id, name, flow, f, check})
+	sort.Slice(registry, func(i, j int) bool { return registry[i].id < registry[j].id })
+}
+
+// Backends lists the names of the registered backends. Importing packages
+// pipe and vmsplice registers theirs.
+func Backends() []string {
+	names := make([]string, len(registry))
+	for i, r := range registry {
+		names[i] = r.name
+	}
+	return names
+}
+
+func lookup(name string) (registration, bool) {
+	for _, r := range registry {
+		if r.name == name {
+			return r, true
+		}
+	}
+	return registration{}, false
+}
+
+// Peer identifies the process at the other end for an availability check.
+type Peer struct {
+	Rank int
+	PID  int
+}
+
+// Unavailable says why a backend cannot be used and what would fix it.
+type Unavailable struct {
+	Backend string
+	Peer    int // rank, -1 when the reason does not depend on the peer
+	Reason  string
+	Fix     string
+	Err     error // the system error behind the reason, if any
+}
+
+func (u *Unavailable) Error() string {
+	s := "lmt: backend " + u.Backend + " unavailable"
+	if u.Peer >= 0 {
+		s += fmt.Sprintf(" with rank %d", u.Peer)
+	}
+	s += ": " + u.Reason
+	if u.Fix != "" {
+		s += " (fix: " + u.Fix + ")"
+	}
+	return s
+}
+
+func (u *Unavailable) Unwrap() error { return u.Err }
+
+// Check tells whether backend name can be used from this process with peer,
+// with the default configuration. The error is an *Unavailable naming the
+// reason and the fix, or says the backend is not registered.
+func Check(name string, peer Peer) error {
+	return CheckConfig(name, &Config{}, peer)
+}
+
+// CheckConfig is Check with a configuration (pipe sizes and limits).
+func CheckConfig(name string, cfg *Config, peer Peer) error {
+	r, ok := lookup(name)
+	if !ok {
+		return fmt.Errorf("lmt: no backend %q (registered: %v; import the pipe and vmsplice packages for theirs)", name, Backends())
+	}
+	if r.check == nil {
+		return nil
+	}
+	c := *cfg
+	c.setDefaults()
+	return r.check(&c, peer)
+}

@@ -1,0 +1,230 @@
+package lmt
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cross Memory Attach (process_vm_readv/writev, Linux 3.2): one copy, done by
+// the kernel on behalf of the calling process, which must be allowed to
+// ptrace its peer (PTRACE_MODE_ATTACH_REALCREDS).
+
+const (
+	// maxRWCount is the kernel's MAX_RW_COUNT: one call never moves more.
+	maxRWCount = 0x7ffff000
+	// iovMax is IOV_MAX, the longest iovec list one call accepts.
+	iovMax = 1024
+	// probeAddr lies below vm.mmap_min_addr (64 KiB by default), so it is
+	// never mapped: a 1-byte read there fails with EFAULT once the access
+	// check passed, and with EPERM when it did not.
+	probeAddr = 4096
+)
+
+func init() {
+	Register(2, "cma", Pull, func(env *Env) (Backend, error) { return newCMA(env, false), nil }, checkCMA)
+	Register(3, "cma-write", Push, func(env *Env) (Backend, error) { return newCMA(env, true), nil }, checkCMA)
+}
+
+type cma struct {
+	env    *Env
+	write  bool
+	pids   []int // the pid each peer's handle named, per rank
+	pidns  uint64
+	local  [iovMax]unix.Iovec
+	remote [iovMax]unix.RemoteIovec
+}
+
+func newCMA(env *Env, write bool) *cma {
+	// With Yama ptrace_scope = 1 only a declared tracer may attach; every
+	// rank declares "anyone", which is what CMA needs between siblings.
+	// Without Yama the call fails with EINVAL, harmlessly.
+	_ = unix.Prctl(unix.PR_SET_PTRACER, unix.PR_SET_PTRACER_ANY, 0, 0, 0)
+	return &cma{env: env, write: write, pids: make([]int, env.Size), pidns: pidNamespace()}
+}
+
+func (c *cma) Name() string {
+	if c.write {
+		return "cma-write"
+	}
+	return "cma"
+}
+
+func (c *cma) Flow() Flow {
+	if c.write {
+		return Push
+	}
+	return Pull
+}
+
+func (c *cma) Check(peer Peer) error { return checkCMA(c.env.Config, peer) }
+
+func (c *cma) Handle(t *Transfer, dst []byte) (int, error) {
+	return EncodeSegments(t, os.Getpid(), c.pidns, dst)
+}
+
+func (c *cma) SetPeerHandle(t *Transfer, h []byte) error {
+	pid, pidns, err := DecodeSegments(t, h)
+	if err != nil {
+		return err
+	}
+	if pidns != c.pidns {
+		return &Unavailable{Backend: c.Name(), Peer: t.peer,
+			Reason: fmt.Sprintf("the peer runs in another PID namespace (pid:[%d], here pid:[%d]), where its pid %d names another process", pidns, c.pidns, pid),
+			Fix:    "start every rank in the same PID namespace"}
+	}
+	c.pids[t.peer] = pid
+	return nil
+}
+
+// pidNamespace returns the inode of this process's PID namespace.
+func pidNamespace() uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+func (c *cma) Start(t *Transfer) error { return nil }
+
+func (c *cma) Step(t *Transfer, max int) (int, error) {
+	max = min(max, maxRWCount)
+	local, n := t.Iovecs(c.local[:], max)
+	remote, _ := t.RemoteIovecs(c.remote[:], n)
+	pid := c.pids[t.peer]
+	var got int
+	var err error
+	if c.write {
+		got, err = unix.ProcessVMWritev(pid, local, remote, 0)
+	} else {
+		got, err = unix.ProcessVMReadv(pid, local, remote, 0)
+	}
+	t.CountSyscalls(1)
+	switch {
+	case err == nil:
+		return got, nil
+	case err == unix.EINTR:
+		return 0, nil
+	case err == unix.ESRCH:
+		return 0, &PeerError{Rank: t.peer, PID: pid, Err: err}
+	case err == unix.EPERM:
+		return 0, checkCMA(c.env.Config, Peer{Rank: t.peer, PID: pid})
+	}
+	return 0, fmt.Errorf("lmt: %s with rank %d (pid %d): %w", c.Name(), t.peer, pid, err)
+}
+
+func (c *cma) Abort(t *Transfer) {}
+func (c *cma) Close() error      { return nil }
+
+// checkCMA probes whether this process may read peer's memory, and when
+// not, finds the reason among those known to block CMA.
+func checkCMA(cfg *Config, peer Peer) error {
+	if peer.PID <= 0 {
+		return &Unavailable{Backend: "cma", Peer: peer.Rank, Reason: "the peer's process id is unknown",
+			Fix: "give the Engine a Config.PeerPID"}
+	}
+	var b [1]byte
+	local := []unix.Iovec{{Base: &b[0], Len: 1}}
+	remote := []unix.RemoteIovec{{Base: probeAddr, Len: 1}}
+	_, err := unix.ProcessVMReadv(peer.PID, local, remote, 0)
+	switch err {
+	case nil, unix.EFAULT:
+		return nil
+	case unix.ESRCH:
+		return &Unavailable{Backend: "cma", Peer: peer.Rank, Err: err,
+			Reason: fmt.Sprintf("no process %d here: the peer exited, or runs in another PID namespace", peer.PID),
+			Fix:    "start every rank in the same PID namespace"}
+	case unix.ENOSYS:
+		return &Unavailable{Backend: "cma", Peer: -1, Err: err,
+			Reason: "process_vm_readv is not implemented (kernel without CONFIG_CROSS_MEMORY_ATTACH, or a seccomp filter answering ENOSYS)",
+			Fix:    "use a kernel with CONFIG_CROSS_MEMORY_ATTACH=y and allow process_vm_readv/process_vm_writev in the seccomp profile"}
+	case unix.EPERM:
+		u := explainEPERM(peer)
+		u.Err = err
+		return u
+	}
+	return &Unavailable{Backend: "cma", Peer: peer.Rank, Err: err, Reason: "probe failed: " + err.Error()}
+}
+
+// explainEPERM names the first known cause of a refused ptrace access.
+func explainEPERM(peer Peer) *Unavailable {
+	u := &Unavailable{Backend: "cma", Peer: peer.Rank}
+	pid := strconv.Itoa(peer.PID)
+	if s, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
+		if v := strings.TrimSpace(string(s)); v != "0" {
+			u.Reason = "Yama kernel.yama.ptrace_scope is " + v + " (0 lets a process attach to any of its own uid)"
+			u.Fix = "sysctl kernel.yama.ptrace_scope=0 (scope 1 also works if the peer calls prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY), as the lmt package does)"
+			return u
+		}
+	}
+	if self, err := os.ReadFile("/proc/self/uid_map"); err == nil {
+		if other, err := os.ReadFile("/proc/" + pid + "/uid_map"); err == nil && string(self) != string(other) {
+			u.Reason = "the peer runs in another user namespace (uid_map " + strings.Join(strings.Fields(string(other)), " ") +
+				"), where this process has no CAP_SYS_PTRACE"
+			u.Fix = "start every rank in the same user namespace, or read from the inner namespace toward the outer one only"
+			return u
+		}
+	}
+	if peerUID, ok := statusUID(pid); ok {
+		var st syscall.Stat_t
+		if err := syscall.Stat("/proc/"+pid, &st); err == nil && peerUID != 0 && st.Uid == 0 {
+			// /proc/<pid> belongs to root when the task is not dumpable.
+			u.Reason = "the peer is not dumpable (prctl(PR_SET_DUMPABLE, 0), a setuid/setgid exec or fs.suid_dumpable), and this process lacks CAP_SYS_PTRACE"
+			u.Fix = "do not make the peer non-dumpable (prctl(PR_SET_DUMPABLE, 1)), or grant CAP_SYS_PTRACE"
+			return u
+		}
+		if peerUID == os.Getuid() && !hasCap(unix.CAP_SYS_PTRACE) {
+			u.Reason = fmt.Sprintf("the peer runs as uid %d like this process, so it is not dumpable (prctl(PR_SET_DUMPABLE, 0), setuid exec) or holds capabilities this process lacks, and this process has no CAP_SYS_PTRACE", peerUID)
+			u.Fix = "keep the ranks dumpable and with the same capabilities, or grant CAP_SYS_PTRACE"
+			return u
+		}
+		if peerUID != os.Getuid() {
+			u.Reason = fmt.Sprintf("the peer runs as uid %d, this process as uid %d without CAP_SYS_PTRACE", peerUID, os.Getuid())
+			u.Fix = "run every rank under the same uid"
+			return u
+		}
+	}
+	if s, err := os.ReadFile("/proc/self/status"); err == nil && strings.Contains(string(s), "Seccomp:\t2") {
+		u.Reason = "a seccomp filter (container profile) denies process_vm_readv"
+		u.Fix = "allow process_vm_readv/process_vm_writev in the profile (docker: --security-opt seccomp=<profile> or --cap-add SYS_PTRACE)"
+		return u
+	}
+	u.Reason = "the kernel refused ptrace access to the peer (an LSM such as SELinux or AppArmor?)"
+	u.Fix = "allow ptrace read access between the ranks in the security policy"
+	return u
+}
+
+// statusUID returns the real uid in /proc/<pid>/status.
+func statusUID(pid string) (int, bool) {
+	s, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(s), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Uid:" {
+			uid, err := strconv.Atoi(f[1])
+			return uid, err == nil
+		}
+	}
+	return 0, false
+}
+
+// hasCap reports whether capability c is in this thread's effective set.
+func hasCap(c int) bool {
+	s, err := os.ReadFile("/proc/thread-self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(s), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			bits, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && bits&(1<<c) != 0
+		}
+	}
+	return false
+}

@@ -1,0 +1,63 @@
+// Package lmt moves large messages between the processes of a knemesis job:
+// the Large Message Transfer layer of MPICH2-Nemesis (seed 003, §2-3).
+//
+// A large message is not copied through the small-message queues. Instead
+// the two endpoints run a rendezvous over a control channel (the Nemesis
+// queues in a real job) and the payload goes through a backend:
+//
+//	shm        pipelined copy through a shared ring of K slots (two copies)
+//	cma        receiver pulls with process_vm_readv (one copy)
+//	cma-write  sender pushes with process_vm_writev after the CTS (one copy)
+//	pipe       writev into a pipe, readv out of it (two copies, package pipe)
+//	vmsplice   sender pages spliced into a pipe, readv (one copy, package vmsplice)
+//
+// # Protocol
+//
+// The sender calls [Engine.StartSend], which writes a ready-to-send packet
+// (RTS) holding the message length and, for one-sided pull backends, the
+// handle the receiver needs (a process id and an address list for CMA, a
+// cookie for KNEM). The RTS travels with the match information of the
+// message; when it matches a receive, the receiver calls [Engine.StartRecv].
+// What follows depends on the backend's [Flow]:
+//
+//	Pull    receiver copies (Step by Step), then sends DONE
+//	Stream  receiver sends CTS; both sides Step, one moving data in, the other
+//	        out (pipe, vmsplice, shm); the receiver sends DONE
+//	Push    receiver sends CTS with its own handle; the sender copies and
+//	        sends DONE
+//
+// DONE completes both sides: the sender never reuses its buffer before the
+// receiver said the data is out of it, which vmsplice (pages referenced, not
+// copied) and CMA require. The receiver has the last word on the backend: a
+// receiver that cannot use the one chosen by the sender (CMA across user
+// namespaces is one-way) answers with a CTS naming a fallback.
+//
+// # Progress
+//
+// Nothing blocks. [Engine.Progress] moves at most one chunk (64 KiB by
+// default) per transfer and returns, so that the caller's poll loop keeps
+// delivering small messages while a gigabyte moves — the responsiveness
+// argument of the paper for 64 KiB vmsplice chunks.
+//
+// # Using it
+//
+// Inside a job, package lmt/attach installs an Engine as the LMT of a Nemesis
+// endpoint: Send and Recv above the eager limit then use it. Standalone, an
+// Engine needs a [Control] that carries its packets in order, and the caller
+// carries the RTS (see lmttest for a socket-based harness). Each [Transfer]
+// keeps [Stats]: bytes, chunks, system calls and the backend that carried it.
+//
+// # Writing a backend
+//
+// A backend implements [Backend] and registers a [Factory] under a wire id
+// (shm 1, cma 2, cma-write 3, pipe 4, vmsplice 5; 6 is kept for the KNEM
+// module's backend, which fits the Pull flow: its cookie is the handle, Step
+// submits the copy and reports bytes once the status word says so).
+//
+// # Availability
+//
+// [Check] tells whether a backend works here with a given peer and, when it
+// does not, returns an [*Unavailable] error with the reason and the fix
+// (ptrace restrictions, user namespaces, non-dumpable peers, pipe size caps).
+// An Engine falls back along its preference list.
+package lmt

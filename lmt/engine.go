@@ -1,0 +1,923 @@
+package lmt
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Control carries the engine's rendezvous packets to another rank. In a job
+// it is the Nemesis endpoint; Send must not block: ok == false means "no
+// room now", and the Engine retries from Progress. Packets from one rank to
+// another must arrive in the order they were sent, at the peer Engine's
+// HandleControl.
+type Control interface {
+	Send(dst int, pkt []byte) (ok bool, err error)
+}
+
+// Config describes an Engine. Zero fields take the defaults below.
+type Config struct {
+	Rank, Size int
+	Job        string  // names shared objects (rings, FIFOs); required
+	Control    Control // required
+	// PeerPID returns the process id of a rank, 0 when unknown. With it
+	// the Engine notices a dead peer instead of waiting for it forever.
+	PeerPID func(rank int) int
+	// Prefer lists backend names in order of preference; the first one
+	// available with a peer carries the message. Default: shm, vmsplice,
+	// cma, pipe, cma-write (those registered).
+	Prefer []string
+	// Chunk bounds the bytes one Progress call moves per transfer
+	// (default 64 KiB), so that small messages keep flowing.
+	Chunk int
+	// Dir is a private directory for the job's FIFOs (default
+	// $TMPDIR/knemesis-<job>, created 0700).
+	Dir string
+	// ShmSlots and ShmSlotSize shape the shm ring (default 8 × 32 KiB).
+	ShmSlots, ShmSlotSize int
+	// PipeSize is the pipe capacity the pipe and vmsplice backends ask for
+	// with F_SETPIPE_SZ (default 1 MiB); MinPipeSize is the smallest
+	// they accept before refusing (default 64 KiB, the kernel default).
+	PipeSize, MinPipeSize int
+	// PipeMaxSizePath is where the pipe size cap is read (default
+	// /proc/sys/fs/pipe-max-size; tests point it at a fake).
+	PipeMaxSizePath string
+	// MaxSegments bounds the address list a CMA handle carries (default
+	// 64); a message with more non-empty segments goes another way.
+	MaxSegments int
+	// OnComplete, when set, is called when a transfer completes on this
+	// side, from within StartRecv, HandleControl, Progress or PeerFailed.
+	OnComplete func(t *Transfer)
+}
+
+// Defaults.
+const (
+	DefaultChunk       = 64 << 10
+	DefaultShmSlots    = 8
+	DefaultShmSlotSize = 32 << 10
+	DefaultPipeSize    = 1 << 20
+	DefaultMinPipeSize = 64 << 10
+	DefaultMaxSegments = 64
+	PipeMaxSizeFile    = "/proc/sys/fs/pipe-max-size"
+)
+
+var defaultPrefer = []string{"shm", "vmsplice", "cma", "pipe", "cma-write"}
+
+func (c *Config) setDefaults() {
+	if c.Chunk <= 0 {
+		c.Chunk = DefaultChunk
+	}
+	if c.ShmSlots <= 0 {
+		c.ShmSlots = DefaultShmSlots
+	}
+	if c.ShmSlotSize <= 0 {
+		c.ShmSlotSize = DefaultShmSlotSize
+	}
+	if c.PipeSize <= 0 {
+		c.PipeSize = DefaultPipeSize
+	}
+	if c.MinPipeSize <= 0 {
+		c.MinPipeSize = DefaultMinPipeSize
+	}
+	if c.PipeMaxSizePath == "" {
+		c.PipeMaxSizePath = PipeMaxSizeFile
+	}
+	if c.MaxSegments <= 0 {
+		c.MaxSegments = DefaultMaxSegments
+	}
+	if len(c.Prefer) == 0 {
+		c.Prefer = defaultPrefer
+	}
+	if c.Dir == "" && c.Job != "" {
+		c.Dir = filepath.Join(os.TempDir(), "knemesis-"+c.Job)
+	}
+}
+
+// Errors a transfer may complete with; test them with errors.Is.
+var (
+	ErrTruncated = errors.New("lmt: message truncated")
+	ErrPeerGone  = errors.New("lmt: peer process is gone")
+	ErrClosed    = errors.New("lmt: engine closed")
+)
+
+// TruncationError completes a receive whose buffers were shorter than the
+// message: the first Cap bytes were delivered, nothing past them written.
+type TruncationError struct{ Len, Cap int64 }
+
+func (e *TruncationError) Error() string {
+	return fmt.Sprintf("lmt: message of %d bytes truncated to the %d-byte receive buffer", e.Len, e.Cap)
+}
+func (e *TruncationError) Is(target error) bool { return target == ErrTruncated }
+
+// PeerError completes a transfer whose peer process died.
+type PeerError struct {
+	Rank, PID int
+	Err       error
+}
+
+func (e *PeerError) Error() string {
+	return fmt.Sprintf("lmt: peer rank %d (pid %d) is gone: %v", e.Rank, e.PID, e.Err)
+}
+func (e *PeerError) Is(target error) bool { return target == ErrPeerGone }
+func (e *PeerError) Unwrap() error        { return e.Err }
+
+// RemoteError completes a transfer that the peer's Engine failed.
+type RemoteError struct {
+	Rank int
+	Msg  string
+}
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("lmt: rank %d failed the transfer: %s", e.Rank, e.Msg)
+}
+
+// Stats describe one transfer, on one side.
+type Stats struct {
+	Backend  string
+	Bytes    int64 // payload bytes this side moved or saw moved
+	Chunks   int   // Steps that moved data
+	Syscalls int   // system calls made for the payload
+}
+
+type tstate uint8
+
+const (
+	stWaitCTS tstate = iota + 1
+	stQueued         // receiver of a Stream waiting for its channel
+	stActive
+	stWaitDone
+	stDone
+)
+
+// backendSlot is one backend of an Engine with its per-peer bookkeeping.
+type backendSlot struct {
+	id    uint8
+	name  string
+	flow  Flow
+	b     Backend
+	check []error // per rank, after checked[rank]
+	known []bool
+	// Receiver side of a Stream: the transfer holding the channel from
+	// each rank and those waiting for it, in the order they matched.
+	busy  []*Transfer
+	queue [][]*Transfer
+}
+
+type peerState struct {
+	pidfd int // -1 until opened
+	pid   int
+	gone  error
+}
+
+// Engine runs the large-message transfers of one process. It is driven by
+// one goroutine: none of its methods may be called concurrently.
+type Engine struct {
+	cfg    Config
+	env    Env
+	slots  [256]*backendSlot
+	prefer []*backendSlot
+	peers  []peerState
+
+	table []*Transfer // by id index; nil when free
+	gens  []uint32
+	free  []uint32
+
+	live   []*Transfer
+	outbox []*Transfer
+	bytes  uint64 // moved by this side, all transfers
+	pfd    [1]unix.PollFd
+	closed bool
+}
+
+// New creates an Engine with every registered backend.
+func New(cfg Config) (*Engine, error) {
+	cfg.setDefaults()
+	if cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size {
+		return nil, fmt.Errorf("lmt: rank %d of job size %d is out of range", cfg.Rank, cfg.Size)
+	}
+	if cfg.Job == "" || cfg.Control == nil {
+		return nil, errors.New("lmt: Config needs a Job name and a Control channel")
+	}
+	e := &Engine{cfg: cfg}
+	e.env = Env{Rank: cfg.Rank, Size: cfg.Size, Job: cfg.Job, Dir: cfg.Dir, Config: &e.cfg, PeerPID: e.peerPID}
+	e.peers = make([]peerState, cfg.Size)
+	for i := range e.peers {
+		e.peers[i].pidfd = -1
+	}
+	for _, r := range registry {
+		b, err := r.factory(&e.env)
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("lmt: creating backend %s: %w", r.name, err)
+		}
+		e.slots[r.id] = &backendSlot{
+			id: r.id, name: r.name, flow: r.flow, b: b,
+			check: make([]error, cfg.Size), known: make([]bool, cfg.Size),
+			busy: make([]*Transfer, cfg.Size), queue: make([][]*Transfer, cfg.Size),
+		}
+	}
+	for rank := range e.peers {
+		if rank != cfg.Rank {
+			e.openPidfd(rank) // now, while every peer is known alive
+		}
+	}
+	for _, name := range cfg.Prefer {
+		if s := e.slot(name); s != nil {
+			e.prefer = append(e.prefer, s)
+		}
+	}
+	if len(e.prefer) == 0 {
+		e.Close()
+		return nil, fmt.Errorf("lmt: none of the preferred backends %v is registered (have %v)", cfg.Prefer, Backends())
+	}
+	return e, nil
+}
+
+func (e *Engine) slot(name string) *backendSlot {
+	for _, s := range e.slots {
+		if s != nil && s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Rank returns the rank the Engine was created for.
+func (e *Engine) Rank() int { return e.cfg.Rank }
+
+// Check reports whether backend name can be used with rank (cached after
+// the first call). Nil, or an *Unavailable.
+func (e *Engine) Check(name string, rank int) error {
+	s := e.slot(name)
+	if s == nil {
+		return fmt.Errorf("lmt: no backend %q in this engine (have %v)", name, Backends())
+	}
+	if rank < 0 || rank >= e.cfg.Size {
+		return fmt.Errorf("lmt: rank %d out of range 0..%d", rank, e.cfg.Size-1)
+	}
+	return e.check(s, rank)
+}
+
+func (e *Engine) check(s *backendSlot, rank int) error {
+	if !s.known[rank] {
+		s.check[rank] = s.b.Check(Peer{Rank: rank, PID: e.peerPID(rank)})
+		s.known[rank] = true
+	}
+	return s.check[rank]
+}
+
+func (e *Engine) peerPID(rank int) int {
+	if e.cfg.PeerPID == nil || rank < 0 || rank >= e.cfg.Size {
+		return 0
+	}
+	return e.cfg.PeerPID(rank)
+}
+
+// StartSend starts sending the message held in iov (zero-length entries are
+// fine) to rank dst and writes the RTS into rts, returning its length. The
+// RTS must reach dst's StartRecv with the message's match information. The
+// buffers belong to the Engine until the transfer completes. backend forces
+// a backend ("" chooses the first available of Config.Prefer).
+func (e *Engine) StartSend(dst int, iov [][]byte, backend string, rts []byte) (*Transfer, int, error) {
+	if e.closed {
+		return nil, 0, ErrClosed
+	}
+	if dst < 0 || dst >= e.cfg.Size || dst == e.cfg.Rank {
+		return nil, 0, fmt.Errorf("lmt: destination rank %d is not a peer (job of %d, self %d)", dst, e.cfg.Size, e.cfg.Rank)
+	}
+	if err := e.peers[dst].gone; err != nil {
+		return nil, 0, err
+	}
+	if len(rts) < hdrLen {
+		return nil, 0, fmt.Errorf("lmt: RTS buffer of %d bytes, need at least %d", len(rts), hdrLen)
+	}
+	t := &Transfer{e: e, peer: dst, side: Sender, iov: iov}
+	t.msgLen = iovLen(iov)
+	t.length = t.msgLen
+	s, err := e.chooseSend(t, backend, len(rts)-hdrLen)
+	if err != nil {
+		return nil, 0, err
+	}
+	t.setSlot(s)
+	n := 0
+	if s.flow == Pull {
+		if n, err = s.b.Handle(t, rts[hdrLen:]); err != nil {
+			return nil, 0, err
+		}
+		t.state = stWaitDone
+	} else {
+		t.state = stWaitCTS
+	}
+	e.register(t)
+	putHeader(rts, pktRTS, s.id, 0, n, t.id, 0, t.msgLen)
+	e.live = append(e.live, t)
+	return t, hdrLen + n, nil
+}
+
+func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot, error) {
+	if backend != "" {
+		s := e.slot(backend)
+		if s == nil {
+			return nil, fmt.Errorf("lmt: no backend %q (have %v)", backend, Backends())
+		}
+		if err := e.check(s, t.peer); err != nil {
+			return nil, err
+		}
+		if s.flow == Pull && !fitsHandle(t, room, e.cfg.MaxSegments) {
+			return nil, fmt.Errorf("lmt: backend %s: %d segments do not fit its handle (max %d, %d RTS bytes)", backend, nonEmpty(t.iov), e.cfg.MaxSegments, room)
+		}
+		return s, nil
+	}
+	var first error
+	for _, s := range e.prefer {
+		err := e.check(s, t.peer)
+		if err == nil && s.flow == Pull && !fitsHandle(t, room, e.cfg.MaxSegments) {
+			continue
+		}
+		if err == nil {
+			return s, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return nil, fmt.Errorf("lmt: no backend available for rank %d: %w", t.peer, first)
+}
+
+func fitsHandle(t *Transfer, room, maxSegs int) bool {
+	n := nonEmpty(t.iov)
+	return n <= maxSegs && segHandleLen(n) <= room
+}
+
+// StartRecv starts receiving, into iov, the message whose RTS (from rank src)
+// matched. rts is only read during the call.
+func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error) {
+	if e.closed {
+		return nil, ErrClosed
+	}
+	if src < 0 || src >= e.cfg.Size || src == e.cfg.Rank {
+		return nil, fmt.Errorf("lmt: source rank %d is not a peer", src)
+	}
+	h, payload, err := parseHeader(rts)
+	if err != nil {
+		return nil, err
+	}
+	if h.typ != pktRTS {
+		return nil, fmt.Errorf("lmt: StartRecv given a %s packet, not an RTS", h.typ)
+	}
+	t := &Transfer{e: e, peer: src, side: Receiver, iov: iov, peerID: h.src}
+	t.msgLen = h.length
+	t.length = min(h.length, iovLen(iov))
+	e.register(t)
+	e.live = append(e.live, t)
+	if err := e.peers[src].gone; err != nil {
+		t.setSlot(e.slots[h.kind])
+		e.complete(t, err)
+		return t, nil
+	}
+	s := e.slots[h.kind]
+	var refused error
+	if s == nil {
+		refused = fmt.Errorf("lmt: rank %d chose backend id %d, not registered here", src, h.kind)
+	} else {
+		refused = e.check(s, src)
+	}
+	if refused == nil && s.flow == Push && !fitsHandle(t, hdrLen+segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+		refused = fmt.Errorf("lmt: %d receive segments do not fit a %s handle (max %d)", nonEmpty(iov), s.name, e.cfg.MaxSegments)
+	}
+	if refused != nil {
+		if err := e.peerAlive(src); err != nil {
+			e.PeerFailed(src, err)
+			return t, nil
+		}
+		// The receiver has the last word: pick a backend that needs no
+		// handle from the sender and say so in the CTS.
+		s = e.fallback(t)
+		if s == nil {
+			t.setSlot(e.slots[h.kind])
+			e.fail(t, fmt.Errorf("lmt: no fallback among %v: %w", e.cfg.Prefer, refused))
+			return t, nil
+		}
+	} else if s.flow == Pull {
+		if err := s.b.SetPeerHandle(t, payload); err != nil {
+			var u *Unavailable
+			if !errors.As(err, &u) {
+				t.setSlot(s)
+				e.fail(t, err)
+				return t, nil
+			}
+			// Usable in general, not with this handle: fall back.
+			if s = e.fallback(t); s == nil {
+				t.setSlot(e.slots[h.kind])
+				e.fail(t, fmt.Errorf("lmt: no fallback among %v: %w", e.cfg.Prefer, err))
+				return t, nil
+			}
+		}
+	}
+	t.setSlot(s)
+	switch s.flow {
+	case Pull:
+		e.activate(t)
+	case Stream:
+		if s.busy[src] != nil {
+			t.state = stQueued
+			s.queue[src] = append(s.queue[src], t)
+		} else {
+			e.grant(t)
+		}
+	case Push:
+		if err := s.b.Start(t); err != nil {
+			e.fail(t, err)
+			break
+		}
+		n, err := s.b.Handle(t, t.packet()[hdrLen:])
+		if err != nil {
+			e.fail(t, err)
+			break
+		}
+		t.state = stWaitDone
+		e.send(t, pktCTS, 0, n, t.length)
+	}
+	return t, nil
+}
+
+func (e *Engine) fallback(t *Transfer) *backendSlot {
+	for _, s := range e.prefer {
+		if s.flow == Pull || s.flow == Push && !fitsHandle(t, segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+			continue
+		}
+		if e.check(s, t.peer) == nil {
+			return s
+		}
+	}
+	return nil
+}
+
+// grant gives a Stream receiver its channel and tells the sender to go.
+func (e *Engine) grant(t *Transfer) {
+	t.s.busy[t.peer] = t
+	if err := t.s.b.Start(t); err != nil {
+		e.fail(t, err)
+		return
+	}
+	t.state = stActive
+	e.send(t, pktCTS, 0, 0, t.length)
+	e.finishIfEmpty(t)
+}
+
+func (e *Engine) activate(t *Transfer) {
+	if err := t.s.b.Start(t); err != nil {
+		e.fail(t, err)
+		return
+	}
+	t.state = stActive
+	e.finishIfEmpty(t)
+}
+
+func (e *Engine) finishIfEmpty(t *Transfer) {
+	if t.state == stActive && t.moved == t.length {
+		e.sideDone(t)
+	}
+}
+
+// HandleControl takes a packet the Engine of rank src sent through Control.
+func (e *Engine) HandleControl(src int, pkt []byte) error {
+	h, payload, err := parseHeader(pkt)
+	if err != nil {
+		return err
+	}
+	t := e.lookup(h.dst)
+	if t == nil || t.peer != src {
+		return nil // late packet for a transfer that already failed
+	}
+	switch h.typ {
+	case pktCTS:
+		// A pull sender waits for DONE, unless the receiver could not
+		// pull and names another backend in a CTS.
+		if t.side != Sender || !(t.state == stWaitCTS || t.state == stWaitDone && t.s.flow == Pull) {
+			return fmt.Errorf("lmt: unexpected CTS from rank %d for transfer in state %d", src, t.state)
+		}
+		t.peerID = h.src
+		t.length = min(t.length, h.length)
+		if h.kind != t.s.id {
+			s := e.slots[h.kind]
+			if s == nil || s.flow == Pull || e.check(s, src) != nil {
+				e.fail(t, fmt.Errorf("lmt: rank %d asked for backend id %d, unusable here", src, h.kind))
+				return nil
+			}
+			t.setSlot(s)
+		}
+		if t.s.flow == Push {
+			if err := t.s.b.SetPeerHandle(t, payload); err != nil {
+				e.fail(t, err)
+				return nil
+			}
+		}
+		e.activate(t)
+	case pktDone:
+		if h.status != statusOK {
+			e.complete(t, &RemoteError{Rank: src, Msg: string(payload)})
+			return nil
+		}
+		if t.side == Receiver || t.state == stWaitDone {
+			t.stats.Bytes = h.length
+			e.complete(t, e.truncation(t))
+		} else {
+			// A Stream sender normally has pushed everything by now; a
+			// DONE before that means the receiver took less (it may
+			// stop early only with an error, handled above).
+			e.complete(t, nil)
+		}
+	default:
+		return fmt.Errorf("lmt: unexpected %s packet from rank %d", h.typ, src)
+	}
+	return nil
+}
+
+func (e *Engine) truncation(t *Transfer) error {
+	if t.side == Receiver && t.msgLen > t.length {
+		return &TruncationError{Len: t.msgLen, Cap: t.length}
+	}
+	return nil
+}
+
+// idleCheckEvery is how many idle visits a transfer gets between two checks
+// that its peer is alive: a poll(2) on a pidfd costs about as much as
+// copying a few KiB, so it runs every few hundred microseconds of waiting.
+const idleCheckEvery = 4096
+
+// Progress advances every transfer by at most one chunk and retries
+// control packets that found no room. It never blocks.
+func (e *Engine) Progress() error {
+	if len(e.outbox) > 0 {
+		e.flush()
+	}
+	for _, t := range e.live {
+		if t.state != stActive {
+			e.idle(t)
+			continue
+		}
+		max := int(min(int64(e.cfg.Chunk), t.length-t.moved))
+		n, err := t.s.b.Step(t, max)
+		if err != nil {
+			e.fail(t, err)
+			continue
+		}
+		if n == 0 {
+			e.idle(t)
+			continue
+		}
+		t.idleVisits = 0
+		e.bytes += uint64(n)
+		t.advance(n)
+		if t.moved == t.length {
+			e.sideDone(t)
+		}
+	}
+	e.sweep()
+	return nil
+}
+
+func (e *Engine) idle(t *Transfer) {
+	if t.state == stDone {
+		return
+	}
+	t.idleVisits++
+	if t.idleVisits%idleCheckEvery != 0 {
+		return
+	}
+	if err := e.peerAlive(t.peer); err != nil {
+		e.PeerFailed(t.peer, err)
+	}
+}
+
+// sweep drops completed transfers from the live list, keeping order.
+func (e *Engine) sweep() {
+	j := 0
+	for _, t := range e.live {
+		if t.state != stDone {
+			e.live[j] = t
+			j++
+		}
+	}
+	clear(e.live[j:])
+	e.live = e.live[:j]
+}
+
+// sideDone is called when this side has moved all it had to move.
+func (e *Engine) sideDone(t *Transfer) {
+	if t.side == Sender && t.s.flow == Stream {
+		t.state = stWaitDone // the data may still sit in the channel
+		return
+	}
+	e.send(t, pktDone, statusOK, 0, t.moved)
+	e.complete(t, e.truncation(t))
+}
+
+// fail completes t with err and tells the peer, unless the peer is gone.
+func (e *Engine) fail(t *Transfer, err error) {
+	if t.state == stDone {
+		return
+	}
+	var pe *PeerError
+	if !errors.As(err, &pe) {
+		msg := err.Error()
+		p := t.packet()[hdrLen:]
+		n := copy(p, msg)
+		e.send(t, pktDone, statusFailed, n, t.moved)
+	}
+	if t.s != nil {
+		t.s.b.Abort(t)
+	}
+	e.complete(t, err)
+}
+
+func (e *Engine) complete(t *Transfer, err error) {
+	if t.state == stDone {
+		return
+	}
+	prev := t.state
+	t.state, t.err = stDone, err
+	if t.stats.Bytes < t.moved {
+		t.stats.Bytes = t.moved
+	}
+	e.unregister(t)
+	if s := t.s; s != nil && t.side == Receiver && s.flow == Stream {
+		if prev == stQueued {
+			q := s.queue[t.peer]
+			for i, x := range q {
+				if x == t {
+					s.queue[t.peer] = append(q[:i], q[i+1:]...)
+					break
+				}
+			}
+		} else if s.busy[t.peer] == t {
+			s.busy[t.peer] = nil
+			e.grantNext(s, t.peer)
+		}
+	}
+	if e.cfg.OnComplete != nil {
+		e.cfg.OnComplete(t)
+	}
+}
+
+func (e *Engine) grantNext(s *backendSlot, rank int) {
+	for len(s.queue[rank]) > 0 && s.busy[rank] == nil {
+		next := s.queue[rank][0]
+		s.queue[rank] = s.queue[rank][1:]
+		e.grant(next)
+	}
+}
+
+// PeerFailed fails every transfer with rank, whose process is gone, and
+// every later one.
+func (e *Engine) PeerFailed(rank int, err error) {
+	if rank < 0 || rank >= e.cfg.Size {
+		return
+	}
+	var pe *PeerError
+	if !errors.As(err, &pe) {
+		err = &PeerError{Rank: rank, PID: e.peers[rank].pid, Err: err}
+	}
+	if e.peers[rank].gone == nil {
+		e.peers[rank].gone = err
+	}
+	for _, t := range e.live {
+		if t.peer == rank && t.state != stDone {
+			if t.s != nil {
+				t.s.b.Abort(t)
+			}
+			e.complete(t, err)
+		}
+	}
+}
+
+// peerAlive returns a *PeerError when rank's process has exited.
+func (e *Engine) peerAlive(rank int) error {
+	p := &e.peers[rank]
+	if p.gone != nil {
+		return p.gone
+	}
+	if p.pidfd < 0 {
+		if p.pid < 0 || !e.openPidfd(rank) {
+			return nil // no pidfd: rely on the channel's own errors
+		}
+	}
+	e.pfd[0] = unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN}
+	n, err := unix.Poll(e.pfd[:], 0)
+	if err == nil && n == 1 && e.pfd[0].Revents&unix.POLLIN != 0 {
+		return &PeerError{Rank: rank, PID: p.pid, Err: errors.New("process exited")}
+	}
+	return nil
+}
+
+// openPidfd opens a pidfd on rank's process. A pid that does not exist
+// here is not taken as a death: it may live in another PID namespace, so the
+// rank is marked as having no usable pid, and the Engine relies on the
+// control channel's errors (the endpoint's liveness) for it.
+func (e *Engine) openPidfd(rank int) bool {
+	p := &e.peers[rank]
+	pid := e.peerPID(rank)
+	if pid <= 0 {
+		return false // unknown for now
+	}
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		p.pid = -1
+		return false
+	}
+	p.pidfd, p.pid = fd, pid
+	return true
+}
+
+// send queues a control packet for t's peer; the packet buffer of t holds
+// the payload (n bytes after the header) already.
+func (e *Engine) send(t *Transfer, typ pktType, status uint8, n int, length int64) {
+	p := t.packet()
+	var kind uint8 // 0: no backend (the RTS named one unknown here)
+	if t.s != nil {
+		kind = t.s.id
+	}
+	putHeader(p, typ, kind, status, n, t.id, t.peerID, length)
+	t.pktLen = hdrLen + n
+	if t.pktPending {
+		return // already in the outbox: the newer packet replaces it
+	}
+	if len(e.outbox) == 0 {
+		ok, err := e.cfg.Control.Send(t.peer, p[:t.pktLen])
+		if err != nil {
+			e.PeerFailed(t.peer, err)
+			return
+		}
+		if ok {
+			return
+		}
+	}
+	t.pktPending = true
+	e.outbox = append(e.outbox, t)
+}
+
+func (e *Engine) flush() {
+	i := 0
+	for ; i < len(e.outbox); i++ {
+		t := e.outbox[i]
+		ok, err := e.cfg.Control.Send(t.peer, t.pkt[:t.pktLen])
+		if err != nil {
+			t.pktPending = false
+			e.PeerFailed(t.peer, err)
+			continue
+		}
+		if !ok {
+			break
+		}
+		t.pktPending = false
+	}
+	n := copy(e.outbox, e.outbox[i:])
+	clear(e.outbox[n:])
+	e.outbox = e.outbox[:n]
+}
+
+// Wait drives the Engine (and poll, which should deliver control packets
+// to HandleControl) until t completes, and returns its error.
+func (e *Engine) Wait(t *Transfer, poll func() error) error {
+	for t.state != stDone {
+		if poll != nil {
+			if err := poll(); err != nil {
+				return err
+			}
+		}
+		if err := e.Progress(); err != nil {
+			return err
+		}
+	}
+	return t.err
+}
+
+// PollFds appends to dst the descriptors that the active transfers of
+// Blocker backends wait for, so that an idle caller can sleep in poll(2)
+// until one is ready (with a timeout: control packets arrive elsewhere).
+func (e *Engine) PollFds(dst []unix.PollFd) []unix.PollFd {
+	for _, t := range e.live {
+		if t.state != stActive {
+			continue
+		}
+		if b, ok := t.s.b.(Blocker); ok {
+			if fd, ev := b.PollFd(t); fd >= 0 {
+				dst = append(dst, unix.PollFd{Fd: int32(fd), Events: ev})
+			}
+		}
+	}
+	return dst
+}
+
+// BytesMoved returns how many payload bytes this side has moved in all, so
+// that a wait loop can tell a poll that advanced a transfer from an idle one.
+func (e *Engine) BytesMoved() uint64 { return e.bytes }
+
+// CheckPeer returns a *PeerError if rank's process is known to have exited.
+func (e *Engine) CheckPeer(rank int) error {
+	if rank < 0 || rank >= e.cfg.Size || rank == e.cfg.Rank {
+		return nil
+	}
+	return e.peerAlive(rank)
+}
+
+// Pending reports how many transfers are in flight.
+func (e *Engine) Pending() int { return len(e.live) }
+
+// Close fails the transfers in flight and releases every backend.
+func (e *Engine) Close() error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	for _, t := range e.live {
+		if t.state != stDone {
+			if t.s != nil {
+				t.s.b.Abort(t)
+			}
+			e.complete(t, ErrClosed)
+		}
+	}
+	e.live = nil
+	var first error
+	for _, s := range e.slots {
+		if s != nil {
+			if err := s.b.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	for i := range e.peers {
+		if e.peers[i].pidfd >= 0 {
+			unix.Close(e.peers[i].pidfd)
+			e.peers[i].pidfd = -1
+		}
+	}
+	if e.cfg.Dir != "" {
+		os.Remove(e.cfg.Dir) // only once empty: the last rank removes it
+	}
+	return first
+}
+
+func (e *Engine) register(t *Transfer) {
+	var idx uint32
+	if n := len(e.free); n > 0 {
+		idx = e.free[n-1]
+		e.free = e.free[:n-1]
+	} else {
+		idx = uint32(len(e.table))
+		e.table = append(e.table, nil)
+		e.gens = append(e.gens, 0)
+	}
+	e.gens[idx]++
+	e.table[idx] = t
+	t.id = uint64(e.gens[idx])<<32 | uint64(idx)
+}
+
+func (e *Engine) unregister(t *Transfer) {
+	idx := uint32(t.id)
+	if int(idx) < len(e.table) && e.table[idx] == t {
+		e.table[idx] = nil
+		e.free = append(e.free, idx)
+	}
+}
+
+func (e *Engine) lookup(id uint64) *Transfer {
+	idx := uint32(id)
+	if int(idx) >= len(e.table) || e.gens[idx] != uint32(id>>32) {
+		return nil
+	}
+	return e.table[idx]
+}
+
+func nonEmpty(iov [][]byte) int {
+	n := 0
+	for _, b := range iov {
+		if len(b) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func iovLen(iov [][]byte) int64 {
+	var n int64
+	for _, b := range iov {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// String names a transfer in error messages and logs.
+func (t *Transfer) String() string {
+	name := "?"
+	if t.s != nil {
+		name = t.s.name
+	}
+	return t.side.String() + " " + name + " transfer with rank " + strconv.Itoa(t.peer)
+}

@@ -1,0 +1,249 @@
+// raw: the bare mechanisms behind the LMT backends, in C, as the reference
+// the Go benchmarks are held against (target: Go >= 0.9x raw).
+//
+//   raw MECH SHAPE SIZE ITERS [CHUNK SLOTS SLOTSIZE PIPESIZE]
+//   MECH  pipe | vmsplice | cma | shm
+//   SHAPE stream (one way, back to back) | pingpong (separate buffers)
+//
+// Parent and child run after fork, pinned to CPU 0 and 1 when
+// KNEMESIS_BENCH_PIN is set (as the Go side then is). Prints one line:
+//   raw MECH SHAPE SIZE ITERS seconds GB/s
+// GB/s counts 10^9 payload bytes per second (both directions in ping-pong,
+// i.e. size / half round trip, as NetPIPE does). A warm-up round precedes the
+// timed one. CMA and shm use the same chunking as the Go engine (CHUNK bytes
+// per process_vm_readv call, SLOTS x SLOTSIZE ring).
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static long size, iters, chunk = 65536, slots = 8, slotsize = 32768, pipesize = 1 << 20;
+
+struct flags {
+	_Atomic long ready[2];	/* by side: messages published */
+	char pad0[48];
+	_Atomic long taken[2];	/* by side: messages consumed */
+	char pad1[48];
+	_Atomic unsigned long written[2], read[2];	/* shm ring counters, per direction */
+	char pad2[32];
+	char *buf[2];		/* each side's buffer (same address in both) */
+};
+
+static struct flags *fl;
+static char *ring[2];
+static int pfd[2][2];		/* pfd[d]: pipe of direction d (0: parent->child) */
+static const char *mech;
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t s;
+
+	CPU_ZERO(&s);
+	CPU_SET(cpu, &s);
+	sched_setaffinity(0, sizeof(s), &s);
+}
+
+/*
+ * Wait politely, like the Go endpoint (nemesis yields after 200 idle polls):
+ * on a shared VM a pure spin would burn the time slice the peer needs.
+ */
+#define WAIT_UNTIL(cond)					\
+	do {							\
+		for (int spins_ = 0; !(cond); spins_++)		\
+			if (spins_ >= 200)			\
+				sched_yield();			\
+	} while (0)
+
+static void die(const char *what)
+{
+	perror(what);
+	_exit(2);
+}
+
+static void full_write(int fd, char *p, long n, int splice)
+{
+	while (n > 0) {
+		struct iovec iov = { p, n };
+		ssize_t k = splice ? vmsplice(fd, &iov, 1, 0) : write(fd, p, n);
+
+		if (k < 0)
+			die(splice ? "vmsplice" : "write");
+		p += k;
+		n -= k;
+	}
+}
+
+static void full_read(int fd, char *p, long n)
+{
+	while (n > 0) {
+		ssize_t k = read(fd, p, n);
+
+		if (k <= 0)
+			die("read");
+		p += k;
+		n -= k;
+	}
+}
+
+static void cma_pull(pid_t peer, char *dst, char *src)
+{
+	for (long off = 0; off < size;) {
+		long n = size - off < chunk ? size - off : chunk;
+		struct iovec l = { dst + off, n }, r = { src + off, n };
+		ssize_t k = process_vm_readv(peer, &l, 1, &r, 1, 0);
+
+		if (k <= 0)
+			die("process_vm_readv");
+		off += k;
+	}
+}
+
+/* Message number i from side `me` (direction me) to the other side. */
+static void send_msg(int me, long i)
+{
+	if (!strcmp(mech, "pipe") || !strcmp(mech, "vmsplice")) {
+		full_write(pfd[me][1], fl->buf[me], size, mech[0] == 'v');
+		if (mech[0] == 'v') {
+			/* spliced pages are referenced: wait until they are read */
+			WAIT_UNTIL(atomic_load(&fl->taken[me]) >= i + 1);
+		}
+	} else if (!strcmp(mech, "cma")) {
+		atomic_store(&fl->ready[me], i + 1);
+		WAIT_UNTIL(atomic_load(&fl->taken[me]) >= i + 1);
+	} else {
+		unsigned long w = atomic_load(&fl->written[me]);
+		char *src = fl->buf[me];
+
+		for (long off = 0; off < size;) {
+			long n = size - off < slotsize ? size - off : slotsize;
+
+			WAIT_UNTIL(w - atomic_load(&fl->read[me]) < (unsigned long)slots);
+			memcpy(ring[me] + (w % slots) * slotsize, src + off, n);
+			atomic_store(&fl->written[me], ++w);
+			off += n;
+		}
+	}
+}
+
+static void recv_msg(int me, long i, pid_t peer, char *dst)
+{
+	int from = 1 - me;
+
+	if (!strcmp(mech, "pipe") || !strcmp(mech, "vmsplice")) {
+		full_read(pfd[from][0], dst, size);
+		atomic_store(&fl->taken[from], i + 1);
+	} else if (!strcmp(mech, "cma")) {
+		WAIT_UNTIL(atomic_load(&fl->ready[from]) >= i + 1);
+		cma_pull(peer, dst, fl->buf[from]);
+		atomic_store(&fl->taken[from], i + 1);
+	} else {
+		unsigned long r = atomic_load(&fl->read[from]);
+
+		for (long off = 0; off < size;) {
+			long n = size - off < slotsize ? size - off : slotsize;
+
+			WAIT_UNTIL(atomic_load(&fl->written[from]) != r);
+			memcpy(dst + off, ring[from] + (r % slots) * slotsize, n);
+			atomic_store(&fl->read[from], ++r);
+			off += n;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 5) {
+		fprintf(stderr, "usage: raw pipe|vmsplice|cma|shm stream|pingpong SIZE ITERS [CHUNK SLOTS SLOTSIZE PIPESIZE]\n");
+		return 2;
+	}
+	mech = argv[1];
+	int pingpong = !strcmp(argv[2], "pingpong");
+	size = atol(argv[3]);
+	iters = atol(argv[4]);
+	if (argc > 5)
+		chunk = atol(argv[5]);
+	if (argc > 6)
+		slots = atol(argv[6]);
+	if (argc > 7)
+		slotsize = atol(argv[7]);
+	if (argc > 8)
+		pipesize = atol(argv[8]);
+
+	fl = mmap(0, sizeof(*fl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	for (int d = 0; d < 2; d++) {
+		ring[d] = mmap(0, slots * slotsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (fl == MAP_FAILED || ring[d] == MAP_FAILED)
+			die("mmap");
+		/* private buffers, allocated before fork: same address in both */
+		fl->buf[d] = mmap(0, size + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (fl->buf[d] == MAP_FAILED || pipe(pfd[d]))
+			die("setup");
+		fcntl(pfd[d][1], F_SETPIPE_SZ, (int)pipesize);
+	}
+	char *dst = mmap(0, size + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	memset(fl->buf[0], 1, size + 1);
+	memset(fl->buf[1], 2, size + 1);
+	memset(dst, 3, size + 1);
+	pid_t parent = getpid(), child = fork();
+
+	if (child < 0)
+		die("fork");
+	int me = child == 0;
+	pid_t peer = me ? parent : child;
+
+	if (getenv("KNEMESIS_BENCH_PIN"))
+		pin(me);
+	double t0 = 0;
+	for (int round = 0; round < 2; round++) {
+		long base = round * iters;
+
+		if (round == 1)
+			t0 = now();
+		for (long i = base; i < base + iters; i++) {
+			if (!pingpong) {
+				if (me == 0)
+					send_msg(0, i);
+				else
+					recv_msg(1, i, peer, dst);
+			} else if (me == 0) {
+				send_msg(0, i);
+				recv_msg(0, i, peer, dst);
+			} else {
+				recv_msg(1, i, peer, dst);
+				send_msg(1, i);
+			}
+		}
+		/* both sides finished the round before the clock stops */
+		if (me == 1) {
+			atomic_store(&fl->ready[1], -(round + 1));
+		} else {
+			WAIT_UNTIL(atomic_load(&fl->ready[1]) == -(round + 1) || pingpong || !strcmp(mech, "cma"));
+		}
+	}
+	if (me == 1)
+		_exit(0);
+	double t = now() - t0;
+
+	waitpid(child, 0, 0);
+	double bytes = (double)size * iters * (pingpong ? 2 : 1);
+
+	printf("raw %s %s %ld %ld %.6f %.3f\n", mech, argv[2], size, iters, t, bytes / t / 1e9);
+	return 0;
+}

@@ -1,0 +1,195 @@
+package lmt_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/lmt/lmttest"
+	"github.com/knemesis/knemesis/nemesis/launch"
+)
+
+// loop is a control channel between two engines of one process; it
+// refuses every other packet while stingy is set, as a full queue would.
+type loop struct {
+	engs   [2]*lmt.Engine
+	queue  [2][][]byte // by destination
+	stingy bool
+	tick   int
+}
+
+type loopEnd struct {
+	l    *loop
+	rank int
+}
+
+func (c loopEnd) Send(dst int, pkt []byte) (bool, error) {
+	c.l.tick++
+	if c.l.stingy && c.l.tick%2 == 0 {
+		return false, nil
+	}
+	c.l.queue[dst] = append(c.l.queue[dst], append([]byte(nil), pkt...))
+	return true, nil
+}
+
+func newLoop(t *testing.T, prefer ...string) *loop {
+	t.Helper()
+	l := &loop{}
+	job := launch.NewJobName()
+	for r := range l.engs {
+		e, err := lmt.New(lmt.Config{Rank: r, Size: 2, Job: job, Control: loopEnd{l, r}, Prefer: prefer,
+			PeerPID: func(int) int { return os.Getpid() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.engs[r] = e
+		t.Cleanup(func() { e.Close() })
+	}
+	return l
+}
+
+func (l *loop) step(t *testing.T) {
+	for r, e := range l.engs {
+		for len(l.queue[r]) > 0 {
+			p := l.queue[r][0]
+			l.queue[r] = l.queue[r][1:]
+			if err := e.HandleControl(1-r, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.Progress(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (l *loop) wait(t *testing.T, ts ...*lmt.Transfer) {
+	for i := 0; ; i++ {
+		done := true
+		for _, tr := range ts {
+			done = done && tr.Done()
+		}
+		if done {
+			return
+		}
+		if i > 1e7 {
+			t.Fatal("transfers never completed")
+		}
+		l.step(t)
+	}
+}
+
+// TestOutOfOrderMatch: the receiver matches the second message first. A
+// stream channel carries one message at a time, so the receiver's CTS
+// decides the order and each buffer gets its own message.
+func TestOutOfOrderMatch(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			l := newLoop(t, b)
+			l.stingy = true
+			sizes := []int{1<<20 + 1, 2<<20 + 3, 0}
+			var sends, recvs []*lmt.Transfer
+			var rts [][]byte
+			for i, n := range sizes {
+				m := make([]byte, n)
+				lmttest.Fill(m, i*7)
+				r := make([]byte, 4096)
+				tr, k, err := l.engs[0].StartSend(1, [][]byte{m}, "", r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sends, rts = append(sends, tr), append(rts, r[:k])
+			}
+			bufs := make([][]byte, len(sizes))
+			for _, i := range []int{1, 2, 0} {
+				bufs[i] = make([]byte, sizes[i])
+				tr, err := l.engs[1].StartRecv(0, rts[i], [][]byte{bufs[i]})
+				if err != nil {
+					t.Fatal(err)
+				}
+				recvs = append(recvs, tr)
+			}
+			l.wait(t, append(sends, recvs...)...)
+			for i, n := range sizes {
+				want := make([]byte, n)
+				lmttest.Fill(want, i*7)
+				if !bytes.Equal(bufs[i], want) {
+					t.Errorf("message %d (%d bytes) arrived wrong", i, n)
+				}
+				if err := sends[i].Err(); err != nil {
+					t.Errorf("send %d: %v", i, err)
+				}
+			}
+			for _, tr := range recvs {
+				if tr.Err() != nil || tr.Backend() != b {
+					t.Errorf("receive: %v via %s", tr.Err(), tr.Backend())
+				}
+			}
+		})
+	}
+}
+
+// TestMalformed: packets that are not the engine's are rejected with an
+// error, never a panic or a write.
+func TestMalformed(t *testing.T) {
+	l := newLoop(t, "shm")
+	e := l.engs[1]
+	bad := map[string][]byte{
+		"empty":         nil,
+		"short":         {1, 1, 0},
+		"unknown type":  append([]byte{9}, make([]byte, 31)...),
+		"payload past":  append([]byte{2, 1, 0, 0, 255, 0, 0, 0}, make([]byte, 24)...),
+		"reserved byte": append([]byte{3, 1, 0, 7}, make([]byte, 28)...),
+	}
+	for name, p := range bad {
+		if err := e.HandleControl(0, p); err == nil || !strings.Contains(err.Error(), "lmt:") {
+			t.Errorf("%s: HandleControl = %v, want an error", name, err)
+		}
+		if _, err := e.StartRecv(0, p, nil); err == nil {
+			t.Errorf("%s: StartRecv accepted it", name)
+		}
+	}
+	if _, _, err := l.engs[0].StartSend(0, nil, "", make([]byte, 64)); err == nil {
+		t.Error("StartSend to itself accepted")
+	}
+	if _, _, err := l.engs[0].StartSend(1, nil, "", make([]byte, 8)); err == nil {
+		t.Error("StartSend with an 8-byte RTS buffer accepted")
+	}
+	if _, _, err := l.engs[0].StartSend(1, nil, "knem", make([]byte, 64)); err == nil || !strings.Contains(err.Error(), "knem") {
+		t.Errorf("StartSend via an unknown backend: %v", err)
+	}
+	// A CTS for a transfer id that does not exist is dropped.
+	cts := append([]byte{2, 1, 0, 0, 0, 0, 0, 0}, make([]byte, 24)...)
+	cts[16] = 77
+	if err := e.HandleControl(0, cts); err != nil {
+		t.Errorf("stale CTS: %v, want it ignored", err)
+	}
+}
+
+// TestUnknownBackendInRTS: an RTS naming a backend this engine lacks, with
+// no fallback allowed, fails both sides with an error naming it.
+func TestUnknownBackendInRTS(t *testing.T) {
+	l := newLoop(t, "cma")
+	m := make([]byte, 100000)
+	rts := make([]byte, 4096)
+	send, n, err := l.engs[0].StartSend(1, [][]byte{m}, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rts[1] = 200 // a backend id nobody registered
+	recv, err := l.engs[1].StartRecv(0, rts[:n], [][]byte{make([]byte, len(m))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.wait(t, send, recv)
+	if err := recv.Err(); err == nil || !strings.Contains(err.Error(), "backend id 200") {
+		t.Errorf("receiver: %v, want an error naming backend id 200", err)
+	}
+	var re *lmt.RemoteError
+	if err := send.Err(); !errors.As(err, &re) || re.Rank != 1 {
+		t.Errorf("sender: %v, want a RemoteError from rank 1", err)
+	}
+}

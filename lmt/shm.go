@@ -1,0 +1,187 @@
+package lmt
+
+import (
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The shm backend is the Nemesis default: a ring of K slots in a shared
+// mapping per ordered pair of ranks. The sender copies the next slot's worth
+// of its buffer into a free slot and bumps "written"; the receiver copies a
+// filled slot out and bumps "read". With K ≥ 2 the two copies overlap, each
+// CPU copying while the other does (MPICH: 8 × 32 KiB).
+//
+// The counters run on across transfers; slot i of a transfer holds bytes
+// [i·S, (i+1)·S) of it, so both sides know every slot's length from the
+// transfer's length, which the CTS fixed.
+
+func init() {
+	Register(1, "shm", Stream, newShm, nil)
+}
+
+const (
+	ringHeader = 4096 // counters each in their own cache line, then geometry
+	offWritten = 0
+	offRead    = 128
+	offGeom    = 256
+)
+
+type ring struct {
+	mem     []byte
+	written *atomic.Uint64 // advanced by the sender
+	read    *atomic.Uint64 // advanced by the receiver
+	data    []byte
+	path    string
+	broken  bool
+}
+
+type shm struct {
+	env      *Env
+	slots    uint64
+	slotSize int
+	out, in  []*ring // by peer rank: rings we write, rings we read
+}
+
+func newShm(env *Env) (Backend, error) {
+	c := env.Config
+	if c.ShmSlotSize%64 != 0 {
+		return nil, fmt.Errorf("shm slot size %d is not a multiple of 64", c.ShmSlotSize)
+	}
+	return &shm{env: env, slots: uint64(c.ShmSlots), slotSize: c.ShmSlotSize,
+		out: make([]*ring, env.Size), in: make([]*ring, env.Size)}, nil
+}
+
+func (s *shm) Name() string                                { return "shm" }
+func (s *shm) Flow() Flow                                  { return Stream }
+func (s *shm) Check(peer Peer) error                       { return nil }
+func (s *shm) Handle(t *Transfer, dst []byte) (int, error) { return 0, nil }
+func (s *shm) SetPeerHandle(t *Transfer, h []byte) error   { return nil }
+
+func (s *shm) ringFor(t *Transfer) (**ring, int, int) {
+	if t.side == Sender {
+		return &s.out[t.peer], s.env.Rank, t.peer
+	}
+	return &s.in[t.peer], t.peer, s.env.Rank
+}
+
+func (s *shm) Start(t *Transfer) error {
+	rp, src, dst := s.ringFor(t)
+	if *rp == nil {
+		r, err := s.open(src, dst)
+		if err != nil {
+			return err
+		}
+		*rp = r
+		if t.side == Sender {
+			// The receiver mapped the ring before its CTS: the name
+			// has served, and a crash can no longer leave it behind.
+			unix.Unlink(r.path)
+		}
+	}
+	if (*rp).broken {
+		return fmt.Errorf("lmt: shm ring from rank %d to rank %d was left inconsistent by an earlier failed transfer", src, dst)
+	}
+	return nil
+}
+
+// open maps the ring of the ordered pair, creating it if this side comes
+// first; both sides ask for the same size, so the order does not matter.
+func (s *shm) open(src, dst int) (*ring, error) {
+	path := "/dev/shm/knemesis-" + s.env.Job + "-lmt-" + strconv.Itoa(src) + "-" + strconv.Itoa(dst)
+	size := ringHeader + int(s.slots)*s.slotSize
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lmt: shm ring %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return nil, fmt.Errorf("lmt: sizing shm ring %s to %d bytes: %w", path, size, err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("lmt: mapping shm ring %s: %w", path, err)
+	}
+	geom := s.slots<<32 | uint64(s.slotSize)
+	g := (*atomic.Uint64)(unsafe.Pointer(&mem[offGeom]))
+	if !g.CompareAndSwap(0, geom) && g.Load() != geom {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("lmt: shm ring %s has %d slots of %d bytes, this rank wants %d of %d (Config differs between ranks)",
+			path, g.Load()>>32, uint32(g.Load()), s.slots, s.slotSize)
+	}
+	return &ring{
+		mem:     mem,
+		written: (*atomic.Uint64)(unsafe.Pointer(&mem[offWritten])),
+		read:    (*atomic.Uint64)(unsafe.Pointer(&mem[offRead])),
+		data:    mem[ringHeader:],
+		path:    path,
+	}, nil
+}
+
+func (s *shm) Step(t *Transfer, max int) (int, error) {
+	if t.side == Sender {
+		return s.push(s.out[t.peer], t, max)
+	}
+	return s.pull(s.in[t.peer], t, max)
+}
+
+func (s *shm) push(r *ring, t *Transfer, max int) (int, error) {
+	w, rd := r.written.Load(), r.read.Load()
+	n := 0
+	for n < max && w-rd < s.slots {
+		off := int(w%s.slots) * s.slotSize
+		c := t.gatherAt(r.data[off:off+s.slotSize], n)
+		if c == 0 {
+			break
+		}
+		n += c
+		w++
+		r.written.Store(w)
+		if w-rd == s.slots {
+			rd = r.read.Load()
+		}
+	}
+	return n, nil
+}
+
+func (s *shm) pull(r *ring, t *Transfer, max int) (int, error) {
+	rd, w := r.read.Load(), r.written.Load()
+	n := 0
+	for n < max && rd < w {
+		off := int(rd%s.slots) * s.slotSize
+		c := t.scatterAt(r.data[off:off+s.slotSize], n)
+		if c == 0 {
+			break
+		}
+		n += c
+		rd++
+		r.read.Store(rd)
+		if rd == w {
+			w = r.written.Load()
+		}
+	}
+	return n, nil
+}
+
+func (s *shm) Abort(t *Transfer) {
+	rp, _, _ := s.ringFor(t)
+	if *rp != nil {
+		(*rp).broken = true
+	}
+}
+
+func (s *shm) Close() error {
+	for _, rings := range [][]*ring{s.out, s.in} {
+		for i, r := range rings {
+			if r != nil {
+				unix.Munmap(r.mem)
+				unix.Unlink(r.path) // the peer keeps its mapping
+				rings[i] = nil
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,15 @@
+package pipe_test
+
+import (
+	"testing"
+
+	"github.com/knemesis/knemesis/lmt/lmttest"
+	"github.com/knemesis/knemesis/pipe"
+)
+
+func TestMatrix(t *testing.T)       { lmttest.RunMatrix(t, pipe.Name, nil) }
+func TestTruncation(t *testing.T)   { lmttest.RunTruncation(t, pipe.Name) }
+func TestSenderDies(t *testing.T)   { lmttest.RunPeerDies(t, pipe.Name, 0) }
+func TestReceiverDies(t *testing.T) { lmttest.RunPeerDies(t, pipe.Name, 1) }
+func TestManyPairs(t *testing.T)    { lmttest.RunManyPairs(t, pipe.Name) }
+func TestManySegments(t *testing.T) { lmttest.RunManySegments(t, pipe.Name) }
