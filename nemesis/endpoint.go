@@ -109,6 +109,7 @@ type Endpoint struct {
 	expected  []int32 // sources named by posted receives
 	wildcards int     // posted AnySource receives (+ wildcard probes)
 	sendsOut  int     // requests in sendq
+	sendDsts  []int32 // destinations whose sendq is not empty
 	polls     uint32
 
 	lmt      LMT
@@ -204,6 +205,7 @@ func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
 	ep.peers = make([]peer, ep.size)
 	ep.sendq = make([]reqList, ep.size)
 	ep.expected = make([]int32, 0, ep.size)
+	ep.sendDsts = make([]int32, 0, ep.size)
 	for i := range ep.peers {
 		p := &ep.peers[i]
 		pb := s.proc(i)
@@ -347,12 +349,10 @@ func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
 			ep.finish(r, len(buf), nil)
 		case res == sendHanded:
 		default:
-			ep.sendq[dst].push(r)
-			ep.sendsOut++
+			ep.queueSend(r)
 		}
 	} else {
-		ep.sendq[dst].push(r)
-		ep.sendsOut++
+		ep.queueSend(r)
 	}
 	ep.releaseFbox()
 	return nil
@@ -508,6 +508,16 @@ func (ep *Endpoint) expect(src int, delta int32) {
 
 func (ep *Endpoint) finish(r *Request, n int, err error) {
 	r.n, r.err, r.state = n, err, stateDone
+}
+
+// queueSend appends r to the sends waiting for cells to its destination.
+func (ep *Endpoint) queueSend(r *Request) {
+	q := &ep.sendq[r.peer]
+	if q.head == nil {
+		ep.sendDsts = append(ep.sendDsts, int32(r.peer))
+	}
+	q.push(r)
+	ep.sendsOut++
 }
 
 type sendResult int

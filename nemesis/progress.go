@@ -64,9 +64,11 @@ func (ep *Endpoint) Poll() error {
 	return ep.fatal
 }
 
+// progressSends pushes queued sends, visiting only the destinations that
+// have some (Poll must not cost O(job size) per call).
 func (ep *Endpoint) progressSends() error {
-	for dst := range ep.sendq {
-		q := &ep.sendq[dst]
+	for i := 0; i < len(ep.sendDsts); {
+		q := &ep.sendq[ep.sendDsts[i]]
 		for r := q.head; r != nil; r = q.head {
 			res, err := ep.trySend(r)
 			if res == sendBlocked && err == nil {
@@ -80,8 +82,19 @@ func (ep *Endpoint) progressSends() error {
 				ep.finish(r, len(r.buf), nil)
 			}
 		}
+		if q.head == nil {
+			ep.dropSendDst(i)
+		} else {
+			i++
+		}
 	}
 	return ep.fatal
+}
+
+func (ep *Endpoint) dropSendDst(i int) {
+	last := len(ep.sendDsts) - 1
+	ep.sendDsts[i] = ep.sendDsts[last]
+	ep.sendDsts = ep.sendDsts[:last]
 }
 
 // pollFbox consumes the fastbox from src if it is full and holds the next
