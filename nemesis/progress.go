@@ -24,12 +24,16 @@ func (ep *Endpoint) Poll() error {
 		}
 	}
 	if ep.seg.fboxPayload > 0 {
-		// A delivery may remove its source from expected (swap with the
-		// last): index, not range, so the loop sees the current list.
-		for i := 0; i < len(ep.expected); i++ {
-			if _, err := ep.pollFbox(int(ep.expected[i])); err != nil {
+		for i := 0; i < len(ep.expected); {
+			src := int(ep.expected[i])
+			if ep.peers[src].expectN == 0 {
+				ep.unexpect(i) // swaps the last one in: look at i again
+				continue
+			}
+			if _, err := ep.pollFbox(src); err != nil {
 				return err
 			}
+			i++
 		}
 		mask := uint32(63)
 		if ep.wildcards > 0 {
