@@ -50,7 +50,10 @@
 // On amd64 the compiled queue operations (go tool objdump) are, without the
 // Go prologue/epilogue and the offset bounds check, 6 instructions for an
 // enqueue on an empty queue and 8 on a non-empty one (the paper: 6), and 10
-// for a dequeue from a non-empty queue (the paper: 11).
+// for a dequeue from a non-empty queue (the paper: 11); with them, 16, 26
+// and 29. A whole 8-byte message, Isend to completed Irecv, costs about 800
+// instructions through a fastbox and 930 through the queue (callgrind on
+// BenchmarkSendRecvInstructions).
 //
 // # Fastboxes and sequence numbers (§3.2)
 //
