@@ -115,14 +115,13 @@ type Endpoint struct {
 	lmt      LMT
 	eagerMax int
 
-	live      liveness
-	fbRelease *fboxHdr // fastbox consumed, to be emptied (see releaseFbox)
-	crashed   error    // the first rank found dead without having closed
-	nGone     int      // ranks found gone
-	fatal     error
-	closed    bool
-	blocker   Request // for blocking Send/Recv
-	stats     Stats
+	live    liveness
+	crashed error // the first rank found dead without having closed
+	nGone   int   // ranks found gone
+	fatal   error
+	closed  bool
+	blocker Request // for blocking Send/Recv
+	stats   Stats
 }
 
 // Stats counts what went which way, for tests and tuning.
@@ -282,7 +281,6 @@ func (ep *Endpoint) Close() error {
 		return nil
 	}
 	ep.closed = true
-	ep.releaseFbox()
 	ep.seg.proc(ep.rank).closed.Store(1)
 	if ep.rank == 0 {
 		ep.seg.unlink() // in case a rank never joined
@@ -361,7 +359,6 @@ func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
 	} else {
 		ep.queueSend(r)
 	}
-	ep.releaseFbox()
 	return nil
 }
 

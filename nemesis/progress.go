@@ -16,7 +16,6 @@ func (ep *Endpoint) Poll() error {
 	if ep.fatal != nil {
 		return ep.fatal
 	}
-	ep.releaseFbox()
 	ep.polls++
 	if ep.sendsOut > 0 {
 		if err := ep.progressSends(); err != nil {
@@ -119,22 +118,8 @@ func (ep *Endpoint) pollFbox(src int) (bool, error) {
 	}
 	p.recvSeq++
 	err := ep.arrive(src, int(fb.tag), kindMsg, n, p.fbInPl[:n])
-	ep.releaseFbox()
-	ep.fbRelease = fb
+	fb.full.Store(0)
 	return true, err
-}
-
-// releaseFbox empties the fastbox consumed last. Emptying it is deferred
-// until this rank's next send or Poll: Go's atomic store is a locked
-// exchange, which stalls until this core owns the flag's line, and in a
-// ping-pong that stall would sit between receiving a message and
-// publishing the reply. The sender meanwhile sees the box full and uses the
-// queue, which sequence numbers keep in order.
-func (ep *Endpoint) releaseFbox() {
-	if fb := ep.fbRelease; fb != nil {
-		ep.fbRelease = nil
-		fb.full.Store(0)
-	}
 }
 
 // handleCell delivers one cell taken from the receive queue and returns it
