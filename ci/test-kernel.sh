@@ -18,7 +18,7 @@
 #	KCI_KERNELS     releases to test instead of ci/kernels.txt
 #	KCI_KMOD        the module source tree to test (the repository's kmod/)
 #	KCI_MODULES     module dirs in it, in load order (softdma knem/module)
-#	KCI_BOOT_TIMEOUT  seconds one guest may run (420)
+#	KCI_BOOT_TIMEOUT  seconds one guest may run (900)
 #	KCI_TEST_ARGS   extra test binary flags, comma-separated
 #	                (e.g. -test.run=Copy,-test.bench=.)
 set -uo pipefail
@@ -28,7 +28,7 @@ cache=${KNEMESIS_CACHE:-/var/cache/knemesis}
 out=${KCI_OUT:-$repo/ci/out}
 kmod=${KCI_KMOD:-$repo/kmod}
 modules=${KCI_MODULES:-softdma knem/module}
-boot_timeout=${KCI_BOOT_TIMEOUT:-420}
+boot_timeout=${KCI_BOOT_TIMEOUT:-900}
 go=${GO:-go}
 
 kernels=${KCI_KERNELS:-$(grep -v '^[[:space:]]*\(#\|$\)' "$repo/ci/kernels.txt")}

@@ -43,6 +43,10 @@ type Config struct {
 	// with F_SETPIPE_SZ (default 1 MiB); MinPipeSize is the smallest
 	// they accept before refusing (default 64 KiB, the kernel default).
 	PipeSize, MinPipeSize int
+	// PipeChunk bounds what a pipe backend moves per Step (default: the
+	// pipe's capacity, the paper's chunk of one pipe-full). Every chunk
+	// costs the reader a wake-up, which a busy machine makes expensive.
+	PipeChunk int
 	// PipeMaxSizePath is where the pipe size cap is read (default
 	// /proc/sys/fs/pipe-max-size; tests point it at a fake).
 	PipeMaxSizePath string

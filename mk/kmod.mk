@@ -11,7 +11,8 @@
 DEB_PACKAGES += gcc make
 TEST_TARGETS += check-uapi
 
-KMOD_KDIRS ?= $(lastword $(sort $(wildcard /usr/src/linux-headers-6.1.*-amd64))) \
+# The newest 6.1 ABI (version order: -56 is newer than -9) and every 6.12.
+KMOD_KDIRS ?= $(shell ls -d /usr/src/linux-headers-6.1.*-amd64 2>/dev/null | sort -V | tail -n1) \
 	$(wildcard /usr/src/linux-headers-6.12.*-amd64)
 KMOD_OUT ?= kmod/out
 

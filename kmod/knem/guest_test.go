@@ -14,12 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/kmod/knem/internal/pins"
 )
 
 const noDevice = "no /dev/knem: the module tests run in QEMU via make test-kernel"
@@ -217,53 +218,15 @@ func wait(t testing.TB, s *StatusArray, slot Slot, st Status, what string) {
 	}
 }
 
-// pins reads the kernel's count of pages pinned with FOLL_PIN and not yet
-// released.
-func pins(t testing.TB) int64 {
-	t.Helper()
-	// The counters are per CPU and fold into /proc/vmstat lazily; a write
-	// to stat_refresh folds them now (root only, as in the guests).
-	if err := os.WriteFile("/proc/sys/vm/stat_refresh", []byte("1"), 0); err != nil && inGuest {
-		t.Fatalf("folding the vm counters: %v", err)
-	}
-	b, err := os.ReadFile("/proc/vmstat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var acq, rel int64 = -1, -1
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) != 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "nr_foll_pin_acquired":
-			acq = v
-		case "nr_foll_pin_released":
-			rel = v
-		}
-	}
-	if acq < 0 || rel < 0 {
-		t.Fatal("/proc/vmstat lacks nr_foll_pin_acquired/released")
-	}
-	return acq - rel
-}
-
 // waitUnpinned waits until no page is pinned any more: asynchronous copies
 // and exited processes release theirs shortly after.
 func waitUnpinned(t testing.TB, what string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		n := pins(t)
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d pages still pinned", what, n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if os.Geteuid() != 0 && inGuest {
+		t.Fatal("the guest tests run as root, which the exact pin count needs")
+	}
+	if err := pins.WaitZero(20 * time.Second); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 

@@ -29,6 +29,7 @@
 #include <linux/slab.h>
 #include <linux/io.h>
 #include <linux/mm.h>
+#include <linux/sizes.h>
 
 #define SOFTDMA_MAX_CHANS 16
 
@@ -383,6 +384,8 @@ static int softdma_probe(struct platform_device *pdev)
 	sd->nr = nr_channels;
 	sd->pdev = pdev;
 	err = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	/* Like I/OAT: one descriptor moves up to 1 MiB of contiguous memory. */
+	dma_set_max_seg_size(&pdev->dev, SZ_1M);
 	if (!err)
 		err = softdma_identity(&pdev->dev);
 	if (err)

@@ -93,6 +93,10 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 // waiter gives its CPU away.
 const spinBeforeYield = 200
 
+// spinBeforePoll is how many idle polls pass before a transfer waiting on
+// a pipe sleeps in poll(2) on it.
+const spinBeforePoll = 16
+
 // livenessEvery is how many idle polls pass between two checks that the
 // peer still lives.
 const livenessEvery = 4096
@@ -117,16 +121,20 @@ func (l *LMT) Wait(r *nemesis.Request) error {
 			continue
 		}
 		idle++
+		// A transfer waiting on a pipe sleeps in poll(2) soon, as a
+		// blocking read would: the kernel wakes it when the peer has
+		// written or read, and the spinning would only take the CPU
+		// from that peer.
+		if idle >= spinBeforePoll {
+			if l.fds = l.eng.PollFds(l.fds[:0]); len(l.fds) > 0 {
+				_, _ = unix.Poll(l.fds, 1)
+				continue
+			}
+		}
 		if idle < spinBeforeYield {
 			continue
 		}
-		// Sleep until a pipe is ready if a transfer waits for one (as
-		// a blocking read would), else give the CPU to whoever needs it.
-		if l.fds = l.eng.PollFds(l.fds[:0]); len(l.fds) > 0 {
-			_, _ = unix.Poll(l.fds, 1)
-		} else {
-			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-		}
+		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		if idle%livenessEvery == 0 {
 			if err := l.eng.CheckPeer(r.Peer()); err != nil {
 				l.eng.PeerFailed(r.Peer(), err)

@@ -205,6 +205,13 @@ static __always_inline void count_page_copy(__u64 copied)
  * one more than its trampolines take), attach.go counts it with the
  * syscall model.
  */
+/* A negative return is an error, not a count. */
+static __always_inline void count_returned(__s64 ret)
+{
+	if (ret > 0)
+		count_page_copy(ret);
+}
+
 SEC("fexit/copy_page_to_iter")
 int fexit_ret4(__u64 *ctx)
 {
@@ -217,10 +224,7 @@ SEC("fexit/pipe_read")
 int fexit_ret2(__u64 *ctx)
 {
 	/* pipe_read, pipe_write(kiocb, iter) -> ssize_t */
-	__s64 ret = ctx[2];
-
-	if (ret > 0)
-		count_page_copy(ret);
+	count_returned((__s64)ctx[2]);
 	return 0;
 }
 
@@ -228,10 +232,7 @@ SEC("fexit/pipe_to_user")
 int fexit_ret3(__u64 *ctx)
 {
 	/* pipe_to_user(pipe, buf, sd) -> int */
-	__s32 ret = ctx[3];
-
-	if (ret > 0)
-		count_page_copy(ret);
+	count_returned((__s32)ctx[3]);
 	return 0;
 }
 
@@ -239,10 +240,7 @@ SEC("fexit/process_vm_rw")
 int fexit_ret7(__u64 *ctx)
 {
 	/* process_vm_rw(pid, lvec, liovcnt, rvec, riovcnt, flags, vm_write) -> ssize_t */
-	__s64 ret = ctx[7];
-
-	if (ret > 0)
-		count_page_copy(ret);
+	count_returned((__s64)ctx[7]);
 	return 0;
 }
 

@@ -33,14 +33,25 @@
 //     Go moves a goroutine's stack. The function is found through
 //     .gopclntab, so binaries linked with -s (go test, go run) work.
 //
-//   - Kernel, ModeFentry: fexit programs on copy_page_to_iter and
-//     copy_page_from_iter add the bytes each call copied. These are the
-//     copies of pipe_write (copy in), pipe_read (copy out, vmspliced pages
-//     included) and process_vm_readv/writev. The iov_iter helpers they call
-//     are not hooked, which would count the same bytes twice. Needs kernel
-//     BTF (/sys/kernel/btf/vmlinux; Debian kernels have it) and a kernel
-//     that allows BPF trampolines; this project's host refuses them with
-//     EPERM, hence:
+//   - Kernel, ModeFentry: fexit programs add the bytes that kernel
+//     functions report having copied. Preferred are the page copy routines,
+//     copy_page_to_iter and copy_page_from_iter, through which pipe_read
+//     (vmspliced pages included), pipe_write and process_vm_readv/writev
+//     copy; the iov_iter helpers they call are not hooked, which would
+//     count the same bytes twice. Kernels that build lib/iov_iter.c without
+//     ftrace (Debian 6.1 and 6.12: attaching fails with EBUSY) get the
+//     functions that make each path's one copy instead: the pipe read and
+//     write methods (pipe_read/pipe_write, anon_pipe_read/anon_pipe_write
+//     since 6.18), pipe_to_user (vmsplice out of a pipe) and process_vm_rw;
+//     where process_vm_rw cannot be traced (before 6.6 a trampoline takes 6
+//     arguments, it has 7), CMA is counted by the syscall model and
+//     Status.Detail says so. Page copies made inside an ioctl on /dev/knem
+//     (knem's CPU engine copies to an unpinned user buffer with
+//     copy_page_to_iter) are left to the module's tracepoint, so that they
+//     are not counted twice; ioctl entry and exit tracepoints mark those
+//     calls. Needs kernel BTF (/sys/kernel/btf/vmlinux; Debian kernels have
+//     it) and a kernel that allows BPF trampolines. This project's host
+//     refuses them with EPERM, hence:
 //
 //   - Kernel, ModeTracepoint: the syscalls' entry and exit tracepoints and a
 //     model of what each call copies, applied to the byte count it returns.

@@ -80,7 +80,10 @@ func TestParseFormatRejectsGarbage(t *testing.T) {
 	}
 }
 
-func TestModuleAbsentIsReportedNotZero(t *testing.T) {
+// openTracepoint opens a tracepoint-mode probe for one test, where BPF can
+// be loaded at all.
+func openTracepoint(t *testing.T) *Probe {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: loading BPF programs takes CAP_BPF and CAP_PERFMON")
 	}
@@ -88,7 +91,12 @@ func TestModuleAbsentIsReportedNotZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func TestModuleAbsentIsReportedNotZero(t *testing.T) {
+	p := openTracepoint(t)
 	_, _, dma := p.Status()
 	if _, err := os.Stat(p.tracefs + "/events/knem/knem_copy"); err == nil {
 		if dma.Mode != ModeModuleTracepoint || !dma.Attached() {
@@ -118,14 +126,7 @@ func TestModuleAbsentIsReportedNotZero(t *testing.T) {
 // pid1 as the event's pid, type as the engine and idx1 as the length. kcmp
 // with pid2 = 0 fails with ESRCH and has no effect.
 func TestModuleProgramCountsByEngineAndEventPid(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loading BPF programs takes CAP_BPF and CAP_PERFMON")
-	}
-	p, err := Open(Options{Kernel: KernelTracepoint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := openTracepoint(t)
 	if _, err := eventFormat(p.tracefs, "syscalls", "sys_enter_kcmp"); err != nil {
 		t.Skipf("stand-in tracepoint syscalls:sys_enter_kcmp absent (kernel without CONFIG_KCMP): %v", err)
 	}

@@ -41,14 +41,7 @@ func sweep(depths int) uint64 {
 // back to it. The uprobe sits past the stack check, so such a call counts
 // once; a probe on the entry (the control) counts it twice.
 func TestUprobeCountsACallThatGrowsTheStackOnce(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loading BPF programs takes CAP_BPF and CAP_PERFMON")
-	}
-	p, err := Open(Options{Kernel: KernelTracepoint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := openTracepoint(t)
 	if !p.user.Attached() {
 		t.Fatalf("user copier: %v", p.user)
 	}

@@ -93,7 +93,6 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		want string
 	}{
 		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: eager, shm, pipe, vmsplice, cma, cma-write, knem, auto, memcpy)`},
-		{[]string{"--backends", "knem"}, 1, knemRefusal()},
 		{[]string{"--backends", "shm,"}, 2, `lmtbench: --backends: unknown backend ""`},
 		{[]string{"--sizes", "4Q"}, 2, `lmtbench: --sizes: size "4Q": unknown unit "Q" (use B, K/KiB, M/MiB or G/GiB)`},
 		{[]string{"--sizes", "4K-1x"}, 2, `lmtbench: --sizes: size "1x": unknown unit "x"`},
@@ -103,6 +102,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		{[]string{"--sizes", "2G"}, 2, "larger than the 1G limit"},
 		{[]string{"alltoall", "-n", "64"}, 2, "lmtbench: alltoall -n 64: more processes than this machine can run at once"},
 		{[]string{"alltoall", "-n", "1"}, 2, "lmtbench: alltoall -n 1: want at least 2 processes"},
+		{[]string{"alltoall", "-n", "2", "--backends", "memcpy", "--sizes", "4K"}, 2, "lmtbench: alltoall: memcpy is a two-process reference and has no alltoall"},
 		{[]string{"pingpong", "--procs", "3"}, 2, "lmtbench: pingpong runs between 2 processes; --procs/-n 3 applies to alltoall"},
 		{[]string{"bogus"}, 2, `lmtbench: unknown command "bogus"`},
 		{[]string{"--iters", "x"}, 2, `invalid value "x" for flag -iters`},
@@ -120,7 +120,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		{[]string{"pollution", "--plot", "p.png"}, 2, "lmtbench: --plot draws throughput; pollution has none to draw"},
 		{[]string{"bidir", "--reuse"}, 2, "lmtbench: --reuse applies to pingpong, not bidir"},
 		{[]string{"tune", "--backends", "cma-write"}, 2, `lmtbench: --backends: tune measures the selector's backends (eager, knem, cma, vmsplice, shm, pipe), not "cma-write"`},
-		{[]string{"--vm"}, 1, "lmtbench: --vm: not in this build yet: it needs the QEMU guest harness of ci/ (branch kci)"},
+		{[]string{"--vm"}, 1, "lmtbench: --vm: not in this build yet: ci/test-kernel.sh (branch kci) boots the QEMU guests but runs only the test binaries"},
 	} {
 		r := run(t, tc.args...)
 		lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
@@ -134,13 +134,17 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 	}
 }
 
-// knemRefusal is how --backends knem fails here: no device on a host that
-// cannot load modules, else no knem backend in package lmt yet.
-func knemRefusal() string {
-	if _, err := os.Stat("/dev/knem"); err != nil {
-		return "lmtbench: --backends: knem: /dev/knem missing — load the module with modprobe knem"
+// TestUnavailableBackendSaysWhyAndHow asks for knem where the module is not
+// loaded, as on a host whose kernel cannot load modules.
+func TestUnavailableBackendSaysWhyAndHow(t *testing.T) {
+	if _, err := os.Stat("/dev/knem"); err == nil {
+		t.Skip("/dev/knem exists here: the knem module is loaded, so knem is available")
 	}
-	return "lmtbench: --backends: knem: package lmt has no such backend in this build"
+	r := run(t, "--backends", "knem")
+	want := "lmtbench: --backends: knem: /dev/knem missing — load the module with modprobe knem"
+	if r.code != 1 || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q; want exit 1 and one line starting %q", r.code, r.stderr, want)
+	}
 }
 
 func TestHelpExitsZero(t *testing.T) {
@@ -247,8 +251,10 @@ func TestCSVSchema(t *testing.T) {
 		}
 		cpu := num(row, "cpu_seconds_per_byte")
 		sum := num(row, "cpu_seconds_per_byte_rank0") + num(row, "cpu_seconds_per_byte_rank1")
-		if cpu <= 0 || math.Abs(cpu-sum) > 1e-9*cpu {
-			t.Errorf("row %d: cpu_seconds_per_byte %g is not the positive sum of the ranks' shares", i, cpu)
+		// getrusage keeps user+system monotonic by holding back short
+		// intervals, so 20 small messages may read as 0 CPU seconds.
+		if cpu < 0 || math.Abs(cpu-sum) > 1e-9*cpu {
+			t.Errorf("row %d: cpu_seconds_per_byte %g is not the sum of the ranks' shares", i, cpu)
 		}
 		if row[col["cpus"]] != "0 1" || row[col["kernel"]] == "" {
 			t.Errorf("row %d: cpus %q kernel %q", i, row[col["cpus"]], row[col["kernel"]])
@@ -273,6 +279,12 @@ func TestPlotIsWrittenAndDecodes(t *testing.T) {
 	}
 	if b := img.Bounds(); b.Dx() < 200 || b.Dy() < 100 {
 		t.Errorf("plot is %v, too small to read", b)
+	}
+	svg := filepath.Join(t.TempDir(), "sweep.svg")
+	r = run(t, append([]string{"pingpong", "--backends", "memcpy", "--sizes", "4K-64K", "--plot", svg}, fast...)...)
+	b, err := os.ReadFile(svg)
+	if r.code != 0 || err != nil || !bytes.Contains(b, []byte("<svg")) || !bytes.Contains(b, []byte("memcpy")) {
+		t.Errorf("--plot .svg: exit %d, %v, %d bytes without an <svg> naming the backend; stderr %q", r.code, err, len(b), r.stderr)
 	}
 }
 
@@ -405,9 +417,9 @@ func TestCopiesOfTheReference(t *testing.T) {
 		// The uprobe on memcopy.Copy's first instruction fires again when
 		// the call re-enters through Go's stack check (preemption request,
 		// stack growth): at most one extra message per job is tolerated
-		// here. The 4M job moves 2 + 16×2 = 34 messages.
+		// here. The 4M job moves 2 + 8×2 = 18 messages.
 		size, _ := strconv.Atoi(row[col["size"]])
-		messages := 2 + 2*max(16, (8<<20)/size/2)
+		messages := 2 + 2*max(8, (8<<20)/size/2)
 		if user < 1 || user > 1+1.0/float64(messages)+1e-9 || kernel > 0.001 {
 			t.Errorf("size %d: user %.5f kernel %.5f copies per byte; want 1 (at most one re-entered call more) and ~0", size, user, kernel)
 		}
@@ -500,5 +512,28 @@ func TestTuneWritesAFileTheSelectorLoads(t *testing.T) {
 	info := runEnv(t, []string{"KNEMESIS_TUNING=" + path}, "info", "--placement-probe", "none")
 	if info.code != 0 || !strings.Contains(info.stdout, path+": loaded") {
 		t.Errorf("info with the tuning file: exit %d\n%s%s", info.code, info.stdout, info.stderr)
+	}
+}
+
+// TestAlltoallSchema runs a two-process Alltoall over shm: every rank sends
+// to every other, latency is the time of one collective.
+func TestAlltoallSchema(t *testing.T) {
+	r := run(t, append([]string{"alltoall", "-n", "2", "--backends", "shm", "--sizes", "64K", "--json"}, fast...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var results []report.Result
+	if err := json.Unmarshal([]byte(r.stdout), &results); err != nil || len(results) != 1 {
+		t.Fatalf("want one result: %v\n%s", err, r.stdout)
+	}
+	res := results[0]
+	if res.Mode != "alltoall" || res.Procs != 2 || res.Iterations != 20 || res.Messages != 40 {
+		t.Errorf("result %+v; want alltoall over 2 processes, 20 iterations of 2 messages", res)
+	}
+	if want := res.Seconds / 20 * 1e6; math.Abs(res.LatencyUs-want) > 1e-9*want {
+		t.Errorf("latency_us %g, want the time of one Alltoall %g", res.LatencyUs, want)
+	}
+	if want := 40 * 65536 / res.Seconds; math.Abs(res.BytesPerSec-want) > 1e-9*want {
+		t.Errorf("bytes_per_sec %g, want %g", res.BytesPerSec, want)
 	}
 }

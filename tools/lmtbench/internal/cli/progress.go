@@ -27,8 +27,10 @@ func (p *progress) step(what string) {
 	fmt.Fprintf(p.w, "\r[%s%s] %3d%% %-24s", strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.n*100/p.all, what)
 }
 
+// done clears the bar; later steps draw nothing.
 func (p *progress) done() {
 	if p.on {
 		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", 64))
+		p.on = false
 	}
 }

@@ -34,109 +34,130 @@ func runMode(mode string) command {
 	}
 }
 
-// measure checks every input first, so that a mistake costs no time, then
-// prints the machine account when header is set, and runs the jobs.
+// plan is a checked measurement: everything the user asked for, resolved.
+type plan struct {
+	mode              string
+	sizes, cpus       []int
+	iters, workingSet int
+	backends          []engine.Backend
+	skipped           []error // backends that cannot run here, with why
+}
+
+// plan checks every input of a two-rank mode, so that a mistake costs no
+// measuring time, and resolves the defaults of the mode.
+func (o *options) plan(mode string) (*plan, error) {
+	if o.procs != 2 {
+		return nil, usagef("%s runs between 2 processes; --procs/-n %d applies to alltoall", mode, o.procs)
+	}
+	def, minSize := defaultSizes, 1
+	switch mode {
+	case harness.Pollution:
+		def = defaultPollutionSizes
+	case harness.Latency:
+		def, minSize = defaultLatencySizes, 0
+	}
+	p := &plan{mode: mode, iters: o.iters}
+	var err error
+	if p.sizes, err = o.sizeList(def, minSize); err != nil {
+		return nil, err
+	}
+	if p.cpus, err = o.pinning(2); err != nil {
+		return nil, err
+	}
+	if mode == harness.Pollution {
+		if p.workingSet, err = o.pollutionWorkingSet(p.cpus); err != nil {
+			return nil, err
+		}
+		if p.iters == 0 {
+			p.iters = defaultPollutionRounds
+		}
+	}
+	if mode == harness.Latency && o.backends == "" {
+		o.backends = defaultLatencyBackends
+	}
+	if p.backends, p.skipped, err = o.backendList(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// measure runs a two-rank mode over the chosen backends and sizes; header
+// prints the machine account first (the default command).
 func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Writer, header bool) error {
 	if mode == harness.PingPong && o.reuse {
 		mode = harness.NetPIPE
 	}
-	{
-		if o.procs != 2 {
-			return usagef("%s runs between 2 processes; --procs/-n %d applies to alltoall", mode, o.procs)
-		}
-		def, minSize := defaultSizes, 1
-		switch mode {
-		case harness.Pollution:
-			def = defaultPollutionSizes
-		case harness.Latency:
-			def, minSize = defaultLatencySizes, 0
-		}
-		sizes, err := o.sizeList(def, minSize)
-		if err != nil {
-			return err
-		}
-		cpus, err := o.pinning(2)
-		if err != nil {
-			return err
-		}
-		iters, workingSet := o.iters, 0
-		if mode == harness.Pollution {
-			if workingSet, err = o.pollutionWorkingSet(cpus); err != nil {
-				return err
-			}
-			if iters == 0 {
-				iters = defaultPollutionRounds
-			}
-		}
-		if mode == harness.Latency && o.backends == "" {
-			o.backends = defaultLatencyBackends
-		}
-		backends, skipped, err := o.backendList()
-		if err != nil {
-			return err
-		}
-		if header {
-			if err := writeInfo(stdout, o, false); err != nil {
-				return err
-			}
-		}
-		facts := o.facts()
-		probe := o.probePath()
-		steps := len(backends) * len(sizes) * o.samples
-		countsCopies := o.copies && mode != harness.Pollution
-		if countsCopies {
-			steps += len(backends) * len(sizes)
-		}
-		bar := newProgress(stderr, o.progress, steps)
-		var results []report.Result
-		for _, b := range backends {
-			spec := harness.Spec{
-				Mode: mode, Backend: b.Name, Sizes: sizes, Iters: iters,
-				SampleTime: o.sampleTime, Samples: o.samples, CPUs: cpus, Probe: probe, WorkingSet: workingSet,
-			}
-			r, err := runSpec(ctx, o, spec, b.Reference, bar)
-			var u *engine.Unavailable
-			if errors.As(err, &u) && o.backends == "" {
-				skipped = append(skipped, err)
-				continue
-			}
-			if err != nil {
-				bar.done()
-				if u != nil {
-					return fmt.Errorf("--backends: %w", err)
-				}
-				return err
-			}
-			results = append(results, r...)
-		}
-		var copiesNote string
-		if countsCopies {
-			copiesNote = countCopies(ctx, o, results, bar)
-		}
-		bar.done()
-		sortResults(results)
-		if err := o.write(stdout, results); err != nil {
-			return err
-		}
-		if o.plot != "" {
-			title := fmt.Sprintf("lmtbench %s on %s, kernel %s", mode, facts.CPUModel, facts.Kernel)
-			if err := report.WritePlot(o.plot, results, title); err != nil {
-				return err
-			}
-		}
-		if !o.machineReadable() {
-			for _, why := range skipped {
-				fmt.Fprintf(stdout, "not measured: %v\n", why)
-			}
-			if copiesNote != "" {
-				fmt.Fprintln(stdout, copiesNote)
-			}
-			if probe == "" {
-				fmt.Fprintln(stdout, "placement: unknown — no placement probe (../shared/tools/placement-probe); samples were not bracketed")
-			}
-		}
-		return nil
+	p, err := o.plan(mode)
+	if err != nil {
+		return err
 	}
+	if header {
+		if err := writeInfo(stdout, o, false); err != nil {
+			return err
+		}
+	}
+	probe := o.probePath()
+	countsCopies := o.copies && mode != harness.Pollution
+	steps := len(p.backends) * len(p.sizes) * o.samples
+	if countsCopies {
+		steps += len(p.backends) * len(p.sizes)
+	}
+	bar := newProgress(stderr, o.progress, steps)
+	defer bar.done()
+	var results []report.Result
+	for _, b := range p.backends {
+		spec := harness.Spec{Mode: mode, Backend: b.Name, Sizes: p.sizes, Iters: p.iters, SampleTime: o.sampleTime,
+			Samples: o.samples, CPUs: p.cpus, Probe: probe, WorkingSet: p.workingSet}
+		r, err := runSpec(ctx, o, spec, b.Reference, bar)
+		if skip, err := o.unavailable(err); skip {
+			p.skipped = append(p.skipped, err)
+			continue
+		} else if err != nil {
+			return err
+		}
+		results = append(results, r...)
+	}
+	var copiesNote string
+	if countsCopies {
+		copiesNote = countCopies(ctx, o, results, bar)
+	}
+	bar.done()
+	sortResults(results)
+	if err := o.write(stdout, results); err != nil {
+		return err
+	}
+	if o.plot != "" {
+		f := o.facts()
+		if err := report.WritePlot(o.plot, results, fmt.Sprintf("lmtbench %s on %s, kernel %s", mode, f.CPUModel, f.Kernel)); err != nil {
+			return err
+		}
+	}
+	if !o.machineReadable() {
+		for _, why := range p.skipped {
+			fmt.Fprintf(stdout, "not measured: %v\n", why)
+		}
+		if copiesNote != "" {
+			fmt.Fprintln(stdout, copiesNote)
+		}
+		if probe == "" {
+			fmt.Fprintln(stdout, "placement: unknown — no placement probe (../shared/tools/placement-probe); samples were not bracketed")
+		}
+	}
+	return nil
+}
+
+// unavailable sorts a job's failure: a backend the job found unusable with
+// its peer is skipped when the user did not name it, and otherwise fails
+// the run as a --backends error with its reason and fix.
+func (o *options) unavailable(err error) (skip bool, _ error) {
+	var u *engine.Unavailable
+	switch {
+	case !errors.As(err, &u):
+		return false, err
+	case o.backends == "":
+		return true, err
+	}
+	return false, fmt.Errorf("--backends: %w", err)
 }
 
 // sortResults orders results by mode, size, then backend as registered, so
@@ -188,9 +209,10 @@ func (o *options) backendList() (run []engine.Backend, skipped []error, err erro
 	if o.backends == "" || o.backends == "all" {
 		avail := o.availability()
 		for _, b := range engine.All() {
-			if err := avail[b.Name]; err != nil {
+			switch err := avail[b.Name]; {
+			case err != nil:
 				skipped = append(skipped, err)
-			} else {
+			case !b.OnRequest:
 				run = append(run, b)
 			}
 		}
@@ -277,7 +299,9 @@ func cpuRange(cpus []int) string {
 	return strings.Join(parts, ",")
 }
 
-// runAlltoall checks the job can run here before saying what it needs.
+// runAlltoall is `lmtbench alltoall -n N`: N processes, each sending a
+// message to every other at once, over every backend that works here
+// (seed 003 §4.4, where concurrent transfers lower the useful thresholds).
 func runAlltoall(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	allowed, err := machine.AllowedCPUs()
 	if err != nil {
@@ -289,8 +313,63 @@ func runAlltoall(ctx context.Context, o *options, stdout, stderr io.Writer) erro
 	if o.procs > len(allowed) {
 		return usagef("alltoall -n %d: more processes than this machine can run at once (%d CPUs: %s); ranks that wait by spinning would measure the scheduler, not the transfer", o.procs, len(allowed), cpuRange(allowed))
 	}
-	return missing("alltoall", "an N-process transfer engine from package lmt (branch lmt)")(ctx, o, stdout, stderr)
+	sizes, err := o.sizeList(defaultAlltoallSizes, 1)
+	if err != nil {
+		return err
+	}
+	cpus, err := o.pinning(o.procs)
+	if err != nil {
+		return err
+	}
+	backends, skipped, err := o.backendList()
+	if err != nil {
+		return err
+	}
+	probe := o.probePath()
+	bar := newProgress(stderr, o.progress, len(backends)*len(sizes)*o.samples)
+	var results []report.Result
+	for _, b := range backends {
+		if b.Reference {
+			if o.backends != "" {
+				return usagef("alltoall: %s is a two-process reference and has no alltoall", b.Name)
+			}
+			continue
+		}
+		spec := harness.Spec{Mode: harness.Alltoall, Backend: b.Name, Sizes: sizes, Iters: o.iters, Procs: o.procs,
+			SampleTime: o.sampleTime, Samples: o.samples, CPUs: cpus, Probe: probe}
+		r, err := runSpec(ctx, o, spec, false, bar)
+		if skip, err := o.unavailable(err); skip {
+			skipped = append(skipped, err)
+			continue
+		} else if err != nil {
+			bar.done()
+			return err
+		}
+		for i := range r {
+			r[i].Procs = o.procs
+		}
+		results = append(results, r...)
+	}
+	bar.done()
+	sortResults(results)
+	if err := o.write(stdout, results); err != nil {
+		return err
+	}
+	if o.plot != "" {
+		f := o.facts()
+		if err := report.WritePlot(o.plot, results, fmt.Sprintf("lmtbench alltoall -n %d on %s, kernel %s", o.procs, f.CPUModel, f.Kernel)); err != nil {
+			return err
+		}
+	}
+	if !o.machineReadable() {
+		for _, why := range skipped {
+			fmt.Fprintf(stdout, "not measured: %v\n", why)
+		}
+	}
+	return nil
 }
+
+const defaultAlltoallSizes = "4K-4M"
 
 // countCopies adds copy counts to results when the probes load, and
 // otherwise returns the line saying why they are missing.

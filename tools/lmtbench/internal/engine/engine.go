@@ -1,11 +1,13 @@
 // Package engine is what lmtbench measures: something that moves one
-// message at a time between rank 0 and rank 1 of a two-process job.
+// message at a time between rank 0 and rank 1 of a two-process job (an
+// Engine), or between all the ranks of a job for alltoall (a Multi).
 //
-// Each transfer mechanism of the toolkit (the LMT backends shm, pipe,
-// vmsplice, cma and knem, and the automatic choice "auto") is wrapped as a
-// Backend; the harness drives every Backend the same way, so the numbers in
-// one table differ only by the mechanism. A Backend that cannot work on this
-// machine says why and how to fix it instead of producing numbers.
+// Each transfer mechanism of the toolkit (the Nemesis cell path "eager",
+// the LMT backends shm, pipe, vmsplice, cma, cma-write and knem, and the
+// automatic choice "auto") is wrapped as a Backend, beside the "memcpy"
+// reference; the harness drives every Backend the same way, so the numbers
+// in one table differ only by the mechanism. A Backend that cannot work on
+// this machine says why and how to fix it instead of producing numbers.
 package engine
 
 import (
@@ -52,6 +54,9 @@ type Backend struct {
 	// Reference marks a yardstick that is not a toolkit backend and is
 	// never the automatic choice.
 	Reference bool
+	// OnRequest keeps a backend out of the default sweep: it runs when
+	// named in --backends, or by the commands it belongs to.
+	OnRequest bool
 	// Check returns nil when the backend works on this machine, else an
 	// *Unavailable saying why and how to fix it.
 	Check func() error

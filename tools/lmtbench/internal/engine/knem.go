@@ -1,8 +1,8 @@
 package engine
 
-// knem is listed whether or not it can run, so that `lmtbench info` and
-// --backends name it with the reason it cannot: the device is missing, or
-// package lmt has no knem backend in this build.
+// knem (kmod/knem/knemlmt) is listed whether or not it can run, so that
+// `lmtbench info` and --backends name it with the reason it cannot: on a
+// host that cannot load modules, /dev/knem is missing.
 func init() {
 	register(Backend{
 		Name:    "knem",

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	_ "github.com/knemesis/knemesis/kmod/knem/knemlmt" // registers the knem backend
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/nemesis"
@@ -42,6 +43,7 @@ func init() {
 	register(Backend{
 		Name:        "eager",
 		Summary:     "Nemesis cells and fastboxes only, no LMT: the small-message path (two user copies)",
+		OnRequest:   true, // latency and tune run it; the LMT sweep need not
 		Check:       func() error { return nil },
 		SharedBytes: func(int) int { return 0 },
 		Open:        openEager,
@@ -129,14 +131,14 @@ func (e *lmtEngine) Send(buf []byte) error {
 	if err := e.isend(&e.sreq, buf); err != nil {
 		return err
 	}
-	return e.ep.Wait(&e.sreq)
+	return e.wait(&e.sreq)
 }
 
 func (e *lmtEngine) Recv(buf []byte) error {
 	if err := e.ep.Irecv(&e.rreq, e.peer, tag, buf); err != nil {
 		return err
 	}
-	if err := e.ep.Wait(&e.rreq); err != nil {
+	if err := e.wait(&e.rreq); err != nil {
 		return err
 	}
 	if st := e.rreq.Status(); st.Len != len(buf) {
@@ -152,16 +154,26 @@ func (e *lmtEngine) SendRecv(out, in []byte) error {
 	if err := e.isend(&e.sreq, out); err != nil {
 		return err
 	}
-	if err := e.ep.Wait(&e.sreq); err != nil {
+	if err := e.wait(&e.sreq); err != nil {
 		return err
 	}
-	if err := e.ep.Wait(&e.rreq); err != nil {
+	if err := e.wait(&e.rreq); err != nil {
 		return err
 	}
 	if st := e.rreq.Status(); st.Len != len(in) {
 		return fmt.Errorf("peer sent %d bytes, receiver expected %d", st.Len, len(in))
 	}
 	return nil
+}
+
+// wait is attach's LMT.Wait when an LMT is attached — it keeps spinning
+// while chunks move and sleeps in poll(2) on an idle pipe, as applications
+// are meant to wait — and the endpoint's own Wait on the cell path.
+func (e *lmtEngine) wait(r *nemesis.Request) error {
+	if e.att != nil {
+		return e.att.Wait(r)
+	}
+	return e.ep.Wait(r)
 }
 
 func (e *lmtEngine) Close() error {

@@ -36,7 +36,7 @@ func openCtl() *ctl {
 	// The placement probe is exec'ed from rank 0; it must not hold the
 	// pipes or the shared memory open.
 	for _, fd := range []int{fdToPeer, fdFromPeer, fdShared} {
-		unix.CloseOnExec(fd)
+		closeOnExec(fd)
 	}
 	return newCtl(os.NewFile(fdToPeer, "to-peer"), os.NewFile(fdFromPeer, "from-peer"))
 }
@@ -61,3 +61,5 @@ func (c *ctl) get() (a, b, d int64, err error) {
 }
 
 func newCtl(to, from *os.File) *ctl { return &ctl{to: to, from: from} }
+
+func closeOnExec(fd int) { unix.CloseOnExec(fd) }

@@ -31,6 +31,9 @@ const (
 	// after each one and without one in between (tools/copyprobe): how
 	// much of the receiver's cache a transfer evicts.
 	Pollution = "pollution"
+	// Alltoall has every one of Procs ranks send a message to every other
+	// at once, as MPI_Alltoall (seed 003 §4.4).
+	Alltoall = "alltoall"
 	// Latency is ping-pong of small messages, 0 bytes and up.
 	Latency = "latency"
 	// NetPIPE is ping-pong where each rank sends back the very buffer it
@@ -72,6 +75,14 @@ type Spec struct {
 	CPUs       []int         `json:"cpus"`        // CPU of each rank; nil leaves them unpinned
 	Probe      string        `json:"probe"`       // placement probe path; "" for none
 	WorkingSet int           `json:"working_set"` // pollution: bytes rank 1 re-reads
+	Procs      int           `json:"procs"`       // alltoall: ranks in the job (2 otherwise)
+}
+
+func (s *Spec) procs() int {
+	if s.Mode == Alltoall {
+		return s.Procs
+	}
+	return 2
 }
 
 // Sample is one timed run of Iterations iterations at one size.
@@ -104,7 +115,7 @@ type PollutionSample struct {
 // Validate checks a Spec before a job is started for it.
 func (s *Spec) Validate() error {
 	switch s.Mode {
-	case PingPong, NetPIPE, Bidir, Stream, Pollution, Latency:
+	case PingPong, NetPIPE, Bidir, Stream, Pollution, Latency, Alltoall:
 	default:
 		return fmt.Errorf("unknown mode %q", s.Mode)
 	}
@@ -118,6 +129,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.Mode == Pollution && (s.Iters < 1 || s.WorkingSet < 128) {
 		return fmt.Errorf("pollution needs --iters rounds and a working set of at least 128 bytes")
+	}
+	if s.Mode == Alltoall && (s.Procs < 2 || s.Procs > len(s.CPUs) && s.CPUs != nil) {
+		return fmt.Errorf("alltoall needs at least 2 processes and one CPU each, got %d for CPUs %v", s.Procs, s.CPUs)
 	}
 	if s.Iters < 0 || s.Samples < 1 || (s.Iters == 0 && s.SampleTime <= 0) {
 		return fmt.Errorf("need --iters > 0 or --time > 0, and at least one sample")

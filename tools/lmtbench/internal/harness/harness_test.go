@@ -63,9 +63,9 @@ func pair(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, error) {
 		t.Fatal(err)
 	}
 	done1 := make(chan error, 1)
-	go func() { done1 <- r1.follow() }()
+	go func() { done1 <- follow(r1) }()
 	var out bytes.Buffer
-	err0 := r0.lead(json.NewEncoder(&out))
+	err0 := lead(spec, r0, json.NewEncoder(&out))
 	if err0 != nil {
 		w01.Close() // unblocks rank 1's read of the next command
 	}

@@ -40,13 +40,12 @@ func Run(ctx context.Context, spec Spec, timeout time.Duration, onSample func(Sa
 	if err != nil {
 		return err
 	}
-	files, err := jobFiles(b.SharedBytes(slices.Max(spec.Sizes)))
+	procs := spec.procs()
+	perRank, files, err := jobFiles(procs, b.SharedBytes(slices.Max(spec.Sizes)))
 	if err != nil {
 		return err
 	}
 	defer closeAll(files...)
-	// fds 3,4,5 of rank 0: to rank 1, from rank 1, shared; rank 1 mirrored.
-	perRank := [2][]*os.File{{files[1], files[2], files[4]}, {files[3], files[0], files[4]}}
 
 	lines := &lineWriter{onLine: func(line []byte) error {
 		var s Sample
@@ -58,7 +57,7 @@ func Run(ctx context.Context, spec Spec, timeout time.Duration, onSample func(Sa
 	}}
 	var stderr lockedBuffer
 	err = launch.Run(ctx, launch.Options{
-		Procs:   2,
+		Procs:   procs,
 		Args:    []string{WorkerArg, spec.Mode, spec.Backend},
 		Env:     []string{EnvSpec + "=" + string(js)},
 		Timeout: timeout,
@@ -105,29 +104,46 @@ func jobError(spec Spec, err error, stderr string) error {
 	return fmt.Errorf("%s %s: %v", spec.Backend, spec.Mode, err)
 }
 
-// jobFiles returns two pipes (r01, w01, r10, w10) and a shared memory file
-// of the given size.
-func jobFiles(shared int) ([]*os.File, error) {
-	r01, w01, err := os.Pipe()
+// jobFiles builds each rank's descriptors for a job of n ranks: one pipe
+// from rank 0 down to each other rank, one pipe up to rank 0 that every
+// other rank writes (24-byte writes are atomic), and a shared memory file
+// of the given size. Rank 0 gets fd 3 = down to rank 1, fd 4 = up, fd 5 =
+// shared, fd 6+ = down to ranks 2…; rank k gets fd 3 = up, fd 4 = down
+// from rank 0, fd 5 = shared. With two ranks this is a pipe each way.
+func jobFiles(n, shared int) (perRank [][]*os.File, all []*os.File, err error) {
+	upR, upW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	r10, w10, err := os.Pipe()
-	if err != nil {
-		closeAll(r01, w01)
-		return nil, err
-	}
+	all = append(all, upR, upW)
 	fd, err := unix.MemfdCreate("lmtbench", unix.MFD_CLOEXEC)
 	if err != nil {
-		closeAll(r01, w01, r10, w10)
-		return nil, fmt.Errorf("memfd_create: %w", err)
+		closeAll(all...)
+		return nil, nil, fmt.Errorf("memfd_create: %w", err)
 	}
 	mem := os.NewFile(uintptr(fd), "lmtbench-shared")
+	all = append(all, mem)
 	if err := mem.Truncate(int64(shared)); err != nil {
-		closeAll(r01, w01, r10, w10, mem)
-		return nil, fmt.Errorf("sizing %d bytes of shared memory: %w", shared, err)
+		closeAll(all...)
+		return nil, nil, fmt.Errorf("sizing %d bytes of shared memory: %w", shared, err)
 	}
-	return []*os.File{r01, w01, r10, w10, mem}, nil
+	perRank = make([][]*os.File, n)
+	perRank[0] = []*os.File{nil, upR, mem}
+	for k := 1; k < n; k++ {
+		downR, downW, err := os.Pipe()
+		if err != nil {
+			closeAll(all...)
+			return nil, nil, err
+		}
+		all = append(all, downR, downW)
+		perRank[k] = []*os.File{upW, downR, mem}
+		if k == 1 {
+			perRank[0][0] = downW
+		} else {
+			perRank[0] = append(perRank[0], downW)
+		}
+	}
+	return perRank, all, nil
 }
 
 func closeAll(files ...*os.File) {

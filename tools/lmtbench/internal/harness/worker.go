@@ -58,9 +58,6 @@ func worker(p launch.Proc, out io.Writer) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	if p.Size != 2 {
-		return fmt.Errorf("%s runs between 2 processes, job has %d", spec.Mode, p.Size)
-	}
 	if spec.CPUs != nil {
 		if err := machine.PinProcess(spec.CPUs[p.Rank]); err != nil {
 			return err
@@ -68,6 +65,12 @@ func worker(p launch.Proc, out io.Writer) error {
 	}
 	// The timed loops read this thread's CPU time, so they must stay on it.
 	runtime.LockOSThread()
+	if spec.Mode == Alltoall {
+		return alltoallWorker(p, spec, out)
+	}
+	if p.Size != 2 {
+		return fmt.Errorf("%s runs between 2 processes, job has %d", spec.Mode, p.Size)
+	}
 	b, err := engine.Lookup(spec.Backend)
 	if err != nil {
 		return err
@@ -83,9 +86,9 @@ func worker(p launch.Proc, out io.Writer) error {
 		return err
 	}
 	if p.Rank == 0 {
-		return r.lead(json.NewEncoder(out))
+		return lead(spec, r, json.NewEncoder(out))
 	}
-	return r.follow()
+	return follow(r)
 }
 
 // newRank prepares rank me's buffers for the largest size of spec.
@@ -116,43 +119,60 @@ type rank struct {
 	pollution  *PollutionSample // rank 0: what rank 1 reported for the last sample
 }
 
-// lead is rank 0: it decides what runs and tells rank 1 over the pipe.
-func (r *rank) lead(enc *json.Encoder) error {
-	for _, size := range r.spec.Sizes {
-		if err := r.ctl.put(cmdVerify, int64(size), 0); err != nil {
+// The two-rank harness and the alltoall one drive their ranks the same
+// way; these are the parts each provides.
+type leader interface {
+	tell(cmd, size, iters int64) error // send a command to every other rank
+	verify(size int) error
+	leadSample(size, iters int) (Sample, error)
+}
+
+type follower interface {
+	command() (cmd, size, iters int64, err error)
+	verify(size int) error
+	loop(size, iters int) (time.Duration, error)
+	reply(cpu time.Duration) error
+}
+
+// lead is rank 0: for each size it has the ranks verify a message, then
+// calibrates the iteration count and takes the samples, each bracketed by
+// the placement probe while the other ranks sleep on their pipes.
+func lead(spec Spec, l leader, enc *json.Encoder) error {
+	for _, size := range spec.Sizes {
+		if err := l.tell(cmdVerify, int64(size), 0); err != nil {
 			return err
 		}
-		if err := r.verify(size); err != nil {
+		if err := l.verify(size); err != nil {
 			return err
 		}
-		iters := r.spec.Iters
-		if iters == 0 && r.spec.Mode != Pollution {
+		iters := spec.Iters
+		if iters == 0 && spec.Mode != Pollution {
 			var err error
-			if iters, err = r.calibrate(size); err != nil {
+			if iters, err = calibrate(spec, l, size); err != nil {
 				return err
 			}
 		}
-		before := machine.Probe(r.spec.Probe)
-		for range r.spec.Samples {
-			s, err := r.leadSample(size, iters)
+		before := machine.Probe(spec.Probe)
+		for range spec.Samples {
+			s, err := l.leadSample(size, iters)
 			if err != nil {
 				return err
 			}
 			s.Before = before
-			s.After = machine.Probe(r.spec.Probe)
+			s.After = machine.Probe(spec.Probe)
 			before = s.After
 			if err := enc.Encode(s); err != nil {
 				return err
 			}
 		}
 	}
-	return r.ctl.put(cmdDone, 0, 0)
+	return l.tell(cmdDone, 0, 0)
 }
 
-// follow is rank 1: it obeys rank 0 until told it is done.
-func (r *rank) follow() error {
+// follow is every other rank: it obeys rank 0 until told it is done.
+func follow(f follower) error {
 	for {
-		cmd, size, iters, err := r.ctl.get()
+		cmd, size, iters, err := f.command()
 		if err != nil {
 			return err
 		}
@@ -160,11 +180,11 @@ func (r *rank) follow() error {
 		case cmdDone:
 			return nil
 		case cmdVerify:
-			err = r.verify(int(size))
+			err = f.verify(int(size))
 		case cmdSample:
 			var cpu time.Duration
-			if cpu, err = r.loop(int(size), int(iters)); err == nil {
-				err = r.ctl.put(int64(cpu), 0, 0)
+			if cpu, err = f.loop(int(size), int(iters)); err == nil {
+				err = f.reply(cpu)
 			}
 		default:
 			err = fmt.Errorf("unknown command %d from rank 0", cmd)
@@ -178,10 +198,10 @@ func (r *rank) follow() error {
 // calibrate finds the iteration count that makes a sample last about
 // SampleTime, growing the count eightfold until a run is long enough to
 // time.
-func (r *rank) calibrate(size int) (int, error) {
-	target := r.spec.SampleTime.Seconds()
+func calibrate(spec Spec, l leader, size int) (int, error) {
+	target := spec.SampleTime.Seconds()
 	for n := 1; ; n *= 8 {
-		s, err := r.leadSample(size, n)
+		s, err := l.leadSample(size, n)
 		if err != nil {
 			return 0, err
 		}
@@ -191,6 +211,10 @@ func (r *rank) calibrate(size int) (int, error) {
 		}
 	}
 }
+
+func (r *rank) tell(cmd, size, iters int64) error            { return r.ctl.put(cmd, size, iters) }
+func (r *rank) command() (cmd, size, iters int64, err error) { return r.ctl.get() }
+func (r *rank) reply(cpu time.Duration) error                { return r.ctl.put(int64(cpu), 0, 0) }
 
 // leadSample runs one timed sample from rank 0.
 func (r *rank) leadSample(size, iters int) (Sample, error) {

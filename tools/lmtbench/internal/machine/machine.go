@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -180,16 +181,27 @@ func fileExists(path string) bool {
 	return err == nil && !fi.IsDir()
 }
 
+// ProbeTimeout bounds one placement probe. It takes 40–90 ms on an idle
+// 2-vCPU machine; when it takes seconds, other processes hold the CPUs and
+// its ping-pong measures the scheduler, not the placement.
+const ProbeTimeout = 2 * time.Second
+
 // Probe runs the placement probe at path and parses its "far 0.281" line.
-// An empty path, a failing probe or an unreadable answer gives Unknown: a
-// missing probe must not stop the benchmark, only mark its results.
+// An empty path, a failing or overdue probe or an unreadable answer gives
+// Unknown: a missing probe must not stop the benchmark, only mark its
+// results. The probe runs in its own process group, so that an overdue one
+// is killed with the processes it started.
 func Probe(path string) Placement {
 	if path == "" {
 		return Unknown
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), ProbeTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, path).Output()
+	cmd := exec.CommandContext(ctx, path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
 	if err != nil {
 		return Unknown
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/units"
 )
 
-var benchNames = map[string]string{"pingpong": "PingPong", "latency": "Latency", "netpipe": "NetPIPE", "bidir": "Bidir", "stream": "Stream"}
+var benchNames = map[string]string{"pingpong": "PingPong", "alltoall": "Alltoall", "latency": "Latency", "netpipe": "NetPIPE", "bidir": "Bidir", "stream": "Stream"}
 
 // WriteBenchfmt prints the results in the Go benchmark format, one line per
 // kept sample, so that `benchstat old.txt new.txt` compares two runs with

@@ -17,7 +17,8 @@ import (
 //	messages                    messages moved by the median sample
 //	seconds                     elapsed seconds of the median sample
 //	bytes_per_sec               messages × size / seconds
-//	latency_us                  seconds / messages, in µs (half the round trip in ping-pong)
+//	latency_us                  seconds / messages, in µs (half the round trip in ping-pong); alltoall: seconds / iterations
+//	procs                       processes in the job (2, or alltoall's -n)
 //	copies_per_byte_user        bytes copied by user space per payload byte; empty when probes did not run
 //	copies_per_byte_kernel      bytes copied by the kernel CPU per payload byte; empty likewise
 //	copies_per_byte_dma         bytes copied by a DMA engine per payload byte; empty likewise
@@ -37,7 +38,7 @@ import (
 //	cpu_model, kernel, hostname, go   machine facts
 var CSVHeader = []string{
 	"mode", "backend", "reference", "size", "iterations", "messages", "seconds",
-	"bytes_per_sec", "latency_us",
+	"bytes_per_sec", "latency_us", "procs",
 	"copies_per_byte_user", "copies_per_byte_kernel", "copies_per_byte_dma", "copies_mode",
 	"cpu_seconds_per_byte", "cpu_seconds_per_byte_rank0", "cpu_seconds_per_byte_rank1",
 	"placement", "placement_latency_us", "samples", "samples_kept",
@@ -66,7 +67,7 @@ func WriteCSV(w io.Writer, results []Result) error {
 		row := []string{
 			r.Mode, r.Backend, strconv.FormatBool(r.Reference), strconv.Itoa(r.Size),
 			strconv.Itoa(r.Iterations), strconv.Itoa(r.Messages), g(r.Seconds),
-			g(r.BytesPerSec), g(r.LatencyUs),
+			g(r.BytesPerSec), g(r.LatencyUs), strconv.Itoa(r.Procs),
 			copies("user"), copies("kernel"), copies("dma"), r.CopiesMode,
 			g(r.CPUSecondsPerByte), g(r.CPUSecondsPerBytePerRank[0]), g(r.CPUSecondsPerBytePerRank[1]),
 			r.Placement, g(r.PlacementLatencyUs), strconv.Itoa(r.Samples), strconv.Itoa(r.SamplesKept),

@@ -67,14 +67,27 @@ func WritePlot(path string, results []Result, title string) error {
 			if multiMode {
 				name += " " + mode
 			}
-			if err := plotutil.AddLinePoints(p, name, pts); err != nil {
+			l, pt, err := plotter.NewLinePoints(pts)
+			if err != nil {
 				return err
 			}
+			l.Color, pt.Color, pt.Shape = plotutil.Color(lines), plotutil.Color(lines), plotutil.Shape(lines)
+			l.Dashes = plotutil.Dashes(lines / len(plotutil.SoftColors))
+			p.Add(l, pt)
+			p.Legend.Add(name, l, pt)
 			lines++
 		}
 	}
 	if lines == 0 {
 		return fmt.Errorf("--plot %q: no throughput results to draw", path)
+	}
+	// Fifteen size labels overlap on a 22 cm axis: keep every other one,
+	// leaving the unlabelled ticks as marks.
+	if len(ticks) > 8 {
+		slices.SortFunc(ticks, func(a, b plot.Tick) int { return int(a.Value - b.Value) })
+		for i := 1; i < len(ticks); i += 2 {
+			ticks[i].Label = ""
+		}
 	}
 	p.X.Tick.Marker = ticks
 	// LogTicks needs the axis to span at least one power of ten to label it.

@@ -23,7 +23,8 @@ type Result struct {
 	Messages    int     `json:"messages"`
 	Seconds     float64 `json:"seconds"`
 	BytesPerSec float64 `json:"bytes_per_sec"` // Messages × Size / Seconds
-	LatencyUs   float64 `json:"latency_us"`    // Seconds / Messages: half the round trip in ping-pong
+	LatencyUs   float64 `json:"latency_us"`    // Seconds / Messages: half the round trip in ping-pong; alltoall: Seconds / Iterations
+	Procs       int     `json:"procs"`         // processes in the job
 	// CopiesPerByte counts bytes copied per payload byte, by copier
 	// ("user", "kernel", "dma"), when the copy probes ran; CopiesMode says
 	// how they were counted.
@@ -51,7 +52,7 @@ type Result struct {
 // after, prefers far ones (the usual placement here; see
 // ../shared/docs/baselines.md), and reports the median of those.
 func Aggregate(mode, backend string, reference bool, samples []harness.Sample) Result {
-	r := Result{Mode: mode, Backend: backend, Reference: reference, Samples: len(samples)}
+	r := Result{Mode: mode, Backend: backend, Reference: reference, Samples: len(samples), Procs: 2}
 	if len(samples) == 0 {
 		return r
 	}
@@ -87,7 +88,9 @@ func Aggregate(mode, backend string, reference bool, samples []harness.Sample) R
 		}
 		return 0
 	})
-	m := sorted[len(sorted)/2]
+	// The lower median: with two samples, the one a preemption or a
+	// neighbour's burst did not slow down.
+	m := sorted[(len(sorted)-1)/2]
 	var lat []float64
 	for _, s := range r.kept {
 		if s.Before.LatencyUs > 0 {
@@ -102,6 +105,10 @@ func Aggregate(mode, backend string, reference bool, samples []harness.Sample) R
 	bytes := float64(m.Messages) * float64(m.Size)
 	r.BytesPerSec = bytes / m.Seconds
 	r.LatencyUs = m.Seconds / float64(m.Messages) * 1e6
+	if mode == harness.Alltoall {
+		// IMB reports an Alltoall by the time of one collective.
+		r.LatencyUs = m.Seconds / float64(m.Iterations) * 1e6
+	}
 	if bytes > 0 {
 		// Per byte means nothing for empty messages (latency from 0 B):
 		// those keep 0 rather than an infinity JSON cannot carry.

@@ -12,6 +12,7 @@ import (
 
 var modeTitles = map[string]string{
 	"pingpong": "ping-pong (IMB: latency is half the round trip)",
+	"alltoall": "alltoall, %d processes (latency is the time of one Alltoall; GB/s counts every rank's payload; CPU rank1 sums the other ranks)",
 	"latency":  "latency: ping-pong of small messages (half the round trip)",
 	"netpipe":  "ping-pong, NetPIPE style (each rank sends back the buffer it just received, dirty in its cache)",
 	"bidir":    "bidirectional ping-pong (both ranks send at once; latency and GB/s count both directions' messages)",
@@ -29,7 +30,11 @@ func WriteTable(w io.Writer, results []Result) error {
 			}
 			continue
 		}
-		fmt.Fprintf(w, "\n%s; GB/s = 10^9 B/s\n", modeTitles[mode])
+		title := modeTitles[mode]
+		if mode == "alltoall" {
+			title = fmt.Sprintf(title, procsOf(results))
+		}
+		fmt.Fprintf(w, "\n%s; GB/s = 10^9 B/s\n", title)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "size\tbackend\tlatency µs\tGB/s\tCPU ns/B rank0+rank1\tcopies/B user/kernel/dma\tplacement kept/samples\t ")
 		var summary []string
@@ -160,4 +165,13 @@ func writePollution(w io.Writer, results []Result) error {
 		}
 	}
 	return tw.Flush()
+}
+
+func procsOf(results []Result) int {
+	for _, r := range results {
+		if r.Mode == "alltoall" {
+			return r.Procs
+		}
+	}
+	return 0
 }

@@ -1,0 +1,305 @@
+// Package knemlmt is the knem backend of package lmt: a large message
+// crosses with one copy made by the kernel module, the way MPICH's Nemesis
+// "dma" LMT uses KNEM (seed 003, §3.2-3.4).
+//
+// Importing the package registers the backend "knem" (wire id 6, a Pull
+// flow):
+//
+//	import _ "github.com/knemesis/knemesis/kmod/knem/knemlmt"
+//
+// The sender declares its buffers as a single-use, read-only region and
+// sends the 8-byte cookie in the RTS; nothing else of its address space
+// travels. The receiver copies the whole message with one INLINE_COPY:
+//
+//   - synchronously, inside one Progress call, for messages shorter than
+//     Policy.AsyncMin;
+//   - asynchronously from AsyncMin on: the copy runs on the driver's kernel
+//     thread (or on a DMA engine when Policy.DMA says so) and its status
+//     slot is polled by later Progress calls, so small messages keep flowing
+//     while megabytes move.
+//
+// The region is consumed by the copy; the driver unpins it then, when the
+// sender's Engine closes, or when the sender's process exits.
+package knemlmt
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/kmod/knem"
+	"github.com/knemesis/knemesis/lmt"
+)
+
+// Name is the backend's name in lmt.Config.Prefer.
+const Name = "knem"
+
+// ID is the backend's number on the wire, the one package lmt keeps for it.
+const ID = 6
+
+// handleLen is the RTS payload: cookie and message length.
+const handleLen = 16
+
+// Policy decides how the receiver copies each message.
+type Policy struct {
+	// AsyncMin is the size from which the copy runs asynchronously
+	// (default 256 KiB). A copy shorter than this costs less than the
+	// status-slot round trips; a longer one would hold up the progress
+	// loop for its whole duration.
+	AsyncMin int
+	// DMA, when set, says whether a message of n bytes goes to the DMA
+	// engine (package ioat's decision plugs in here). Nil: never. Used
+	// only when the driver reports a DMA channel.
+	DMA func(n int) bool
+}
+
+// DefaultAsyncMin is Policy.AsyncMin's default.
+const DefaultAsyncMin = 256 << 10
+
+var policy = Policy{AsyncMin: DefaultAsyncMin}
+
+// SetPolicy changes the copy policy of Engines created afterwards. Call it
+// before lmt.New, from one goroutine.
+func SetPolicy(p Policy) {
+	if p.AsyncMin <= 0 {
+		p.AsyncMin = DefaultAsyncMin
+	}
+	policy = p
+}
+
+func init() {
+	lmt.Register(ID, Name, lmt.Pull, newBackend, check)
+}
+
+// backend is one Engine's knem context.
+type backend struct {
+	dev     *knem.Device // nil when the module is absent: Check says why
+	status  *knem.StatusArray
+	dma     bool
+	policy  Policy
+	openErr error
+}
+
+func newBackend(env *lmt.Env) (lmt.Backend, error) {
+	b := &backend{policy: policy}
+	d, err := knem.Open()
+	if err != nil {
+		// Not an Engine error: the other backends still work.
+		b.openErr = err
+		return b, nil
+	}
+	// One slot per transfer in flight; a page holds 4096.
+	s, err := d.MapStatus(4096)
+	if err != nil {
+		d.Close()
+		b.openErr = err
+		return b, nil
+	}
+	info, err := d.Info()
+	if err != nil {
+		s.Unmap()
+		d.Close()
+		b.openErr = err
+		return b, nil
+	}
+	b.dev, b.status = d, s
+	b.dma = info.Features&knem.FeatureDMA != 0
+	return b, nil
+}
+
+func check(cfg *lmt.Config, peer lmt.Peer) error {
+	d, err := knem.Open()
+	if err != nil {
+		return unavailable(err)
+	}
+	d.Close()
+	return nil
+}
+
+func unavailable(err error) error {
+	u := &lmt.Unavailable{Backend: Name, Peer: -1, Err: err, Reason: err.Error()}
+	switch {
+	case errors.Is(err, knem.ErrNoDevice):
+		u.Reason = "no " + knem.DevicePath + ": the knem module is not loaded"
+		u.Fix = "load it (modprobe knem, or insmod kmod/knem/module/knem.ko) and install kmod/knem/99-knem.rules"
+	case errors.Is(err, unix.EACCES):
+		u.Reason = "this user may not open " + knem.DevicePath
+		u.Fix = "install kmod/knem/99-knem.rules (mode 0666) or chmod the device"
+	case errors.Is(err, knem.ErrABI):
+		u.Fix = "load the knem module of this tree (ABI 0xd)"
+	}
+	return u
+}
+
+func (b *backend) Name() string   { return Name }
+func (b *backend) Flow() lmt.Flow { return lmt.Pull }
+
+func (b *backend) Check(peer lmt.Peer) error {
+	if b.dev == nil {
+		return unavailable(b.openErr)
+	}
+	return nil
+}
+
+// A transfer's knem state lives in its Remote segments, so that no per
+// message allocation or lookup is needed: segment 0 holds the cookie (the
+// sender's own, or the one the receiver got), segment 1 the receiver's
+// status slot + 1 while an asynchronous copy is in flight.
+func cookieOf(t *lmt.Transfer) knem.Cookie {
+	if r := t.Remote(); len(r) > 0 {
+		return knem.Cookie(r[0].Addr)
+	}
+	return 0
+}
+
+func (b *backend) setState(t *lmt.Transfer, c knem.Cookie, slotPlus1 uint64) {
+	t.SetRemote([]lmt.Segment{{Addr: uint64(c)}, {Addr: slotPlus1}})
+}
+
+func slotOf(t *lmt.Transfer) (knem.Slot, bool) {
+	if r := t.Remote(); len(r) > 1 && r[1].Addr != 0 {
+		return knem.Slot(r[1].Addr - 1), true
+	}
+	return 0, false
+}
+
+// Handle declares the sender's buffers as a single-use read region.
+func (b *backend) Handle(t *lmt.Transfer, dst []byte) (int, error) {
+	if len(dst) < handleLen {
+		return 0, fmt.Errorf("knemlmt: RTS room of %d bytes, need %d", len(dst), handleLen)
+	}
+	var c knem.Cookie
+	if t.Len() > 0 {
+		var err error
+		c, err = b.dev.CreateRegion(t.Buffers(), knem.ProtRead, knem.FlagSingleUse)
+		if err != nil {
+			return 0, fmt.Errorf("knemlmt: declaring %d bytes for rank %d: %w", t.Len(), t.Peer(), err)
+		}
+	}
+	b.setState(t, c, 0)
+	binary.LittleEndian.PutUint64(dst, uint64(c))
+	binary.LittleEndian.PutUint64(dst[8:], uint64(t.Len()))
+	return handleLen, nil
+}
+
+func (b *backend) SetPeerHandle(t *lmt.Transfer, h []byte) error {
+	if len(h) != handleLen {
+		return fmt.Errorf("knemlmt: handle from rank %d has %d bytes, want %d", t.Peer(), len(h), handleLen)
+	}
+	c := knem.Cookie(binary.LittleEndian.Uint64(h))
+	if n := int64(binary.LittleEndian.Uint64(h[8:])); n != t.MessageLen() {
+		return fmt.Errorf("knemlmt: handle from rank %d says %d bytes, the RTS %d", t.Peer(), n, t.MessageLen())
+	}
+	if c == 0 && t.MessageLen() != 0 {
+		return fmt.Errorf("knemlmt: rank %d sent no cookie for %d bytes", t.Peer(), t.MessageLen())
+	}
+	b.setState(t, c, 0)
+	return nil
+}
+
+func (b *backend) Start(t *lmt.Transfer) error { return nil }
+
+// Step runs on the receiver: the first call copies (or starts the copy),
+// later ones poll its slot. It reports the whole length at once, when the
+// data is in place.
+func (b *backend) Step(t *lmt.Transfer, max int) (int, error) {
+	if slot, busy := slotOf(t); busy {
+		switch b.status.Status(slot) {
+		case knem.StatusPending:
+			return 0, nil
+		case knem.StatusSuccess:
+			b.status.Free(slot)
+			b.setState(t, cookieOf(t), 0)
+			return int(t.Len()), nil
+		}
+		b.status.Free(slot)
+		b.setState(t, cookieOf(t), 0)
+		return 0, fmt.Errorf("knemlmt: copy from rank %d failed in the driver", t.Peer())
+	}
+	n := int(t.Len())
+	var flags knem.Flags
+	async := n >= b.policy.AsyncMin
+	if b.dma && b.policy.DMA != nil && b.policy.DMA(n) {
+		flags |= knem.FlagDMA
+		if async {
+			flags |= knem.FlagAsyncDMAComplete
+		}
+	} else if async {
+		flags |= knem.FlagMemcpyThread
+	}
+	var slot knem.Slot
+	if async {
+		var ok bool
+		if slot, ok = b.status.Alloc(); !ok {
+			async = false // 4096 copies in flight: copy this one now
+			flags &^= knem.FlagMemcpyThread | knem.FlagAsyncDMAComplete
+		}
+	}
+	st, err := b.dev.InlineCopy(knem.Read, t.Buffers(), cookieOf(t), 0, uint64(n), flags, slot)
+	t.CountSyscalls(1)
+	if err != nil {
+		if async {
+			b.status.Free(slot)
+		}
+		if errors.Is(err, unix.EINVAL) {
+			// The cookie is gone: the sender closed its Engine or died.
+			if perr := t.CheckPeer(); perr != nil {
+				return 0, perr
+			}
+		}
+		return 0, fmt.Errorf("knemlmt: copy of %d bytes from rank %d: %w", n, t.Peer(), err)
+	}
+	switch st {
+	case knem.StatusPending:
+		b.setState(t, cookieOf(t), uint64(slot)+1)
+		return 0, nil
+	case knem.StatusSuccess:
+		if async {
+			b.status.Free(slot)
+		}
+		return n, nil
+	}
+	if async {
+		b.status.Free(slot)
+	}
+	return 0, fmt.Errorf("knemlmt: copy of %d bytes from rank %d failed in the driver", n, t.Peer())
+}
+
+// Abort releases what a failed transfer holds. On the sender, the region
+// (already consumed if the receiver copied: then EINVAL, harmless). On the
+// receiver, an asynchronous copy still writes into the user's buffers: wait
+// for it, so that the buffers are the user's again when the failure is
+// reported.
+func (b *backend) Abort(t *lmt.Transfer) {
+	if b.dev == nil {
+		return
+	}
+	if t.Side() == lmt.Sender {
+		if c := cookieOf(t); c != 0 {
+			_ = b.dev.DestroyRegion(c)
+		}
+		return
+	}
+	if slot, busy := slotOf(t); busy {
+		b.status.Wait(slot, time.Minute)
+		b.status.Free(slot)
+		b.setState(t, cookieOf(t), 0)
+	}
+}
+
+// Close releases the context: the driver destroys the regions left and
+// waits for the copies in flight.
+func (b *backend) Close() error {
+	if b.dev == nil {
+		return nil
+	}
+	err := b.dev.Close()
+	if uerr := b.status.Unmap(); err == nil {
+		err = uerr
+	}
+	b.dev = nil
+	return err
+}

@@ -1,0 +1,224 @@
+package knemlmt_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/kmod/knem"
+	"github.com/knemesis/knemesis/kmod/knem/internal/pins"
+	"github.com/knemesis/knemesis/kmod/knem/knemlmt"
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/lmt/lmttest"
+	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
+)
+
+// These tests need /dev/knem: they run in the QEMU guests of make
+// test-kernel, where KNEMESIS_KCI=1 and nothing may skip.
+
+func needDevice(t *testing.T) (dma bool) {
+	t.Helper()
+	d, err := knem.Open()
+	if errors.Is(err, knem.ErrNoDevice) && os.Getenv("KNEMESIS_KCI") != "1" {
+		t.Skip("no /dev/knem: the module tests run in QEMU via make test-kernel")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	info, err := d.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Features&knem.FeatureDMA != 0
+}
+
+// policies are the receiver's ways to copy; each child process sets the
+// same one, since it re-runs the same (sub)test.
+func policies(t *testing.T, dma bool) map[string]knemlmt.Policy {
+	always := func(int) bool { return true }
+	p := map[string]knemlmt.Policy{
+		"sync":  {AsyncMin: 1 << 62},
+		"async": {AsyncMin: 1},
+	}
+	if dma {
+		p["dma-sync"] = knemlmt.Policy{AsyncMin: 1 << 62, DMA: always}
+		p["dma-async"] = knemlmt.Policy{AsyncMin: 1, DMA: always}
+	} else if os.Getenv("KNEMESIS_KCI") == "1" {
+		t.Fatal("no DMA channel in the guest, where softdma is loaded")
+	}
+	return p
+}
+
+func eachPolicy(t *testing.T, fn func(t *testing.T)) {
+	dma := needDevice(t)
+	for name, p := range policies(t, dma) {
+		t.Run(name, func(t *testing.T) {
+			knemlmt.SetPolicy(p)
+			defer knemlmt.SetPolicy(knemlmt.Policy{})
+			fn(t)
+		})
+	}
+}
+
+// TestMatrix runs the shapes of lmttest's matrix (aligned or not, one
+// segment or many with empty ones, on each side) over sizes around the page
+// and the chunk, then one large message, for every policy; the 64 MiB
+// message once, asynchronously. The sizes are fewer than lmttest.Sizes:
+// the guests emulate their CPU, and every policy goes through the same
+// pinning and copy code for all sizes above a page.
+func TestMatrix(t *testing.T) {
+	sizes := []int{0, 1, 4095, 4097, 65537, 1<<20 + 3}
+	eachPolicy(t, func(t *testing.T) {
+		big := []lmttest.Case{{Size: 16<<20 + 3, SendOff: 1, RecvIov: true}}
+		if strings.HasSuffix(t.Name(), "/async") {
+			big = append(big, lmttest.Case{Size: 64<<20 + 5, SendIov: true, RecvOff: 3})
+		}
+		job := lmttest.NewJob(2)
+		launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Timeout: 3 * time.Minute}, func(p launch.Proc) error {
+			ch, eng, err := lmttest.Open(p, knemlmt.Name, nil)
+			if err != nil {
+				return err
+			}
+			defer eng.Close()
+			for _, c := range append(lmttest.Cases(sizes), big...) {
+				if err := lmttest.Transfer(ch, eng, knemlmt.Name, 0, 1, c); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+func TestTruncation(t *testing.T) {
+	eachPolicy(t, func(t *testing.T) { lmttest.RunTruncation(t, knemlmt.Name) })
+}
+
+// TestManyPairs: 4 processes, every one sending to every other at once.
+func TestManyPairs(t *testing.T) {
+	eachPolicy(t, func(t *testing.T) { lmttest.RunManyPairs(t, knemlmt.Name) })
+}
+
+// TestSenderGoneBeforeCopy: the sender exits after its RTS left; its region
+// went with it, and the receiver's transfer fails naming the rank.
+func TestSenderGoneBeforeCopy(t *testing.T) {
+	needDevice(t)
+	job := lmttest.NewJob(2)
+	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup}, func(p launch.Proc) error {
+		ch, eng, err := lmttest.Open(p, knemlmt.Name, nil)
+		if err != nil {
+			return err
+		}
+		rts := make([]byte, 4096)
+		b := lmttest.NewBuffer(1<<20, 0, false)
+		if p.Rank == 0 {
+			b.FillMessage()
+			_, n, err := eng.StartSend(1, b.Iov, knemlmt.Name, rts)
+			if err != nil {
+				return err
+			}
+			if err := ch.SendRTS(1, rts[:n]); err != nil {
+				return err
+			}
+			os.Exit(0) // with the region still declared
+		}
+		r, err := ch.NextRTS(0)
+		if err != nil {
+			return err
+		}
+		pid := ch.PeerPID(0)
+		for deadline := time.Now().Add(time.Minute); unix.Kill(pid, 0) == nil; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("rank 0 (pid %d) did not exit", pid)
+			}
+		}
+		tr, err := eng.StartRecv(0, r, b.Iov)
+		if err != nil {
+			return err
+		}
+		err = ch.Wait(tr)
+		if err == nil || !strings.Contains(err.Error(), "rank 0") {
+			return fmt.Errorf("receive from an exited sender: %v, want an error naming rank 0", err)
+		}
+		return eng.Close()
+	})
+}
+
+// TestReceiverDiesDuringAsyncCopy: the receiver exits with a 64 MiB copy on
+// the kernel thread; the sender's transfer fails naming it, and once both
+// are gone no page stays pinned.
+func TestReceiverDiesDuringAsyncCopy(t *testing.T) {
+	needDevice(t)
+	knemlmt.SetPolicy(knemlmt.Policy{AsyncMin: 1})
+	defer knemlmt.SetPolicy(knemlmt.Policy{})
+	job := lmttest.NewJob(2)
+	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Timeout: 2 * time.Minute}, func(p launch.Proc) error {
+		ch, eng, err := lmttest.Open(p, knemlmt.Name, nil)
+		if err != nil {
+			return err
+		}
+		ch.ReportDeath = true
+		rts := make([]byte, 4096)
+		b := lmttest.NewBuffer(64<<20, 0, false)
+		if p.Rank == 0 {
+			tr, n, err := eng.StartSend(1, b.Iov, knemlmt.Name, rts)
+			if err != nil {
+				return err
+			}
+			if err := ch.SendRTS(1, rts[:n]); err != nil {
+				return err
+			}
+			err = ch.Wait(tr)
+			if err == nil || !strings.Contains(err.Error(), "rank 1") {
+				return fmt.Errorf("send to a receiver that died: %v, want an error naming rank 1", err)
+			}
+			return eng.Close()
+		}
+		r, err := ch.NextRTS(0)
+		if err != nil {
+			return err
+		}
+		tr, err := eng.StartRecv(0, r, b.Iov)
+		if err != nil {
+			return err
+		}
+		if err := eng.Progress(); err != nil { // submits the copy
+			return err
+		}
+		if tr.Done() {
+			return fmt.Errorf("a 64 MiB copy on the kernel thread finished within one Progress")
+		}
+		os.Exit(0)
+		return nil
+	})
+	if _, child := launch.Self(); child {
+		return
+	}
+	if os.Geteuid() == 0 {
+		if err := pins.WaitZero(30 * time.Second); err != nil {
+			t.Fatalf("after both processes ended: %v", err)
+		}
+	}
+}
+
+func TestUnavailableWithoutDevice(t *testing.T) {
+	if _, err := os.Stat(knem.DevicePath); err == nil {
+		err := lmt.Check(knemlmt.Name, lmt.Peer{Rank: 1, PID: os.Getpid()})
+		if err != nil {
+			t.Fatalf("Check with %s present: %v", knem.DevicePath, err)
+		}
+		return
+	}
+	err := lmt.Check(knemlmt.Name, lmt.Peer{Rank: 1, PID: os.Getpid()})
+	var u *lmt.Unavailable
+	if !errors.As(err, &u) || !strings.Contains(u.Reason, "not loaded") || u.Fix == "" {
+		t.Fatalf("Check without the module: %v, want an Unavailable naming the missing module and the fix", err)
+	}
+}

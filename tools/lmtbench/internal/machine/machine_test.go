@@ -1,0 +1,47 @@
+package machine
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestParseProbe(t *testing.T) {
+	for in, want := range map[string]Placement{
+		"far 0.281\n": {Class: "far", LatencyUs: 0.281},
+		"near 0.058":  {Class: "near", LatencyUs: 0.058},
+		"far":         Unknown,
+		"mid 0.1":     Unknown,
+		"far x":       Unknown,
+		"":            Unknown,
+	} {
+		if got := ParseProbe([]byte(in)); got != want {
+			t.Errorf("ParseProbe(%q) = %+v, want %+v", in, got, want)
+		}
+	}
+}
+
+// TestProbeTimesOut runs a stand-in probe that outlives ProbeTimeout, with
+// a child of its own as the real script has: both are killed and the
+// placement is unknown.
+func TestProbeTimesOut(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "slow-probe")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nsleep 30 &\nwait\necho far 0.3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if got := Probe(script); got != Unknown {
+		t.Errorf("overdue probe gave %+v, want unknown", got)
+	}
+	if d := time.Since(start); d > ProbeTimeout+2*time.Second {
+		t.Errorf("Probe returned after %v; the timeout is %v", d, ProbeTimeout)
+	}
+	fast := filepath.Join(t.TempDir(), "fast-probe")
+	if err := os.WriteFile(fast, []byte("#!/bin/sh\necho near 0.061\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := Probe(fast); got != (Placement{Class: "near", LatencyUs: 0.061}) {
+		t.Errorf("probe gave %+v, want near 0.061", got)
+	}
+}
