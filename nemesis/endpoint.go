@@ -109,6 +109,7 @@ type Endpoint struct {
 	expected  []int32 // sources named by posted receives
 	wildcards int     // posted AnySource receives (+ wildcard probes)
 	sendsOut  int     // requests in sendq
+	sendDsts  []int32 // destinations whose sendq is not empty
 	polls     uint32
 
 	lmt      LMT
@@ -203,6 +204,7 @@ func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
 	ep.peers = make([]peer, ep.size)
 	ep.sendq = make([]reqList, ep.size)
 	ep.expected = make([]int32, 0, ep.size)
+	ep.sendDsts = make([]int32, 0, ep.size)
 	for i := range ep.peers {
 		p := &ep.peers[i]
 		pb := s.proc(i)
@@ -305,30 +307,37 @@ func checkTag(tag int, wildcard bool) error {
 	return errorf(ErrInvalidTag, "tag %d, want 0..%d", tag, MaxTag)
 }
 
-func (ep *Endpoint) checkNew(r *Request) error {
-	if r == nil {
+// validate checks the arguments of a new request. The common case is a
+// handful of compares, inlined into Isend and Irecv; anything unusual
+// (wildcards, errors) goes to validateSlow.
+func (ep *Endpoint) validate(r *Request, peer, tag int, wildcard bool) error {
+	if r != nil && r.state != statePending && ep.fatal == nil && uint(peer) < uint(ep.size) && uint(tag) <= MaxTag {
+		return nil
+	}
+	return ep.validateSlow(r, peer, tag, wildcard)
+}
+
+//go:noinline
+func (ep *Endpoint) validateSlow(r *Request, peer, tag int, wildcard bool) error {
+	switch {
+	case r == nil:
 		return errorf(ErrInvalidArg, "nil request")
-	}
-	if ep.fatal != nil {
+	case ep.fatal != nil:
 		return ep.fatal
-	}
-	if r.state == statePending {
+	case r.state == statePending:
 		return ErrRequestInUse
 	}
-	return nil
+	if err := ep.checkRank(peer, wildcard); err != nil {
+		return err
+	}
+	return checkTag(tag, wildcard)
 }
 
 // Isend starts sending buf to rank dst with tag. buf must not change until
 // r completes. Argument errors are returned at once; failures of the
 // transfer itself complete r with an error.
 func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
-	if err := ep.checkNew(r); err != nil {
-		return err
-	}
-	if err := ep.checkRank(dst, false); err != nil {
-		return err
-	}
-	if err := checkTag(tag, false); err != nil {
+	if err := ep.validate(r, dst, tag, false); err != nil {
 		return err
 	}
 	*r = Request{ep: ep, op: opSend, state: statePending, peer: dst, tag: tag, buf: buf, msgLen: len(buf)}
@@ -341,16 +350,15 @@ func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
 		switch {
 		case err != nil:
 			ep.finish(r, 0, err)
-			return nil
 		case res == sendDone:
 			ep.finish(r, len(buf), nil)
-			return nil
 		case res == sendHanded:
-			return nil
+		default:
+			ep.queueSend(r)
 		}
+	} else {
+		ep.queueSend(r)
 	}
-	ep.sendq[dst].push(r)
-	ep.sendsOut++
 	return nil
 }
 
@@ -358,13 +366,7 @@ func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
 // (or AnyTag). A longer message completes r with ErrTruncated after filling
 // buf, never writing past it.
 func (ep *Endpoint) Irecv(r *Request, src, tag int, buf []byte) error {
-	if err := ep.checkNew(r); err != nil {
-		return err
-	}
-	if err := ep.checkRank(src, true); err != nil {
-		return err
-	}
-	if err := checkTag(tag, true); err != nil {
+	if err := ep.validate(r, src, tag, true); err != nil {
 		return err
 	}
 	*r = Request{ep: ep, op: opRecv, state: statePending, peer: src, tag: tag, buf: buf}
@@ -481,7 +483,10 @@ func (ep *Endpoint) Probe(src, tag int) (Status, error) {
 }
 
 // expect counts posted receives per source, so that Poll visits the
-// fastboxes of expected sources at every call (§3.2).
+// fastboxes of expected sources at every call (§3.2). A source joins the
+// expected list with its first receive and leaves it lazily, when Poll
+// finds its count at zero: a ping-pong keeps its peer listed without
+// touching the list at every message.
 func (ep *Endpoint) expect(src int, delta int32) {
 	if src == AnySource {
 		ep.wildcards += int(delta)
@@ -489,21 +494,34 @@ func (ep *Endpoint) expect(src int, delta int32) {
 	}
 	p := &ep.peers[src]
 	p.expectN += delta
-	switch {
-	case p.expectN > 0 && p.expectI < 0:
+	if p.expectI < 0 && p.expectN > 0 {
 		p.expectI = int32(len(ep.expected))
 		ep.expected = append(ep.expected, int32(src))
-	case p.expectN == 0 && p.expectI >= 0:
-		last := ep.expected[len(ep.expected)-1]
-		ep.expected[p.expectI] = last
-		ep.peers[last].expectI = p.expectI
-		ep.expected = ep.expected[:len(ep.expected)-1]
-		p.expectI = -1
 	}
+}
+
+// unexpect drops the source at index i of the expected list.
+func (ep *Endpoint) unexpect(i int) {
+	src := ep.expected[i]
+	last := ep.expected[len(ep.expected)-1]
+	ep.expected[i] = last
+	ep.peers[last].expectI = int32(i)
+	ep.expected = ep.expected[:len(ep.expected)-1]
+	ep.peers[src].expectI = -1
 }
 
 func (ep *Endpoint) finish(r *Request, n int, err error) {
 	r.n, r.err, r.state = n, err, stateDone
+}
+
+// queueSend appends r to the sends waiting for cells to its destination.
+func (ep *Endpoint) queueSend(r *Request) {
+	q := &ep.sendq[r.peer]
+	if q.head == nil {
+		ep.sendDsts = append(ep.sendDsts, int32(r.peer))
+	}
+	q.push(r)
+	ep.sendsOut++
 }
 
 type sendResult int

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -189,6 +190,9 @@ func (ep *Endpoint) peerFailed(rank int) {
 		q.remove(r)
 		ep.sendsOut--
 		ep.finish(r, 0, err)
+	}
+	if i := slices.Index(ep.sendDsts, int32(rank)); i >= 0 {
+		ep.dropSendDst(i)
 	}
 	if a := &p.asm; a.req != nil {
 		ep.finish(a.req, a.req.n, err)

@@ -47,7 +47,9 @@ type LMT interface {
 	// length (at most len(rts) = cell payload size). An error fails the Isend
 	// at once and no RTS is sent.
 	StartSend(r *Request, rts []byte) (n int, err error)
-	// StartRecv is called when an RTS has matched receive r.
+	// StartRecv is called when an RTS has matched receive r. An error
+	// completes r with that error (the LMT must then have told the sender,
+	// or the send stays pending until the sender's LMT gives up).
 	StartRecv(r *Request, rts []byte) error
 	// HandleControl receives a packet the LMT of rank src sent with
 	// SendControl. pkt is only valid during the call.

@@ -23,12 +23,16 @@ func (ep *Endpoint) Poll() error {
 		}
 	}
 	if ep.seg.fboxPayload > 0 {
-		// A delivery may remove its source from expected (swap with the
-		// last): index, not range, so the loop sees the current list.
-		for i := 0; i < len(ep.expected); i++ {
-			if _, err := ep.pollFbox(int(ep.expected[i])); err != nil {
+		for i := 0; i < len(ep.expected); {
+			src := int(ep.expected[i])
+			if ep.peers[src].expectN == 0 {
+				ep.unexpect(i) // swaps the last one in: look at i again
+				continue
+			}
+			if _, err := ep.pollFbox(src); err != nil {
 				return err
 			}
+			i++
 		}
 		mask := uint32(63)
 		if ep.wildcards > 0 {
@@ -63,9 +67,11 @@ func (ep *Endpoint) Poll() error {
 	return ep.fatal
 }
 
+// progressSends pushes queued sends, visiting only the destinations that
+// have some (Poll must not cost O(job size) per call).
 func (ep *Endpoint) progressSends() error {
-	for dst := range ep.sendq {
-		q := &ep.sendq[dst]
+	for i := 0; i < len(ep.sendDsts); {
+		q := &ep.sendq[ep.sendDsts[i]]
 		for r := q.head; r != nil; r = q.head {
 			res, err := ep.trySend(r)
 			if res == sendBlocked && err == nil {
@@ -79,8 +85,19 @@ func (ep *Endpoint) progressSends() error {
 				ep.finish(r, len(r.buf), nil)
 			}
 		}
+		if q.head == nil {
+			ep.dropSendDst(i)
+		} else {
+			i++
+		}
 	}
 	return ep.fatal
+}
+
+func (ep *Endpoint) dropSendDst(i int) {
+	last := len(ep.sendDsts) - 1
+	ep.sendDsts[i] = ep.sendDsts[last]
+	ep.sendDsts = ep.sendDsts[:last]
 }
 
 // pollFbox consumes the fastbox from src if it is full and holds the next

@@ -65,18 +65,34 @@ func (q queue) dequeue(s *segment) (uint64, *cellHdr, error) {
 	}
 	c := (*cellHdr)(unsafe.Add(s.base, h))
 	next := c.next.Load()
-	if next == 0 && !q.sh.tail.CompareAndSwap(h, 0) {
-		// An enqueuer swapped the tail after h and is about to link its
-		// cell behind h. h stays at the head until it has.
-		for i := 0; next == 0 && i < linkSpin; i++ {
-			next = c.next.Load()
-		}
-		if next == 0 {
+	if next == 0 {
+		next = q.waitLink(h, c)
+		if next == notLinked {
 			return 0, nil, nil
 		}
 	}
 	q.sh.shadow = next
 	return h, c, nil
+}
+
+// notLinked is waitLink's "not yet": no cell lives at this offset.
+const notLinked = ^uint64(0)
+
+// waitLink handles a head cell h without a successor: either it is the last
+// cell (CAS the tail from h to empty: 0 is returned) or an enqueuer swapped
+// the tail past h and is about to link its cell behind h; h then stays at
+// the head until it has (notLinked is returned when that takes too long).
+// Apart from dequeue so that its common path compiles straight.
+func (q queue) waitLink(h uint64, c *cellHdr) uint64 {
+	if q.sh.tail.CompareAndSwap(h, 0) {
+		return 0
+	}
+	for range linkSpin {
+		if next := c.next.Load(); next != 0 {
+			return next
+		}
+	}
+	return notLinked
 }
 
 // empty reports whether dequeue would find nothing (a racy hint).
