@@ -112,7 +112,9 @@ type Endpoint struct {
 	polls     uint32
 
 	lmt      LMT
+	lmtMeter LMTMeter // lmt, when it can tell a Poll that moved payload
 	eagerMax int
+	cellsIn  uint64 // cells taken from the receive queue
 
 	live    liveness
 	crashed error // the first rank found dead without having closed
@@ -133,6 +135,7 @@ type Stats struct {
 	SeqFromFbox   uint64 // queue cells that found their predecessor in the fastbox
 	FullFboxScans uint64 // Polls that visited every fastbox
 	Reaped        uint64 // cells taken back from the queues of gone ranks
+	Yields        uint64 // times a blocked call gave its CPU away
 }
 
 // Stats returns the counters of this endpoint.
@@ -417,20 +420,28 @@ func (ep *Endpoint) Test(r *Request) (bool, error) {
 }
 
 // Wait blocks until r completes and returns its error. While waiting it
-// polls, then yields the CPU, and checks peers' liveness every
-// LivenessInterval: a request that depends on a dead rank fails with a
-// *PeerError.
+// polls, then, after polls that moved nothing, yields the CPU, and checks
+// peers' liveness every LivenessInterval: a request that depends on a dead
+// rank fails with a *PeerError.
 func (ep *Endpoint) Wait(r *Request) error {
 	if r.state == stateIdle || r.ep != ep {
 		return errorf(ErrInvalidArg, "request was not started on this endpoint")
 	}
 	var w waiter
 	for r.state != stateDone {
+		mark := ep.progressMark()
 		if err := ep.Poll(); err != nil {
 			return err
 		}
 		if r.state == stateDone {
 			break
+		}
+		if ep.progressMark() != mark {
+			// Something moved (cells, LMT chunks): the transfer r waits
+			// for is running, and yielding now would hand the CPU away
+			// once per chunk for the rest of it.
+			w.spins = 0
+			continue
 		}
 		if err := ep.idle(&w); err != nil {
 			return err

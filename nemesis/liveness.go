@@ -25,6 +25,7 @@ func (ep *Endpoint) idle(w *waiter) error {
 	if w.spins < spinBeforeYield {
 		return nil
 	}
+	ep.stats.Yields++
 	runtime.Gosched() // the peer may be a goroutine of this process
 	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	if w.spins&31 != 0 {

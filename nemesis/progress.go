@@ -51,6 +51,7 @@ func (ep *Endpoint) Poll() error {
 		if off == 0 {
 			break
 		}
+		ep.cellsIn++
 		if err := ep.handleCell(off, c); err != nil {
 			return ep.fail(err)
 		}

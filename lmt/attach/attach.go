@@ -101,13 +101,12 @@ const spinBeforePoll = 16
 // peer still lives.
 const livenessEvery = 4096
 
-// Wait is Endpoint.Wait with a waiting policy that sees the LMT move bytes:
-// it spins while chunks go through and yields only after 200 polls that
-// moved nothing. (Endpoint.Wait counts every poll that did not complete r,
-// so once 200 chunks of a long transfer have gone by it yields the CPU
-// before each further chunk: on a busy machine that costs a time slice per
-// 64 KiB.) A peer that dies fails the wait with a *lmt.PeerError; an eager
-// request left pending then is abandoned.
+// Wait is Endpoint.Wait (which sees the chunks go by through BytesMoved)
+// plus what only the engine knows: a transfer waiting on a pipe sleeps in
+// poll(2) on it, and the engine checks its peer's pidfd. It spins while
+// chunks go through and yields only after 200 polls that moved nothing. A
+// peer that dies fails the wait with a *lmt.PeerError; an eager request
+// left pending then is abandoned.
 func (l *LMT) Wait(r *nemesis.Request) error {
 	idle := 0
 	last := l.eng.BytesMoved()
@@ -230,6 +229,10 @@ func (l *LMT) HandleControl(src int, pkt []byte) error { return l.eng.HandleCont
 // Progress implements nemesis.LMT.
 func (l *LMT) Progress() error { return l.eng.Progress() }
 
+// BytesMoved implements nemesis.LMTMeter, so that Endpoint.Wait sees the
+// chunks go by.
+func (l *LMT) BytesMoved() uint64 { return l.eng.BytesMoved() }
+
 // PeerFailed implements nemesis.LMT.
 func (l *LMT) PeerFailed(rank int, err error) { l.eng.PeerFailed(rank, err) }
 
@@ -249,4 +252,7 @@ type control struct{ ep *nemesis.Endpoint }
 
 func (c control) Send(dst int, pkt []byte) (bool, error) { return c.ep.SendControl(dst, pkt) }
 
-var _ nemesis.LMT = (*LMT)(nil)
+var (
+	_ nemesis.LMT      = (*LMT)(nil)
+	_ nemesis.LMTMeter = (*LMT)(nil)
+)
