@@ -334,7 +334,7 @@ func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
 	if err := checkTag(tag, false); err != nil {
 		return err
 	}
-	*r = Request{ep: ep, op: opSend, state: statePending, peer: dst, tag: tag, buf: buf, msgLen: len(buf)}
+	*r = Request{LMTData: r.LMTData, ep: ep, op: opSend, state: statePending, peer: dst, tag: tag, buf: buf, msgLen: len(buf)}
 	if err := ep.peers[dst].dead; err != nil {
 		ep.finish(r, 0, err)
 		return nil
@@ -370,7 +370,7 @@ func (ep *Endpoint) Irecv(r *Request, src, tag int, buf []byte) error {
 	if err := checkTag(tag, true); err != nil {
 		return err
 	}
-	*r = Request{ep: ep, op: opRecv, state: statePending, peer: src, tag: tag, buf: buf}
+	*r = Request{LMTData: r.LMTData, ep: ep, op: opRecv, state: statePending, peer: src, tag: tag, buf: buf}
 	if u := ep.unexp.match(src, tag); u != nil {
 		return ep.takeUnexpected(r, u)
 	}
@@ -586,13 +586,13 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 		return sendBlocked, nil
 	}
 	pl := s.payload(off)
-	r.inLMT = true
+	r.inLMT, r.viaLMT = true, true
 	k, err := ep.lmt.StartSend(r, pl)
 	if err == nil && (k < 0 || k > len(pl)) {
 		err = fmt.Errorf("nemesis: LMT StartSend returned %d bytes of RTS for a %d-byte cell payload", k, len(pl))
 	}
 	if err != nil {
-		r.inLMT = false
+		r.inLMT, r.viaLMT = false, false
 		if qerr := ep.freeQ.enqueue(s, off, c); qerr != nil {
 			return sendBlocked, ep.fail(qerr)
 		}

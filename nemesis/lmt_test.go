@@ -276,3 +276,37 @@ func TestWaitSpinsThroughLMTChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestLMTDataKept: the endpoint keeps LMTData across reuse of a request, so
+// that an LMT can recycle its per-message state, and ViaLMT tells whether the
+// current message, not an earlier one, is the LMT's.
+func TestLMTDataKept(t *testing.T) {
+	eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 4})
+	a := eps[0]
+	l := &chunkedLMT{ep: a}
+	if err := a.SetLMT(l, 100); err != nil {
+		t.Fatal(err)
+	}
+	var r Request
+	if err := a.Isend(&r, 1, 0, make([]byte, 5000)); err != nil {
+		t.Fatal(err)
+	}
+	marker := &struct{ x int }{}
+	r.LMTData = marker
+	l.finishAt = l.calls + 3
+	if err := a.Wait(&r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.ViaLMT() {
+		t.Fatal("a 5000-byte message past an eager limit of 100: ViaLMT is false")
+	}
+	if err := a.Isend(&r, 1, 1, make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(&r); err != nil {
+		t.Fatal(err)
+	}
+	if r.ViaLMT() || r.LMTData != marker {
+		t.Fatalf("after an eager reuse: ViaLMT %v, LMTData %v; want false and the LMT's value kept", r.ViaLMT(), r.LMTData)
+	}
+}

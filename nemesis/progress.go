@@ -238,9 +238,9 @@ func (ep *Endpoint) startLMTRecv(r *Request, rts []byte) error {
 		ep.finish(r, 0, errorf(ErrNoLMT, "rank %d sent a %d-byte message by rendezvous", r.peer, r.msgLen))
 		return nil
 	}
-	r.inLMT = true
+	r.inLMT, r.viaLMT = true, true
 	if err := ep.lmt.StartRecv(r, rts); err != nil {
-		r.inLMT = false
+		r.inLMT, r.viaLMT = false, false
 		ep.finish(r, 0, err)
 	}
 	return nil

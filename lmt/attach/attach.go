@@ -187,7 +187,7 @@ func (l *LMT) unforce(dst int, r *nemesis.Request) string {
 // Stats returns the statistics of the transfer carrying r, if r went
 // through the LMT and has not been reused.
 func Stats(r *nemesis.Request) (lmt.Stats, bool) {
-	if t, ok := r.LMTData.(*lmt.Transfer); ok {
+	if t, ok := r.LMTData.(*lmt.Transfer); ok && r.ViaLMT() {
 		return t.Stats(), true
 	}
 	return lmt.Stats{}, false
@@ -196,7 +196,8 @@ func Stats(r *nemesis.Request) (lmt.Stats, bool) {
 // StartSend implements nemesis.LMT.
 func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	backend := l.unforce(r.Peer(), r)
-	t, n, err := l.eng.StartSend(r.Peer(), l.iov(r.Buf()), backend, rts)
+	l.release(r)
+	t, n, err := l.eng.StartSend(r.Peer(), [][]byte{r.Buf()}, backend, rts)
 	if err != nil {
 		return 0, err
 	}
@@ -204,21 +205,31 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	return n, nil
 }
 
-func (l *LMT) iov(b []byte) [][]byte { return [][]byte{b} }
+// release gives the engine back the transfer that carried r's previous
+// message: r is being reused, so Stats(r) no longer needs it, and the
+// engine reuses it for this message instead of allocating.
+func (l *LMT) release(r *nemesis.Request) {
+	// The endpoint keeps LMTData across reuse of the request: this is the
+	// transfer of r's last large message, done since r was reusable.
+	if old, ok := r.LMTData.(*lmt.Transfer); ok && old.User == r && old.Done() {
+		r.LMTData = nil
+		_ = l.eng.Release(old) // fails only for a transfer of another engine
+	}
+}
 
 // StartRecv implements nemesis.LMT.
 func (l *LMT) StartRecv(r *nemesis.Request, rts []byte) error {
-	t, err := l.eng.StartRecv(r.Peer(), rts, l.iov(r.Buf()))
+	l.release(r)
+	t, err := l.eng.StartRecv(r.Peer(), rts, [][]byte{r.Buf()})
 	if err != nil {
 		return err
 	}
+	t.User, r.LMTData = r, t
 	if !t.Done() {
-		t.User, r.LMTData = r, t
 		return nil
 	}
 	// Failed at once (dead peer, no usable backend): OnComplete ran
 	// before User was set.
-	r.LMTData = t
 	l.ep.Complete(r, 0, t.Err())
 	return nil
 }
