@@ -159,12 +159,15 @@ const (
 
 // backendSlot is one backend of an Engine with its per-peer bookkeeping.
 type backendSlot struct {
-	id    uint8
-	name  string
-	flow  Flow
-	b     Backend
-	check []error // per rank, after checked[rank]
-	known []bool
+	id   uint8
+	name string
+	flow Flow
+	b    Backend
+	// blocker is b as a Blocker, or nil: asserted once here, not on
+	// every idle poll of a waiter.
+	blocker Blocker
+	check   []error // per rank, after checked[rank]
+	known   []bool
 	// Receiver side of a Stream: the transfer holding the channel from
 	// each rank and those waiting for it, in the order they matched.
 	busy  []*Transfer
@@ -219,8 +222,9 @@ func New(cfg Config) (*Engine, error) {
 			e.Close()
 			return nil, fmt.Errorf("lmt: creating backend %s: %w", r.name, err)
 		}
+		blocker, _ := b.(Blocker)
 		e.slots[r.id] = &backendSlot{
-			id: r.id, name: r.name, flow: r.flow, b: b,
+			id: r.id, name: r.name, flow: r.flow, b: b, blocker: blocker,
 			check: make([]error, cfg.Size), known: make([]bool, cfg.Size),
 			busy: make([]*Transfer, cfg.Size), queue: make([][]*Transfer, cfg.Size),
 		}
@@ -818,7 +822,7 @@ func (e *Engine) PollFds(dst []unix.PollFd) []unix.PollFd {
 		if t.state != stActive {
 			continue
 		}
-		if b, ok := t.s.b.(Blocker); ok {
+		if b := t.s.blocker; b != nil {
 			if fd, ev := b.PollFd(t); fd >= 0 {
 				dst = append(dst, unix.PollFd{Fd: int32(fd), Events: ev})
 			}
