@@ -440,7 +440,9 @@ func (ep *Endpoint) Wait(r *Request) error {
 			// Something moved (cells, LMT chunks): the transfer r waits
 			// for is running, and yielding now would hand the CPU away
 			// once per chunk for the rest of it.
-			w.spins = 0
+			if err := ep.busy(&w); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := ep.idle(&w); err != nil {
