@@ -83,8 +83,16 @@ func newSide(job string, rank int) (*side, error) {
 		return nil, err
 	}
 	l, err := attach.Attach(ep, attach.Options{EagerMax: eagerMax, Tune: func(c *lmt.Config) {
+		// Knobs for exploring the engine's shape from the command line;
+		// the peer inherits them, so both ranks agree on the ring.
 		if v, _ := strconv.Atoi(os.Getenv("KNEMESIS_BENCH_CHUNK")); v > 0 {
 			c.Chunk = v
+		}
+		if v, _ := strconv.Atoi(os.Getenv("KNEMESIS_BENCH_SHM_SLOTS")); v > 0 {
+			c.ShmSlots = v
+		}
+		if v, _ := strconv.Atoi(os.Getenv("KNEMESIS_BENCH_SHM_SLOT_SIZE")); v > 0 {
+			c.ShmSlotSize = v
 		}
 	}})
 	if err != nil {
