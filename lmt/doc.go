@@ -46,6 +46,10 @@
 // Engine needs a [Control] that carries its packets in order, and the caller
 // carries the RTS (see lmttest for a socket-based harness). Each [Transfer]
 // keeps [Stats]: bytes, chunks, system calls and the backend that carried it.
+// A caller done with a completed Transfer hands it back with
+// [Engine.Release]; the next StartSend or StartRecv reuses it with its packet
+// buffer, so that in steady state a large message allocates nothing
+// (lmt/attach releases a request's transfer when the request is reused).
 //
 // # Writing a backend
 //

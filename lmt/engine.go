@@ -159,12 +159,15 @@ const (
 
 // backendSlot is one backend of an Engine with its per-peer bookkeeping.
 type backendSlot struct {
-	id    uint8
-	name  string
-	flow  Flow
-	b     Backend
-	check []error // per rank, after checked[rank]
-	known []bool
+	id   uint8
+	name string
+	flow Flow
+	b    Backend
+	// blocker is b as a Blocker, or nil: asserted once here, not on
+	// every idle poll of a waiter.
+	blocker Blocker
+	check   []error // per rank, after checked[rank]
+	known   []bool
 	// Receiver side of a Stream: the transfer holding the channel from
 	// each rank and those waiting for it, in the order they matched.
 	busy  []*Transfer
@@ -192,7 +195,8 @@ type Engine struct {
 
 	live   []*Transfer
 	outbox []*Transfer
-	bytes  uint64 // moved by this side, all transfers
+	pool   []*Transfer // released transfers, their buffers kept
+	bytes  uint64      // moved by this side, all transfers
 	pfd    [1]unix.PollFd
 	closed bool
 }
@@ -218,8 +222,9 @@ func New(cfg Config) (*Engine, error) {
 			e.Close()
 			return nil, fmt.Errorf("lmt: creating backend %s: %w", r.name, err)
 		}
+		blocker, _ := b.(Blocker)
 		e.slots[r.id] = &backendSlot{
-			id: r.id, name: r.name, flow: r.flow, b: b,
+			id: r.id, name: r.name, flow: r.flow, b: b, blocker: blocker,
 			check: make([]error, cfg.Size), known: make([]bool, cfg.Size),
 			busy: make([]*Transfer, cfg.Size), queue: make([][]*Transfer, cfg.Size),
 		}
@@ -299,17 +304,19 @@ func (e *Engine) StartSend(dst int, iov [][]byte, backend string, rts []byte) (*
 	if len(rts) < hdrLen {
 		return nil, 0, fmt.Errorf("lmt: RTS buffer of %d bytes, need at least %d", len(rts), hdrLen)
 	}
-	t := &Transfer{e: e, peer: dst, side: Sender, iov: iov}
+	t := e.newTransfer(dst, Sender, iov)
 	t.msgLen = iovLen(iov)
 	t.length = t.msgLen
 	s, err := e.chooseSend(t, backend, len(rts)-hdrLen)
 	if err != nil {
+		e.drop(t)
 		return nil, 0, err
 	}
 	t.setSlot(s)
 	n := 0
 	if s.flow == Pull {
 		if n, err = s.b.Handle(t, rts[hdrLen:]); err != nil {
+			e.drop(t)
 			return nil, 0, err
 		}
 		t.state = stWaitDone
@@ -318,7 +325,7 @@ func (e *Engine) StartSend(dst int, iov [][]byte, backend string, rts []byte) (*
 	}
 	e.register(t)
 	putHeader(rts, pktRTS, s.id, 0, n, t.id, 0, t.msgLen)
-	e.live = append(e.live, t)
+	e.goLive(t)
 	return t, hdrLen + n, nil
 }
 
@@ -373,11 +380,12 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 	if h.typ != pktRTS {
 		return nil, fmt.Errorf("lmt: StartRecv given a %s packet, not an RTS", h.typ)
 	}
-	t := &Transfer{e: e, peer: src, side: Receiver, iov: iov, peerID: h.src}
+	t := e.newTransfer(src, Receiver, iov)
+	t.peerID = h.src
 	t.msgLen = h.length
 	t.length = min(h.length, iovLen(iov))
 	e.register(t)
-	e.live = append(e.live, t)
+	e.goLive(t)
 	if err := e.peers[src].gone; err != nil {
 		t.setSlot(e.slots[h.kind])
 		e.complete(t, err)
@@ -606,7 +614,10 @@ func (e *Engine) sweep() {
 		if t.state != stDone {
 			e.live[j] = t
 			j++
+			continue
 		}
+		t.inLive = false
+		e.recycle(t)
 	}
 	clear(e.live[j:])
 	e.live = e.live[:j]
@@ -773,12 +784,14 @@ func (e *Engine) flush() {
 		if err != nil {
 			t.pktPending = false
 			e.PeerFailed(t.peer, err)
+			e.recycle(t)
 			continue
 		}
 		if !ok {
 			break
 		}
 		t.pktPending = false
+		e.recycle(t)
 	}
 	n := copy(e.outbox, e.outbox[i:])
 	clear(e.outbox[n:])
@@ -809,7 +822,7 @@ func (e *Engine) PollFds(dst []unix.PollFd) []unix.PollFd {
 		if t.state != stActive {
 			continue
 		}
-		if b, ok := t.s.b.(Blocker); ok {
+		if b := t.s.blocker; b != nil {
 			if fd, ev := b.PollFd(t); fd >= 0 {
 				dst = append(dst, unix.PollFd{Fd: int32(fd), Events: ev})
 			}
@@ -866,6 +879,66 @@ func (e *Engine) Close() error {
 		os.Remove(e.cfg.Dir) // only once empty: the last rank removes it
 	}
 	return first
+}
+
+// newTransfer takes a transfer from the pool, or allocates one while the
+// pool is empty (the first transfers, or callers that never Release). The
+// iovec list is copied into storage the transfer keeps, so that a caller
+// may build it in a temporary.
+func (e *Engine) newTransfer(peer int, side Side, iov [][]byte) *Transfer {
+	var t *Transfer
+	if n := len(e.pool); n > 0 {
+		t = e.pool[n-1]
+		e.pool[n-1] = nil
+		e.pool = e.pool[:n-1]
+		*t = Transfer{iov: t.iov[:0], remote: t.remote[:0], pkt: t.pkt}
+	} else {
+		t = &Transfer{}
+	}
+	t.e, t.peer, t.side = e, peer, side
+	t.iov = append(t.iov, iov...)
+	return t
+}
+
+// drop returns a transfer that never went live to the pool.
+func (e *Engine) drop(t *Transfer) {
+	t.released = true
+	e.recycle(t)
+}
+
+func (e *Engine) goLive(t *Transfer) {
+	t.inLive = true
+	e.live = append(e.live, t)
+}
+
+// Release gives a completed transfer back to the Engine, which reuses it,
+// with its packet buffer and iovec storage, for a later StartSend or
+// StartRecv: in steady state a large message then allocates nothing. The
+// caller must not touch t afterwards. A transfer never released is simply
+// garbage collected.
+func (e *Engine) Release(t *Transfer) error {
+	if t == nil || t.e != e {
+		return errors.New("lmt: Release of a transfer this engine did not start")
+	}
+	if t.state != stDone {
+		return fmt.Errorf("lmt: Release of %v still in flight", t)
+	}
+	if t.released {
+		return fmt.Errorf("lmt: %v released twice", t)
+	}
+	t.released = true
+	e.recycle(t)
+	return nil
+}
+
+// recycle pools t once it is released and the engine holds it nowhere.
+func (e *Engine) recycle(t *Transfer) {
+	if !t.released || t.inLive || t.pktPending || e.closed {
+		return
+	}
+	clear(t.iov) // do not keep the caller's buffers alive
+	t.User = nil
+	e.pool = append(e.pool, t)
 }
 
 func (e *Engine) register(t *Transfer) {

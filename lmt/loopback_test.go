@@ -193,3 +193,58 @@ func TestUnknownBackendInRTS(t *testing.T) {
 		t.Errorf("sender: %v, want a RemoteError from rank 1", err)
 	}
 }
+
+// TestRelease: a released transfer is reused by the next StartSend or
+// StartRecv on its engine, and carries the next message intact while the
+// stingy channel keeps control packets waiting in the outbox; releasing one
+// in flight, twice, or on another engine is refused.
+func TestRelease(t *testing.T) {
+	l := newLoop(t, "shm")
+	l.stingy = true
+	a, b := l.engs[0], l.engs[1]
+	const n = 1<<20 + 7
+	msg, buf := make([]byte, n), make([]byte, n)
+	rts := make([]byte, 4096)
+	var prevS, prevR *lmt.Transfer
+	for i := range 4 {
+		lmttest.Fill(msg, i)
+		s, k, err := a.StartSend(1, [][]byte{msg}, "", rts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Release(s); err == nil || !strings.Contains(err.Error(), "in flight") {
+			t.Fatalf("Release of a transfer in flight: %v", err)
+		}
+		r, err := b.StartRecv(0, rts[:k], [][]byte{buf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && (s != prevS || r != prevR) {
+			t.Fatalf("message %d: released transfers not reused", i)
+		}
+		l.wait(t, s, r)
+		want := make([]byte, n)
+		lmttest.Fill(want, i)
+		if s.Err() != nil || r.Err() != nil || !bytes.Equal(buf, want) || r.Stats().Bytes != n {
+			t.Fatalf("message %d: %v, %v, stats %+v", i, s.Err(), r.Err(), r.Stats())
+		}
+		if err := b.Release(s); err == nil {
+			t.Fatal("Release of another engine's transfer accepted")
+		}
+		for _, e := range []struct {
+			e  *lmt.Engine
+			tr *lmt.Transfer
+		}{{a, s}, {b, r}} {
+			if err := e.e.Release(e.tr); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.e.Release(e.tr); err == nil || !strings.Contains(err.Error(), "twice") {
+				t.Fatalf("second Release: %v", err)
+			}
+		}
+		for range 4 {
+			l.step(t) // drain the outbox and the live lists
+		}
+		prevS, prevR = s, r
+	}
+}

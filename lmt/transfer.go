@@ -42,6 +42,11 @@ type Transfer struct {
 	pkt        []byte // outgoing control packet, allocated on first use
 	pktLen     int
 	pktPending bool
+
+	// A released transfer goes back to the Engine's pool once it has
+	// also left the live list and the outbox.
+	inLive   bool
+	released bool
 }
 
 // Segment is one piece of a buffer in another process.

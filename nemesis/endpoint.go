@@ -113,7 +113,9 @@ type Endpoint struct {
 	polls     uint32
 
 	lmt      LMT
+	lmtMeter LMTMeter // lmt, when it can tell a Poll that moved payload
 	eagerMax int
+	cellsIn  uint64 // cells taken from the receive queue
 
 	live    liveness
 	crashed error // the first rank found dead without having closed
@@ -134,6 +136,7 @@ type Stats struct {
 	SeqFromFbox   uint64 // queue cells that found their predecessor in the fastbox
 	FullFboxScans uint64 // Polls that visited every fastbox
 	Reaped        uint64 // cells taken back from the queues of gone ranks
+	Yields        uint64 // times a blocked call gave its CPU away
 }
 
 // Stats returns the counters of this endpoint.
@@ -340,7 +343,7 @@ func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
 	if err := ep.validate(r, dst, tag, false); err != nil {
 		return err
 	}
-	*r = Request{ep: ep, op: opSend, state: statePending, peer: dst, tag: tag, buf: buf, msgLen: len(buf)}
+	*r = Request{LMTData: r.LMTData, ep: ep, op: opSend, state: statePending, peer: dst, tag: tag, buf: buf, msgLen: len(buf)}
 	if err := ep.peers[dst].dead; err != nil {
 		ep.finish(r, 0, err)
 		return nil
@@ -369,7 +372,7 @@ func (ep *Endpoint) Irecv(r *Request, src, tag int, buf []byte) error {
 	if err := ep.validate(r, src, tag, true); err != nil {
 		return err
 	}
-	*r = Request{ep: ep, op: opRecv, state: statePending, peer: src, tag: tag, buf: buf}
+	*r = Request{LMTData: r.LMTData, ep: ep, op: opRecv, state: statePending, peer: src, tag: tag, buf: buf}
 	if u := ep.unexp.match(src, tag); u != nil {
 		return ep.takeUnexpected(r, u)
 	}
@@ -419,20 +422,30 @@ func (ep *Endpoint) Test(r *Request) (bool, error) {
 }
 
 // Wait blocks until r completes and returns its error. While waiting it
-// polls, then yields the CPU, and checks peers' liveness every
-// LivenessInterval: a request that depends on a dead rank fails with a
-// *PeerError.
+// polls, then, after polls that moved nothing, yields the CPU, and checks
+// peers' liveness every LivenessInterval: a request that depends on a dead
+// rank fails with a *PeerError.
 func (ep *Endpoint) Wait(r *Request) error {
 	if r.state == stateIdle || r.ep != ep {
 		return errorf(ErrInvalidArg, "request was not started on this endpoint")
 	}
 	var w waiter
 	for r.state != stateDone {
+		mark := ep.progressMark()
 		if err := ep.Poll(); err != nil {
 			return err
 		}
 		if r.state == stateDone {
 			break
+		}
+		if ep.progressMark() != mark {
+			// Something moved (cells, LMT chunks): the transfer r waits
+			// for is running, and yielding now would hand the CPU away
+			// once per chunk for the rest of it.
+			if err := ep.busy(&w); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := ep.idle(&w); err != nil {
 			return err
@@ -593,13 +606,13 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 		return sendBlocked, nil
 	}
 	pl := s.payload(off)
-	r.inLMT = true
+	r.inLMT, r.viaLMT = true, true
 	k, err := ep.lmt.StartSend(r, pl)
 	if err == nil && (k < 0 || k > len(pl)) {
 		err = fmt.Errorf("nemesis: LMT StartSend returned %d bytes of RTS for a %d-byte cell payload", k, len(pl))
 	}
 	if err != nil {
-		r.inLMT = false
+		r.inLMT, r.viaLMT = false, false
 		if qerr := ep.freeQ.enqueue(s, off, c); qerr != nil {
 			return sendBlocked, ep.fail(qerr)
 		}

@@ -341,3 +341,42 @@ func TestJobOrderAcrossPaths(t *testing.T) {
 		return barrier(ep)
 	})
 }
+
+// trafficLMT moves payload at every Progress, as a long transfer with a
+// third rank would, whatever the caller waits for.
+type trafficLMT struct{ chunkedLMT }
+
+func (l *trafficLMT) Progress() error    { l.moved += 64 << 10; return nil }
+func (l *trafficLMT) BytesMoved() uint64 { return l.moved }
+
+// TestJobDeadPeerDuringTraffic: a Wait that keeps seeing payload move (so
+// never yields) still checks liveness, and a receive from a rank that died
+// fails naming it instead of spinning for ever.
+func TestJobDeadPeerDuringTraffic(t *testing.T) {
+	launchtest.RunOpts(t, 2, launchtest.Options{Timeout: 30 * time.Second}, func(p launch.Proc) error {
+		ep, err := JoinProc(p, &Options{LivenessInterval: 20 * time.Millisecond})
+		if err != nil {
+			return err
+		}
+		if err := barrier(ep); err != nil {
+			return err
+		}
+		if ep.Rank() == 1 {
+			os.Exit(0) // a crash: no Close
+		}
+		defer ep.Close()
+		l := &trafficLMT{chunkedLMT{ep: ep}}
+		if err := ep.SetLMT(l, 100); err != nil {
+			return err
+		}
+		_, err = ep.Recv(1, 0, nil)
+		var pe *PeerError
+		if !errors.As(err, &pe) || pe.Rank != 1 || !errors.Is(err, ErrPeerDead) {
+			return fmt.Errorf("Recv(1) with traffic flowing: %v, want a PeerError for rank 1", err)
+		}
+		if y := ep.Stats().Yields; y != 0 {
+			return fmt.Errorf("Wait yielded %d times while payload moved at every poll", y)
+		}
+		return nil
+	})
+}

@@ -17,6 +17,19 @@ const spinBeforeYield = 200
 
 type waiter struct {
 	spins int
+	busy  int // polls that moved something (not necessarily for this call)
+}
+
+// busy is called by blocking calls after a Poll that moved cells or LMT
+// payload: the waiter spins on, but traffic that is not its own must not
+// keep it from noticing that the rank it waits for has died.
+func (ep *Endpoint) busy(w *waiter) error {
+	w.spins = 0
+	w.busy++
+	if w.busy&1023 != 0 {
+		return nil
+	}
+	return ep.livenessDue()
 }
 
 // idle is called by blocking calls between two Polls that made no progress
@@ -26,11 +39,18 @@ func (ep *Endpoint) idle(w *waiter) error {
 	if w.spins < spinBeforeYield {
 		return nil
 	}
+	ep.stats.Yields++
 	runtime.Gosched() // the peer may be a goroutine of this process
 	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	if w.spins&31 != 0 {
 		return nil
 	}
+	return ep.livenessDue()
+}
+
+// livenessDue checks the peers if LivenessInterval has passed since the
+// last check.
+func (ep *Endpoint) livenessDue() error {
 	now := time.Now()
 	if now.Before(ep.live.next) {
 		return nil

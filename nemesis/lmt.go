@@ -69,14 +69,34 @@ type LMT interface {
 // long message: an RTS reaching an endpoint without an LMT is an error.
 func (ep *Endpoint) SetLMT(l LMT, eagerMax int) error {
 	if l == nil {
-		ep.lmt, ep.eagerMax = nil, maxInt
+		ep.lmt, ep.lmtMeter, ep.eagerMax = nil, nil, maxInt
 		return nil
 	}
 	if eagerMax < 0 {
 		return errorf(ErrInvalidArg, "eager limit %d is negative", eagerMax)
 	}
 	ep.lmt, ep.eagerMax = l, eagerMax
+	ep.lmtMeter, _ = l.(LMTMeter)
 	return nil
+}
+
+// LMTMeter is implemented by an LMT that counts the payload bytes it has
+// moved. Wait then tells a Poll that advanced a large transfer from an idle
+// one, and keeps spinning through the transfer instead of yielding the CPU
+// before every chunk once its spin budget is spent.
+type LMTMeter interface {
+	// BytesMoved returns the payload bytes moved so far, all transfers.
+	BytesMoved() uint64
+}
+
+// progressMark changes whenever a cell arrives, a cell leaves or the LMT
+// moves payload.
+func (ep *Endpoint) progressMark() uint64 {
+	m := ep.cellsIn + ep.stats.Cells
+	if ep.lmtMeter != nil {
+		m += ep.lmtMeter.BytesMoved()
+	}
+	return m
 }
 
 // MaxControl is the largest packet SendControl carries: one cell's payload.

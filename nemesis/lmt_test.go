@@ -200,3 +200,113 @@ func drive(t *testing.T, a, b *Endpoint, sends, recvs []Request) {
 		}
 	}
 }
+
+// chunkedLMT holds a send for a fixed number of Progress calls, moving
+// 64 KiB in each, as a long transfer does; it completes nothing else.
+type chunkedLMT struct {
+	ep       *Endpoint
+	r        *Request
+	calls    int // Progress calls so far
+	finishAt int
+	moved    uint64
+}
+
+func (l *chunkedLMT) StartSend(r *Request, rts []byte) (int, error) { l.r = r; return 0, nil }
+func (l *chunkedLMT) StartRecv(r *Request, rts []byte) error        { return nil }
+func (l *chunkedLMT) HandleControl(src int, pkt []byte) error       { return nil }
+func (l *chunkedLMT) PeerFailed(rank int, err error)                {}
+func (l *chunkedLMT) Progress() error {
+	l.calls++
+	if l.r == nil {
+		return nil
+	}
+	l.moved += 64 << 10
+	if l.calls == l.finishAt {
+		l.ep.Complete(l.r, l.r.Len(), nil)
+		l.r = nil
+	}
+	return nil
+}
+
+// meteredLMT is chunkedLMT telling the endpoint how much it moved.
+type meteredLMT struct{ chunkedLMT }
+
+func (l *meteredLMT) BytesMoved() uint64 { return l.moved }
+
+// TestWaitSpinsThroughLMTChunks: Wait yields its CPU only when polls move
+// nothing. Through an LMT that reports its bytes (LMTMeter), a transfer of
+// many chunks never yields; through one that does not, Wait cannot tell and
+// yields at every poll past its spin budget.
+func TestWaitSpinsThroughLMTChunks(t *testing.T) {
+	const chunks = 2000
+	for _, metered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("metered=%v", metered), func(t *testing.T) {
+			eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 4})
+			a := eps[0]
+			var l *chunkedLMT
+			var hook LMT
+			if metered {
+				m := &meteredLMT{chunkedLMT{ep: a}}
+				l, hook = &m.chunkedLMT, m
+			} else {
+				l = &chunkedLMT{ep: a}
+				hook = l
+			}
+			if err := a.SetLMT(hook, 100); err != nil {
+				t.Fatal(err)
+			}
+			var r Request
+			if err := a.Isend(&r, 1, 0, make([]byte, 5000)); err != nil {
+				t.Fatal(err)
+			}
+			start := l.calls
+			l.finishAt = start + chunks
+			if err := a.Wait(&r); err != nil {
+				t.Fatal(err)
+			}
+			want := uint64(0)
+			if !metered {
+				// Idle after each of the first chunks-1 polls; the
+				// spin budget covers spinBeforeYield-1 of them.
+				want = uint64(chunks - 1 - (spinBeforeYield - 1))
+			}
+			if got := a.Stats().Yields; got != want {
+				t.Fatalf("Wait yielded %d times over %d chunks, want %d", got, chunks, want)
+			}
+		})
+	}
+}
+
+// TestLMTDataKept: the endpoint keeps LMTData across reuse of a request, so
+// that an LMT can recycle its per-message state, and ViaLMT tells whether the
+// current message, not an earlier one, is the LMT's.
+func TestLMTDataKept(t *testing.T) {
+	eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 4})
+	a := eps[0]
+	l := &chunkedLMT{ep: a}
+	if err := a.SetLMT(l, 100); err != nil {
+		t.Fatal(err)
+	}
+	var r Request
+	if err := a.Isend(&r, 1, 0, make([]byte, 5000)); err != nil {
+		t.Fatal(err)
+	}
+	marker := &struct{ x int }{}
+	r.LMTData = marker
+	l.finishAt = l.calls + 3
+	if err := a.Wait(&r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.ViaLMT() {
+		t.Fatal("a 5000-byte message past an eager limit of 100: ViaLMT is false")
+	}
+	if err := a.Isend(&r, 1, 1, make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(&r); err != nil {
+		t.Fatal(err)
+	}
+	if r.ViaLMT() || r.LMTData != marker {
+		t.Fatalf("after an eager reuse: ViaLMT %v, LMTData %v; want false and the LMT's value kept", r.ViaLMT(), r.LMTData)
+	}
+}

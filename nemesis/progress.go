@@ -55,6 +55,7 @@ func (ep *Endpoint) Poll() error {
 		if off == 0 {
 			break
 		}
+		ep.cellsIn++
 		if err := ep.handleCell(off, c); err != nil {
 			return ep.fail(err)
 		}
@@ -254,9 +255,9 @@ func (ep *Endpoint) startLMTRecv(r *Request, rts []byte) error {
 		ep.finish(r, 0, errorf(ErrNoLMT, "rank %d sent a %d-byte message by rendezvous", r.peer, r.msgLen))
 		return nil
 	}
-	r.inLMT = true
+	r.inLMT, r.viaLMT = true, true
 	if err := ep.lmt.StartRecv(r, rts); err != nil {
-		r.inLMT = false
+		r.inLMT, r.viaLMT = false, false
 		ep.finish(r, 0, err)
 	}
 	return nil

@@ -30,14 +30,17 @@ const (
 // once Wait or Test has reported it complete. Its buffer belongs to the
 // endpoint until then.
 type Request struct {
-	// LMTData is free for the LMT to hang its per-transfer state on while
-	// it holds the request (between StartSend/StartRecv and Complete).
+	// LMTData is free for the LMT to hang its per-transfer state on. The
+	// endpoint never touches it, not even when the request is reused, so
+	// that the LMT finds there the state of the request's previous
+	// message and can recycle it instead of allocating anew.
 	LMTData any
 
 	ep     *Endpoint
 	op     reqOp
 	state  reqState
 	inLMT  bool // the LMT holds it; only Complete finishes it
+	viaLMT bool // the current message was handed to the LMT
 	peer   int  // destination, or the source asked for (AnySource) then matched
 	tag    int  // tag (AnyTag until matched for a wildcard receive)
 	buf    []byte
@@ -61,6 +64,10 @@ func (r *Request) Tag() int { return r.tag }
 // has matched (it may exceed len(Buf()), in which case the receive reports
 // ErrTruncated).
 func (r *Request) Len() int { return r.msgLen }
+
+// ViaLMT reports whether the request's current message was handed to the
+// LMT (so that LMTData describes it, not an earlier message).
+func (r *Request) ViaLMT() bool { return r.viaLMT }
 
 // Buf returns the user buffer of the request.
 func (r *Request) Buf() []byte { return r.buf }

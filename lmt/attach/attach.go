@@ -101,13 +101,12 @@ const spinBeforePoll = 16
 // peer still lives.
 const livenessEvery = 4096
 
-// Wait is Endpoint.Wait with a waiting policy that sees the LMT move bytes:
-// it spins while chunks go through and yields only after 200 polls that
-// moved nothing. (Endpoint.Wait counts every poll that did not complete r,
-// so once 200 chunks of a long transfer have gone by it yields the CPU
-// before each further chunk: on a busy machine that costs a time slice per
-// 64 KiB.) A peer that dies fails the wait with a *lmt.PeerError; an eager
-// request left pending then is abandoned.
+// Wait is Endpoint.Wait (which sees the chunks go by through BytesMoved)
+// plus what only the engine knows: a transfer waiting on a pipe sleeps in
+// poll(2) on it, and the engine checks its peer's pidfd. It spins while
+// chunks go through and yields only after 200 polls that moved nothing. A
+// peer that dies fails the wait with a *lmt.PeerError; an eager request
+// left pending then is abandoned.
 func (l *LMT) Wait(r *nemesis.Request) error {
 	idle := 0
 	last := l.eng.BytesMoved()
@@ -188,7 +187,7 @@ func (l *LMT) unforce(dst int, r *nemesis.Request) string {
 // Stats returns the statistics of the transfer carrying r, if r went
 // through the LMT and has not been reused.
 func Stats(r *nemesis.Request) (lmt.Stats, bool) {
-	if t, ok := r.LMTData.(*lmt.Transfer); ok {
+	if t, ok := r.LMTData.(*lmt.Transfer); ok && r.ViaLMT() {
 		return t.Stats(), true
 	}
 	return lmt.Stats{}, false
@@ -197,7 +196,8 @@ func Stats(r *nemesis.Request) (lmt.Stats, bool) {
 // StartSend implements nemesis.LMT.
 func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	backend := l.unforce(r.Peer(), r)
-	t, n, err := l.eng.StartSend(r.Peer(), l.iov(r.Buf()), backend, rts)
+	l.release(r)
+	t, n, err := l.eng.StartSend(r.Peer(), [][]byte{r.Buf()}, backend, rts)
 	if err != nil {
 		return 0, err
 	}
@@ -205,21 +205,31 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	return n, nil
 }
 
-func (l *LMT) iov(b []byte) [][]byte { return [][]byte{b} }
+// release gives the engine back the transfer that carried r's previous
+// message: r is being reused, so Stats(r) no longer needs it, and the
+// engine reuses it for this message instead of allocating.
+func (l *LMT) release(r *nemesis.Request) {
+	// The endpoint keeps LMTData across reuse of the request: this is the
+	// transfer of r's last large message, done since r was reusable.
+	if old, ok := r.LMTData.(*lmt.Transfer); ok && old.User == r && old.Done() {
+		r.LMTData = nil
+		_ = l.eng.Release(old) // fails only for a transfer of another engine
+	}
+}
 
 // StartRecv implements nemesis.LMT.
 func (l *LMT) StartRecv(r *nemesis.Request, rts []byte) error {
-	t, err := l.eng.StartRecv(r.Peer(), rts, l.iov(r.Buf()))
+	l.release(r)
+	t, err := l.eng.StartRecv(r.Peer(), rts, [][]byte{r.Buf()})
 	if err != nil {
 		return err
 	}
+	t.User, r.LMTData = r, t
 	if !t.Done() {
-		t.User, r.LMTData = r, t
 		return nil
 	}
 	// Failed at once (dead peer, no usable backend): OnComplete ran
 	// before User was set.
-	r.LMTData = t
 	l.ep.Complete(r, 0, t.Err())
 	return nil
 }
@@ -229,6 +239,10 @@ func (l *LMT) HandleControl(src int, pkt []byte) error { return l.eng.HandleCont
 
 // Progress implements nemesis.LMT.
 func (l *LMT) Progress() error { return l.eng.Progress() }
+
+// BytesMoved implements nemesis.LMTMeter, so that Endpoint.Wait sees the
+// chunks go by.
+func (l *LMT) BytesMoved() uint64 { return l.eng.BytesMoved() }
 
 // PeerFailed implements nemesis.LMT.
 func (l *LMT) PeerFailed(rank int, err error) { l.eng.PeerFailed(rank, err) }
@@ -249,4 +263,7 @@ type control struct{ ep *nemesis.Endpoint }
 
 func (c control) Send(dst int, pkt []byte) (bool, error) { return c.ep.SendControl(dst, pkt) }
 
-var _ nemesis.LMT = (*LMT)(nil)
+var (
+	_ nemesis.LMT      = (*LMT)(nil)
+	_ nemesis.LMTMeter = (*LMT)(nil)
+)

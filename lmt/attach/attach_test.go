@@ -1,6 +1,7 @@
 package attach_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -312,4 +313,61 @@ func TestWait(t *testing.T) {
 		}
 		return ep.Send(1-p.Rank, 99, nil)
 	})
+}
+
+// TestNoAllocPerMessage: in steady state a large message allocates nothing
+// on either side, whichever backend carries it: the engine reuses the
+// Transfer and its packet buffer that the request's previous message
+// released. Each rank counts its own process's allocations over a
+// ping-pong, the payload checked at every turn.
+func TestNoAllocPerMessage(t *testing.T) {
+	for _, b := range all {
+		t.Run(b, func(t *testing.T) {
+			launchtest.Run(t, 2, func(p launch.Proc) error {
+				ep, l, err := join(p, attach.Options{Prefer: []string{b}})
+				if err != nil {
+					return err
+				}
+				defer ep.Close()
+				defer l.Close()
+				const n = 1<<20 + 5
+				out, in, want := message(n, p.Rank), make([]byte, n), message(n, 1-p.Rank)
+				var sr, rr nemesis.Request
+				var fail error
+				turn := func() {
+					for k := range 2 {
+						if fail != nil {
+							return
+						}
+						if (k == 0) == (p.Rank == 0) {
+							fail = ep.Isend(&sr, 1-p.Rank, 0, out)
+							if fail == nil {
+								fail = l.Wait(&sr)
+							}
+						} else {
+							clear(in)
+							fail = ep.Irecv(&rr, 1-p.Rank, 0, in)
+							if fail == nil {
+								fail = l.Wait(&rr)
+							}
+							if fail == nil && !bytes.Equal(in, want) {
+								fail = fmt.Errorf("rank %d received a corrupted message via %s", p.Rank, b)
+							}
+						}
+					}
+				}
+				allocs := testing.AllocsPerRun(50, turn)
+				if fail != nil {
+					return fail
+				}
+				if st, ok := attach.Stats(&rr); !ok || st.Backend != b || st.Bytes != n {
+					return fmt.Errorf("last receive went via %+v, want %s", st, b)
+				}
+				if allocs != 0 {
+					return fmt.Errorf("rank %d: %v allocations per round trip of %d-byte messages via %s, want 0", p.Rank, allocs, n, b)
+				}
+				return ep.Send(1-p.Rank, 99, nil)
+			})
+		})
+	}
 }

@@ -83,8 +83,16 @@ func newSide(job string, rank int) (*side, error) {
 		return nil, err
 	}
 	l, err := attach.Attach(ep, attach.Options{EagerMax: eagerMax, Tune: func(c *lmt.Config) {
+		// Knobs for exploring the engine's shape from the command line;
+		// the peer inherits them, so both ranks agree on the ring.
 		if v, _ := strconv.Atoi(os.Getenv("KNEMESIS_BENCH_CHUNK")); v > 0 {
 			c.Chunk = v
+		}
+		if v, _ := strconv.Atoi(os.Getenv("KNEMESIS_BENCH_SHM_SLOTS")); v > 0 {
+			c.ShmSlots = v
+		}
+		if v, _ := strconv.Atoi(os.Getenv("KNEMESIS_BENCH_SHM_SLOT_SIZE")); v > 0 {
+			c.ShmSlotSize = v
 		}
 	}})
 	if err != nil {
@@ -111,7 +119,7 @@ func (s *side) stream(peer int, sender bool, backend string, n int) error {
 		k := i % window
 		r := &s.reqs[k]
 		if i >= window {
-			if err := s.l.Wait(r); err != nil {
+			if err := s.wait(r); err != nil {
 				return err
 			}
 		}
@@ -131,6 +139,16 @@ func (s *side) stream(peer int, sender bool, backend string, n int) error {
 	return nil
 }
 
+// wait is LMT.Wait, or Endpoint.Wait when KNEMESIS_BENCH_WAIT=endpoint:
+// applications that never heard of attach wait through the endpoint, so
+// its waiting policy must not slow the LMT down either.
+func (s *side) wait(r *nemesis.Request) error {
+	if os.Getenv("KNEMESIS_BENCH_WAIT") == "endpoint" {
+		return s.ep.Wait(r)
+	}
+	return s.l.Wait(r)
+}
+
 func (s *side) pingpong(peer int, first bool, backend string, n int) error {
 	r := &s.reqs[0]
 	for i := 0; i < n; i++ {
@@ -142,7 +160,7 @@ func (s *side) pingpong(peer int, first bool, backend string, n int) error {
 				err = s.ep.Irecv(r, peer, 0, s.recv[0])
 			}
 			if err == nil {
-				err = s.l.Wait(r)
+				err = s.wait(r)
 			}
 			if err != nil {
 				return err
