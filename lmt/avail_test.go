@@ -3,6 +3,7 @@ package lmt_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -54,6 +55,9 @@ func oneMessage(ch *lmttest.Channel, eng *lmt.Engine, src, dst int) (string, err
 // over it) but not the other way. A message rank 0 sends with cma first in
 // its preference is refused by rank 1, which falls back to shm in its CTS.
 func TestCMAUserNamespace(t *testing.T) {
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil || strings.TrimSpace(string(b)) == "0" {
+		t.Skip("user namespaces are disabled here (user.max_user_namespaces)")
+	}
 	job := lmttest.NewJob(2)
 	job.Extra = func(rank int, cmd *exec.Cmd) error {
 		if rank == 1 {
@@ -227,6 +231,60 @@ func TestCMAPIDNamespace(t *testing.T) {
 			if b != "shm" {
 				return fmt.Errorf("message %d→%d went via %s, want the fallback shm", dir[0], dir[1], b)
 			}
+		}
+		return nil
+	})
+}
+
+// denyCMA installs, on every thread, a seccomp filter that answers
+// process_vm_readv with EPERM, as container profiles do.
+func denyCMA() error {
+	prog := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // seccomp_data.nr
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_PROCESS_VM_READV, Jt: 0, Jf: 1},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	_, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+	if e != 0 {
+		return fmt.Errorf("seccomp: %w", e)
+	}
+	return nil
+}
+
+// TestCMASeccomp: a seccomp filter denying process_vm_readv in rank 1 is
+// named as the reason, and rank 1 falls back to shm for what rank 0 sends.
+func TestCMASeccomp(t *testing.T) {
+	job := lmttest.NewJob(2)
+	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup}, func(p launch.Proc) error {
+		if p.Rank == 1 {
+			if err := denyCMA(); err != nil {
+				return err
+			}
+		}
+		ch, eng, err := lmttest.Open(p, "", func(c *lmt.Config) { c.Prefer = []string{"cma", "shm"} })
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		err = eng.Check("cma", 1-p.Rank)
+		var u *lmt.Unavailable
+		if p.Rank == 0 && err != nil {
+			return fmt.Errorf("rank 0, no filter: %v", err)
+		}
+		if p.Rank == 1 && (!errors.As(err, &u) || !strings.Contains(u.Reason, "seccomp")) {
+			return fmt.Errorf("rank 1 under the filter: %v, want Unavailable naming seccomp", err)
+		}
+		b, err := oneMessage(ch, eng, 0, 1)
+		if err != nil {
+			return err
+		}
+		if b != "shm" {
+			return fmt.Errorf("message went via %s, want the fallback shm", b)
 		}
 		return nil
 	})

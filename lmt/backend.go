@@ -86,6 +86,16 @@ type Backend interface {
 	Close() error
 }
 
+// Blocker is implemented by backends whose channel is a file descriptor
+// (pipe, vmsplice): a waiter with nothing to do may sleep in poll(2) on it,
+// and be woken by the kernel when the peer has made room or data, instead of
+// spinning or yielding its time slice away.
+type Blocker interface {
+	// PollFd returns the descriptor t's next Step waits for and the
+	// poll(2) events (POLLIN, POLLOUT), or fd -1.
+	PollFd(t *Transfer) (fd int, events int16)
+}
+
 // Env is what a backend learns about its job when an Engine creates it.
 type Env struct {
 	Rank, Size int

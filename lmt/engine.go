@@ -43,6 +43,10 @@ type Config struct {
 	// with F_SETPIPE_SZ (default 1 MiB); MinPipeSize is the smallest
 	// they accept before refusing (default 64 KiB, the kernel default).
 	PipeSize, MinPipeSize int
+	// PipeChunk bounds what a pipe backend moves per Step (default: the
+	// pipe's capacity, the paper's chunk of one pipe-full). Every chunk
+	// costs the reader a wake-up, which a busy machine makes expensive.
+	PipeChunk int
 	// PipeMaxSizePath is where the pipe size cap is read (default
 	// /proc/sys/fs/pipe-max-size; tests point it at a fake).
 	PipeMaxSizePath string
@@ -188,6 +192,7 @@ type Engine struct {
 
 	live   []*Transfer
 	outbox []*Transfer
+	bytes  uint64 // moved by this side, all transfers
 	pfd    [1]unix.PollFd
 	closed bool
 }
@@ -571,6 +576,7 @@ func (e *Engine) Progress() error {
 			continue
 		}
 		t.idleVisits = 0
+		e.bytes += uint64(n)
 		t.advance(n)
 		if t.moved == t.length {
 			e.sideDone(t)
@@ -793,6 +799,35 @@ func (e *Engine) Wait(t *Transfer, poll func() error) error {
 		}
 	}
 	return t.err
+}
+
+// PollFds appends to dst the descriptors that the active transfers of
+// Blocker backends wait for, so that an idle caller can sleep in poll(2)
+// until one is ready (with a timeout: control packets arrive elsewhere).
+func (e *Engine) PollFds(dst []unix.PollFd) []unix.PollFd {
+	for _, t := range e.live {
+		if t.state != stActive {
+			continue
+		}
+		if b, ok := t.s.b.(Blocker); ok {
+			if fd, ev := b.PollFd(t); fd >= 0 {
+				dst = append(dst, unix.PollFd{Fd: int32(fd), Events: ev})
+			}
+		}
+	}
+	return dst
+}
+
+// BytesMoved returns how many payload bytes this side has moved in all, so
+// that a wait loop can tell a poll that advanced a transfer from an idle one.
+func (e *Engine) BytesMoved() uint64 { return e.bytes }
+
+// CheckPeer returns a *PeerError if rank's process is known to have exited.
+func (e *Engine) CheckPeer(rank int) error {
+	if rank < 0 || rank >= e.cfg.Size || rank == e.cfg.Rank {
+		return nil
+	}
+	return e.peerAlive(rank)
 }
 
 // Pending reports how many transfers are in flight.

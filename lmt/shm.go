@@ -20,7 +20,19 @@ import (
 // transfer's length, which the CTS fixed.
 
 func init() {
-	Register(1, "shm", Stream, newShm, nil)
+	Register(1, "shm", Stream, newShm, func(*Config, Peer) error { return checkShm() })
+}
+
+func (s *shm) Check(peer Peer) error { return checkShm() }
+
+// checkShm: the rings live in /dev/shm, which some containers mount
+// read-only or not at all.
+func checkShm() error {
+	if err := unix.Access("/dev/shm", unix.W_OK|unix.X_OK); err != nil {
+		return &Unavailable{Backend: "shm", Peer: -1, Err: err, Reason: "/dev/shm is not writable: " + err.Error(),
+			Fix: "mount a tmpfs on /dev/shm (docker: --shm-size)"}
+	}
+	return nil
 }
 
 const (
@@ -57,7 +69,6 @@ func newShm(env *Env) (Backend, error) {
 
 func (s *shm) Name() string                                { return "shm" }
 func (s *shm) Flow() Flow                                  { return Stream }
-func (s *shm) Check(peer Peer) error                       { return nil }
 func (s *shm) Handle(t *Transfer, dst []byte) (int, error) { return 0, nil }
 func (s *shm) SetPeerHandle(t *Transfer, h []byte) error   { return nil }
 

@@ -5,21 +5,35 @@
 #   make check-uapi   compile-time check of the uapi header against the ABI
 #   make build-kmod   build both modules against every installed Debian
 #                     header set (KMOD_KDIRS), warnings are errors
+#   make kmod-guest-tests  static C test programs for a guest, in
+#                     $(KMOD_OUT)/tests: abi_smoke, ioctl_stress, copy_bench
 
 DEB_PACKAGES += gcc make
 TEST_TARGETS += check-uapi
 
-KMOD_KDIRS ?= $(lastword $(sort $(wildcard /usr/src/linux-headers-6.1.*-amd64))) \
+# The newest 6.1 ABI (version order: -56 is newer than -9) and every 6.12.
+KMOD_KDIRS ?= $(shell ls -d /usr/src/linux-headers-6.1.*-amd64 2>/dev/null | sort -V | tail -n1) \
 	$(wildcard /usr/src/linux-headers-6.12.*-amd64)
 KMOD_OUT ?= kmod/out
 
-.PHONY: check-uapi build-kmod
+.PHONY: check-uapi build-kmod kmod-guest-tests
 
-check-uapi:
+KMOD_GUEST_TESTS := abi_smoke ioctl_stress copy_bench
+
+# The guest programs are compiled here too, so that a header change that
+# breaks them fails on the host, before any guest boots.
+check-uapi: kmod-guest-tests
 	@mkdir -p $(KMOD_OUT)
 	gcc -std=c11 -Wall -Wextra -Werror -o $(KMOD_OUT)/abi_check kmod/knem/uapi/abi_check.c
 	$(KMOD_OUT)/abi_check
 	@echo "check-uapi: knem_io.h matches KNEM ABI 0xd"
+
+kmod-guest-tests:
+	@mkdir -p $(KMOD_OUT)/tests
+	@for t in $(KMOD_GUEST_TESTS); do \
+		gcc -static -O2 -Wall -Wextra -Werror -o $(KMOD_OUT)/tests/$$t \
+			kmod/knem/tests/$$t.c || exit 1; \
+	done
 
 build-kmod:
 	@set -e; for kdir in $(KMOD_KDIRS); do \

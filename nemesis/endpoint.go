@@ -17,9 +17,9 @@ const (
 	MaxCellSize     = 1 << 20
 	DefaultCellSize = 8192 // see BenchmarkCellSize and the package doc
 	DefaultCells    = 64   // cells per process
-	// DefaultFastboxSize is one fastbox (64-byte header + payload): a 1 KiB
+	// DefaultFastboxSize is one fastbox (32-byte header + payload): a 1 KiB
 	// message still fits, and 8 ranks use 64 × 2 KiB = 128 KiB of boxes.
-	DefaultFastboxSize = 2048 + lineSize
+	DefaultFastboxSize = 2048
 	// fastboxProcLimit: above this many ranks the default is no fastboxes,
 	// whose number grows as the square of the job size (§3.2).
 	fastboxProcLimit = 64
@@ -30,9 +30,9 @@ const (
 // the same in every rank (a mismatch fails Join with ErrLayout). The zero
 // value gives the defaults.
 type Options struct {
-	CellSize         int           // bytes per cell incl. its 64-byte header; power of two; DefaultCellSize
+	CellSize         int           // bytes per cell incl. its 40-byte header; power of two; DefaultCellSize
 	Cells            int           // cells per process (its free queue); DefaultCells
-	FastboxSize      int           // bytes per fastbox incl. 64-byte header; <0 disables; DefaultFastboxSize
+	FastboxSize      int           // bytes per fastbox incl. 32-byte header, multiple of 64; <0 disables; DefaultFastboxSize
 	JoinTimeout      time.Duration // how long Join waits for the other ranks; 30 s
 	LivenessInterval time.Duration // how often a blocked call checks that peers live; 10 ms
 	Dir              string        // where the segment file lives; /dev/shm
@@ -116,6 +116,7 @@ type Endpoint struct {
 
 	live    liveness
 	crashed error // the first rank found dead without having closed
+	nGone   int   // ranks found gone
 	fatal   error
 	closed  bool
 	blocker Request // for blocking Send/Recv
@@ -131,6 +132,7 @@ type Stats struct {
 	Unexpected    uint64 // messages that arrived before their receive
 	SeqFromFbox   uint64 // queue cells that found their predecessor in the fastbox
 	FullFboxScans uint64 // Polls that visited every fastbox
+	Reaped        uint64 // cells taken back from the queues of gone ranks
 }
 
 // Stats returns the counters of this endpoint.
@@ -307,10 +309,13 @@ func (ep *Endpoint) checkNew(r *Request) error {
 	if r == nil {
 		return errorf(ErrInvalidArg, "nil request")
 	}
+	if ep.fatal != nil {
+		return ep.fatal
+	}
 	if r.state == statePending {
 		return ErrRequestInUse
 	}
-	return ep.fatal
+	return nil
 }
 
 // Isend starts sending buf to rank dst with tag. buf must not change until
@@ -325,9 +330,6 @@ func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
 	}
 	if err := checkTag(tag, false); err != nil {
 		return err
-	}
-	if len(buf) > math.MaxUint32 && ep.lmt == nil {
-		return errorf(ErrInvalidArg, "message of %d bytes exceeds 4 GiB", len(buf))
 	}
 	*r = Request{ep: ep, op: opSend, state: statePending, peer: dst, tag: tag, buf: buf, msgLen: len(buf)}
 	if err := ep.peers[dst].dead; err != nil {

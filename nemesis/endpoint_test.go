@@ -111,3 +111,136 @@ func TestTruncation(t *testing.T) {
 		}
 	}
 }
+
+func TestProbe(t *testing.T) {
+	eps := joinLocal(t, 3, &Options{CellSize: 1024, Cells: 4})
+	a, c := eps[0], eps[2]
+	if _, ok, err := c.Iprobe(AnySource, AnyTag); ok || err != nil {
+		t.Fatalf("Iprobe on an empty endpoint: %v, %v", ok, err)
+	}
+	msg := pattern(3000, 3) // several cells
+	var s Request
+	if err := a.Isend(&s, 2, 44, msg); err != nil {
+		t.Fatal(err)
+	}
+	if err := eps[1].Send(2, 45, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 { // c probes while a's cells trickle in
+		a.Poll()
+		if _, ok, err := c.Iprobe(0, 45); ok || err != nil {
+			t.Fatalf("Iprobe(0, 45) matched a message of another source or tag: %v", err)
+		}
+	}
+	st, err := c.Probe(AnySource, 44)
+	if err != nil || st != (Status{Source: 0, Tag: 44, Len: 3000}) {
+		t.Fatalf("Probe: %+v, %v", st, err)
+	}
+	st, err = c.Probe(1, AnyTag)
+	if err != nil || st != (Status{Source: 1, Tag: 45, Len: 1}) {
+		t.Fatalf("Probe(1): %+v, %v", st, err)
+	}
+	buf := make([]byte, 3000)
+	for !s.Done() {
+		a.Poll()
+		c.Poll()
+	}
+	if st, err := c.Recv(0, 44, buf); err != nil || st.Count != 3000 || !bytes.Equal(buf, msg) {
+		t.Fatalf("Recv after Probe: %+v, %v", st, err)
+	}
+}
+
+// TestLateReceiveOfArrivingMessage: a multi-cell message that starts
+// arriving before its receive is posted (only 4 cells for 10 cells of
+// payload) continues straight into the receive buffer once posted, also
+// when that buffer is too short.
+func TestLateReceiveOfArrivingMessage(t *testing.T) {
+	for _, bufLen := range []int{20000, 2500} {
+		eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 4})
+		a, b := eps[0], eps[1]
+		msg := pattern(10*a.CellPayload(), 9)
+		var s, r Request
+		if err := a.Isend(&s, 1, 0, msg); err != nil {
+			t.Fatal(err)
+		}
+		b.Poll() // the first 4 cells
+		a.Poll() // 4 more
+		if a := b.peers[0].asm; a.ux == nil || a.got == 0 || a.got == len(msg) {
+			t.Fatalf("test setup: message not part-way in (%+v)", a)
+		}
+		buf := make([]byte, bufLen+8)
+		if err := b.Irecv(&r, 0, 0, buf[:bufLen]); err != nil {
+			t.Fatal(err)
+		}
+		for !(s.Done() && r.Done()) {
+			a.Poll()
+			b.Poll()
+		}
+		n := min(bufLen, len(msg))
+		var wantErr error
+		if bufLen < len(msg) {
+			wantErr = ErrTruncated
+		}
+		if !errors.Is(r.err, wantErr) || r.Status().Count != n || !bytes.Equal(buf[:n], msg[:n]) || !bytes.Equal(buf[bufLen:], make([]byte, 8)) {
+			t.Fatalf("buffer %d: %+v, %v", bufLen, r.Status(), r.err)
+		}
+	}
+}
+
+func TestSendToSelf(t *testing.T) {
+	eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 2})
+	ep := eps[1]
+	for _, n := range []int{0, 5, 5000} { // 5000 B: more than the 2 cells
+		msg := pattern(n, 1)
+		var s Request
+		if err := ep.Isend(&s, 1, 3, msg); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, n)
+		st, err := ep.Recv(1, 3, buf)
+		if err != nil || st.Count != n || !bytes.Equal(buf, msg) {
+			t.Fatalf("%d bytes to self: %+v, %v", n, st, err)
+		}
+		if err := ep.Wait(&s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestNoAllocationPerMessage: once warm, sending and receiving allocates
+// nothing, on the fastbox, one-cell and multi-cell paths, whether the
+// receive is posted before the message arrives or after.
+func TestNoAllocationPerMessage(t *testing.T) {
+	eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 8})
+	a, b := eps[0], eps[1]
+	var s, r Request
+	for _, n := range []int{8, 500, 3000} {
+		msg, buf := pattern(n, 2), make([]byte, n)
+		for _, posted := range []bool{true, false} {
+			one := func() {
+				if posted {
+					b.Irecv(&r, 0, 1, buf)
+				}
+				a.Isend(&s, 1, 1, msg)
+				for !s.Done() {
+					a.Poll()
+					b.Poll()
+				}
+				if !posted {
+					b.Poll()
+					b.Irecv(&r, 0, 1, buf)
+				}
+				for !r.Done() {
+					b.Poll()
+				}
+			}
+			one() // warm the unexpected-message pool
+			if allocs := testing.AllocsPerRun(200, one); allocs != 0 {
+				t.Errorf("%d bytes, receive posted first %v: %v allocations per message", n, posted, allocs)
+			}
+			if !bytes.Equal(buf, msg) || r.err != nil {
+				t.Fatalf("%d bytes: wrong payload or %v", n, r.err)
+			}
+		}
+	}
+}

@@ -197,3 +197,58 @@ func TestJobDeadPeer(t *testing.T) {
 		return check("Probe(1)", err)
 	})
 }
+
+// TestJobCellsReapedFromDeadPeer: rank 0 leaves both its cells in rank 1's
+// receive queue, then rank 1 dies without receiving them. Rank 0's next
+// send, to the live rank 2, needs a cell: it must get one back from the dead
+// rank's queue instead of waiting for ever. (Without reaping this test
+// times out.)
+func TestJobCellsReapedFromDeadPeer(t *testing.T) {
+	launchtest.RunOpts(t, 3, launchtest.Options{Timeout: 60 * time.Second}, func(p launch.Proc) error {
+		ep, err := JoinProc(p, &Options{CellSize: 256, Cells: 2, FastboxSize: -1})
+		if err != nil {
+			return err
+		}
+		if err := barrier(ep); err != nil {
+			return err
+		}
+		switch ep.Rank() {
+		case 1:
+			// Announce that it stops polling (Send returns without a
+			// Poll when a cell is free), so rank 0's cells stay queued.
+			if err := ep.Send(0, 9, nil); err != nil {
+				return err
+			}
+			time.Sleep(200 * time.Millisecond)
+			os.Exit(0)
+		case 2:
+			defer ep.Close()
+			buf := make([]byte, 8)
+			st, err := ep.Recv(0, 5, buf)
+			if err != nil || string(buf[:st.Count]) != "survivor" {
+				return fmt.Errorf("rank 2 got %q, %v", buf[:st.Count], err)
+			}
+			return nil
+		}
+		defer ep.Close()
+		if _, err := ep.Recv(1, 9, nil); err != nil {
+			return err
+		}
+		for i := range 2 {
+			if err := ep.Send(1, 0, []byte{byte(i)}); err != nil {
+				return err
+			}
+		}
+		if err := ep.Send(2, 5, []byte("survivor")); err != nil {
+			return err
+		}
+		// Rank 0 or rank 2, whichever noticed first, drained the queue.
+		if who := ep.seg.proc(1).reaper.Load(); who != 1 && who != 3 {
+			return fmt.Errorf("rank 1's queue claimed by %d, want rank 0 or 2 (+1)", who)
+		}
+		if !ep.peers[1].recvQ.empty() {
+			return fmt.Errorf("rank 1's receive queue still holds cells")
+		}
+		return nil
+	})
+}

@@ -2,15 +2,16 @@ package nemesis
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // Waiting. A blocked call spins on Poll for a while (a message usually
-// arrives within a few microseconds), then yields the CPU at every round so
-// that a job with more ranks than cores still progresses: the rank it waits
-// for may be the one that needs this core.
+// arrives within a few microseconds), then yields at every round, to other
+// goroutines and to other processes, so that a job with more ranks than
+// cores still progresses: the rank it waits for may need this core.
 const spinBeforeYield = 200
 
 type waiter struct {
@@ -24,6 +25,7 @@ func (ep *Endpoint) idle(w *waiter) error {
 	if w.spins < spinBeforeYield {
 		return nil
 	}
+	runtime.Gosched() // the peer may be a goroutine of this process
 	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	if w.spins&31 != 0 {
 		return nil
@@ -78,6 +80,9 @@ func (l *liveness) close() {
 // checkPeers finds ranks that died since the last look and fails what
 // depends on them.
 func (ep *Endpoint) checkPeers() error {
+	if err := ep.reapGone(); err != nil {
+		return err
+	}
 	var gone []int
 	if ep.live.ranks != nil {
 		if _, err := unix.Poll(ep.live.fds, 0); err != nil && err != unix.EINTR {
@@ -110,6 +115,47 @@ func (ep *Endpoint) checkPeers() error {
 	for _, rank := range gone {
 		ep.peerFailed(rank)
 	}
+	return ep.reapGone()
+}
+
+// reapGone gives back the cells stuck in the receive queues of ranks that
+// are gone: without this, a rank whose cells all sat in a dead peer's queue
+// could never send again. A gone rank's queue keeps a single consumer: the
+// first survivor to claim it in the shared reaper field. It drains the queue
+// at every liveness check, so cells that senders enqueued before noticing
+// the death come home too.
+func (ep *Endpoint) reapGone() error {
+	if ep.nGone == 0 {
+		return nil
+	}
+	me := int32(ep.rank + 1)
+	for i := range ep.peers {
+		if ep.peers[i].dead == nil {
+			continue
+		}
+		pb := ep.seg.proc(i)
+		if !pb.reaper.CompareAndSwap(0, me) && pb.reaper.Load() != me {
+			continue
+		}
+		q := queue{sh: &pb.recv}
+		for {
+			off, c, err := q.dequeue(ep.seg)
+			if err != nil {
+				return ep.fail(err)
+			}
+			if off == 0 {
+				break
+			}
+			owner := int(c.owner)
+			if owner >= ep.size {
+				return ep.fail(errorf(ErrCorrupt, "cell %#x in the queue of gone rank %d names owner %d", off, i, owner))
+			}
+			if err := ep.peers[owner].freeQ.enqueue(ep.seg, off, c); err != nil {
+				return ep.fail(err)
+			}
+			ep.stats.Reaped++
+		}
+	}
 	return nil
 }
 
@@ -133,6 +179,7 @@ func (ep *Endpoint) peerFailed(rank int) {
 	}
 	err := ep.peerGone(rank)
 	p.dead = err
+	ep.nGone++
 	crashed := ep.seg.proc(rank).closed.Load() == 0
 	if crashed && ep.crashed == nil {
 		ep.crashed = err

@@ -32,6 +32,11 @@ package nemesis
 //  5. When a peer dies, the endpoint calls PeerFailed(rank, err) once; the
 //     LMT must Complete every request it holds with that rank, with err.
 //
+// Errors: report the failure of one transfer through Complete. An error
+// returned by HandleControl means the packet stream itself is broken and
+// fails the endpoint like a corrupted cell; one returned by Progress is
+// returned by that Poll (and so by the Wait or Recv running it).
+//
 // All methods are called from the goroutine driving the endpoint (an
 // Endpoint is not safe for concurrent use), never concurrently. They must not
 // block: return and let the next Progress call continue. They may call
@@ -53,9 +58,9 @@ type LMT interface {
 	PeerFailed(rank int, err error)
 }
 
-// SetLMT routes messages longer than eagerMax bytes through l. eagerMax must
-// be at least 0 and at most MaxEager(); messages of eagerMax bytes or fewer
-// stay on the cells/fastbox path. Without an LMT (the default, or l == nil)
+// SetLMT routes messages longer than eagerMax bytes through l; messages of
+// eagerMax bytes or fewer stay on the fastbox/cells path (several cells when
+// eagerMax exceeds CellPayload). Without an LMT (the default, or l == nil)
 // long messages go as a series of cells, which is correct but copies twice.
 //
 // Every rank of a job must make the same choice before its first send of a

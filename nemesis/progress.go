@@ -23,8 +23,10 @@ func (ep *Endpoint) Poll() error {
 		}
 	}
 	if ep.seg.fboxPayload > 0 {
-		for _, src := range ep.expected {
-			if _, err := ep.pollFbox(int(src)); err != nil {
+		// A delivery may remove its source from expected (swap with the
+		// last): index, not range, so the loop sees the current list.
+		for i := 0; i < len(ep.expected); i++ {
+			if _, err := ep.pollFbox(int(ep.expected[i])); err != nil {
 				return err
 			}
 		}
@@ -263,6 +265,10 @@ func (ep *Endpoint) takeUnexpected(r *Request, u *uxMsg) error {
 	return nil
 }
 
+// maxKeptUnexpected bounds the buffers the unexpected-message pool keeps:
+// longer ones are left to the garbage collector.
+const maxKeptUnexpected = 1 << 20
+
 // uxMsg is a message that arrived before its receive was posted. Its bytes
 // are copied out of the cell or fastbox at once, so that the sender's cells
 // go back to it whatever the application does; records and their eager-size
@@ -273,6 +279,7 @@ type uxMsg struct {
 	total      int    // message length
 	data       []byte // payload (or the RTS handle)
 	small      []byte // recycled buffer of one cell payload
+	big        []byte // recycled buffer for multi-cell messages, ≤ maxKeptUnexpected
 	complete   bool
 	prev, next *uxMsg
 }
@@ -327,10 +334,16 @@ func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []b
 	if kind == kindRTS {
 		size = len(data)
 	}
-	if size <= len(u.small) {
+	switch {
+	case size <= len(u.small):
 		u.data = u.small[:size]
-	} else {
+	case size <= cap(u.big):
+		u.data = u.big[:size]
+	default:
 		u.data = make([]byte, size) // a long message with no receive posted
+		if size <= maxKeptUnexpected {
+			u.big = u.data
+		}
 	}
 	memcopy.Copy(u.data, data)
 	u.src, u.tag, u.kind, u.total = src, tag, kind, total
@@ -340,6 +353,6 @@ func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []b
 }
 
 func (ep *Endpoint) freeUnexpected(u *uxMsg) {
-	*u = uxMsg{small: u.small, next: ep.uxPool}
+	*u = uxMsg{small: u.small, big: u.big, next: ep.uxPool}
 	ep.uxPool = u
 }

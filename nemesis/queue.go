@@ -1,5 +1,7 @@
 package nemesis
 
+import "unsafe"
+
 // queue is a handle on one lock-free multi-producer, single-consumer queue of
 // seed 000 Fig. 3, whose elements are cells named by their segment offset
 // (0 is NULL: no cell lives in the header page).
@@ -15,17 +17,18 @@ type queue struct {
 // Between the SWAP and that store the queue is momentarily unlinked; the
 // dequeuer copes (see dequeue).
 func (q queue) enqueue(s *segment, off uint64, c *cellHdr) error {
-	c.next.Store(0)
+	// The cell is still private to this process: a plain store, made
+	// visible by the SWAP, which is a full barrier.
+	*(*uint64)(unsafe.Pointer(&c.next)) = 0
 	prev := q.sh.tail.Swap(off)
 	if prev == 0 {
 		q.sh.head.Store(off)
 		return nil
 	}
-	p, err := s.cell(prev)
-	if err != nil {
-		return err
+	if !s.validCell(prev) {
+		return s.badCell(prev)
 	}
-	p.next.Store(off)
+	(*cellHdr)(unsafe.Add(s.base, prev)).next.Store(off)
 	return nil
 }
 
@@ -50,15 +53,17 @@ func (q queue) dequeue(s *segment) (uint64, *cellHdr, error) {
 		if h == 0 {
 			return 0, nil, nil
 		}
-		// Safe without a CAS: an enqueuer writes head only after swapping
-		// an empty (0) tail, and the tail cannot be 0 while h is queued.
-		q.sh.head.Store(0)
+		// Safe without a CAS, and even without an atomic store: an
+		// enqueuer writes head only after its SWAP found the tail 0, which
+		// cannot happen before this dequeuer's CAS has emptied the queue,
+		// and that CAS orders this store before the enqueuer's.
+		*(*uint64)(unsafe.Pointer(&q.sh.head)) = 0
 		q.sh.shadow = h
 	}
-	c, err := s.cell(h)
-	if err != nil {
-		return 0, nil, err
+	if !s.validCell(h) {
+		return 0, nil, s.badCell(h)
 	}
+	c := (*cellHdr)(unsafe.Add(s.base, h))
 	next := c.next.Load()
 	if next == 0 && !q.sh.tail.CompareAndSwap(h, 0) {
 		// An enqueuer swapped the tail after h and is about to link its

@@ -20,6 +20,7 @@ type Backend struct {
 	env    *lmt.Env
 	pipes  *Pipes
 	broken []bool // by peer: a pipe holding a failed transfer's leftovers
+	chunk  int    // bytes per Step: one pipe-full unless configured
 	iov    [1024]unix.Iovec
 }
 
@@ -32,6 +33,10 @@ func NewBackend(name string, splice bool) lmt.Factory {
 			size = 0 // Check reports it; Start refuses
 		}
 		b.pipes = New(env.Dir, name, env.Rank, env.Size, size)
+		b.chunk = env.Config.PipeChunk
+		if b.chunk <= 0 {
+			b.chunk = max(size, env.Config.Chunk)
+		}
 		return b, nil
 	}
 }
@@ -95,8 +100,8 @@ func (b *Backend) Start(t *lmt.Transfer) error {
 	return err
 }
 
-func (b *Backend) Step(t *lmt.Transfer, max int) (int, error) {
-	iov, _ := t.Iovecs(b.iov[:], max)
+func (b *Backend) Step(t *lmt.Transfer, _ int) (int, error) {
+	iov, _ := t.Iovecs(b.iov[:], b.chunk)
 	t.CountSyscalls(1)
 	if t.Side() == lmt.Receiver {
 		n, err := Readv(b.pipes.readers[t.Peer()], iov)
@@ -129,6 +134,14 @@ func (b *Backend) Step(t *lmt.Transfer, max int) (int, error) {
 // Abort retires the pipe with t's peer: it may hold half a message, and
 // closing our end releases the sender pages a vmsplice left referenced in
 // it once the peer's end is gone too.
+// PollFd implements lmt.Blocker.
+func (b *Backend) PollFd(t *lmt.Transfer) (int, int16) {
+	if t.Side() == lmt.Receiver {
+		return b.pipes.readers[t.Peer()], unix.POLLIN
+	}
+	return b.pipes.writers[t.Peer()], unix.POLLOUT
+}
+
 func (b *Backend) Abort(t *lmt.Transfer) {
 	b.broken[t.Peer()] = true
 	b.pipes.Drop(t.Peer())

@@ -17,6 +17,9 @@
  * Test knobs (writable at run time): fail_every makes every Nth descriptor
  * complete with DMA_TRANS_WRITE_FAILED without copying; max_queued makes
  * prep fail once that many descriptors are outstanding on a channel.
+ * Like I/OAT, whose channel halts on an error, a failure aborts every
+ * descriptor issued before it was seen (DMA_TRANS_ABORTED, not executed):
+ * a chained completion write after failed data never runs.
  */
 #include <linux/module.h>
 #include <linux/platform_device.h>
@@ -26,6 +29,7 @@
 #include <linux/slab.h>
 #include <linux/io.h>
 #include <linux/mm.h>
+#include <linux/sizes.h>
 
 #define SOFTDMA_MAX_CHANS 16
 
@@ -57,6 +61,7 @@ struct softdma_chan {
 	unsigned int outstanding;	/* prepared and not completed */
 	unsigned long executed;
 	bool busy;
+	bool aborting;		/* a descriptor failed: abort the issued ones */
 	wait_queue_head_t work_wq;
 	wait_queue_head_t idle_wq;
 	struct task_struct *thread;
@@ -251,6 +256,7 @@ static void softdma_complete(struct softdma_chan *sc, struct softdma_desc *d,
 static int softdma_thread(void *data)
 {
 	struct softdma_chan *sc = data;
+	enum dmaengine_tx_result res;
 	struct softdma_desc *d;
 
 	while (!kthread_should_stop()) {
@@ -267,9 +273,18 @@ static int softdma_thread(void *data)
 		spin_unlock_irq(&sc->lock);
 		if (!d)
 			continue;
-		softdma_complete(sc, d, softdma_execute(sc, d));
+		if (sc->aborting) {
+			res = DMA_TRANS_ABORTED;
+		} else {
+			res = softdma_execute(sc, d);
+			sc->aborting = res != DMA_TRANS_NOERROR;
+		}
+		softdma_complete(sc, d, res);
 		spin_lock_irq(&sc->lock);
 		sc->busy = false;
+		/* The halted channel restarts with the next issue_pending. */
+		if (list_empty(&sc->issued))
+			sc->aborting = false;
 		spin_unlock_irq(&sc->lock);
 		wake_up(&sc->idle_wq);
 		cond_resched();
@@ -369,6 +384,8 @@ static int softdma_probe(struct platform_device *pdev)
 	sd->nr = nr_channels;
 	sd->pdev = pdev;
 	err = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	/* Like I/OAT: one descriptor moves up to 1 MiB of contiguous memory. */
+	dma_set_max_seg_size(&pdev->dev, SZ_1M);
 	if (!err)
 		err = softdma_identity(&pdev->dev);
 	if (err)

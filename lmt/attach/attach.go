@@ -21,6 +21,7 @@ import (
 
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultEagerMax is the largest message kept on the cell path: MPICH's
@@ -45,6 +46,7 @@ type LMT struct {
 	// forced[dst] lists the sends to dst given a backend by Isend, in
 	// send order (sends to one rank start in order).
 	forced [][]forcing
+	fds    []unix.PollFd
 }
 
 type forcing struct {
@@ -85,6 +87,64 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// spinBeforeYield matches the endpoint's: polls that moved nothing before a
+// waiter gives its CPU away.
+const spinBeforeYield = 200
+
+// spinBeforePoll is how many idle polls pass before a transfer waiting on
+// a pipe sleeps in poll(2) on it.
+const spinBeforePoll = 16
+
+// livenessEvery is how many idle polls pass between two checks that the
+// peer still lives.
+const livenessEvery = 4096
+
+// Wait is Endpoint.Wait with a waiting policy that sees the LMT move bytes:
+// it spins while chunks go through and yields only after 200 polls that
+// moved nothing. (Endpoint.Wait counts every poll that did not complete r,
+// so once 200 chunks of a long transfer have gone by it yields the CPU
+// before each further chunk: on a busy machine that costs a time slice per
+// 64 KiB.) A peer that dies fails the wait with a *lmt.PeerError; an eager
+// request left pending then is abandoned.
+func (l *LMT) Wait(r *nemesis.Request) error {
+	idle := 0
+	last := l.eng.BytesMoved()
+	for {
+		done, err := l.ep.Test(r)
+		if done || err != nil {
+			return err
+		}
+		if m := l.eng.BytesMoved(); m != last {
+			last, idle = m, 0
+			continue
+		}
+		idle++
+		// A transfer waiting on a pipe sleeps in poll(2) soon, as a
+		// blocking read would: the kernel wakes it when the peer has
+		// written or read, and the spinning would only take the CPU
+		// from that peer.
+		if idle >= spinBeforePoll {
+			if l.fds = l.eng.PollFds(l.fds[:0]); len(l.fds) > 0 {
+				_, _ = unix.Poll(l.fds, 1)
+				continue
+			}
+		}
+		if idle < spinBeforeYield {
+			continue
+		}
+		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		if idle%livenessEvery == 0 {
+			if err := l.eng.CheckPeer(r.Peer()); err != nil {
+				l.eng.PeerFailed(r.Peer(), err)
+				if done, err := l.ep.Test(r); done {
+					return err
+				}
+				return err
+			}
+		}
+	}
 }
 
 // Engine returns the engine (for statistics and availability checks).

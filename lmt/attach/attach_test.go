@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis"
@@ -260,12 +261,55 @@ func TestPeerDies(t *testing.T) {
 				if err := ep.Irecv(&r, 0, 0, make([]byte, n)); err != nil {
 					return err
 				}
-				for i := 0; i < 50 && !r.Done(); i++ {
-					ep.Poll()
+				for !r.Done() {
+					if tr, ok := r.LMTData.(*lmt.Transfer); ok && tr.Moved() >= 1<<20 {
+						os.Exit(0) // mid-transfer
+					}
+					if err := ep.Poll(); err != nil {
+						return err
+					}
 				}
-				os.Exit(0) // mid-transfer: 50 polls move at most 50 chunks
-				return nil
+				return errors.New("the 256 MiB receive completed before the receiver could die")
 			})
 		})
 	}
+}
+
+// TestWait: LMT.Wait completes sends and receives over every backend, the
+// pipe-based ones sleeping in poll(2) on their pipe when idle.
+func TestWait(t *testing.T) {
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		ep, l, err := join(p, attach.Options{})
+		if err != nil {
+			return err
+		}
+		defer ep.Close()
+		defer l.Close()
+		const n = 8<<20 + 1
+		for i, b := range all {
+			var r nemesis.Request
+			buf := make([]byte, n)
+			if p.Rank == 0 {
+				lmttest.Fill(buf, i)
+				err = l.Isend(&r, 1, i, buf, b)
+			} else {
+				err = ep.Irecv(&r, 0, i, buf)
+			}
+			if err != nil {
+				return err
+			}
+			if err := l.Wait(&r); err != nil {
+				return fmt.Errorf("%s: %w", b, err)
+			}
+			if st, _ := attach.Stats(&r); st.Backend != b || st.Bytes != n {
+				return fmt.Errorf("%s: stats %+v", b, st)
+			}
+			if p.Rank == 1 {
+				if err := check(buf, i); err != nil {
+					return fmt.Errorf("%s: %w", b, err)
+				}
+			}
+		}
+		return ep.Send(1-p.Rank, 99, nil)
+	})
 }

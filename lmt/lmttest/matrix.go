@@ -249,6 +249,23 @@ func Transfer(ch *Channel, eng *lmt.Engine, backend string, src, dst int, c Case
 	if st.Backend != backend || st.Bytes != int64(c.Size) {
 		return fmt.Errorf("%v: stats %+v, want backend %s and %d bytes", c, st, backend, c.Size)
 	}
+	return checkCounts(backend, c, st)
+}
+
+// checkCounts holds the receiver's statistics to what the mechanism must
+// cost: CMA reads one chunk per process_vm_readv when both sides are
+// contiguous; the shm ring makes no system call; the pipes make one per
+// Step that moved data, or more.
+func checkCounts(backend string, c Case, st lmt.Stats) error {
+	chunks := (c.Size + lmt.DefaultChunk - 1) / lmt.DefaultChunk
+	switch {
+	case backend == "cma" && !c.SendIov && !c.RecvIov && (st.Chunks != chunks || st.Syscalls != chunks):
+		return fmt.Errorf("%v: %d chunks in %d process_vm_readv calls, want %d of each", c, st.Chunks, st.Syscalls, chunks)
+	case backend == "shm" && st.Syscalls != 0:
+		return fmt.Errorf("%v: the shm ring made %d system calls", c, st.Syscalls)
+	case (backend == "pipe" || backend == "vmsplice") && st.Syscalls < st.Chunks:
+		return fmt.Errorf("%v: %d chunks in %d system calls", c, st.Chunks, st.Syscalls)
+	}
 	return nil
 }
 

@@ -48,9 +48,10 @@ static void knem_xfer_free(struct knem_xfer *xfer)
 		knem_region_put(xfer->src);
 	if (xfer->dst)
 		knem_region_put(xfer->dst);
-	kfree(xfer->user_iter);
-	kvfree(xfer->user_iov);
-	kfree(xfer);
+	if (xfer->user_iov)
+		knem_iovecs_free(xfer->user_iov, xfer->fast_iov);
+	if (xfer->on_heap)
+		kfree(xfer);
 }
 
 /*
@@ -95,7 +96,7 @@ static int knem_xfer_sides(struct knem_ctx *ctx, struct knem_copy_args *a,
 			local_len = local->pin.length;
 		} else {
 			err = knem_iovecs_import(a->local_iovecs, a->local_nr,
-						 &iov, &local_len);
+						 x->fast_iov, &iov, &local_len);
 			if (err)
 				return err;
 		}
@@ -117,14 +118,9 @@ static int knem_xfer_sides(struct knem_ctx *ctx, struct knem_copy_args *a,
 			x->src_off = a->src_off;
 		}
 		if (!pin_local) {
-			x->user_iter = kmalloc(sizeof(*x->user_iter),
-					       GFP_KERNEL);
-			if (!x->user_iter) {
-				err = -ENOMEM;
-				goto out_local;
-			}
+			x->has_user_iter = true;
 			x->user_is_dst = !a->write;
-			iov_iter_init(x->user_iter,
+			iov_iter_init(&x->user_iter,
 				      a->write ? ITER_SOURCE : ITER_DEST,
 				      iov, a->local_nr, x->length);
 			x->user_iov = iov;
@@ -152,7 +148,8 @@ static int knem_xfer_sides(struct knem_ctx *ctx, struct knem_copy_args *a,
 	return 0;
 
 out_local:
-	kvfree(iov);
+	if (iov)
+		knem_iovecs_free(iov, x->fast_iov);
 	if (local)
 		knem_region_put(local);
 	return err;
@@ -185,7 +182,7 @@ static int knem_xfer_start_async(struct knem_ctx *ctx, struct knem_xfer *x,
 static int knem_do_copy(struct knem_ctx *ctx, struct knem_copy_args *a)
 {
 	bool use_dma, async, pin_local;
-	struct knem_xfer *x;
+	struct knem_xfer sync_x, *x = &sync_x;
 	int err;
 
 	if (a->flags & ~KNEM_FLAGS_ALL)
@@ -201,9 +198,7 @@ static int knem_do_copy(struct knem_ctx *ctx, struct knem_copy_args *a)
 	}
 	pin_local = async || use_dma || (a->flags & KNEM_FLAG_PINLOCAL);
 
-	x = kzalloc(sizeof(*x), GFP_KERNEL);
-	if (!x)
-		return -ENOMEM;
+	memset(x, 0, sizeof(*x));
 	x->ctx = ctx;
 	x->flags = a->flags;
 	x->status_index = a->status_index;
@@ -217,6 +212,16 @@ static int knem_do_copy(struct knem_ctx *ctx, struct knem_copy_args *a)
 			err = -EAGAIN;
 			goto out_free;
 		}
+		/* Both sides are pinned: no pointer into sync_x remains. */
+		x = kmemdup(&sync_x, sizeof(*x), GFP_KERNEL);
+		if (!x) {
+			x = &sync_x;
+			if (a->flags & KNEM_FLAG_NOTIFY_FD)
+				knem_notify_unreserve(ctx);
+			err = -ENOMEM;
+			goto out_free;
+		}
+		x->on_heap = true;
 		err = knem_xfer_start_async(ctx, x, use_dma);
 		if (!err) {
 			a->current_status = KNEM_STATUS_PENDING;

@@ -58,10 +58,11 @@ static int knem_copy_user(struct knem_xfer *x)
 	knem_cursor_init(&cur, &pinned->pin, off, x->length);
 	while (knem_cursor_next(&cur, PAGE_SIZE, &page, &poff, &len)) {
 		if (x->user_is_dst)
-			done = copy_page_to_iter(page, poff, len, x->user_iter);
+			done = copy_page_to_iter(page, poff, len,
+						 &x->user_iter);
 		else
 			done = copy_page_from_iter(page, poff, len,
-						   x->user_iter);
+						   &x->user_iter);
 		if (done != len)
 			return -EFAULT;
 		cond_resched();
@@ -73,7 +74,7 @@ static int knem_copy_user(struct knem_xfer *x)
 int knem_cpu_copy(struct knem_xfer *x)
 {
 	x->engine = KNEM_ENGINE_CPU;
-	return x->user_iter ? knem_copy_user(x) : knem_copy_pinned(x);
+	return x->has_user_iter ? knem_copy_user(x) : knem_copy_pinned(x);
 }
 
 static void knem_thread_work(struct kthread_work *work)

@@ -18,6 +18,11 @@
  *    the CPU only comes back to unmap and unpin.
  * If the engine cannot take a descriptor, what was submitted is waited for
  * and the whole copy is redone by the CPU (counted as a DMA fallback).
+ *
+ * Errors: the final descriptor's result decides.  Engines halt on an error
+ * and abort what follows (I/OAT does; softdma imitates it), so a failed
+ * piece also fails the final descriptor and the chained status write
+ * never happens.
  */
 #include <linux/dmaengine.h>
 #include <linux/dma-mapping.h>
@@ -143,9 +148,63 @@ static unsigned int knem_dma_pieces(const struct knem_xfer *x)
 	return 2 * (pages + x->src->pin.nr_segs + x->dst->pin.nr_segs) + 2;
 }
 
-/* Map every (source, destination) piece of the copy, in order. */
+/* A run of bytes contiguous in physical memory on both sides. */
+struct knem_dma_run {
+	struct page *spage;
+	struct page *dpage;
+	unsigned int soff;
+	unsigned int doff;
+	u32 len;
+};
+
+static int knem_dma_run_flush(struct knem_dma_map *map,
+			      struct knem_dma_run *run)
+{
+	int err;
+
+	if (!run->len)
+		return 0;
+	err = knem_dma_map_one(map, run->spage, run->soff, run->len,
+			       DMA_TO_DEVICE);
+	if (!err)
+		err = knem_dma_map_one(map, run->dpage, run->doff, run->len,
+				       DMA_FROM_DEVICE);
+	run->len = 0;
+	return err;
+}
+
+/*
+ * Add a piece to the current run when it continues it physically on both
+ * sides (huge pages, or neighbouring frames), so that one descriptor
+ * moves up to the device's segment size instead of one page.
+ */
+static int knem_dma_run_add(struct knem_dma_map *map, struct knem_dma_run *run,
+			    struct page *spage, unsigned int soff,
+			    struct page *dpage, unsigned int doff,
+			    unsigned int len)
+{
+	int err;
+
+	if (run->len &&
+	    page_to_phys(spage) + soff ==
+		page_to_phys(run->spage) + run->soff + run->len &&
+	    page_to_phys(dpage) + doff ==
+		page_to_phys(run->dpage) + run->doff + run->len &&
+	    run->len + len <= dma_get_max_seg_size(map->dev)) {
+		run->len += len;
+		return 0;
+	}
+	err = knem_dma_run_flush(map, run);
+	if (err)
+		return err;
+	*run = (struct knem_dma_run){ spage, dpage, soff, doff, len };
+	return 0;
+}
+
+/* Map every (source, destination) run of the copy, in order. */
 static int knem_dma_map_data(struct knem_xfer *x, struct knem_dma_map *map)
 {
+	struct knem_dma_run run = { .len = 0 };
 	struct knem_cursor src, dst;
 	struct page *spage, *dpage;
 	unsigned int soff, slen, doff, dlen;
@@ -159,11 +218,8 @@ static int knem_dma_map_data(struct knem_xfer *x, struct knem_dma_map *map)
 		while (done < slen &&
 		       knem_cursor_next(&dst, slen - done, &dpage, &doff,
 					&dlen)) {
-			err = knem_dma_map_one(map, spage, soff + done, dlen,
-					       DMA_TO_DEVICE);
-			if (!err)
-				err = knem_dma_map_one(map, dpage, doff, dlen,
-						       DMA_FROM_DEVICE);
+			err = knem_dma_run_add(map, &run, spage, soff + done,
+					       dpage, doff, dlen);
 			if (err)
 				return err;
 			done += dlen;
@@ -171,7 +227,7 @@ static int knem_dma_map_data(struct knem_xfer *x, struct knem_dma_map *map)
 		if (done < slen)
 			return -EIO;
 	}
-	return 0;
+	return knem_dma_run_flush(map, &run);
 }
 
 static int knem_dma_map_status(struct knem_xfer *x, struct knem_dma_map *map)
@@ -258,22 +314,33 @@ static int knem_dma_submit(struct knem_xfer *x, struct knem_dma_map *map,
 	return 0;
 }
 
-static int knem_dma_fallback(struct knem_xfer *x, struct knem_dma_map *map,
-			     dma_cookie_t last)
+/* The whole copy by the CPU, in the caller or on the kthread. */
+static int knem_dma_by_cpu(struct knem_xfer *x)
 {
 	int err;
 
+	knem_stat_add(KNEM_STAT_DMA_FALLBACKS, 1);
+	err = knem_cpu_copy(x);
+	if (x->thread_dma)
+		x->engine = KNEM_ENGINE_THREAD;
+	return err;
+}
+
+/*
+ * The engine refused part of the copy: wait for what it accepted (only the
+ * final descriptor has a callback, and it was not submitted), then redo
+ * everything on the CPU.
+ */
+static int knem_dma_fallback(struct knem_xfer *x, struct knem_dma_map *map,
+			     dma_cookie_t last)
+{
 	if (last) {
 		dma_async_issue_pending(map->chan);
 		dma_sync_wait(map->chan, last);
 	}
 	knem_dma_unmap(map);
 	x->map = NULL;
-	knem_stat_add(KNEM_STAT_DMA_FALLBACKS, 1);
-	err = knem_cpu_copy(x);
-	if (x->thread_dma)
-		x->engine = KNEM_ENGINE_THREAD;
-	return err;
+	return knem_dma_by_cpu(x);
 }
 
 /*
@@ -292,17 +359,12 @@ int knem_dma_copy(struct knem_xfer *x, bool chain)
 	int err;
 
 	x->engine = KNEM_ENGINE_DMA;
-	if (!chan || !knem_dma_track(x->ctx, chan)) {
-		knem_stat_add(KNEM_STAT_DMA_FALLBACKS, 1);
-		err = knem_cpu_copy(x);
-		if (x->thread_dma)
-			x->engine = KNEM_ENGINE_THREAD;
-		return err;
-	}
+	if (!chan || !knem_dma_track(x->ctx, chan))
+		return knem_dma_by_cpu(x);
 	max = knem_dma_pieces(x) * 2 + 2;
-	map = kvzalloc(struct_size(map, ent, max), GFP_KERNEL);
+	map = kvzalloc(struct_size(map, ent, max), GFP_KERNEL | __GFP_NOWARN);
 	if (!map)
-		return -ENOMEM;
+		return knem_dma_by_cpu(x);
 	map->chan = chan;
 	map->dev = chan->device->dev;
 	map->max = max;

@@ -14,6 +14,7 @@
 #define KNEM_PRIV_H
 
 #include <linux/kref.h>
+#include <linux/rcupdate.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
@@ -40,6 +41,7 @@ enum knem_engine {
 #define KNEM_FLAGS_ALL		0xffU
 #define KNEM_PROT_ALL		(PROT_READ | PROT_WRITE)
 #define KNEM_MAX_DMA_CHANS	32
+#define KNEM_FAST_IOVECS	8	/* iovec lists this short stay on the stack */
 
 /* Module parameters (knem_main.c). */
 extern unsigned int knem_max_iovecs;
@@ -101,6 +103,7 @@ struct knem_pinned {
 struct knem_region {
 	struct kref kref;
 	struct hlist_node hash;		/* in the cookie table while linked */
+	struct rcu_head rcu;
 	struct list_head ctx_link;	/* in owner->regions while linked */
 	bool linked;
 	knem_cookie_t cookie;
@@ -124,9 +127,13 @@ struct knem_xfer {
 	struct knem_ctx *ctx;		/* referenced */
 	struct knem_region *src;	/* referenced, pinned */
 	struct knem_region *dst;	/* referenced; NULL on the user_iter side */
-	struct iov_iter *user_iter;	/* unpinned local side (sync CPU only) */
-	struct iovec *user_iov;		/* backing array of user_iter */
+	/* Unpinned local side (synchronous CPU copies only). */
+	bool has_user_iter;
 	bool user_is_dst;
+	bool on_heap;			/* async copies outlive the ioctl */
+	struct iov_iter user_iter;
+	struct iovec *user_iov;		/* backing array of user_iter */
+	struct iovec fast_iov[KNEM_FAST_IOVECS];
 	bool status_by_dma;		/* chained DMA copy wrote SUCCESS */
 	bool thread_dma;		/* DMATHREAD: DMA waited for on the kthread */
 	enum knem_engine engine;	/* who copied, for stats and trace */
@@ -149,7 +156,9 @@ void knem_ctx_put(struct knem_ctx *ctx);
 int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 		    struct knem_pinned *pin);
 void knem_unpin(struct knem_pinned *pin);
-int knem_iovecs_import(u64 uptr, u32 nr, struct iovec **iov, u64 *total);
+int knem_iovecs_import(u64 uptr, u32 nr, struct iovec *fast,
+		       struct iovec **iov, u64 *total);
+void knem_iovecs_free(struct iovec *iov, struct iovec *fast);
 struct knem_region *knem_region_alloc(struct knem_ctx *ctx, u32 flags,
 				      u32 prot);
 int knem_region_create(struct knem_ctx *ctx, u64 iovecs, u32 nr, u32 flags,

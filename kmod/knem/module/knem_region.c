@@ -9,6 +9,10 @@
  * SINGLEUSE region, close of the owner's file) drops the table's reference;
  * pages are unpinned when the last reference goes, possibly after a copy in
  * flight on a kthread or a DMA engine completes.
+ *
+ * Copies look cookies up under RCU only (kref_get_unless_zero), so the
+ * copy path takes no global lock; changes to the table, and consuming a
+ * SINGLEUSE region, happen under knem_regions_lock.
  */
 #include <linux/slab.h>
 #include <linux/mm.h>
@@ -52,8 +56,10 @@ u64 knem_bytes_after(u64 total, u64 offset)
 /*
  * Copy a user iovec array in and check it: the count against the module
  * limit, each range against the user address space, the sum for overflow.
+ * Up to KNEM_FAST_IOVECS entries land in @fast (caller's stack).
  */
-int knem_iovecs_import(u64 uptr, u32 nr, struct iovec **iovp, u64 *total)
+int knem_iovecs_import(u64 uptr, u32 nr, struct iovec *fast,
+		       struct iovec **iovp, u64 *total)
 {
 	struct knem_cmd_param_iovec __user *uiov = u64_to_user_ptr(uptr);
 	struct knem_cmd_param_iovec param;
@@ -63,7 +69,9 @@ int knem_iovecs_import(u64 uptr, u32 nr, struct iovec **iovp, u64 *total)
 
 	if (nr > knem_max_iovecs)
 		return -EINVAL;
-	iov = kvmalloc_array(max_t(u32, nr, 1), sizeof(*iov), GFP_KERNEL);
+	iov = fast;
+	if (nr > KNEM_FAST_IOVECS)
+		iov = kvmalloc_array(nr, sizeof(*iov), GFP_KERNEL);
 	if (!iov)
 		return -ENOMEM;
 	for (i = 0; i < nr; i++) {
@@ -83,11 +91,17 @@ int knem_iovecs_import(u64 uptr, u32 nr, struct iovec **iovp, u64 *total)
 	*total = sum;
 	return 0;
 fault:
-	kvfree(iov);
+	knem_iovecs_free(iov, fast);
 	return -EFAULT;
 inval:
-	kvfree(iov);
+	knem_iovecs_free(iov, fast);
 	return -EINVAL;
+}
+
+void knem_iovecs_free(struct iovec *iov, struct iovec *fast)
+{
+	if (iov != fast)
+		kvfree(iov);
 }
 
 static unsigned long knem_iov_pages(const struct iovec *iov)
@@ -176,15 +190,15 @@ static int knem_pin_segments(const struct iovec *iov, u32 nr,
 int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 		    struct knem_pinned *pin)
 {
+	struct iovec fast[KNEM_FAST_IOVECS], *iov;
 	unsigned long npages = 0;
 	unsigned int nsegs = 0;
-	struct iovec *iov;
 	u64 total;
 	u32 i;
 	int err;
 
 	memset(pin, 0, sizeof(*pin));
-	err = knem_iovecs_import(uptr, nr, &iov, &total);
+	err = knem_iovecs_import(uptr, nr, fast, &iov, &total);
 	if (err)
 		return err;
 	for (i = 0; i < nr; i++) {
@@ -214,7 +228,7 @@ int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 	pin->length = total;
 	pin->charged = ctx;
 	knem_ctx_get(ctx);
-	kvfree(iov);
+	knem_iovecs_free(iov, fast);
 	return 0;
 
 out_free:
@@ -224,7 +238,7 @@ out_free:
 	pin->segs = NULL;
 	knem_uncharge_pages(ctx, npages);
 out_iov:
-	kvfree(iov);
+	knem_iovecs_free(iov, fast);
 	return err;
 }
 
@@ -268,7 +282,7 @@ static void knem_region_free(struct kref *kref)
 		knem_stat_add(KNEM_STAT_REGIONS_DESTROYED, 1);
 	knem_unpin(&region->pin);
 	knem_ctx_put(region->owner);
-	kfree(region);
+	kfree_rcu(region, rcu);
 }
 
 void knem_region_put(struct knem_region *region)
@@ -280,7 +294,8 @@ static struct knem_region *knem_region_find(knem_cookie_t cookie)
 {
 	struct knem_region *region;
 
-	hash_for_each_possible(knem_regions, region, hash, cookie)
+	hash_for_each_possible_rcu(knem_regions, region, hash, cookie,
+				   lockdep_is_held(&knem_regions_lock))
 		if (region->cookie == cookie)
 			return region;
 	return NULL;
@@ -289,10 +304,10 @@ static struct knem_region *knem_region_find(knem_cookie_t cookie)
 /* Caller holds knem_regions_lock; the table's reference moves to caller. */
 static void knem_region_unlink(struct knem_region *region)
 {
-	hash_del(&region->hash);
+	hash_del_rcu(&region->hash);
 	list_del_init(&region->ctx_link);
 	region->owner->nr_regions--;
-	region->linked = false;
+	WRITE_ONCE(region->linked, false);
 }
 
 /* Publish @region under a fresh random cookie, never 0 and never reused
@@ -314,10 +329,10 @@ static int knem_region_link(struct knem_ctx *ctx, struct knem_region *region)
 	while (!cookie || knem_region_find(cookie))
 		cookie = get_random_u64();
 	region->cookie = cookie;
-	hash_add(knem_regions, &region->hash, cookie);
+	region->linked = true;
+	hash_add_rcu(knem_regions, &region->hash, cookie);
 	list_add(&region->ctx_link, &ctx->regions);
 	ctx->nr_regions++;
-	region->linked = true;
 	spin_unlock(&knem_regions_lock);
 	return 0;
 }
@@ -378,10 +393,11 @@ struct knem_region *knem_region_lookup(struct knem_ctx *ctx,
 	struct knem_region *region;
 	int err = -EINVAL;
 
-	spin_lock(&knem_regions_lock);
+	rcu_read_lock();
 	region = cookie ? knem_region_find(cookie) : NULL;
 	if (!region)
 		goto fail;
+	/* uid, flags and prot never change after publication. */
 	err = -EPERM;
 	if (!uid_eq(region->uid, ctx->uid) &&
 	    !(region->flags & KNEM_FLAG_ANY_USER_ACCESS))
@@ -389,14 +405,24 @@ struct knem_region *knem_region_lookup(struct knem_ctx *ctx,
 	err = -EACCES;
 	if ((region->prot & need_prot) != need_prot)
 		goto fail;
-	if (region->flags & KNEM_FLAG_SINGLEUSE)
+	err = -EINVAL;
+	if (region->flags & KNEM_FLAG_SINGLEUSE) {
+		/* Exactly one lookup may win the table's reference. */
+		spin_lock(&knem_regions_lock);
+		if (!region->linked) {
+			spin_unlock(&knem_regions_lock);
+			goto fail;
+		}
 		knem_region_unlink(region);
-	else
-		kref_get(&region->kref);
-	spin_unlock(&knem_regions_lock);
+		spin_unlock(&knem_regions_lock);
+	} else if (!READ_ONCE(region->linked) ||
+		   !kref_get_unless_zero(&region->kref)) {
+		goto fail;
+	}
+	rcu_read_unlock();
 	return region;
 fail:
-	spin_unlock(&knem_regions_lock);
+	rcu_read_unlock();
 	return ERR_PTR(err);
 }
 

@@ -134,6 +134,41 @@ static int region(int fd, void *p, size_t n, unsigned int prot,
 	return rc;
 }
 
+/*
+ * A region of @n pages taken from every other page of @p (2 * n pages):
+ * physically discontiguous by construction, so a DMA copy of it needs at
+ * least @n descriptors.
+ */
+static int strided_region(int fd, unsigned char *p, int n,
+			  knem_cookie_t *cookie)
+{
+	struct knem_cmd_param_iovec iov[64];
+	struct knem_cmd_create_region cr = {
+		.iovec_array = (uintptr_t)iov, .iovec_nr = n,
+		.protection = PROT_READ,
+	};
+	int i, rc;
+
+	for (i = 0; i < n; i++) {
+		iov[i].base = (uintptr_t)p + 2 * i * 4096;
+		iov[i].len = 4096;
+	}
+	rc = ioctl(fd, KNEM_CMD_CREATE_REGION, &cr);
+	*cookie = cr.cookie;
+	return rc;
+}
+
+static int strided_same(const unsigned char *dst, const unsigned char *src,
+			int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (memcmp(dst + i * 4096, src + 2 * i * 4096, 4096))
+			return 0;
+	return 1;
+}
+
 static int inline_copy(int fd, void *p, size_t n, int write, knem_cookie_t c,
 		       uint64_t off, uint32_t flags, uint32_t idx,
 		       uint32_t *status)
@@ -459,6 +494,38 @@ static void test_other_process(void)
 	munmap(p, n);
 }
 
+/* Cpus_allowed_list of the kthread named knem/<our tgid>, or "". */
+static void offload_cpus(char *out, size_t len)
+{
+	char want[32], path[64], line[256];
+	int pid;
+
+	snprintf(want, sizeof(want), "knem/%d\n", getpid());
+	out[0] = 0;
+	for (pid = 2; pid < 32768; pid++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(line, sizeof(line), f) || strcmp(line, want)) {
+			fclose(f);
+			continue;
+		}
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/%d/status", pid);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "Cpus_allowed_list:", 18))
+				sscanf(line + 18, "%63s", out);
+		if (f)
+			fclose(f);
+		(void)len;
+		return;
+	}
+}
+
 static void test_async_thread_notify(void)
 {
 	size_t n = 1 << 20;
@@ -469,6 +536,7 @@ static void test_async_thread_notify(void)
 	knem_cookie_t c;
 	uint32_t st, idx;
 	struct pollfd pfd;
+	char cpus[64];
 	int fd = dev_open();
 
 	pattern(src, n, 33);
@@ -485,7 +553,13 @@ static void test_async_thread_notify(void)
 	bind.mask_len = sizeof(cpumask);
 	bind.mask_ptr = (uintptr_t)&cpumask;
 	CHECK_OK(ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &bind));
+	offload_cpus(cpus, sizeof(cpus));
+	CHECK(!strcmp(cpus, "0"), "kthread knem/%d bound to \"%s\", want \"0\"",
+	      getpid(), cpus);
 	bind.flags = 3;
+	CHECK_ERR(ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &bind), EINVAL);
+	cpumask = 0;
+	bind.flags = KNEM_BIND_FLAG_CUSTOM;
 	CHECK_ERR(ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &bind), EINVAL);
 	memset(dst, 0, n);
 	CHECK_OK(inline_copy(fd, dst, n, 0, c, 0,
@@ -554,7 +628,7 @@ static long dma_copies(void)
 	return stat_value("copies dma");
 }
 
-static void dma_case(uint32_t flags, int expect_async, int fail)
+static void dma_case(uint32_t flags, int expect_async, const char *fail)
 {
 	size_t n = (1 << 20) + 333;
 	unsigned char *src = buf_alloc(n), *dst = buf_alloc(n);
@@ -563,7 +637,7 @@ static void dma_case(uint32_t flags, int expect_async, int fail)
 	struct knem_cmd_copy cp = { 0 };
 	long before = dma_copies();
 	uint32_t st;
-	int fd = dev_open();
+	int fd = dev_open(), i;
 
 	if (!have_dma()) {
 		skip_reason = "no DMA_MEMCPY channel (softdma not loaded)";
@@ -572,7 +646,7 @@ static void dma_case(uint32_t flags, int expect_async, int fail)
 	slots = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CHECK(slots != MAP_FAILED, "mmap");
 	pattern(src, n, 55);
-	set_param("softdma", "fail_every", fail ? "1" : "0");
+	set_param("softdma", "fail_every", fail ? fail : "0");
 	CHECK_OK(region(fd, src + 1, n - 1, PROT_READ, 0, &c));
 	CHECK_OK(inline_copy(fd, dst + 3, n - 3, 0, c, 0, flags, 9, &st));
 	if (expect_async) {
@@ -585,6 +659,11 @@ static void dma_case(uint32_t flags, int expect_async, int fail)
 	if (fail)
 		goto out;
 	CHECK(same_pattern(dst + 3, n - 3, 1, 55), "dma data");
+	/* With ASYNCDMACOMPLETE the engine writes the slot before the CPU
+	 * gets to account for the copy.
+	 */
+	for (i = 0; i < 1000 && dma_copies() != before + 1; i++)
+		usleep(1000);
 	CHECK(dma_copies() == before + 1, "dma copies %ld -> %ld", before,
 	      dma_copies());
 	/* region to region with DMA */
@@ -605,28 +684,69 @@ out:
 	munmap(dst, n);
 }
 
-static void test_dma_sync(void) { dma_case(KNEM_FLAG_DMA, 0, 0); }
+static void test_dma_sync(void) { dma_case(KNEM_FLAG_DMA, 0, NULL); }
 static void test_dma_async_chained(void)
 {
-	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, 0);
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, NULL);
 }
 static void test_dma_thread(void)
 {
-	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_DMATHREAD, 1, 0);
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_DMATHREAD, 1, NULL);
 }
 static void test_dma_failed(void)
 {
-	dma_case(KNEM_FLAG_DMA, 0, 1);
+	dma_case(KNEM_FLAG_DMA, 0, "1");
 }
 static void test_dma_async_failed(void)
 {
-	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, 1);
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 1, "1");
+}
+/*
+ * One descriptor in ten fails somewhere inside a 64-descriptor copy: the
+ * chained SUCCESS must never reach the slot, which ends FAILED.
+ */
+static void test_dma_async_partial_failure(void)
+{
+	size_t n = 128 * 4096;
+	unsigned char *src = buf_alloc(n), *dst = buf_alloc(n);
+	volatile knem_status_t *slots;
+	knem_cookie_t c;
+	uint32_t st;
+	int fd = dev_open(), i, seen_success = 0;
+
+	if (!have_dma()) {
+		skip_reason = "no DMA_MEMCPY channel (softdma not loaded)";
+		return;
+	}
+	slots = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(slots != MAP_FAILED, "mmap");
+	pattern(src, n, 44);
+	CHECK_OK(strided_region(fd, src, 64, &c));
+	set_param("softdma", "fail_every", "10");
+	CHECK_OK(inline_copy(fd, dst, n / 2, 0, c, 0,
+			     KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE, 5, &st));
+	CHECK(st == KNEM_STATUS_PENDING, "current_status %u", st);
+	for (i = 0; i < 20000 && slots[5] != KNEM_STATUS_FAILED; i++) {
+		seen_success |= slots[5] == KNEM_STATUS_SUCCESS;
+		usleep(200);
+	}
+	set_param("softdma", "fail_every", "0");
+	CHECK(!seen_success && slots[5] == KNEM_STATUS_FAILED,
+	      "slot %u, SUCCESS seen %d", slots[5], seen_success);
+	munmap((void *)slots, 4096);
+	close(fd);
+	munmap(src, n);
+	munmap(dst, n);
+}
+static void test_dma_thread_failed(void)
+{
+	dma_case(KNEM_FLAG_DMA | KNEM_FLAG_DMATHREAD, 1, "1");
 }
 
 static void test_dma_fallback(void)
 {
 	long before = stat_value("dma fallbacks to cpu");
-	size_t n = 64 * 1024;
+	size_t n = 64 * 4096;
 	unsigned char *src = buf_alloc(n), *dst = buf_alloc(n);
 	knem_cookie_t c;
 	uint32_t st;
@@ -638,11 +758,12 @@ static void test_dma_fallback(void)
 	}
 	pattern(src, n, 66);
 	set_param("softdma", "max_queued", "3");
-	CHECK_OK(region(fd, src, n, PROT_READ, 0, &c));
-	CHECK_OK(inline_copy(fd, dst, n, 0, c, 0, KNEM_FLAG_DMA, 0, &st));
+	/* 32 discontiguous pages: the 4th descriptor is refused. */
+	CHECK_OK(strided_region(fd, src, 32, &c));
+	CHECK_OK(inline_copy(fd, dst, n / 2, 0, c, 0, KNEM_FLAG_DMA, 0, &st));
 	set_param("softdma", "max_queued", "1048576");
 	CHECK(st == KNEM_STATUS_SUCCESS, "status %u", st);
-	CHECK(same_pattern(dst, n, 0, 66), "fallback data");
+	CHECK(strided_same(dst, src, 32), "fallback data");
 	CHECK(stat_value("dma fallbacks to cpu") == before + 1, "fallbacks");
 	close(fd);
 	munmap(src, n);
@@ -748,6 +869,8 @@ static const struct tcase cases[] = {
 	{ "TestDMAThread", test_dma_thread },
 	{ "TestDMAFailed", test_dma_failed },
 	{ "TestDMAAsyncFailed", test_dma_async_failed },
+	{ "TestDMAAsyncPartialFailure", test_dma_async_partial_failure },
+	{ "TestDMAThreadFailed", test_dma_thread_failed },
 	{ "TestDMAFallback", test_dma_fallback },
 	{ "TestLimits", test_limits },
 	{ "TestStatsReadOnly", test_stats_readonly },

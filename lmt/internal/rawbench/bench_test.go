@@ -24,8 +24,8 @@ import (
 // The Go side of each benchmark runs through the real endpoint path
 // (nemesis queues for RTS, CTS and DONE; lmt/attach; the backend) between
 // this process (rank 0) and a peer process (rank 1) started
-// from the same test binary: init sees envPeer and serves commands instead
-// of running tests.
+// from the same test binary: TestMain sees envPeer and serves commands
+// instead of running tests.
 const envPeer = "KNEMESIS_LMT_BENCH_PEER"
 
 // window is how many messages the streaming sender keeps in flight.
@@ -42,10 +42,18 @@ var sizes = []int{64 << 10, 1 << 20, 4 << 20, 16 << 20}
 // process_vm_readv, the same copy in the other direction).
 var raw = map[string]string{"shm": "shm", "cma": "cma", "cma-write": "cma", "pipe": "pipe", "vmsplice": "vmsplice"}
 
-func init() {
+func TestMain(m *testing.M) {
 	if job := os.Getenv(envPeer); job != "" {
 		os.Exit(servePeer(job))
 	}
+	code := m.Run()
+	if peer != nil {
+		// Leaving cleanly lets the peer's endpoint see the job end
+		// and the rings and FIFOs go away.
+		peer.l.Close()
+		peer.ep.Close()
+	}
+	os.Exit(code)
 }
 
 // pin puts the calling goroutine on cpu when KNEMESIS_BENCH_PIN is set. On
@@ -74,7 +82,11 @@ func newSide(job string, rank int) (*side, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := attach.Attach(ep, attach.Options{EagerMax: eagerMax})
+	l, err := attach.Attach(ep, attach.Options{EagerMax: eagerMax, Tune: func(c *lmt.Config) {
+		if v, _ := strconv.Atoi(os.Getenv("KNEMESIS_BENCH_CHUNK")); v > 0 {
+			c.Chunk = v
+		}
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +111,7 @@ func (s *side) stream(peer int, sender bool, backend string, n int) error {
 		k := i % window
 		r := &s.reqs[k]
 		if i >= window {
-			if err := s.ep.Wait(r); err != nil {
+			if err := s.l.Wait(r); err != nil {
 				return err
 			}
 		}
@@ -130,7 +142,7 @@ func (s *side) pingpong(peer int, first bool, backend string, n int) error {
 				err = s.ep.Irecv(r, peer, 0, s.recv[0])
 			}
 			if err == nil {
-				err = s.ep.Wait(r)
+				err = s.l.Wait(r)
 			}
 			if err != nil {
 				return err

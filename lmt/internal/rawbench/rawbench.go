@@ -5,6 +5,8 @@
 package rawbench
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,16 +29,29 @@ func Build() (string, error) {
 	once.Do(func() {
 		_, self, _, _ := runtime.Caller(0)
 		src := filepath.Join(filepath.Dir(self), "csrc", "raw.c")
-		dir, err := os.MkdirTemp("", "knemesis-rawbench-")
+		text, err := os.ReadFile(src)
 		if err != nil {
 			errBin = err
 			return
 		}
-		binary = filepath.Join(dir, "raw")
-		out, err := exec.Command("gcc", "-O2", "-Wall", "-o", binary, src).CombinedOutput()
+		// One binary per version of the source, reused across runs.
+		sum := sha256.Sum256(text)
+		dir := filepath.Join(os.TempDir(), "knemesis-rawbench")
+		binary = filepath.Join(dir, "raw-"+hex.EncodeToString(sum[:8]))
+		if _, err := os.Stat(binary); err == nil {
+			return
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			errBin = err
+			return
+		}
+		tmp := binary + ".tmp" + strconv.Itoa(os.Getpid())
+		out, err := exec.Command("gcc", "-O2", "-Wall", "-o", tmp, src).CombinedOutput()
 		if err != nil {
 			errBin = fmt.Errorf("gcc %s: %v\n%s", src, err, out)
+			return
 		}
+		errBin = os.Rename(tmp, binary)
 	})
 	return binary, errBin
 }

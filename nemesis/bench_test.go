@@ -1,0 +1,286 @@
+package nemesis
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/nemesis/launch"
+)
+
+// The ping-pong benchmarks run between two processes: the benchmark itself
+// is rank 0 and re-executes the test binary as rank 1, which TestMain turns
+// into an echo server (envEcho carries the job name and geometry).
+const envEcho = "KNEMESIS_BENCH_ECHO"
+
+const stopTag = MaxTag - 1
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(envRawEcho); path != "" {
+		if err := rawEcho(path); err != nil {
+			fmt.Fprintln(os.Stderr, "raw echo:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if spec := os.Getenv(envEcho); spec != "" {
+		if err := echoServer(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "echo server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type benchSpec struct {
+	job  string
+	opts Options
+	max  int // largest message
+}
+
+func (s benchSpec) String() string {
+	return fmt.Sprintf("%s,%d,%d,%d,%d", s.job, s.opts.CellSize, s.opts.Cells, s.opts.FastboxSize, s.max)
+}
+
+func parseSpec(spec string) (benchSpec, error) {
+	f := strings.Split(spec, ",")
+	if len(f) != 5 {
+		return benchSpec{}, fmt.Errorf("bad spec %q", spec)
+	}
+	var n [4]int
+	for i := range n {
+		v, err := strconv.Atoi(f[i+1])
+		if err != nil {
+			return benchSpec{}, fmt.Errorf("bad spec %q: %v", spec, err)
+		}
+		n[i] = v
+	}
+	return benchSpec{job: f[0], opts: Options{CellSize: n[0], Cells: n[1], FastboxSize: n[2]}, max: n[3]}, nil
+}
+
+func echoServer(spec string) error {
+	s, err := parseSpec(spec)
+	if err != nil {
+		return err
+	}
+	ep, err := Join(s.job, 1, 2, &s.opts)
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	buf := make([]byte, s.max)
+	for {
+		st, err := ep.Recv(0, AnyTag, buf)
+		if err != nil {
+			return err
+		}
+		if st.Tag == stopTag {
+			return nil
+		}
+		if err := ep.Send(0, st.Tag, buf[:st.Count]); err != nil {
+			return err
+		}
+	}
+}
+
+// startEcho joins a two-rank job whose rank 1 is an echo server process.
+func startEcho(b *testing.B, o Options, max int) *Endpoint {
+	b.Helper()
+	s := benchSpec{job: launch.NewJobName(), opts: o, max: max}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envEcho+"="+s.String())
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	ep, err := Join(s.job, 0, 2, &o)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ep.Send(1, stopTag, nil)
+		ep.Close()
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("echo server: %v", err)
+		}
+	})
+	return ep
+}
+
+func pingPong(b *testing.B, ep *Endpoint, size int) {
+	msg := make([]byte, size)
+	buf := make([]byte, size)
+	for range 1000 { // warm up caches, branch predictors, the peer's spin
+		ep.Send(1, 1, msg)
+		ep.Recv(1, 1, buf)
+	}
+	b.SetBytes(int64(2 * size))
+	b.ReportAllocs()
+	// On a shared machine a preempted round trip weighs heavily in the
+	// mean: also report the median over blocks of blockLen round trips.
+	const blockLen = 256
+	marks := make([]time.Time, 1, 1<<14)
+	marks[0] = time.Now()
+	i := 0
+	for b.Loop() {
+		if err := ep.Send(1, 1, msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ep.Recv(1, 1, buf); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i%blockLen == 0 && len(marks) < cap(marks) {
+			marks = append(marks, time.Now())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2000, "µs/oneway")
+	reportBlockMedian(b, marks, blockLen)
+}
+
+// BenchmarkPingPong: one-way latency (round trip / 2) between two processes,
+// through the fastbox and, with fastboxes off, through the queue.
+func BenchmarkPingPong(b *testing.B) {
+	for _, path := range []string{"fastbox", "queue"} {
+		o := Options{}
+		if path == "queue" {
+			o.FastboxSize = -1
+		}
+		for _, size := range []int{0, 8, 64, 1024} {
+			b.Run(fmt.Sprintf("%s/%d", path, size), func(b *testing.B) {
+				pingPong(b, startEcho(b, o, size), size)
+			})
+		}
+	}
+}
+
+// BenchmarkCellSize: how the cell size affects messages that take one or
+// many cells (no LMT), and whether it costs small-message latency.
+func BenchmarkCellSize(b *testing.B) {
+	for _, cell := range []int{2048, 4096, 8192, 16384, 32768} {
+		for _, size := range []int{8, 4000, 16000, 65536, 262144} {
+			b.Run(fmt.Sprintf("cell=%d/msg=%d", cell, size), func(b *testing.B) {
+				o := Options{CellSize: cell, FastboxSize: -1}
+				pingPong(b, startEcho(b, o, size), size)
+			})
+		}
+	}
+}
+
+// envRawEcho makes a child the far end of BenchmarkRawLine.
+const envRawEcho = "KNEMESIS_BENCH_RAW_ECHO"
+
+// mapLine maps the first page of the file at path and returns its first
+// word: the one cache line the raw ping-pong bounces.
+func mapLine(path string) (*atomic.Uint64, func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, err
+	}
+	return (*atomic.Uint64)(unsafe.Pointer(&mem[0])), func() { unix.Munmap(mem) }, nil
+}
+
+// rawEcho answers every odd value with the next even one, until it reads
+// the stop value.
+func rawEcho(path string) error {
+	line, unmap, err := mapLine(path)
+	if err != nil {
+		return err
+	}
+	defer unmap()
+	const stop = math.MaxUint64
+	for seen := uint64(0); ; {
+		v := line.Load()
+		if v == stop {
+			return nil
+		}
+		if v != seen && v&1 == 1 {
+			seen = v + 1
+			line.Store(seen)
+		}
+	}
+}
+
+// BenchmarkRawLine is the floor under BenchmarkPingPong, measured in the
+// same run: two processes bouncing one cache line, no queue, no matching
+// (the Go twin of the C ping-pong in placement-probe). Compare ratios.
+func BenchmarkRawLine(b *testing.B) {
+	f, err := os.CreateTemp("/dev/shm", "knemesis-rawline-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	if err := f.Truncate(4096); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	line, unmap, err := mapLine(f.Name())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unmap()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envRawEcho+"="+f.Name())
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	v := uint64(0)
+	bounce := func() {
+		v++
+		line.Store(v)
+		for line.Load() != v+1 {
+		}
+		v++
+	}
+	for range 1000 {
+		bounce()
+	}
+	const blockLen = 256
+	marks := make([]time.Time, 1, 1<<14)
+	marks[0] = time.Now()
+	i := 0
+	for b.Loop() {
+		bounce()
+		if i++; i%blockLen == 0 && len(marks) < cap(marks) {
+			marks = append(marks, time.Now())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2000, "µs/oneway")
+	reportBlockMedian(b, marks, blockLen)
+	line.Store(math.MaxUint64)
+	if err := cmd.Wait(); err != nil {
+		b.Errorf("raw echo: %v", err)
+	}
+}
+
+func reportBlockMedian(b *testing.B, marks []time.Time, blockLen int) {
+	if len(marks) > 2 {
+		blocks := make([]float64, len(marks)-1)
+		for j := range blocks {
+			blocks[j] = float64(marks[j+1].Sub(marks[j]).Nanoseconds()) / float64(blockLen) / 2000
+		}
+		slices.Sort(blocks)
+		b.ReportMetric(blocks[len(blocks)/2], "µs/oneway-median")
+	}
+}

@@ -1,0 +1,128 @@
+// Package nemesis moves small messages between the processes of a job on one
+// machine through lock-free queues in shared memory, after Buntinas, Mercier
+// and Gropp, "Design and Evaluation of Nemesis" (CCGRID 2006).
+//
+// # The picture
+//
+// A job of N processes shares one memory segment (a /dev/shm file named
+// after the job; see "Segment lifetime"). In it every process owns
+//
+//   - a receive queue, the only place it polls for messages from anyone;
+//   - a free queue of fixed-size cells (Options.Cells of Options.CellSize
+//     bytes), from which it takes a cell whenever it sends;
+//   - one fastbox from each other process: a single-message mailbox with a
+//     full/empty flag.
+//
+// To send, a process dequeues a cell from its own free queue, copies the
+// message into it and enqueues it on the receiver's receive queue. The
+// receiver dequeues it, delivers the payload, and enqueues the cell back on
+// the free queue of the process it came from. This is the paper's "design
+// variation 3" (free queues local to the sender): a sender never runs out of
+// cells because of other senders, and its cells are in memory it touched
+// last. Both queues have many producers and one consumer, so one algorithm
+// serves both.
+//
+// # The queue (Fig. 3)
+//
+// Elements are cells named by their offset in the segment, never by address:
+// each process may map the segment elsewhere. Enqueue is one atomic SWAP of
+// the tail, then either a store of the head (the queue was empty) or of the
+// previous tail's next link. Dequeue takes the head; if the head has no next
+// link it tries to CAS the tail from that cell to empty; if the CAS fails an
+// enqueuer is between its SWAP and its link, and the dequeuer waits for the
+// link (here: a short spin, then "nothing yet", retried at the next Poll, so
+// a descheduled enqueuer never blocks the dequeuer's caller).
+//
+// Head and tail share a cache line: enqueueing on an empty queue and taking
+// its last element then cost one miss. The dequeuer works from a shadow head
+// on another line (§3.1), reading the shared head only when its shadow runs
+// out, so enqueuers writing the tail and the dequeuer walking a long queue do
+// not false-share. Every offset read from shared memory is checked to name a
+// cell before it is used: a corrupted link fails the endpoint with
+// ErrCorrupt instead of reading or writing outside the cells.
+//
+// The algorithm is model-checked: model/queue.pml (Promela, checked by
+// `make test-model` with spin) has two and three producers, cells reused
+// after the consumer hands them back, and asserts that nothing is lost or
+// duplicated, that each producer's order holds, that nothing deadlocks, and
+// (under weak fairness) that every message is eventually received.
+//
+// On amd64 the compiled queue operations (go tool objdump) are, without the
+// Go prologue/epilogue and the offset bounds check, 6 instructions for an
+// enqueue on an empty queue and 8 on a non-empty one (the paper: 6), and 10
+// for a dequeue from a non-empty queue (the paper: 11).
+//
+// # Fastboxes and sequence numbers (§3.2)
+//
+// A message that fits in a fastbox (Options.FastboxSize) goes there when the
+// box is empty, skipping both queues; the flag and the first 32 payload bytes
+// share a cache line. Because a sender may then have messages to the same
+// receiver both in the queue and in the fastbox, every message carries a
+// per-pair sequence number. A fastbox whose message is not the next expected
+// one is left alone; a queue cell that is not the next expected one proves
+// that its predecessor sits in the fastbox (the sender filled the box before
+// enqueueing the cell), which is consumed first. Receivers poll the
+// fastboxes of the sources their posted receives name at every Poll, and all
+// fastboxes every 64 Polls (every 8 while a wildcard receive is posted).
+// Fastboxes cost N² space; above 64 processes they are off by default.
+//
+// # Endpoint
+//
+// An Endpoint gives the MPI point-to-point semantics the rest of knemesis
+// needs: Send/Recv, Isend/Irecv with Test/Wait, tags, AnySource and AnyTag,
+// Probe, and non-overtaking order per (source, tag). Receives match in the
+// order they were posted, messages in the order they arrived; a message that
+// arrives before its receive is copied out of its cell at once (into a
+// recycled buffer) so that the sender's cells always come home. A receive
+// buffer shorter than the message gets ErrTruncated, with the buffer filled
+// and nothing written past it.
+//
+// Requests are caller-owned values (var r nemesis.Request), so Isend and
+// Irecv allocate nothing. One Poll advances everything: queued sends, the
+// fastboxes, the receive queue, the LMT. There is no progress goroutine and
+// no lock: an Endpoint belongs to one goroutine. A blocked call polls, then
+// yields the CPU with sched_yield at every round, so a job with more
+// processes than cores still runs (the tests run 8 processes on 2 cores).
+//
+// Messages longer than one cell go as a series of cells, or, when an LMT is
+// set (SetLMT), by rendezvous: the RTS travels in a cell, in sequence with
+// the eager messages, and the LMT moves the payload (see LMT).
+//
+// # Faults
+//
+// Every rank records its PID in the segment at Join (PeerPID exposes it for
+// process_vm_readv). A blocked call checks every Options.LivenessInterval,
+// with one poll(2) over pidfds, whether peers still live. When one is gone,
+// what it sent before dying is still delivered; then sends to it, receives
+// from it and (if it crashed rather than closed) wildcard receives fail
+// with a *PeerError naming it.
+//
+// Cells left in a gone rank's receive queue are given back to their owners
+// by one survivor, which claims that queue's consumer role in shared memory:
+// a sender whose cells were all there would otherwise never send again.
+//
+// Two faults are not repaired. A rank that dies between the SWAP and the
+// link of an enqueue leaves the receive queue cut after the last linked
+// cell: later messages from live ranks behind it never arrive (their
+// receives wait, wildcard ones fail because a rank crashed). And the cells
+// a rank held when it died (dequeued, not yet returned) are lost to their
+// owners, which keep sending with fewer.
+//
+// # Segment lifetime
+//
+// Rank 0 builds the segment under a private name and publishes it with
+// link(2), so that the others never map a half-built segment. They wait for
+// it (Options.JoinTimeout) and check its header: magic, layout version and
+// geometry; a mismatch is ErrLayout naming both. The last rank to join
+// unlinks the name: from then on the memory lives exactly as long as some
+// rank maps it, so a job that crashes later leaves nothing behind. A segment
+// left by a job that crashed while joining is recognized by its dead creator
+// PID and replaced.
+//
+// # Choosing the cell size
+//
+// BenchmarkCellSize ping-pongs messages of 8 B to 256 KiB through cells of 2
+// to 32 KiB (without LMT, so long messages are pipelined through cells).
+// DefaultCellSize is 8 KiB, as MPICH found; see the package's benchmark
+// figures in the commit that chose it.
+package nemesis

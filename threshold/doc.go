@@ -1,0 +1,39 @@
+// Package threshold chooses how a message of a given size travels between
+// two processes on one machine: eagerly through the Nemesis queues, or through
+// one of the Large Message Transfer (LMT) backends, with or without DMA
+// offload.
+//
+// No mechanism wins everywhere (Buntinas et al., ICPP 2009, §3.5 and §4). The
+// choice depends on three facts that this package gathers:
+//
+//   - the cache topology: which caches exist, how large they are and which
+//     CPUs share each one ([Detect] reads sysfs, falls back to CPUID, and
+//     honours an override in $KNEMESIS_CACHE because virtual machines often
+//     report caches that do not exist);
+//   - where the two processes run: when they share a cache, the shared-memory
+//     double copy stays inside it and beats every single-copy mechanism
+//     (in ping-pong the buffer just received is still dirty in the peer's
+//     cache, which halves CMA and KNEM kernel copies);
+//   - what the kernel offers: the KNEM module, and a DMA channel behind it.
+//
+// From these, [Build] derives the eager→LMT switch size, DMA_min (the size
+// above which a copy would flush the receiver's cache, so DMA offload pays)
+// and a size→backend [Table]. Every number carries its [Source], so that
+// `lmtbench info` can say whether it came from sysfs, CPUID, an override, the
+// tuning file or the paper's formula. Measurements replace the formula: [Tune]
+// turns per-backend throughput at a series of sizes into a table, and a
+// [TuningFile] keeps it, tied to the machine it was measured on.
+//
+// Which cache DMA_min uses: the outermost cache the two processes share
+// (the 4 MiB L2 of a core pair on the paper's Xeon E5345, the CCX's L3 on
+// AMD), or, when they share none, the receiver's outermost cache. The paper
+// ties the threshold to "the largest cache" because the receiving copy
+// streams the message through every level: it is the outermost one that
+// must hold twice the message for each of its users, or the copy evicts the
+// working set of everyone behind it. Its users are the job's processes on
+// that cache when their placement is known ([Placement.JobCPUs]), else the
+// cores sharing it (one process per core, the paper's second formula).
+//
+// The table is built once; [Table.Choose] is the per-message call: a scan of
+// a few rules, without allocation, lock or map lookup.
+package threshold

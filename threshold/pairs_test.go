@@ -1,0 +1,62 @@
+package threshold
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestPairs(t *testing.T) {
+	tests := []struct {
+		fixture          string
+		shared, unshared string
+	}{
+		{"xeon-e5345", "[0 4]", "[0 1]"},
+		{"amd-ccx", "[0 1]", "[0 4]"}, // not the SMT sibling 8
+		{"epyc-kvm", "[0 1]", "none"},
+	}
+	for _, tt := range tests {
+		s, u, hs, hu := mustSysfs(t, tt.fixture).Pairs()
+		str := func(p [2]int, ok bool) string {
+			if !ok {
+				return "none"
+			}
+			return fmt.Sprint(p)
+		}
+		if str(s, hs) != tt.shared || str(u, hu) != tt.unshared {
+			t.Errorf("%s: shared %s unshared %s; want %s %s", tt.fixture, str(s, hs), str(u, hu), tt.shared, tt.unshared)
+		}
+	}
+}
+
+func TestCompare(t *testing.T) {
+	var points []Point
+	for b, c := range curves {
+		for size, gbps := range c {
+			points = append(points, Point{Size: size, Backend: b, BytesPerSec: gbps * 1e9})
+		}
+	}
+	// The formula's table for this machine: shm from 64 KiB, CMA from 8 MiB.
+	table, err := Build(Env{Topology: mustSysfs(t, "epyc-kvm"), Placement: Placement{Sender: 0, Receiver: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := Compare(points, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range vs {
+		got = append(got, fmt.Sprintf("%d:%s/%s:%.2f", v.Size, v.Chosen, v.Best, v.Ratio()))
+	}
+	want := "4096:eager/eager:1.00 16384:eager/eager:1.00 65536:shm/shm:1.00 262144:shm/shm:1.00 " +
+		"1048576:shm/shm:1.00 4194304:shm/shm:1.00 16777216:cma/cma:1.00"
+	if strings.Join(got, " ") != want {
+		t.Errorf("got  %s\nwant %s", strings.Join(got, " "), want)
+	}
+
+	table.Rules[0].Backend = Knem
+	if _, err := Compare(points, table); err == nil || !strings.Contains(err.Error(), "picks knem at 65536 bytes") {
+		t.Errorf("unmeasured choice: %v", err)
+	}
+}

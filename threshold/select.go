@@ -1,0 +1,206 @@
+package threshold
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Fixed switch sizes from the paper and from MPICH, used when nothing
+// measured says otherwise.
+const (
+	// NemesisLMTMin is MPICH2-Nemesis' hardwired eager→LMT switch.
+	NemesisLMTMin = 64 << 10
+	// KnemLMTMin is where the KNEM kernel copy starts to beat the eager
+	// double copy in ping-pong (§3.5: "near 16 KiB"; §4.2 saw 8 KiB).
+	KnemLMTMin = 16 << 10
+	// KnemLMTMinConcurrent is the same switch in a memory-bound collective
+	// (§4.4: KNEM pays from 4 KiB in an 8-process Alltoall).
+	KnemLMTMinConcurrent = 4 << 10
+)
+
+// Env is everything [Build] needs to know about the machine and the job.
+type Env struct {
+	Topology *Topology
+	Placement
+	// Knem is true when /dev/knem answers GET_INFO with the expected ABI;
+	// DMA when its DMA feature bit says a DMA_MEMCPY channel is usable.
+	Knem, DMA bool
+	// Unavailable lists backends this process cannot use although the
+	// kernel has them (CMA refused by ptrace restrictions, say).
+	Unavailable []Backend
+	// Tuning, when non-nil and from this machine, replaces the formula's
+	// backend switches by measured ones.
+	Tuning *TuningFile
+}
+
+func (e *Env) available(b Backend) bool {
+	if b == Knem && !e.Knem {
+		return false
+	}
+	return !slices.Contains(e.Unavailable, b)
+}
+
+// Rule sends sizes from From up to the next rule's From to Backend.
+type Rule struct {
+	From    int64
+	Backend Backend
+	DMA     bool // offload the copy to the DMA engine (Backend is Knem)
+	Source  Source
+	Why     string
+}
+
+// Range writes the rule's lower bound: "≥ 64 KiB", or "> 8 MiB" for a rule
+// that starts just above a threshold.
+func (r Rule) Range() string {
+	if below := r.From - 1; below > 0 && !strings.HasSuffix(FormatSize(below), " B") {
+		return "> " + FormatSize(below)
+	}
+	return "≥ " + FormatSize(r.From)
+}
+
+// Choice is what [Table.Choose] answers for one message.
+type Choice struct {
+	Eager   bool    // below the LMT switch: Nemesis cells, Backend unset
+	Backend Backend // the LMT backend
+	DMA     bool    // ask the module for DMA offload
+}
+
+// Table is the size→backend decision for one pair of processes.
+type Table struct {
+	LMTMin Threshold // messages smaller than this go eagerly
+	DMAMin Threshold // the formula's value, whether or not DMA exists
+	Cache  Cache     // the cache DMA_min was computed from
+	Shared bool      // the pair shares Cache
+	Rules  []Rule    // ascending From; Rules[0].From == LMTMin.Bytes
+	Notes  []string
+}
+
+// Choose returns the transfer method for a message of size bytes. It is the
+// per-message call: no allocation, lock or map lookup.
+func (t *Table) Choose(size int64) Choice {
+	if size < t.LMTMin.Bytes || len(t.Rules) == 0 {
+		return Choice{Eager: true}
+	}
+	r := &t.Rules[0]
+	for i := 1; i < len(t.Rules) && t.Rules[i].From <= size; i++ {
+		r = &t.Rules[i]
+	}
+	return Choice{Backend: r.Backend, DMA: r.DMA}
+}
+
+// Build derives the table for env.
+//
+// The defaults follow the paper, corrected by what baselines.md measured on
+// machines whose two cores share a cache:
+//
+//   - Pair sharing a cache: the shared-memory double copy up to DMA_min
+//     included, i.e. while the message fits the shared cache. The paper
+//     already found shm faster than vmsplice there (§4.1) and KNEM only
+//     "almost as fast" (§4.2); in NetPIPE-style ping-pong, where the
+//     buffer to read is still dirty in the peer's cache, a single copy
+//     (CMA, the KNEM kernel copy) runs at half the double copy's rate
+//     (8.6 vs 20 GB/s at 1 MiB).
+//   - Pair sharing no cache: the KNEM module when loaded, from 16 KiB
+//     (4 KiB with concurrent transfers); else CMA, else vmsplice, from
+//     Nemesis' 64 KiB.
+//   - Above DMA_min, not at it (§3.5 wants a cache "at least two times
+//     larger" than the message), DMA_min being lowered by concurrent
+//     transfers: KNEM with DMA offload when the module has a channel;
+//     otherwise the single copy, whose lower cache pollution matters once
+//     the message no longer fits.
+//
+// A tuning file from this machine replaces the backend switches and the
+// eager→LMT size. DMA_min stays the formula's: tuning measures backends,
+// not the engine behind the module.
+func Build(env Env) (*Table, error) {
+	if env.Topology == nil {
+		return nil, fmt.Errorf("threshold: Build needs a topology")
+	}
+	dmaMin, cache, err := DMAMin(env.Topology, env.Placement)
+	if err != nil {
+		return nil, err
+	}
+	_, shared := env.Topology.SharedCache(env.Sender, env.Receiver)
+	t := &Table{DMAMin: dmaMin, Cache: cache, Shared: shared}
+	concurrent := env.Concurrent > 1
+
+	single := Shm
+	for _, b := range []Backend{Knem, CMA, Vmsplice} {
+		if env.available(b) {
+			single = b
+			break
+		}
+	}
+	t.LMTMin = Threshold{Bytes: NemesisLMTMin, Source: SourceDefault, Why: "MPICH2-Nemesis hardwired LMT switch"}
+	if single == Knem && !shared {
+		t.LMTMin = Threshold{Bytes: KnemLMTMin, Source: SourceDefault, Why: "KNEM beats the eager copy from ~16 KiB (§3.5)"}
+		if concurrent {
+			t.LMTMin = Threshold{Bytes: KnemLMTMinConcurrent, Source: SourceDefault, Why: "KNEM pays from 4 KiB in collectives (§4.4)"}
+		}
+	}
+
+	if tuned := env.Tuning.table(shared, concurrent); tuned != nil {
+		if err := t.applyTuning(tuned, &env); err != nil {
+			t.Notes = append(t.Notes, "tuning file ignored: "+err.Error())
+		}
+	}
+	if len(t.Rules) == 0 {
+		t.formulaRules(single, shared)
+	}
+	if env.DMA && env.available(Knem) {
+		t.add(Rule{From: max(dmaMin.Bytes+1, t.LMTMin.Bytes), Backend: Knem, DMA: true, Source: SourceFormula,
+			Why: "DMA offload above DMA_min keeps the receiver's cache"})
+	}
+	return t, nil
+}
+
+func (t *Table) formulaRules(single Backend, shared bool) {
+	lmt := t.LMTMin.Bytes
+	if !shared {
+		t.add(Rule{From: lmt, Backend: single, Source: SourceFormula,
+			Why: "no shared cache: one copy beats the double copy (§4.1, §4.2)"})
+		return
+	}
+	t.add(Rule{From: lmt, Backend: Shm, Source: SourceFormula,
+		Why: fmt.Sprintf("%s shared: the double copy stays in cache; a single copy halves on dirty lines (baselines)", t.Cache.Name())})
+	if single != Shm {
+		t.add(Rule{From: max(t.DMAMin.Bytes+1, lmt), Backend: single, Source: SourceFormula,
+			Why: "beyond DMA_min the message no longer fits the shared cache: one copy pollutes less"})
+	}
+}
+
+// add inserts r, dropping rules it hides and merging it into an equal
+// predecessor, so that the table stays short and ascending.
+func (t *Table) add(r Rule) {
+	rules := t.Rules[:0]
+	for _, old := range t.Rules {
+		if old.From < r.From {
+			rules = append(rules, old)
+		}
+	}
+	if n := len(rules); n > 0 && rules[n-1].Backend == r.Backend && rules[n-1].DMA == r.DMA {
+		t.Rules = rules
+		return
+	}
+	t.Rules = append(rules, r)
+}
+
+func (t *Table) applyTuning(tuned *TunedTable, env *Env) error {
+	for _, r := range tuned.Rules {
+		if !env.available(r.Backend) {
+			return fmt.Errorf("measured backend %s is not available now", r.Backend)
+		}
+	}
+	if tuned.LMTMin > 0 {
+		t.LMTMin = Threshold{Bytes: tuned.LMTMin, Source: SourceTuning, Why: "measured crossover eager→LMT"}
+	}
+	for _, r := range tuned.Rules {
+		from := max(r.From, t.LMTMin.Bytes)
+		t.add(Rule{From: from, Backend: r.Backend, Source: SourceTuning, Why: "measured fastest from here"})
+	}
+	if len(t.Rules) > 0 {
+		t.Rules[0].From = t.LMTMin.Bytes
+	}
+	return nil
+}

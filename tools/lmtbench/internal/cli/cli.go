@@ -1,0 +1,235 @@
+// Package cli is lmtbench's command line: subcommands, flags, the checks
+// that turn bad input into one clear line, and the sweep that drives the
+// harness and the report.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
+)
+
+const usageText = `usage: lmtbench [command] [flags]
+
+Compares the toolkit's transfer backends on this machine. Without a command
+it prints what it found about the machine and runs the ping-pong sweep from
+4 KiB to 64 MiB over every backend that works here.
+
+commands:
+  info       machine, caches, placement, which backends work and why the others do not
+  pingpong   IMB ping-pong; latency is half the round trip (the default sweep)
+  bidir      both ranks send at once, then receive (seed 001)
+  stream     burst: the sender sends without waiting for replies (seed 001)
+  latency    small messages through the Nemesis queue and fastbox, 0 B to the cell size
+  alltoall   -n N processes exchange with every other (ICPP 2009 §4.4)
+  pollution  how much a transfer slows the receiver's re-read of a cache-sized working set
+  tune       measure the crossovers here and write the selector's tuning file
+  copies     bytes copied per payload byte, by copier, from the eBPF probes
+
+flags:
+`
+
+// exitUsage is the status for bad input; exitFail for a run that failed.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// usageError marks errors in what the user typed.
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// Main runs lmtbench with args (without the program name) and returns the
+// exit status. Every failure is one line on stderr.
+func Main(args []string, stdout, stderr io.Writer) int {
+	err := run(args, stdout, stderr)
+	if err == nil {
+		return exitOK
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "lmtbench: %s\n", oneLine(err.Error()))
+	var ue usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	return exitFail
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// options are the parsed flags.
+type options struct {
+	command    string
+	backends   string
+	sizes      string
+	iters      int
+	sampleTime time.Duration
+	samples    int
+	cpus       string
+	procs      int
+	json, csv  bool
+	benchfmt   bool
+	plot       string
+	vm         bool
+	timeout    time.Duration
+	probe      string
+	progress   bool
+	reuse      bool
+	copies     bool
+	workingSet string
+
+	tuningFile string
+
+	avail   map[string]error // backend name → nil or why it cannot run; see availability
+	machine *machine.Facts
+}
+
+func parse(args []string, stderr io.Writer) (*options, error) {
+	o := &options{command: "sweep"}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		o.command, args = args[0], args[1:]
+		if _, ok := commands[o.command]; !ok {
+			return nil, usagef("unknown command %q (commands: %s)", o.command, commandList())
+		}
+	}
+	fs := flag.NewFlagSet("lmtbench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.backends, "backends", "", "comma-separated backends to measure (default: every one that works here)")
+	fs.StringVar(&o.sizes, "sizes", "", "sizes: 4K, 64KiB, 1M, 1MiB, ranges lo-hi of powers of two, comma lists (default 4K-64M)")
+	fs.IntVar(&o.iters, "iters", 0, "iterations per sample (default: calibrated to --time)")
+	fs.DurationVar(&o.sampleTime, "time", 20*time.Millisecond, "target duration of one sample")
+	fs.IntVar(&o.samples, "samples", 3, "samples per size, each bracketed by the placement probe")
+	fs.StringVar(&o.cpus, "cpus", "apart", "pinning of the two processes: apart (two CPUs), same (one CPU), shared or unshared (a cache), none, or a list like 0,1")
+	fs.IntVar(&o.procs, "procs", 2, "processes in the job (alltoall: also -n)")
+	fs.IntVar(&o.procs, "n", 2, "processes for alltoall")
+	fs.BoolVar(&o.reuse, "reuse", false, "pingpong: send back the buffer just received, as NetPIPE does (mode netpipe)")
+	fs.BoolVar(&o.copies, "copies", true, "also count copies per byte with the eBPF probes, when this process may load them")
+	fs.StringVar(&o.workingSet, "working-set", "", "pollution: bytes the receiver re-reads (default: its L2 cache)")
+	fs.StringVar(&o.tuningFile, "tuning-file", "", "tune: where to write the tuning file (default $KNEMESIS_TUNING, else knemesis/tuning.json in the user config directory)")
+	fs.BoolVar(&o.json, "json", false, "print results as a JSON array instead of the table")
+	fs.BoolVar(&o.csv, "csv", false, "print results as CSV instead of the table (schema in tools/lmtbench/README.md)")
+	fs.BoolVar(&o.benchfmt, "benchfmt", false, "print Go benchmark lines for benchstat instead of the table")
+	fs.StringVar(&o.plot, "plot", "", "also draw throughput against size to FILE.png or FILE.svg")
+	fs.BoolVar(&o.vm, "vm", false, "run the kernel module's backends inside the QEMU guest of ci/")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on a job whose ranks have not finished after this long")
+	fs.StringVar(&o.probe, "placement-probe", "", "placement probe to bracket samples with (default ../shared/tools/placement-probe; 'none' to skip)")
+	fs.BoolVar(&o.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "draw a progress bar on stderr")
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usageText)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return nil, err
+		}
+		return nil, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q (flags go after the command: lmtbench %s --sizes 4K-1M)", fs.Arg(0), o.command)
+	}
+	n := 0
+	for _, b := range []bool{o.json, o.csv, o.benchfmt} {
+		if b {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, usagef("--json, --csv and --benchfmt each replace the table; pick one")
+	}
+	if o.iters < 0 {
+		return nil, usagef("--iters %d: want a positive count", o.iters)
+	}
+	if o.iters == 0 && o.sampleTime <= 0 {
+		return nil, usagef("--time %v: want a positive duration", o.sampleTime)
+	}
+	if o.samples < 1 {
+		return nil, usagef("--samples %d: want at least 1", o.samples)
+	}
+	if o.timeout <= 0 {
+		return nil, usagef("--timeout %v: want a positive duration", o.timeout)
+	}
+	if o.reuse && o.command != "pingpong" && o.command != "sweep" {
+		return nil, usagef("--reuse applies to pingpong, not %s", o.command)
+	}
+	if o.plot != "" && o.command == "pollution" {
+		return nil, usagef("--plot draws throughput; pollution has none to draw")
+	}
+	if o.workingSet != "" && o.command != "pollution" {
+		return nil, usagef("--working-set applies to pollution, not %s", o.command)
+	}
+	if o.plot != "" {
+		if err := report.CheckPlotPath(o.plot); err != nil {
+			return nil, usageError{err}
+		}
+	}
+	return o, nil
+}
+
+// command runs one subcommand with parsed options.
+type command func(ctx context.Context, o *options, stdout, stderr io.Writer) error
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"sweep":     runSweep,
+		"info":      runInfo,
+		"pingpong":  runMode(harness.PingPong),
+		"bidir":     runMode(harness.Bidir),
+		"stream":    runMode(harness.Stream),
+		"latency":   runMode(harness.Latency),
+		"alltoall":  runAlltoall,
+		"pollution": runMode(harness.Pollution),
+		"tune":      runTune,
+		"copies":    runCopies,
+	}
+}
+
+func commandList() string {
+	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies"
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	o, err := parse(args, stderr)
+	if err != nil {
+		return err
+	}
+	if o.vm {
+		return errors.New("--vm: not in this build yet: it needs the QEMU guest harness of ci/ (branch kci) to boot a kernel that can load kmod/knem; the host kernel here cannot load modules")
+	}
+	return commands[o.command](context.Background(), o, stdout, stderr)
+}
+
+// missing is the body of a command whose package has not landed: it says
+// so in one line instead of printing numbers it cannot have.
+func missing(name, needs string) func(context.Context, *options, io.Writer, io.Writer) error {
+	return func(context.Context, *options, io.Writer, io.Writer) error {
+		return fmt.Errorf("%s: not in this build yet: it needs %s", name, needs)
+	}
+}
+
+// probePath resolves --placement-probe.
+func (o *options) probePath() string {
+	switch o.probe {
+	case "none":
+		return ""
+	case "":
+		return machine.ProbePath()
+	}
+	return o.probe
+}

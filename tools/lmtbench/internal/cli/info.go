@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/knemesis/knemesis/threshold"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+)
+
+func runInfo(_ context.Context, o *options, stdout, _ io.Writer) error {
+	return writeInfo(stdout, o, true)
+}
+
+// writeInfo prints the machine, the placement right now and every
+// backend's status. full adds the one-line description of each backend.
+func writeInfo(w io.Writer, o *options, full bool) error {
+	f := machine.Detect()
+	fmt.Fprintf(w, "machine:   %s, %d CPUs usable (%s), kernel %s, %s\n", f.CPUModel, len(f.CPUs), cpuRange(f.CPUs), f.Kernel, f.Go)
+	fmt.Fprintf(w, "caches:    %s\n", f.Caches)
+	probe := o.probePath()
+	if probe == "" {
+		fmt.Fprintln(w, "placement: unknown (no placement probe at ../shared/tools/placement-probe)")
+	} else {
+		p := machine.Probe(probe)
+		fmt.Fprintf(w, "placement: %s %.3f µs cache-line one-way now (%s)\n", p.Class, p.LatencyUs, probe)
+	}
+	fmt.Fprintln(w, "backends (each checked by moving one verified 64 KiB message between two processes):")
+	avail := o.availability()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, b := range engine.All() {
+		status := "works"
+		if err := avail[b.Name]; err != nil {
+			status = "no: " + engine.Explain(err)
+		}
+		if full {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", b.Name, b.Summary, status)
+		} else {
+			fmt.Fprintf(tw, "  %s\t%s\n", b.Name, status)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if full {
+		return writeSelector(w, o)
+	}
+	return nil
+}
+
+// availability checks every backend: the static check, then a real job
+// of two processes that opens the engine (the backend's own checks against
+// its peer) and moves one 64 KiB message each way, verified byte by byte.
+// Results are kept for the rest of the run.
+func (o *options) availability() map[string]error {
+	if o.avail != nil {
+		return o.avail
+	}
+	o.avail = map[string]error{}
+	cpus, err := o.pinning(2)
+	if err != nil {
+		cpus = nil
+	}
+	for _, b := range engine.All() {
+		if err := b.Check(); err != nil {
+			o.avail[b.Name] = err
+			continue
+		}
+		spec := harness.Spec{Mode: harness.PingPong, Backend: b.Name, Sizes: []int{64 << 10}, Iters: 1, Samples: 1, CPUs: cpus}
+		o.avail[b.Name] = harness.Run(context.Background(), spec, o.timeout, func(harness.Sample) {})
+	}
+	return o.avail
+}
+
+// writeSelector prints what package threshold decides for the pair of
+// CPUs the benchmark would use: thresholds, where each came from, and the
+// size→backend table.
+func writeSelector(w io.Writer, o *options) error {
+	cpus, err := o.pinning(2)
+	if err != nil {
+		return err
+	}
+	if cpus == nil {
+		cpus = []int{0, 1}
+	}
+	info, err := threshold.Load(threshold.Config{Env: threshold.Env{
+		Placement: threshold.Placement{Sender: cpus[0], Receiver: cpus[1], JobCPUs: cpus},
+	}})
+	if err != nil {
+		fmt.Fprintf(w, "selector:  unavailable: %v\n", err)
+		return nil
+	}
+	fmt.Fprintf(w, "selector (package threshold) for cpus %d→%d:\n", cpus[0], cpus[1])
+	var b strings.Builder
+	if err := info.Describe(&b); err != nil {
+		return err
+	}
+	for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+	return nil
+}

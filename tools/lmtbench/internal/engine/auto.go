@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/knemesis/knemesis/lmt/attach"
+	"github.com/knemesis/knemesis/nemesis"
+	"github.com/knemesis/knemesis/threshold"
+)
+
+// "auto" is what an application gets without choosing: package threshold
+// builds the size→backend table for the pair of CPUs the ranks run on (the
+// tuning file when `lmtbench tune` wrote one for this machine, else the
+// paper's formula), messages below its eager→LMT switch stay on the Nemesis
+// cells, and each larger message takes the table's backend — one
+// Table.Choose per message, which allocates nothing.
+func init() {
+	register(Backend{
+		Name:        "auto",
+		Summary:     "the automatic choice: package threshold's table per message size, through lmt/attach",
+		Check:       func() error { return nil },
+		SharedBytes: func(int) int { return 0 },
+		Open:        openAuto,
+	})
+}
+
+func openAuto(p Peer) (Engine, error) {
+	if p.Proc.Size != 2 {
+		return nil, fmt.Errorf("auto: runs between exactly 2 processes, job has %d", p.Proc.Size)
+	}
+	me, peer := p.Proc.Rank, 1-p.Proc.Rank
+	cpus := p.CPUs
+	if len(cpus) != 2 {
+		// Unpinned: the selector still needs a pair; 0 and 1 are what
+		// the scheduler most likely gives two busy processes.
+		cpus = []int{0, 1}
+	}
+	ep, err := nemesis.JoinProc(p.Proc, nil)
+	if err != nil {
+		return nil, fmt.Errorf("auto: joining the Nemesis job: %w", err)
+	}
+	att, err := attach.Attach(ep, attach.Options{EagerMax: 1})
+	if err != nil {
+		ep.Close()
+		return nil, fmt.Errorf("auto: attaching the LMT: %w", err)
+	}
+	e := &lmtEngine{ep: ep, att: att, peer: peer}
+	env := threshold.Env{
+		Placement: threshold.Placement{Sender: cpus[me], Receiver: cpus[peer], JobCPUs: cpus},
+		Knem:      knemDevice() == nil,
+	}
+	for _, b := range threshold.Backends {
+		if b == threshold.Knem {
+			continue // not an lmt backend in this build: see knem below
+		}
+		if att.Engine().Check(string(b), peer) != nil {
+			env.Unavailable = append(env.Unavailable, b)
+		}
+	}
+	if env.Knem && lmtRegistered("knem") != nil {
+		env.Knem = false
+	}
+	info, err := threshold.Load(threshold.Config{Env: env})
+	if err != nil {
+		e.Close()
+		return nil, fmt.Errorf("auto: the selector: %w", err)
+	}
+	table := info.Table
+	eager := int(table.LMTMin.Bytes) - 1
+	if err := ep.SetLMT(att, max(eager, 0)); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("auto: eager limit %d: %w", eager, err)
+	}
+	e.choose = func(size int) string {
+		c := table.Choose(int64(size))
+		if c.Eager {
+			return ""
+		}
+		return string(c.Backend)
+	}
+	return e, nil
+}
+
+// knemDevice checks the KNEM device the module creates.
+func knemDevice() error {
+	if _, err := os.Stat("/dev/knem"); err != nil {
+		return &Unavailable{Backend: "knem", Reason: "/dev/knem missing",
+			Fix: "load the module with modprobe knem (this host's kernel cannot load modules: the module runs only in the QEMU guest of ci/)"}
+	}
+	return nil
+}

@@ -1,0 +1,126 @@
+// Package harness runs the measurements of lmtbench inside the two ranks of
+// a job and hands raw samples back to the parent process, which keeps the
+// statistics (package report).
+//
+// The shapes are those of seed 001 (Ben Fredj and Renault): ping-pong (a
+// message is sent only once the previous one has arrived, IMB's PingPong),
+// bidirectional ping-pong (both ranks send at once, then receive) and burst,
+// called stream here (the sender sends as fast as the engine lets it,
+// without waiting for replies). In all three, latency is the elapsed time
+// divided by the number of messages transmitted and throughput is that
+// number times the size divided by the elapsed time; so ping-pong latency is
+// half the round trip, as in IMB.
+//
+// Every sample is bracketed by the placement probe (run by rank 0 while
+// rank 1 sleeps in a blocking read), and every size is first checked: the
+// receiver verifies each byte of a patterned message, in both directions,
+// before anything is timed.
+package harness
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+)
+
+// Modes a job can run.
+const (
+	PingPong = "pingpong"
+	// Pollution streams messages to rank 1, which re-reads a working set
+	// after each one and without one in between (tools/copyprobe): how
+	// much of the receiver's cache a transfer evicts.
+	Pollution = "pollution"
+	// Latency is ping-pong of small messages, 0 bytes and up.
+	Latency = "latency"
+	// NetPIPE is ping-pong where each rank sends back the very buffer it
+	// just received, as NetPIPE does: the data to send is dirty in the
+	// sender's cache, which halves single-copy backends on machines
+	// whose cores share a cache (../shared/docs/baselines.md).
+	NetPIPE = "netpipe"
+	Bidir   = "bidir"
+	Stream  = "stream"
+)
+
+// MessagesPerIteration is how many messages one iteration of a mode moves.
+func MessagesPerIteration(mode string) int {
+	if mode == Stream || mode == Pollution {
+		return 1
+	}
+	return 2
+}
+
+// VerifyMessages is how many messages the byte-by-byte check moves per size
+// before timing: one each way, plus one each way through SendRecv for bidir.
+// Copy counts include them.
+func VerifyMessages(mode string) int {
+	if mode == Bidir {
+		return 4
+	}
+	return 2
+}
+
+// Spec is what the parent asks a job to measure. It travels to the ranks
+// as JSON in an environment variable.
+type Spec struct {
+	Mode       string        `json:"mode"`
+	Backend    string        `json:"backend"`
+	Sizes      []int         `json:"sizes"`
+	Iters      int           `json:"iters"`       // fixed iterations per sample; 0 calibrates to SampleTime
+	SampleTime time.Duration `json:"sample_time"` // target length of one sample
+	Samples    int           `json:"samples"`     // samples per size
+	CPUs       []int         `json:"cpus"`        // CPU of each rank; nil leaves them unpinned
+	Probe      string        `json:"probe"`       // placement probe path; "" for none
+	WorkingSet int           `json:"working_set"` // pollution: bytes rank 1 re-reads
+}
+
+// Sample is one timed run of Iterations iterations at one size.
+type Sample struct {
+	Size       int               `json:"size"`
+	Iterations int               `json:"iterations"`
+	Messages   int               `json:"messages"`
+	Seconds    float64           `json:"seconds"`
+	CPUSeconds [2]float64        `json:"cpu_seconds"` // per rank, user+system, during the timed loop
+	Before     machine.Placement `json:"before"`
+	After      machine.Placement `json:"after"`
+	Pollution  *PollutionSample  `json:"pollution,omitempty"`
+}
+
+// PollutionSample is what rank 1 measured in a pollution sample: the median
+// time to re-read its working set with no transfer since the last read, and
+// with one message received in between.
+type PollutionSample struct {
+	WorkingSet int     `json:"working_set"`
+	Rounds     int     `json:"rounds"`
+	BaselineNs int64   `json:"baseline_ns"`
+	AfterNs    int64   `json:"after_ns"`
+	Slowdown   float64 `json:"slowdown"`
+	// Misses are cache misses of the re-reads, when MissesNote is empty.
+	BaselineMisses uint64 `json:"baseline_misses,omitempty"`
+	AfterMisses    uint64 `json:"after_misses,omitempty"`
+	MissesNote     string `json:"misses_note,omitempty"`
+}
+
+// Validate checks a Spec before a job is started for it.
+func (s *Spec) Validate() error {
+	switch s.Mode {
+	case PingPong, NetPIPE, Bidir, Stream, Pollution, Latency:
+	default:
+		return fmt.Errorf("unknown mode %q", s.Mode)
+	}
+	if len(s.Sizes) == 0 {
+		return fmt.Errorf("no sizes to measure")
+	}
+	for _, n := range s.Sizes {
+		if n < 1 && s.Mode != Latency || n < 0 {
+			return fmt.Errorf("a %d-byte message means nothing to %s", n, s.Mode)
+		}
+	}
+	if s.Mode == Pollution && (s.Iters < 1 || s.WorkingSet < 128) {
+		return fmt.Errorf("pollution needs --iters rounds and a working set of at least 128 bytes")
+	}
+	if s.Iters < 0 || s.Samples < 1 || (s.Iters == 0 && s.SampleTime <= 0) {
+		return fmt.Errorf("need --iters > 0 or --time > 0, and at least one sample")
+	}
+	return nil
+}

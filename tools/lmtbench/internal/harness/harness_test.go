@@ -1,0 +1,132 @@
+package harness
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chanEngine moves messages through Go channels, so that the harness's
+// protocol and bookkeeping can be tested inside one process. corrupt >= 0
+// flips that byte of every message it sends.
+type chanEngine struct {
+	out, in chan []byte
+	corrupt int
+}
+
+func (c *chanEngine) SendBuffer(n int) ([]byte, error) { return make([]byte, n), nil }
+func (c *chanEngine) Close() error                     { return nil }
+
+func (c *chanEngine) Send(b []byte) error {
+	m := bytes.Clone(b)
+	if c.corrupt >= 0 && c.corrupt < len(m) {
+		m[c.corrupt] ^= 0xff
+	}
+	c.out <- m
+	return nil
+}
+
+func (c *chanEngine) Recv(b []byte) error {
+	m := <-c.in
+	if len(m) != len(b) {
+		return errors.New("size mismatch")
+	}
+	copy(b, m)
+	return nil
+}
+
+func (c *chanEngine) SendRecv(out, in []byte) error {
+	if err := c.Send(out); err != nil {
+		return err
+	}
+	return c.Recv(in)
+}
+
+// pair runs spec between two in-process ranks and returns rank 0's samples
+// and both ranks' errors.
+func pair(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, error) {
+	t.Helper()
+	a, b := make(chan []byte, 1024), make(chan []byte, 1024)
+	r01, w01, _ := os.Pipe()
+	r10, w10, _ := os.Pipe()
+	defer closeAll(r01, w01, r10, w10)
+	r0, err := newRank(spec, &chanEngine{out: a, in: b, corrupt: -1}, newCtl(w01, r10), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := newRank(spec, &chanEngine{out: b, in: a, corrupt: corruptBy1}, newCtl(w10, r01), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done1 := make(chan error, 1)
+	go func() { done1 <- r1.follow() }()
+	var out bytes.Buffer
+	err0 := r0.lead(json.NewEncoder(&out))
+	if err0 != nil {
+		w01.Close() // unblocks rank 1's read of the next command
+	}
+	var err1 error
+	select {
+	case err1 = <-done1:
+	case <-time.After(10 * time.Second):
+		t.Fatal("rank 1 did not finish")
+	}
+	var samples []Sample
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var s Sample
+		if err := dec.Decode(&s); err != nil {
+			t.Fatal(err)
+		}
+		samples = append(samples, s)
+	}
+	return samples, err0, err1
+}
+
+func TestSamplesPerSizeAndMessageCounts(t *testing.T) {
+	for _, mode := range []string{PingPong, NetPIPE, Bidir, Stream} {
+		spec := Spec{Mode: mode, Backend: "chan", Sizes: []int{1, 4096, 100000}, Iters: 7, Samples: 2}
+		samples, err0, err1 := pair(t, spec, -1)
+		if err0 != nil || err1 != nil {
+			t.Fatalf("%s: rank errors %v, %v", mode, err0, err1)
+		}
+		if len(samples) != 6 {
+			t.Fatalf("%s: %d samples, want 2 per size", mode, len(samples))
+		}
+		for i, s := range samples {
+			if s.Size != spec.Sizes[i/2] || s.Iterations != 7 || s.Messages != 7*MessagesPerIteration(mode) || s.Seconds <= 0 {
+				t.Errorf("%s sample %d: %+v", mode, i, s)
+			}
+			if s.Before.Class != "unknown" || s.After.Class != "unknown" {
+				t.Errorf("%s sample %d: placement %v→%v without a probe; want unknown", mode, i, s.Before, s.After)
+			}
+		}
+	}
+}
+
+func TestCalibrationReachesSampleTime(t *testing.T) {
+	spec := Spec{Mode: PingPong, Backend: "chan", Sizes: []int{64}, SampleTime: 5 * time.Millisecond, Samples: 1}
+	samples, err0, err1 := pair(t, spec, -1)
+	if err0 != nil || err1 != nil || len(samples) != 1 {
+		t.Fatalf("errors %v, %v; %d samples", err0, err1, len(samples))
+	}
+	if s := samples[0]; s.Iterations < 8 {
+		t.Errorf("calibrated to %d iterations (%.6f s); a 64-byte channel exchange is far below 5 ms", s.Iterations, s.Seconds)
+	}
+}
+
+func TestVerifyCatchesCorruption(t *testing.T) {
+	spec := Spec{Mode: PingPong, Backend: "chan", Sizes: []int{4096}, Iters: 3, Samples: 1}
+	samples, err0, _ := pair(t, spec, 17)
+	want := "chan corrupted a 4096-byte message in a ping-pong: byte 17 is "
+	if err0 == nil || !strings.Contains(err0.Error(), want) {
+		t.Fatalf("rank 0 error %v; want it to contain %q", err0, want)
+	}
+	if len(samples) != 0 {
+		t.Errorf("a corrupting engine still produced %d samples", len(samples))
+	}
+}

@@ -1,0 +1,336 @@
+package harness
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/tools/copyprobe"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+)
+
+// EnvSpec carries the JSON Spec to the ranks.
+const EnvSpec = "LMTBENCH_SPEC"
+
+// maxIters bounds calibration, so that a broken clock cannot loop forever.
+const maxIters = 1 << 22
+
+// Worker is the body of a rank. Rank 0 writes one JSON Sample per line to
+// out; errors go to errOut as one line. It returns the exit status.
+func Worker(p launch.Proc, out, errOut io.Writer) int {
+	err := worker(p, out)
+	var u *engine.Unavailable
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		// The parent turns this back into the *engine.Unavailable, so
+		// that a sweep can skip the backend with its reason and fix.
+		js, _ := json.Marshal(u)
+		fmt.Fprintf(errOut, "%s%s\n", unavailablePrefix, js)
+		return exitUnavailable
+	}
+	fmt.Fprintf(errOut, "rank %d: %v\n", p.Rank, err)
+	return 1
+}
+
+// A rank that finds its backend unusable with its peer exits with this
+// status and one unavailablePrefix line on stderr.
+const (
+	exitUnavailable   = 3
+	unavailablePrefix = "unavailable: "
+)
+
+func worker(p launch.Proc, out io.Writer) error {
+	var spec Spec
+	if err := json.Unmarshal([]byte(os.Getenv(EnvSpec)), &spec); err != nil {
+		return fmt.Errorf("reading %s: %w", EnvSpec, err)
+	}
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if p.Size != 2 {
+		return fmt.Errorf("%s runs between 2 processes, job has %d", spec.Mode, p.Size)
+	}
+	if spec.CPUs != nil {
+		if err := machine.PinProcess(spec.CPUs[p.Rank]); err != nil {
+			return err
+		}
+	}
+	// The timed loops read this thread's CPU time, so they must stay on it.
+	runtime.LockOSThread()
+	b, err := engine.Lookup(spec.Backend)
+	if err != nil {
+		return err
+	}
+	maxSize := slices.Max(spec.Sizes)
+	e, err := b.Open(engine.Peer{Proc: p, MaxSize: maxSize, CPUs: spec.CPUs, Shared: os.NewFile(fdShared, "shared")})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	r, err := newRank(spec, e, openCtl(), p.Rank)
+	if err != nil {
+		return err
+	}
+	if p.Rank == 0 {
+		return r.lead(json.NewEncoder(out))
+	}
+	return r.follow()
+}
+
+// newRank prepares rank me's buffers for the largest size of spec.
+func newRank(spec Spec, e engine.Engine, c *ctl, me int) (*rank, error) {
+	maxSize := slices.Max(spec.Sizes)
+	r := &rank{spec: spec, e: e, ctl: c, me: me}
+	var err error
+	if r.send, err = e.SendBuffer(maxSize); err != nil {
+		return nil, err
+	}
+	r.recv = make([]byte, maxSize)
+	// Touch every page now, so that no sample pays for first faults.
+	for i := range r.send {
+		r.send[i] = 1
+	}
+	for i := range r.recv {
+		r.recv[i] = 2
+	}
+	return r, nil
+}
+
+type rank struct {
+	spec       Spec
+	e          engine.Engine
+	ctl        *ctl
+	me         int
+	send, recv []byte
+	pollution  *PollutionSample // rank 0: what rank 1 reported for the last sample
+}
+
+// lead is rank 0: it decides what runs and tells rank 1 over the pipe.
+func (r *rank) lead(enc *json.Encoder) error {
+	for _, size := range r.spec.Sizes {
+		if err := r.ctl.put(cmdVerify, int64(size), 0); err != nil {
+			return err
+		}
+		if err := r.verify(size); err != nil {
+			return err
+		}
+		iters := r.spec.Iters
+		if iters == 0 && r.spec.Mode != Pollution {
+			var err error
+			if iters, err = r.calibrate(size); err != nil {
+				return err
+			}
+		}
+		before := machine.Probe(r.spec.Probe)
+		for range r.spec.Samples {
+			s, err := r.leadSample(size, iters)
+			if err != nil {
+				return err
+			}
+			s.Before = before
+			s.After = machine.Probe(r.spec.Probe)
+			before = s.After
+			if err := enc.Encode(s); err != nil {
+				return err
+			}
+		}
+	}
+	return r.ctl.put(cmdDone, 0, 0)
+}
+
+// follow is rank 1: it obeys rank 0 until told it is done.
+func (r *rank) follow() error {
+	for {
+		cmd, size, iters, err := r.ctl.get()
+		if err != nil {
+			return err
+		}
+		switch cmd {
+		case cmdDone:
+			return nil
+		case cmdVerify:
+			err = r.verify(int(size))
+		case cmdSample:
+			var cpu time.Duration
+			if cpu, err = r.loop(int(size), int(iters)); err == nil {
+				err = r.ctl.put(int64(cpu), 0, 0)
+			}
+		default:
+			err = fmt.Errorf("unknown command %d from rank 0", cmd)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// calibrate finds the iteration count that makes a sample last about
+// SampleTime, growing the count eightfold until a run is long enough to
+// time.
+func (r *rank) calibrate(size int) (int, error) {
+	target := r.spec.SampleTime.Seconds()
+	for n := 1; ; n *= 8 {
+		s, err := r.leadSample(size, n)
+		if err != nil {
+			return 0, err
+		}
+		if s.Seconds >= target/4 || n >= maxIters {
+			iters := int(float64(n) * target / max(s.Seconds, 1e-9))
+			return min(max(iters, 1), maxIters), nil
+		}
+	}
+}
+
+// leadSample runs one timed sample from rank 0.
+func (r *rank) leadSample(size, iters int) (Sample, error) {
+	if err := r.ctl.put(cmdSample, int64(size), int64(iters)); err != nil {
+		return Sample{}, err
+	}
+	start := time.Now()
+	cpu, err := r.loop(size, iters)
+	elapsed := time.Since(start)
+	if err != nil {
+		return Sample{}, err
+	}
+	peerCPU, _, _, err := r.ctl.get()
+	if err != nil {
+		return Sample{}, err
+	}
+	return Sample{
+		Pollution:  r.pollution,
+		Size:       size,
+		Iterations: iters,
+		Messages:   iters * MessagesPerIteration(r.spec.Mode),
+		Seconds:    elapsed.Seconds(),
+		CPUSeconds: [2]float64{cpu.Seconds(), time.Duration(peerCPU).Seconds()},
+	}, nil
+}
+
+// loop is the timed part, run by both ranks; it returns this thread's CPU
+// time. NetPIPE receives into the send buffer, which engines may have
+// placed in special memory (SendBuffer), and sends it straight back. For stream, rank 1 acknowledges the last message on the control
+// pipe, so rank 0's clock covers the delivery of every message.
+func (r *rank) loop(size, iters int) (time.Duration, error) {
+	s, d := r.send[:size], r.recv[:size]
+	e := r.e
+	start := threadCPU()
+	var err error
+	switch {
+	case r.spec.Mode == Pollution && r.me == 0:
+		for i := 0; i < iters && err == nil; i++ {
+			err = e.Send(s)
+		}
+		if err == nil {
+			r.pollution, err = r.recvPollution(iters)
+		}
+	case r.spec.Mode == Pollution:
+		err = r.measurePollution(d, iters)
+	case r.spec.Mode == Bidir:
+		for i := 0; i < iters && err == nil; i++ {
+			err = e.SendRecv(s, d)
+		}
+	case r.spec.Mode == Stream && r.me == 0:
+		for i := 0; i < iters && err == nil; i++ {
+			err = e.Send(s)
+		}
+		if err == nil {
+			_, _, _, err = r.ctl.get()
+		}
+	case r.spec.Mode == Stream:
+		for i := 0; i < iters && err == nil; i++ {
+			err = e.Recv(d)
+		}
+		if err == nil {
+			err = r.ctl.put(1, 0, 0)
+		}
+	case r.spec.Mode == NetPIPE && r.me == 0:
+		for i := 0; i < iters && err == nil; i++ {
+			if err = e.Send(s); err == nil {
+				err = e.Recv(s)
+			}
+		}
+	case r.spec.Mode == NetPIPE:
+		for i := 0; i < iters && err == nil; i++ {
+			if err = e.Recv(s); err == nil {
+				err = e.Send(s)
+			}
+		}
+	case r.me == 0:
+		for i := 0; i < iters && err == nil; i++ {
+			if err = e.Send(s); err == nil {
+				err = e.Recv(d)
+			}
+		}
+	default:
+		for i := 0; i < iters && err == nil; i++ {
+			if err = e.Recv(d); err == nil {
+				err = e.Send(s)
+			}
+		}
+	}
+	return threadCPU() - start, err
+}
+
+func threadCPU() time.Duration {
+	var u unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &u); err != nil {
+		return 0
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// measurePollution is rank 1's side of a pollution sample: receive rounds
+// messages, re-reading the working set around each, and report the medians
+// to rank 0 on the control pipe.
+func (r *rank) measurePollution(d []byte, rounds int) error {
+	p, err := copyprobe.MeasurePollution(r.spec.WorkingSet, rounds, func() error { return r.e.Recv(d) })
+	if err != nil {
+		return err
+	}
+	missCode := int64(0)
+	switch {
+	case errors.Is(p.MissesErr, copyprobe.ErrNoCacheCounters):
+		missCode = 1
+	case p.MissesErr != nil:
+		missCode = 2
+	}
+	if err := r.ctl.put(int64(p.Baseline), int64(p.AfterTransfer), missCode); err != nil {
+		return err
+	}
+	return r.ctl.put(int64(p.BaselineMisses), int64(p.AfterMisses), 0)
+}
+
+func (r *rank) recvPollution(rounds int) (*PollutionSample, error) {
+	base, after, missCode, err := r.ctl.get()
+	if err != nil {
+		return nil, err
+	}
+	bm, am, _, err := r.ctl.get()
+	if err != nil {
+		return nil, err
+	}
+	p := &PollutionSample{
+		WorkingSet: r.spec.WorkingSet, Rounds: rounds, BaselineNs: base, AfterNs: after,
+		Slowdown: float64(after) / float64(max(base, 1)),
+	}
+	switch missCode {
+	case 0:
+		p.BaselineMisses, p.AfterMisses = uint64(bm), uint64(am)
+	case 1:
+		p.MissesNote = "no hardware cache-miss counter here"
+	default:
+		p.MissesNote = "cache-miss counter failed"
+	}
+	return p, nil
+}

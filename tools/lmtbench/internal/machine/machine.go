@@ -1,0 +1,210 @@
+// Package machine describes the computer lmtbench runs on: CPU model,
+// kernel, which CPUs the benchmark may use, and where the hypervisor has
+// placed them right now (the placement probe of ../shared/tools).
+package machine
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/threshold"
+)
+
+// Facts are the machine facts recorded with every result.
+type Facts struct {
+	CPUModel string `json:"cpu_model"`
+	Kernel   string `json:"kernel"`
+	CPUs     []int  `json:"cpus"`   // the CPUs this process may run on
+	Caches   string `json:"caches"` // "L1d 32 KiB ×2, …, L3 32 MiB ×1", from package threshold
+	Hostname string `json:"hostname"`
+	Go       string `json:"go"`
+}
+
+// Detect gathers the facts of this machine.
+func Detect() Facts {
+	f := Facts{CPUModel: cpuModel(), Go: runtime.Version()}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		f.Kernel = unix.ByteSliceToString(u.Release[:])
+		f.Hostname = unix.ByteSliceToString(u.Nodename[:])
+	}
+	f.CPUs, _ = AllowedCPUs()
+	if topo, err := Topology(); err == nil {
+		f.Caches = threshold.ThisMachine(topo).Caches
+	} else {
+		f.Caches = "unknown: " + err.Error()
+	}
+	return f
+}
+
+var topology = sync.OnceValues(func() (*threshold.Topology, error) {
+	return threshold.Detect(threshold.DetectOptions{})
+})
+
+// Topology is the cache topology as package threshold detects it (sysfs,
+// then CPUID, then $KNEMESIS_CACHE), read once per process.
+func Topology() (*threshold.Topology, error) { return topology() }
+
+// CachePair finds two distinct usable CPUs that share a cache (shared) or
+// share none (!shared), and the cache they share.
+func CachePair(shared bool) (a, b int, c threshold.Cache, err error) {
+	topo, err := Topology()
+	if err != nil {
+		return 0, 0, c, err
+	}
+	cpus, err := AllowedCPUs()
+	if err != nil {
+		return 0, 0, c, err
+	}
+	for i, a := range cpus {
+		for _, b := range cpus[i+1:] {
+			if c, ok := topo.SharedCache(a, b); ok == shared {
+				return a, b, c, nil
+			}
+		}
+	}
+	if shared {
+		return 0, 0, c, fmt.Errorf("no two usable CPUs share a cache here (caches: %s)", threshold.ThisMachine(topo).Caches)
+	}
+	return 0, 0, c, fmt.Errorf("every pair of usable CPUs shares a cache here (caches: %s)", threshold.ThisMachine(topo).Caches)
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// AllowedCPUs lists the CPUs this process may run on, in increasing order.
+func AllowedCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("reading CPU affinity: %w", err)
+	}
+	var cpus []int
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+// PinProcess binds every thread of this process to cpu. Threads the Go
+// runtime starts later inherit the binding from the thread that creates
+// them, so one pass over /proc/self/task pins the whole process.
+func PinProcess(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return fmt.Errorf("pinning to CPU %d: %w", cpu, err)
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+			return fmt.Errorf("pinning thread %d to CPU %d: %w", tid, cpu, err)
+		}
+	}
+	runtime.GOMAXPROCS(1)
+	return nil
+}
+
+// Placement is one reading of the placement probe.
+type Placement struct {
+	Class     string  `json:"class"`      // "far", "near" or "unknown"
+	LatencyUs float64 `json:"latency_us"` // one-way cache-line latency; 0 when unknown
+}
+
+// Unknown is the placement reported when no probe is available.
+var Unknown = Placement{Class: "unknown"}
+
+// ProbePath finds the placement probe: $LMTBENCH_PLACEMENT_PROBE, else
+// shared/tools/placement-probe beside the repository holding the working
+// directory (../shared/tools/placement-probe) or beside one of its parent
+// directories, so that a git worktree nested one level deeper finds the
+// same probe. It returns "" when there is none.
+func ProbePath() string {
+	if p := os.Getenv("LMTBENCH_PLACEMENT_PROBE"); p != "" {
+		return p
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for !fileExists(filepath.Join(dir, "go.mod")) {
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+	for {
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		if p := filepath.Join(parent, "shared", "tools", "placement-probe"); fileExists(p) {
+			return p
+		}
+		dir = parent
+	}
+}
+
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir()
+}
+
+// Probe runs the placement probe at path and parses its "far 0.281" line.
+// An empty path, a failing probe or an unreadable answer gives Unknown: a
+// missing probe must not stop the benchmark, only mark its results.
+func Probe(path string) Placement {
+	if path == "" {
+		return Unknown
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path).Output()
+	if err != nil {
+		return Unknown
+	}
+	return ParseProbe(out)
+}
+
+// ParseProbe parses the probe's output.
+func ParseProbe(out []byte) Placement {
+	fields := strings.Fields(string(bytes.TrimSpace(out)))
+	if len(fields) != 2 || (fields[0] != "far" && fields[0] != "near") {
+		return Unknown
+	}
+	lat, err := strconv.ParseFloat(fields[1], 64)
+	if err != nil {
+		return Unknown
+	}
+	return Placement{Class: fields[0], LatencyUs: lat}
+}

@@ -1,0 +1,123 @@
+// Package report turns raw samples into results and prints them: a human
+// table, JSON, CSV, Go benchmark lines for benchstat, and a plot.
+package report
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+)
+
+// Result is one (mode, backend, size) point. Its JSON form is one element
+// of --json's array; CSVHeader documents its CSV form.
+type Result struct {
+	Mode      string `json:"mode"`
+	Backend   string `json:"backend"` // the automatic choice is "auto"
+	Reference bool   `json:"reference"`
+	Size      int    `json:"size"`
+	// Iterations, Messages and Seconds are those of the median sample.
+	Iterations  int     `json:"iterations"`
+	Messages    int     `json:"messages"`
+	Seconds     float64 `json:"seconds"`
+	BytesPerSec float64 `json:"bytes_per_sec"` // Messages × Size / Seconds
+	LatencyUs   float64 `json:"latency_us"`    // Seconds / Messages: half the round trip in ping-pong
+	// CopiesPerByte counts bytes copied per payload byte, by copier
+	// ("user", "kernel", "dma"), when the copy probes ran; CopiesMode says
+	// how they were counted.
+	CopiesPerByte map[string]float64 `json:"copies_per_byte,omitempty"`
+	CopiesMode    string             `json:"copies_mode,omitempty"`
+	// CPUSecondsPerByte is the CPU time both ranks spent per payload byte
+	// during the timed loop; PerRank splits it.
+	CPUSecondsPerByte        float64    `json:"cpu_seconds_per_byte"`
+	CPUSecondsPerBytePerRank [2]float64 `json:"cpu_seconds_per_byte_per_rank"`
+	// Placement is "far", "near", "unknown" (no probe) or "mixed" (no
+	// sample had the same placement before and after).
+	Placement          string        `json:"placement"`
+	PlacementLatencyUs float64       `json:"placement_latency_us"`
+	Samples            int           `json:"samples"`
+	SamplesKept        int           `json:"samples_kept"`
+	CPUs               []int         `json:"cpus"` // CPU of rank 0 and rank 1; empty when unpinned
+	Machine            machine.Facts `json:"machine"`
+	// Pollution is the receiver's re-read slowdown (mode pollution only).
+	Pollution *harness.PollutionSample `json:"pollution,omitempty"`
+
+	kept []harness.Sample // the samples the median was taken over
+}
+
+// Aggregate keeps the samples whose placement was the same before and
+// after, prefers far ones (the usual placement here; see
+// ../shared/docs/baselines.md), and reports the median of those.
+func Aggregate(mode, backend string, reference bool, samples []harness.Sample) Result {
+	r := Result{Mode: mode, Backend: backend, Reference: reference, Samples: len(samples)}
+	if len(samples) == 0 {
+		return r
+	}
+	r.Size = samples[0].Size
+	byClass := map[string][]harness.Sample{}
+	for _, s := range samples {
+		if s.Before.Class == s.After.Class {
+			byClass[s.Before.Class] = append(byClass[s.Before.Class], s)
+		}
+	}
+	switch {
+	case len(byClass["far"]) > 0:
+		r.Placement, r.kept = "far", byClass["far"]
+	case len(byClass["near"]) > 0:
+		r.Placement, r.kept = "near", byClass["near"]
+	case len(byClass["unknown"]) > 0:
+		r.Placement, r.kept = "unknown", byClass["unknown"]
+	default:
+		r.Placement, r.kept = "mixed", samples
+	}
+	r.SamplesKept = len(r.kept)
+	sorted := slices.Clone(r.kept)
+	slices.SortFunc(sorted, func(a, b harness.Sample) int {
+		x, y := a.Seconds/float64(a.Messages), b.Seconds/float64(b.Messages)
+		if a.Pollution != nil && b.Pollution != nil {
+			x, y = a.Pollution.Slowdown, b.Pollution.Slowdown
+		}
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	})
+	m := sorted[len(sorted)/2]
+	var lat []float64
+	for _, s := range r.kept {
+		if s.Before.LatencyUs > 0 {
+			lat = append(lat, s.Before.LatencyUs)
+		}
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		r.PlacementLatencyUs = lat[len(lat)/2]
+	}
+	r.Iterations, r.Messages, r.Seconds, r.Pollution = m.Iterations, m.Messages, m.Seconds, m.Pollution
+	bytes := float64(m.Messages) * float64(m.Size)
+	r.BytesPerSec = bytes / m.Seconds
+	r.LatencyUs = m.Seconds / float64(m.Messages) * 1e6
+	if bytes > 0 {
+		// Per byte means nothing for empty messages (latency from 0 B):
+		// those keep 0 rather than an infinity JSON cannot carry.
+		r.CPUSecondsPerBytePerRank = [2]float64{m.CPUSeconds[0] / bytes, m.CPUSeconds[1] / bytes}
+		r.CPUSecondsPerByte = (m.CPUSeconds[0] + m.CPUSeconds[1]) / bytes
+	}
+	return r
+}
+
+// KeptSamples returns the samples the result's median was taken over.
+func (r *Result) KeptSamples() []harness.Sample { return r.kept }
+
+func cpuList(cpus []int) string {
+	s := make([]string, len(cpus))
+	for i, c := range cpus {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, " ")
+}

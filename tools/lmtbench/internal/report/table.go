@@ -1,0 +1,163 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/units"
+)
+
+var modeTitles = map[string]string{
+	"pingpong": "ping-pong (IMB: latency is half the round trip)",
+	"latency":  "latency: ping-pong of small messages (half the round trip)",
+	"netpipe":  "ping-pong, NetPIPE style (each rank sends back the buffer it just received, dirty in its cache)",
+	"bidir":    "bidirectional ping-pong (both ranks send at once; latency and GB/s count both directions' messages)",
+	"stream":   "stream (burst: the sender does not wait for replies)",
+}
+
+// WriteTable prints the results of each mode as a table, one row per size
+// and backend, with the winner of each size marked and summarised. The
+// reference yardstick is shown but never wins.
+func WriteTable(w io.Writer, results []Result) error {
+	for _, mode := range modes(results) {
+		if mode == "pollution" {
+			if err := writePollution(w, results); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintf(w, "\n%s; GB/s = 10^9 B/s\n", modeTitles[mode])
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "size\tbackend\tlatency µs\tGB/s\tCPU ns/B rank0+rank1\tcopies/B user/kernel/dma\tplacement kept/samples\t ")
+		var summary []string
+		for _, size := range sizes(results, mode) {
+			best := winner(results, mode, size)
+			for _, r := range results {
+				if r.Mode != mode || r.Size != size {
+					continue
+				}
+				name, mark := r.Backend, ""
+				if r.Reference {
+					name += " (ref)"
+				}
+				if best != nil && r.Backend == best.Backend {
+					mark = "  ◀ best"
+				}
+				cpu := "-"
+				if r.Size > 0 {
+					cpu = fmt.Sprintf("%.3f+%.3f", r.CPUSecondsPerBytePerRank[0]*1e9, r.CPUSecondsPerBytePerRank[1]*1e9)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s %d/%d\t%s\n",
+					units.Format(size), name, r.LatencyUs, r.BytesPerSec/1e9,
+					cpu, copiesCell(r), r.Placement, r.SamplesKept, r.Samples, mark)
+			}
+			if best != nil {
+				summary = append(summary, units.Format(size)+" "+best.Backend)
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if len(summary) > 0 {
+			fmt.Fprintf(w, "best backend per size: %s\n", strings.Join(summary, ", "))
+		} else {
+			fmt.Fprintln(w, "best backend per size: none — no toolkit backend ran, only the reference")
+		}
+	}
+	return nil
+}
+
+func copiesCell(r Result) string {
+	if r.CopiesPerByte == nil {
+		return "-"
+	}
+	cell := func(who string) string {
+		v, ok := r.CopiesPerByte[who]
+		if !ok {
+			return "?"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	return cell("user") + "/" + cell("kernel") + "/" + cell("dma")
+}
+
+// winner is the fastest non-reference result of a mode and size: the
+// lowest latency, which at one size is the highest throughput too, and
+// still means something for empty messages.
+func winner(results []Result, mode string, size int) *Result {
+	var best *Result
+	for i := range results {
+		r := &results[i]
+		if r.Mode == mode && r.Size == size && !r.Reference && (best == nil || r.LatencyUs < best.LatencyUs) {
+			best = r
+		}
+	}
+	return best
+}
+
+func modes(results []Result) []string {
+	var out []string
+	for _, r := range results {
+		if !slices.Contains(out, r.Mode) {
+			out = append(out, r.Mode)
+		}
+	}
+	return out
+}
+
+func sizes(results []Result, mode string) []int {
+	var out []int
+	for _, r := range results {
+		if r.Mode == mode && !slices.Contains(out, r.Size) {
+			out = append(out, r.Size)
+		}
+	}
+	return out
+}
+
+// writePollution prints the receiver's re-read slowdown per size and
+// backend; the least polluting backend of each size is marked.
+func writePollution(w io.Writer, results []Result) error {
+	ws := 0
+	for _, r := range results {
+		if r.Pollution != nil {
+			ws = r.Pollution.WorkingSet
+		}
+	}
+	fmt.Fprintf(w, "\npollution: the receiver re-reads a %s working set after each message; slowdown = re-read time after a transfer / without one\n", units.Format(ws))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tbackend\tslowdown\tre-read µs without\twith transfer\tcache misses without/with\tplacement kept/samples\t ")
+	for _, size := range sizes(results, "pollution") {
+		var best *Result
+		for i := range results {
+			r := &results[i]
+			if r.Mode == "pollution" && r.Size == size && r.Pollution != nil && !r.Reference &&
+				(best == nil || r.Pollution.Slowdown < best.Pollution.Slowdown) {
+				best = r
+			}
+		}
+		for _, r := range results {
+			p := r.Pollution
+			if r.Mode != "pollution" || r.Size != size || p == nil {
+				continue
+			}
+			name, mark := r.Backend, ""
+			if r.Reference {
+				name += " (ref)"
+			}
+			if best != nil && r.Backend == best.Backend {
+				mark = "  ◀ least"
+			}
+			misses := p.MissesNote
+			if misses == "" {
+				misses = fmt.Sprintf("%d/%d", p.BaselineMisses, p.AfterMisses)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.2f×\t%.1f\t%.1f\t%s\t%s %d/%d\t%s\n", units.Format(size), name, p.Slowdown,
+				float64(p.BaselineNs)/1e3, float64(p.AfterNs)/1e3, misses, r.Placement, r.SamplesKept, r.Samples, mark)
+		}
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,25 @@
+// Command lmtbench compares the toolkit's transfer backends on this
+// machine: which mechanism to use, for which message sizes, and why.
+//
+//	lmtbench                 machine facts, then the ping-pong sweep 4 KiB–64 MiB
+//	lmtbench info            what works here and why the rest does not
+//	lmtbench pingpong --backends shm,cma --sizes 4K-1M --json
+//
+// The same binary is its own worker: the ranks of each measurement job are
+// re-executions of it, started through nemesis/launch.
+package main
+
+import (
+	"os"
+
+	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/cli"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
+)
+
+func main() {
+	if p, ok := launch.Self(); ok {
+		os.Exit(harness.Worker(p, os.Stdout, os.Stderr))
+	}
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+}
