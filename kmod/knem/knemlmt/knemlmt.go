@@ -30,8 +30,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/knemesis/knemesis/ioat"
 	"github.com/knemesis/knemesis/kmod/knem"
 	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/threshold"
 )
 
 // Name is the backend's name in lmt.Config.Prefer.
@@ -51,7 +53,8 @@ type Policy struct {
 	// loop for its whole duration.
 	AsyncMin int
 	// DMA, when set, says whether a message of n bytes goes to the DMA
-	// engine (package ioat's decision plugs in here). Nil: never. Used
+	// engine. Nil: package ioat's decision, from this machine's DMA_min
+	// (package threshold) and the copies this Engine has in flight. Used
 	// only when the driver reports a DMA channel.
 	DMA func(n int) bool
 }
@@ -81,6 +84,10 @@ type backend struct {
 	dma     bool
 	policy  Policy
 	openErr error
+	// dmaMin and inflight feed ioat.Decide when Policy.DMA is nil:
+	// DMA_min falls as more copies share the cache (§4.4).
+	dmaMin   int64
+	inflight int
 }
 
 func newBackend(env *lmt.Env) (lmt.Backend, error) {
@@ -107,7 +114,52 @@ func newBackend(env *lmt.Env) (lmt.Backend, error) {
 	}
 	b.dev, b.status = d, s
 	b.dma = info.Features&knem.FeatureDMA != 0
+	if b.dma {
+		b.dmaMin = machineDMAMin()
+	}
 	return b, nil
+}
+
+// machineDMAMin is the §3.5 threshold of the cache this process copies
+// through, counting the cores that share it. Zero when the topology is
+// unknown, which keeps every copy on the CPU: without DMA_min there is no
+// evidence that offload pays.
+func machineDMAMin() int64 {
+	topo, err := threshold.Detect(threshold.DetectOptions{})
+	if err != nil || len(topo.CPUs) == 0 {
+		return 0
+	}
+	cpu := topo.CPUs[0]
+	t, _, err := threshold.DMAMin(topo, threshold.Placement{Sender: cpu, Receiver: cpu})
+	if err != nil {
+		return 0
+	}
+	return t.Bytes
+}
+
+// useDMA decides whether an n-byte copy goes to the DMA engine.
+func (b *backend) useDMA(n int) bool {
+	if !b.dma {
+		return false
+	}
+	if b.policy.DMA != nil {
+		return b.policy.DMA(n)
+	}
+	mode := ioat.Decide(ioat.Transfer{
+		Size:       int64(n),
+		DMAMin:     b.dmaMin,
+		Concurrent: b.inflight + 1,
+		Offload:    true,
+		StatusSlot: true,
+	})
+	return mode != ioat.CPUCopy
+}
+
+// finish releases the status slot of a completed asynchronous copy.
+func (b *backend) finish(t *lmt.Transfer, slot knem.Slot) {
+	b.status.Free(slot)
+	b.inflight--
+	b.setState(t, cookieOf(t), 0)
 }
 
 func check(cfg *lmt.Config, peer lmt.Peer) error {
@@ -211,18 +263,16 @@ func (b *backend) Step(t *lmt.Transfer, max int) (int, error) {
 		case knem.StatusPending:
 			return 0, nil
 		case knem.StatusSuccess:
-			b.status.Free(slot)
-			b.setState(t, cookieOf(t), 0)
+			b.finish(t, slot)
 			return int(t.Len()), nil
 		}
-		b.status.Free(slot)
-		b.setState(t, cookieOf(t), 0)
+		b.finish(t, slot)
 		return 0, fmt.Errorf("knemlmt: copy from rank %d failed in the driver", t.Peer())
 	}
 	n := int(t.Len())
 	var flags knem.Flags
 	async := n >= b.policy.AsyncMin
-	if b.dma && b.policy.DMA != nil && b.policy.DMA(n) {
+	if b.useDMA(n) {
 		flags |= knem.FlagDMA
 		if async {
 			flags |= knem.FlagAsyncDMAComplete
@@ -254,6 +304,7 @@ func (b *backend) Step(t *lmt.Transfer, max int) (int, error) {
 	}
 	switch st {
 	case knem.StatusPending:
+		b.inflight++
 		b.setState(t, cookieOf(t), uint64(slot)+1)
 		return 0, nil
 	case knem.StatusSuccess:
@@ -285,8 +336,7 @@ func (b *backend) Abort(t *lmt.Transfer) {
 	}
 	if slot, busy := slotOf(t); busy {
 		b.status.Wait(slot, time.Minute)
-		b.status.Free(slot)
-		b.setState(t, cookieOf(t), 0)
+		b.finish(t, slot)
 	}
 }
 
