@@ -134,12 +134,15 @@ run_guest() {
 	local rel=$1 args=''
 	[ -n "${KCI_TEST_ARGS:-}" ] && args="kci.args=$KCI_TEST_ARGS"
 	# panic=-1 with -no-reboot turns an oops (oops=panic) or a lockup into
-	# a QEMU exit, so a dead kernel never waits for the timeout.
+	# a QEMU exit, so a dead kernel never waits for the timeout. TCG on a
+	# shared host can leave a vCPU unscheduled for tens of seconds: the
+	# lockup and RCU stall detectors wait 2 minutes (watchdog_thresh=60
+	# means a soft lockup after 120 s), so that only a real lockup trips.
 	timeout -s KILL "$boot_timeout" qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu max -smp 2 -m 1G \
 		-nodefaults -display none -serial stdio -no-reboot \
 		-kernel "$cache/k/$rel/boot/vmlinuz-$rel" -initrd "$2" \
-		-append "console=ttyS0 quiet panic=-1 oops=panic softlockup_panic=1 slub_debug=FZP rdinit=/init $args" \
+		-append "console=ttyS0 quiet panic=-1 oops=panic softlockup_panic=1 watchdog_thresh=60 rcupdate.rcu_cpu_stall_timeout=120 slub_debug=FZP rdinit=/init $args" \
 		</dev/null 2>&1 | tr -d '\r' >"$3"
 }
 

@@ -311,3 +311,39 @@ func TestStatistics(t *testing.T) {
 	}
 	t.Logf("statistics:\n%s", after)
 }
+
+// TestDestroyDuringAsyncCopy destroys the source region, and then closes
+// the source's descriptor, while a kernel-thread copy from it runs: the copy
+// holds its own reference, completes with the right bytes, and the pages
+// are unpinned once it is done.
+func TestDestroyDuringAsyncCopy(t *testing.T) {
+	d := open(t)
+	owner, err := Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mapStatus(t, d)
+	src := payload(42, 16<<20+5)
+	dst := newGuarded(len(src))
+	c, err := owner.CreateRegion(split(src, 4097, 8<<20), ProtRead, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, _ := s.Alloc()
+	st, err := d.InlineCopy(Read, [][]byte{dst.body}, c, 0, All, FlagMemcpyThread, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.DestroyRegion(c); err != nil {
+		t.Fatalf("destroying a region with a copy in flight: %v", err)
+	}
+	if err := owner.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s, slot, st, "copy from a region destroyed while it ran")
+	dst.check(t, "copy from a destroyed region", src)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitUnpinned(t, "after the copy from a destroyed region")
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,9 +57,13 @@ func policies(t *testing.T, dma bool) map[string]knemlmt.Policy {
 	return p
 }
 
-func eachPolicy(t *testing.T, fn func(t *testing.T)) {
+// eachPolicy runs fn under every policy, or under those named.
+func eachPolicy(t *testing.T, fn func(t *testing.T), only ...string) {
 	dma := needDevice(t)
 	for name, p := range policies(t, dma) {
+		if len(only) > 0 && !slices.Contains(only, name) {
+			continue
+		}
 		t.Run(name, func(t *testing.T) {
 			knemlmt.SetPolicy(p)
 			defer knemlmt.SetPolicy(knemlmt.Policy{})
@@ -74,8 +79,12 @@ func eachPolicy(t *testing.T, fn func(t *testing.T)) {
 // the guests emulate their CPU, and every policy goes through the same
 // pinning and copy code for all sizes above a page.
 func TestMatrix(t *testing.T) {
-	sizes := []int{0, 1, 4095, 4097, 65537, 1<<20 + 3}
 	eachPolicy(t, func(t *testing.T) {
+		// The DMA engine sees page lists only: fewer shapes do.
+		sizes := []int{0, 1, 4095, 4097, 65537, 1<<20 + 3}
+		if strings.Contains(t.Name(), "dma") {
+			sizes = []int{4097, 1<<20 + 3}
+		}
 		big := []lmttest.Case{{Size: 16<<20 + 3, SendOff: 1, RecvIov: true}}
 		if strings.HasSuffix(t.Name(), "/async") {
 			big = append(big, lmttest.Case{Size: 64<<20 + 5, SendIov: true, RecvOff: 3})
@@ -101,9 +110,11 @@ func TestTruncation(t *testing.T) {
 	eachPolicy(t, func(t *testing.T) { lmttest.RunTruncation(t, knemlmt.Name) })
 }
 
-// TestManyPairs: 4 processes, every one sending to every other at once.
+// TestManyPairs: 4 processes, every one sending to every other at once,
+// with the CPU in the caller and with the DMA engine completing
+// asynchronously (the two ends of the policy range; 3 MiB messages).
 func TestManyPairs(t *testing.T) {
-	eachPolicy(t, func(t *testing.T) { lmttest.RunManyPairs(t, knemlmt.Name) })
+	eachPolicy(t, func(t *testing.T) { lmttest.RunManyPairs(t, knemlmt.Name) }, "sync", "dma-async")
 }
 
 // TestSenderGoneBeforeCopy: the sender exits after its RTS left; its region
