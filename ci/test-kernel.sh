@@ -153,8 +153,14 @@ run_guest() {
 	# shared host can leave a vCPU unscheduled for tens of seconds: the
 	# lockup and RCU stall detectors wait 2 minutes (watchdog_thresh=60
 	# means a soft lockup after 120 s), so that only a real lockup trips.
+	# Single-threaded TCG: with one host thread per vCPU, the kernel's
+	# int3-based code patching (text_poke_bp, run when a BPF program turns
+	# on the syscall tracepoints) oopsed both kernels with "int3" in
+	# syscall_exit_to_user_mode_prepare and locked 6.1 up in a uprobe test;
+	# round-robin vCPUs never see a half-patched instruction.
+	# KCI_TCG_THREAD=multi restores one thread per vCPU.
 	timeout -s KILL "$boot_timeout" qemu-system-x86_64 \
-		-accel tcg,thread=multi -cpu max -smp 2 -m 1G \
+		-accel tcg,thread=${KCI_TCG_THREAD:-single} -cpu max -smp 2 -m 1G \
 		-nodefaults -display none -serial stdio -no-reboot \
 		-kernel "$cache/k/$rel/boot/vmlinuz-$rel" -initrd "$2" \
 		-append "console=ttyS0 quiet panic=-1 oops=panic softlockup_panic=1 watchdog_thresh=60 rcupdate.rcu_cpu_stall_timeout=120 slub_debug=FZP rdinit=/init $args" \
