@@ -12,6 +12,14 @@
 #
 # and exits non-zero when any kernel fails.
 #
+#	ci/test-kernel.sh --run BINARY [-- ARGS...]
+#
+# boots the first kernel only (or KCI_KERNELS' first), with the modules
+# loaded, runs the static BINARY with ARGS in the guest instead of the test
+# binaries, prints what it writes (stdout and stderr) and exits with its
+# status; 1 with one "vm-run: ..." line when the guest cannot be prepared or
+# dies.
+#
 # Environment:
 #	KNEMESIS_CACHE  downloaded and extracted images (/var/cache/knemesis)
 #	KCI_OUT         build products and console logs (ci/out)
@@ -116,15 +124,22 @@ build_tests() {
 	done
 }
 
-# pack_initramfs DIR MODDIR TESTDIR OUT: a gzip'ed newc cpio of busybox, /init,
-# the modules and the test binaries.
+# pack_initramfs DIR MODDIR TESTDIR OUT [RUNDIR]: a gzip'ed newc cpio of
+# busybox, /init, the modules and the test binaries; or, given RUNDIR (a
+# static "prog" and its "args", one a line), that program in /run instead of
+# the tests.
 pack_initramfs() {
 	local root=$1
 	rm -rf "$root" && mkdir -p "$root"/{bin,dev,proc,sys,tmp,lib/knem,tests} || return 1
 	cp /bin/busybox "$root/bin/busybox" &&
 		install -m 0755 "$repo/ci/guest/init" "$root/init" &&
-		cp "$2"/* "$root/lib/knem/" &&
+		cp "$2"/* "$root/lib/knem/" || return 1
+	if [ -n "${5:-}" ]; then
+		mkdir -p "$root/run" && cp "$5"/* "$root/run/" &&
+			chmod 0755 "$root/run/prog" || return 1
+	else
 		cp "$3"/* "$root/tests/" && chmod 0755 "$root"/tests/* || return 1
+	fi
 	(cd "$root" && find . -print0 | cpio --null -o -H newc --owner=0:0 --quiet | gzip -1) >"$4"
 }
 
@@ -243,4 +258,48 @@ main() {
 	return $failed
 }
 
-main
+# run_main BINARY [-- ARGS...]: see the header.
+run_main() {
+	local bin=$1 rel dir rundir a rc
+	shift
+	[ "${1:-}" = -- ] && shift
+	fail() { echo "vm-run: $*"; exit 1; }
+	[ -f "$bin" ] || fail "no binary at $bin"
+	command -v qemu-system-x86_64 >/dev/null ||
+		fail "qemu-system-x86_64 missing (apt-get install qemu-system-x86)"
+	[ -x /bin/busybox ] || fail "/bin/busybox missing (apt-get install busybox-static)"
+	rel=$(echo "$kernels" | head -n1)
+	[ -n "$rel" ] || fail "no kernel listed in ci/kernels.txt"
+	dir=$out/run-$rel
+	rundir=$dir/run
+	why=
+	mkdir -p "$dir" && rm -rf "$rundir" && mkdir -p "$rundir" || fail "cannot write $dir"
+	[ -f "$out/go.mod" ] || echo 'module knemesis.invalid/ci-out' >"$out/go.mod"
+	cp "$bin" "$rundir/prog" || fail "cannot copy $bin"
+	: >"$rundir/args"
+	for a in "$@"; do
+		case $a in *$'\n'*) fail "argument with a newline: $a" ;; esac
+		printf '%s\n' "$a" >>"$rundir/args"
+	done
+	fetch_image "$rel" && build_modules "$rel" "$dir/modules" &&
+		pack_initramfs "$dir/root" "$dir/modules" "" "$dir/initrd.gz" "$rundir" ||
+		fail "$rel: ${why:-cannot prepare the guest}"
+	log "booting $rel to run $(basename "$bin")"
+	run_guest "$rel" "$dir/initrd.gz" "$dir/console.log"
+	grep -q "^KCI-BOOT $rel" "$dir/console.log" ||
+		fail "$rel: guest did not boot (see $dir/console.log)"
+	a=$(sed -n 's/^KCI-FAIL //p' "$dir/console.log" | head -n1)
+	[ -z "$a" ] || fail "$rel: $a"
+	sed -n '/^KCI-RUN-BEGIN$/,/^KCI-RUN-END /p' "$dir/console.log" | sed '1d;/^KCI-RUN-END /d'
+	rc=$(sed -n 's/^KCI-RUN-END //p' "$dir/console.log")
+	[ -n "$rc" ] || fail "$rel: guest died or timed out while running (see $dir/console.log)"
+	return "$rc"
+}
+
+if [ "${1:-}" = --run ]; then
+	[ $# -ge 2 ] || { echo "usage: ci/test-kernel.sh --run BINARY [-- ARGS...]" >&2; exit 2; }
+	shift
+	run_main "$@"
+else
+	main
+fi

@@ -120,7 +120,8 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		{[]string{"pollution", "--plot", "p.png"}, 2, "lmtbench: --plot draws throughput; pollution has none to draw"},
 		{[]string{"bidir", "--reuse"}, 2, "lmtbench: --reuse applies to pingpong, not bidir"},
 		{[]string{"tune", "--backends", "cma-write"}, 2, `lmtbench: --backends: tune measures the selector's backends (eager, knem, cma, vmsplice, shm, pipe), not "cma-write"`},
-		{[]string{"--vm"}, 1, "lmtbench: --vm: not in this build yet: ci/test-kernel.sh (branch kci) boots the QEMU guests but runs only the test binaries"},
+		{[]string{"--vm", "--plot", "p.png"}, 2, "lmtbench: --plot with --vm: the guest's files vanish when it powers off"},
+		{[]string{"tune", "--vm"}, 2, "lmtbench: tune with --vm: the tuning file would describe an emulated CPU"},
 	} {
 		r := run(t, tc.args...)
 		lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
