@@ -13,16 +13,15 @@
 package launchtest
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/knemesis/knemesis/internal/syncbuf"
 	"github.com/knemesis/knemesis/nemesis/launch"
 )
 
@@ -63,7 +62,7 @@ func RunOpts(t testing.TB, procs int, o Options, fn func(p launch.Proc) error) {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	err := launch.Run(context.Background(), launch.Options{
 		Procs:   procs,
 		Args:    []string{"-test.run=" + runPattern(t.Name()), "-test.count=1", "-test.v"},
@@ -89,21 +88,4 @@ func runPattern(name string) string {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
 	return strings.Join(parts, "/")
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

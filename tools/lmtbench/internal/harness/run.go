@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/knemesis/knemesis/internal/syncbuf"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 )
@@ -55,7 +56,7 @@ func Run(ctx context.Context, spec Spec, timeout time.Duration, onSample func(Sa
 		onSample(s)
 		return nil
 	}}
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	err = launch.Run(ctx, launch.Options{
 		Procs:   procs,
 		Args:    []string{WorkerArg, spec.Mode, spec.Backend},
@@ -175,21 +176,4 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		}
 		w.buf = w.buf[i+1:]
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
