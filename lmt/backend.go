@@ -86,6 +86,25 @@ type Backend interface {
 	Close() error
 }
 
+// Early is implemented by Stream backends whose channel tags every piece
+// with the transfer it belongs to (the shm ring). Their sender may start
+// filling the channel as soon as its RTS is out, instead of a round trip
+// later when the CTS arrives: the receiver finds the first bytes waiting.
+// MPICH's shm LMT saves the same round trip by sending the first chunk with
+// the RTS.
+//
+// The receiver discards pieces of any transfer other than the one it is
+// reading (it matched a later message first), and Kept tells the sender, at
+// the CTS, whether that happened: if so, the sender starts over.
+type Early interface {
+	// Prefill moves at most max bytes of t from its cursor into the
+	// channel, before the CTS, without waiting for room.
+	Prefill(t *Transfer, max int) int
+	// Kept reports, when t's CTS arrives, whether what Prefill moved is
+	// still in the channel for the receiver.
+	Kept(t *Transfer) bool
+}
+
 // Blocker is implemented by backends whose channel is a file descriptor
 // (pipe, vmsplice): a waiter with nothing to do may sleep in poll(2) on it,
 // and be woken by the kernel when the peer has made room or data, instead of

@@ -32,6 +32,13 @@
 // receiver that cannot use the one chosen by the sender (CMA across user
 // namespaces is one-way) answers with a CTS naming a fallback.
 //
+// A Stream backend that tags each piece of its channel with its transfer
+// (the shm ring, see [Early]) lets the sender start filling as soon as the
+// RTS is out, instead of a round trip later: a 64 KiB message then waits in
+// the ring when the receiver matches it. If the receiver matches a later
+// message first, it skips the early pieces and the sender starts that
+// message over after its CTS; [Stats].Early says what was kept.
+//
 // # Progress
 //
 // Nothing blocks. [Engine.Progress] moves at most one chunk (64 KiB by

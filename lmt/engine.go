@@ -39,6 +39,9 @@ type Config struct {
 	Dir string
 	// ShmSlots and ShmSlotSize shape the shm ring (default 8 × 32 KiB).
 	ShmSlots, ShmSlotSize int
+	// NoEarly keeps senders from filling a channel before the CTS (see
+	// [Early]); for measuring what early filling saves.
+	NoEarly bool
 	// PipeSize is the pipe capacity the pipe and vmsplice backends ask for
 	// with F_SETPIPE_SZ (default 1 MiB); MinPipeSize is the smallest
 	// they accept before refusing (default 64 KiB, the kernel default).
@@ -145,6 +148,9 @@ type Stats struct {
 	Bytes    int64 // payload bytes this side moved or saw moved
 	Chunks   int   // Steps that moved data
 	Syscalls int   // system calls made for the payload
+	// Early is how many bytes the sender put into the channel before
+	// the CTS (see [Early]) and the receiver kept.
+	Early int64
 }
 
 type tstate uint8
@@ -172,6 +178,12 @@ type backendSlot struct {
 	// each rank and those waiting for it, in the order they matched.
 	busy  []*Transfer
 	queue [][]*Transfer
+	// Sender side: live transfers per rank, and the one filling the
+	// channel before its CTS (only ever the sole live one: the receiver
+	// must find the channel's pieces in the order it reads them).
+	early    Early
+	pushing  []int // senders per rank with bytes not yet in the channel
+	earlyFor []*Transfer
 }
 
 type peerState struct {
@@ -223,10 +235,15 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("lmt: creating backend %s: %w", r.name, err)
 		}
 		blocker, _ := b.(Blocker)
+		early, _ := b.(Early)
+		if r.flow != Stream || cfg.NoEarly {
+			early = nil
+		}
 		e.slots[r.id] = &backendSlot{
 			id: r.id, name: r.name, flow: r.flow, b: b, blocker: blocker,
 			check: make([]error, cfg.Size), known: make([]bool, cfg.Size),
 			busy: make([]*Transfer, cfg.Size), queue: make([][]*Transfer, cfg.Size),
+			early: early, pushing: make([]int, cfg.Size), earlyFor: make([]*Transfer, cfg.Size),
 		}
 	}
 	for rank := range e.peers {
@@ -324,9 +341,48 @@ func (e *Engine) StartSend(dst int, iov [][]byte, backend string, rts []byte) (*
 		t.state = stWaitCTS
 	}
 	e.register(t)
+	e.countSender(t, s)
 	putHeader(rts, pktRTS, s.id, 0, n, t.id, 0, t.msgLen)
 	e.goLive(t)
 	return t, hdrLen + n, nil
+}
+
+// countSender puts sender t on slot s and makes it the one transfer to
+// rank t.peer that may fill the channel before its CTS. It fills only while
+// every other sender to that rank on the slot has had its CTS and pushed
+// all its bytes: the receiver is then committed to those, and finds t's
+// early pieces after theirs. If it matches a later message before t, it
+// finds all of t's pieces ahead of that message's and skips them, because a
+// later transfer ends t's early filling for good before its RTS leaves.
+func (e *Engine) countSender(t *Transfer, s *backendSlot) {
+	t.setSlot(s)
+	t.pushing = true
+	s.pushing[t.peer]++
+	if prev := s.earlyFor[t.peer]; prev != nil {
+		prev.early = false
+	}
+	s.earlyFor[t.peer] = nil
+	if s.early != nil && t.length > 0 {
+		t.early = true
+		s.earlyFor[t.peer] = t
+	}
+}
+
+// pushed is called when sender t has put its last byte in the channel.
+func (e *Engine) pushed(t *Transfer) {
+	if t.pushing {
+		t.pushing = false
+		t.s.pushing[t.peer]--
+	}
+}
+
+// uncountSender takes sender t off its slot.
+func (e *Engine) uncountSender(t *Transfer) {
+	e.pushed(t)
+	if t.s.earlyFor[t.peer] == t {
+		t.s.earlyFor[t.peer] = nil
+	}
+	t.early = false
 }
 
 func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot, error) {
@@ -491,7 +547,9 @@ func (e *Engine) activate(t *Transfer) {
 }
 
 func (e *Engine) finishIfEmpty(t *Transfer) {
-	if t.state == stActive && t.moved == t.length {
+	// moved passes length when the sender filled the channel early with
+	// more than a truncating receiver takes.
+	if t.state == stActive && t.moved >= t.length {
 		e.sideDone(t)
 	}
 }
@@ -515,13 +573,26 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 		}
 		t.peerID = h.src
 		t.length = min(t.length, h.length)
+		prev := t.s
 		if h.kind != t.s.id {
 			s := e.slots[h.kind]
 			if s == nil || s.flow == Pull || e.check(s, src) != nil {
 				e.fail(t, fmt.Errorf("lmt: rank %d asked for backend id %d, unusable here", src, h.kind))
 				return nil
 			}
-			t.setSlot(s)
+			e.uncountSender(t)
+			e.countSender(t, s)
+		}
+		t.early = false
+		if prev.earlyFor[src] == t {
+			prev.earlyFor[src] = nil
+		}
+		if t.moved > 0 {
+			if t.s == prev && prev.early.Kept(t) {
+				t.stats.Early = t.moved
+			} else {
+				t.rewind()
+			}
 		}
 		if t.s.flow == Push {
 			if err := t.s.b.SetPeerHandle(t, payload); err != nil {
@@ -570,6 +641,10 @@ func (e *Engine) Progress() error {
 	}
 	for _, t := range e.live {
 		if t.state != stActive {
+			if t.early {
+				e.fill(t)
+				continue
+			}
 			e.idle(t)
 			continue
 		}
@@ -592,6 +667,27 @@ func (e *Engine) Progress() error {
 	}
 	e.sweep()
 	return nil
+}
+
+// fill moves the next chunk of a sender waiting for its CTS into the
+// channel, while there is room.
+func (e *Engine) fill(t *Transfer) {
+	if t.s.pushing[t.peer] != 1 { // an earlier transfer is still pushing
+		e.idle(t)
+		return
+	}
+	max := int(min(int64(e.cfg.Chunk), t.length-t.moved))
+	n := t.s.early.Prefill(t, max)
+	if n == 0 {
+		if t.moved == t.length {
+			t.early = false
+		}
+		e.idle(t)
+		return
+	}
+	t.idleVisits = 0
+	e.bytes += uint64(n)
+	t.advance(n)
 }
 
 func (e *Engine) idle(t *Transfer) {
@@ -627,6 +723,7 @@ func (e *Engine) sweep() {
 func (e *Engine) sideDone(t *Transfer) {
 	if t.side == Sender && t.s.flow == Stream {
 		t.state = stWaitDone // the data may still sit in the channel
+		e.pushed(t)
 		return
 	}
 	e.send(t, pktDone, statusOK, 0, t.moved)
@@ -661,6 +758,9 @@ func (e *Engine) complete(t *Transfer, err error) {
 		t.stats.Bytes = t.moved
 	}
 	e.unregister(t)
+	if t.side == Sender && t.s != nil {
+		e.uncountSender(t)
+	}
 	if s := t.s; s != nil && t.side == Receiver && s.flow == Stream {
 		if prev == stQueued {
 			q := s.queue[t.peer]

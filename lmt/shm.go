@@ -18,6 +18,12 @@ import (
 // The counters run on across transfers; slot i of a transfer holds bytes
 // [i·S, (i+1)·S) of it, so both sides know every slot's length from the
 // transfer's length, which the CTS fixed.
+//
+// Every filled slot carries the sender's id of its transfer. That lets the
+// sender start filling as soon as its RTS is out ([Early]): if the receiver
+// matches a later message first, it skips the slots of the earlier one and
+// records its id in "revoked", and the earlier one starts over after its own
+// CTS. It also lets a receiver skip what a truncated message left behind.
 
 func init() {
 	Register(1, "shm", Stream, newShm, func(*Config, Peer) error { return checkShm() })
@@ -35,17 +41,25 @@ func checkShm() error {
 	return nil
 }
 
+// The ring header: counters each in their own 128-byte block (the
+// adjacent-line prefetcher pairs lines), geometry, then one owner word per
+// slot, rounded up to whole pages.
 const (
-	ringHeader = 4096 // counters each in their own cache line, then geometry
 	offWritten = 0
 	offRead    = 128
-	offGeom    = 256
+	offRevoked = 256
+	offGeom    = 384
+	offOwners  = 512
 )
+
+func ringHeaderSize(slots int) int { return (offOwners + 8*slots + 4095) &^ 4095 }
 
 type ring struct {
 	mem     []byte
 	written *atomic.Uint64 // advanced by the sender
 	read    *atomic.Uint64 // advanced by the receiver
+	revoked *atomic.Uint64 // id of the last transfer whose slots were skipped
+	owners  []atomic.Uint64
 	data    []byte
 	path    string
 	broken  bool
@@ -87,11 +101,12 @@ func (s *shm) Start(t *Transfer) error {
 			return err
 		}
 		*rp = r
-		if t.side == Sender {
-			// The receiver mapped the ring before its CTS: the name
-			// has served, and a crash can no longer leave it behind.
-			unix.Unlink(r.path)
-		}
+	}
+	if t.side == Sender && (*rp).path != "" {
+		// The receiver mapped the ring before its CTS: the name has
+		// served, and a crash can no longer leave it behind.
+		unix.Unlink((*rp).path)
+		(*rp).path = ""
 	}
 	if (*rp).broken {
 		return fmt.Errorf("lmt: shm ring from rank %d to rank %d was left inconsistent by an earlier failed transfer", src, dst)
@@ -103,7 +118,8 @@ func (s *shm) Start(t *Transfer) error {
 // first; both sides ask for the same size, so the order does not matter.
 func (s *shm) open(src, dst int) (*ring, error) {
 	path := "/dev/shm/knemesis-" + s.env.Job + "-lmt-" + strconv.Itoa(src) + "-" + strconv.Itoa(dst)
-	size := ringHeader + int(s.slots)*s.slotSize
+	hdr := ringHeaderSize(int(s.slots))
+	size := hdr + int(s.slots)*s.slotSize
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lmt: shm ring %s: %w", path, err)
@@ -127,9 +143,34 @@ func (s *shm) open(src, dst int) (*ring, error) {
 		mem:     mem,
 		written: (*atomic.Uint64)(unsafe.Pointer(&mem[offWritten])),
 		read:    (*atomic.Uint64)(unsafe.Pointer(&mem[offRead])),
-		data:    mem[ringHeader:],
+		revoked: (*atomic.Uint64)(unsafe.Pointer(&mem[offRevoked])),
+		owners:  unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&mem[offOwners])), s.slots),
+		data:    mem[hdr:],
 		path:    path,
 	}, nil
+}
+
+// Prefill implements Early: the sender's first slots, before the CTS.
+func (s *shm) Prefill(t *Transfer, max int) int {
+	r := s.out[t.peer]
+	if r == nil {
+		var err error
+		if r, err = s.open(s.env.Rank, t.peer); err != nil {
+			return 0 // the CTS will bring Start, and its error
+		}
+		s.out[t.peer] = r
+	}
+	if r.broken {
+		return 0
+	}
+	n, _ := s.push(r, t, max)
+	return n
+}
+
+// Kept implements Early.
+func (s *shm) Kept(t *Transfer) bool {
+	r := s.out[t.peer]
+	return r != nil && r.revoked.Load() != t.id
 }
 
 func (s *shm) Step(t *Transfer, max int) (int, error) {
@@ -149,6 +190,7 @@ func (s *shm) push(r *ring, t *Transfer, max int) (int, error) {
 			break
 		}
 		n += c
+		r.owners[w%s.slots].Store(t.id)
 		w++
 		r.written.Store(w)
 		if w-rd == s.slots {
@@ -162,6 +204,17 @@ func (s *shm) pull(r *ring, t *Transfer, max int) (int, error) {
 	rd, w := r.read.Load(), r.written.Load()
 	n := 0
 	for n < max && rd < w {
+		if o := r.owners[rd%s.slots].Load(); o != t.peerID {
+			// Filled early for a message matched later, or left by a
+			// truncated one: not ours.
+			r.revoked.Store(o)
+			rd++
+			r.read.Store(rd)
+			if rd == w {
+				w = r.written.Load()
+			}
+			continue
+		}
 		off := int(rd%s.slots) * s.slotSize
 		c := t.scatterAt(r.data[off:off+s.slotSize], n)
 		if c == 0 {
@@ -189,7 +242,9 @@ func (s *shm) Close() error {
 		for i, r := range rings {
 			if r != nil {
 				unix.Munmap(r.mem)
-				unix.Unlink(r.path) // the peer keeps its mapping
+				if r.path != "" {
+					unix.Unlink(r.path) // the peer keeps its mapping
+				}
 				rings[i] = nil
 			}
 		}

@@ -38,6 +38,8 @@ type Transfer struct {
 
 	stats      Stats
 	idleVisits int
+	early      bool // a sender filling its channel before the CTS
+	pushing    bool // a sender with bytes not yet in its channel
 
 	pkt        []byte // outgoing control packet, allocated on first use
 	pktLen     int
@@ -192,6 +194,12 @@ func (t *Transfer) walk(p []byte, skip int, out bool) int {
 		}
 	}
 	return n
+}
+
+// rewind puts the cursors back to the start: the receiver discarded what
+// the sender moved before the CTS.
+func (t *Transfer) rewind() {
+	t.moved, t.seg, t.off, t.rseg, t.roff = 0, 0, 0, 0, 0
 }
 
 // advance moves both cursors by n bytes.

@@ -94,6 +94,7 @@ func newSide(job string, rank int) (*side, error) {
 		if v, _ := strconv.Atoi(os.Getenv("KNEMESIS_BENCH_SHM_SLOT_SIZE")); v > 0 {
 			c.ShmSlotSize = v
 		}
+		c.NoEarly = os.Getenv("KNEMESIS_BENCH_NOEARLY") != ""
 	}})
 	if err != nil {
 		return nil, err
@@ -142,8 +143,10 @@ func (s *side) stream(peer int, sender bool, backend string, n int) error {
 // wait is LMT.Wait, or Endpoint.Wait when KNEMESIS_BENCH_WAIT=endpoint:
 // applications that never heard of attach wait through the endpoint, so
 // its waiting policy must not slow the LMT down either.
+var waitEndpoint = os.Getenv("KNEMESIS_BENCH_WAIT") == "endpoint"
+
 func (s *side) wait(r *nemesis.Request) error {
-	if os.Getenv("KNEMESIS_BENCH_WAIT") == "endpoint" {
+	if waitEndpoint {
 		return s.ep.Wait(r)
 	}
 	return s.l.Wait(r)
@@ -213,6 +216,7 @@ var (
 	peerOnce sync.Once
 	peer     *side
 	peerErr  error
+	peerProc *os.Process
 )
 
 func startPeer() (*side, error) {
@@ -227,6 +231,7 @@ func startPeer() (*side, error) {
 		if peerErr = cmd.Start(); peerErr != nil {
 			return
 		}
+		peerProc = cmd.Process
 		peer, peerErr = newSide(job, 0)
 	})
 	return peer, peerErr
@@ -262,6 +267,7 @@ func benchGo(b *testing.B, shape, backend string, size int) {
 		b.Fatalf("peer answered %q, %v", ack, err)
 	}
 	b.SetBytes(int64(size))
+	runtime.GC()
 	b.ResetTimer()
 	start := time.Now()
 	if shape == "stream" {
@@ -287,6 +293,17 @@ func benchGo(b *testing.B, shape, backend string, size int) {
 }
 
 func benchRaw(b *testing.B, shape, backend string, size int) {
+	// A blocked endpoint polls (spin, then sched_yield), as MPI ranks do:
+	// on two CPUs the idle Go peer would take turns with the C processes.
+	// Stopped, it leaves them the machine the Go pair had.
+	if peerProc != nil {
+		if err := peerProc.Signal(unix.SIGSTOP); err != nil {
+			b.Fatal(err)
+		}
+		defer peerProc.Signal(unix.SIGCONT)
+	}
+	// Nor may a collection of the Go side's garbage run beside them.
+	runtime.GC()
 	gbps, err := rawbench.Run(rawbench.Params{Mech: raw[backend], PingPong: shape == "pingpong", Size: size, Iters: b.N,
 		Chunk: lmt.DefaultChunk, Slots: lmt.DefaultShmSlots, SlotSize: lmt.DefaultShmSlotSize, PipeSize: lmt.DefaultPipeSize})
 	if err != nil {
