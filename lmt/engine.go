@@ -1,11 +1,13 @@
 package lmt
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -151,7 +153,21 @@ type Stats struct {
 	// Early is how many bytes the sender put into the channel before
 	// the CTS (see [Early]) and the receiver kept.
 	Early int64
+	// Elapsed runs from StartSend or StartRecv to completion on this
+	// side.
+	Elapsed time.Duration
+	// Moving is how long the payload took to move, without the time the
+	// message waited for its receive to be posted: for the receiver, and
+	// for a sender whose receiver did the moving (its DONE carries it),
+	// from the match to completion; for a pushing sender, from the CTS.
+	// A selector learning from measurements weighs this.
+	Moving time.Duration
 }
+
+// epoch anchors the engines' monotonic timestamps.
+var epoch = time.Now()
+
+func monotonic() time.Duration { return time.Since(epoch) }
 
 type tstate uint8
 
@@ -322,6 +338,8 @@ func (e *Engine) StartSend(dst int, iov [][]byte, backend string, rts []byte) (*
 		return nil, 0, fmt.Errorf("lmt: RTS buffer of %d bytes, need at least %d", len(rts), hdrLen)
 	}
 	t := e.newTransfer(dst, Sender, iov)
+	t.started = monotonic()
+	t.moveStart = t.started
 	t.msgLen = iovLen(iov)
 	t.length = t.msgLen
 	s, err := e.chooseSend(t, backend, len(rts)-hdrLen)
@@ -437,6 +455,8 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 		return nil, fmt.Errorf("lmt: StartRecv given a %s packet, not an RTS", h.typ)
 	}
 	t := e.newTransfer(src, Receiver, iov)
+	t.started = monotonic()
+	t.moveStart = t.started
 	t.peerID = h.src
 	t.msgLen = h.length
 	t.length = min(h.length, iovLen(iov))
@@ -595,6 +615,7 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 			}
 		}
 		if t.s.flow == Push {
+			t.moveStart = monotonic() // see Stats.Moving
 			if err := t.s.b.SetPeerHandle(t, payload); err != nil {
 				e.fail(t, err)
 				return nil
@@ -605,6 +626,9 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 		if h.status != statusOK {
 			e.complete(t, &RemoteError{Rank: src, Msg: string(payload)})
 			return nil
+		}
+		if len(payload) == 8 && t.side == Sender {
+			t.stats.Moving = time.Duration(binary.LittleEndian.Uint64(payload))
 		}
 		if t.side == Receiver || t.state == stWaitDone {
 			t.stats.Bytes = h.length
@@ -726,7 +750,10 @@ func (e *Engine) sideDone(t *Transfer) {
 		e.pushed(t)
 		return
 	}
-	e.send(t, pktDone, statusOK, 0, t.moved)
+	// The DONE tells the sender how long the move took here.
+	moving := monotonic() - t.moveStart
+	binary.LittleEndian.PutUint64(t.packet()[hdrLen:], uint64(moving))
+	e.send(t, pktDone, statusOK, 8, t.moved)
 	e.complete(t, e.truncation(t))
 }
 
@@ -754,6 +781,11 @@ func (e *Engine) complete(t *Transfer, err error) {
 	}
 	prev := t.state
 	t.state, t.err = stDone, err
+	now := monotonic()
+	t.stats.Elapsed = now - t.started
+	if t.stats.Moving == 0 {
+		t.stats.Moving = now - t.moveStart
+	}
 	if t.stats.Bytes < t.moved {
 		t.stats.Bytes = t.moved
 	}

@@ -3,6 +3,7 @@ package lmt
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/knemesis/knemesis/internal/memcopy"
@@ -38,8 +39,10 @@ type Transfer struct {
 
 	stats      Stats
 	idleVisits int
-	early      bool // a sender filling its channel before the CTS
-	pushing    bool // a sender with bytes not yet in its channel
+	started    time.Duration // monotonic(), at StartSend or StartRecv
+	moveStart  time.Duration // when the payload could start moving
+	early      bool          // a sender filling its channel before the CTS
+	pushing    bool          // a sender with bytes not yet in its channel
 
 	pkt        []byte // outgoing control packet, allocated on first use
 	pktLen     int

@@ -18,6 +18,7 @@ package attach
 
 import (
 	"errors"
+	"time"
 
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
@@ -37,6 +38,25 @@ type Options struct {
 	Prefer []string
 	// Tune, when set, adjusts the engine configuration last.
 	Tune func(*lmt.Config)
+	// Select, when set, is called once per peer rank; the Selector it
+	// returns picks the backend of every message to that rank that no
+	// Isend forced, and is told how long each one took
+	// (threshold.Adaptive is one). Without it the engine takes the first
+	// backend of its preference list that works.
+	Select func(peer int) Selector
+}
+
+// A Selector chooses the backend of each large message to one peer and
+// learns from the time each took, sender side, from start to completion.
+// Its methods run on the endpoint's goroutine, once per message: they must
+// not allocate or block.
+type Selector interface {
+	// Backend names the backend for a message of size bytes ("" lets
+	// the engine choose).
+	Backend(size int64) string
+	// Observe reports a completed message and how long its payload took
+	// to move (lmt.Stats.Moving: without the wait for the receive).
+	Observe(backend string, size int64, elapsed time.Duration)
 }
 
 // LMT is the nemesis.LMT of one endpoint.
@@ -45,8 +65,9 @@ type LMT struct {
 	eng *lmt.Engine
 	// forced[dst] lists the sends to dst given a backend by Isend, in
 	// send order (sends to one rank start in order).
-	forced [][]forcing
-	fds    []unix.PollFd
+	forced    [][]forcing
+	fds       []unix.PollFd
+	selectors []Selector // by peer rank; nil without Options.Select
 }
 
 type forcing struct {
@@ -58,6 +79,14 @@ type forcing struct {
 // must attach before sending its first long message.
 func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 	l := &LMT{ep: ep, forced: make([][]forcing, ep.Size())}
+	if o.Select != nil {
+		l.selectors = make([]Selector, ep.Size())
+		for peer := range l.selectors {
+			if peer != ep.Rank() {
+				l.selectors[peer] = o.Select(peer)
+			}
+		}
+	}
 	cfg := lmt.Config{
 		Rank: ep.Rank(), Size: ep.Size(), Job: ep.Job(), Control: control{ep},
 		PeerPID: func(rank int) int {
@@ -196,6 +225,11 @@ func Stats(r *nemesis.Request) (lmt.Stats, bool) {
 // StartSend implements nemesis.LMT.
 func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	backend := l.unforce(r.Peer(), r)
+	if backend == "" && l.selectors != nil {
+		if s := l.selectors[r.Peer()]; s != nil {
+			backend = s.Backend(int64(len(r.Buf())))
+		}
+	}
 	l.release(r)
 	t, n, err := l.eng.StartSend(r.Peer(), [][]byte{r.Buf()}, backend, rts)
 	if err != nil {
@@ -253,6 +287,12 @@ func (l *LMT) complete(t *lmt.Transfer) {
 		return
 	}
 	err := t.Err()
+	if err == nil && t.Side() == lmt.Sender && l.selectors != nil {
+		if s := l.selectors[t.Peer()]; s != nil {
+			st := t.Stats()
+			s.Observe(st.Backend, t.MessageLen(), st.Moving)
+		}
+	}
 	if errors.Is(err, lmt.ErrTruncated) {
 		err = nil // the endpoint reports its own ErrTruncated
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/attach"
@@ -15,6 +16,7 @@ import (
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 	_ "github.com/knemesis/knemesis/pipe"
+	"github.com/knemesis/knemesis/threshold"
 	_ "github.com/knemesis/knemesis/vmsplice"
 )
 
@@ -133,6 +135,120 @@ func TestForcePerMessage(t *testing.T) {
 			}
 		}
 		return ep.Send(1-p.Rank, 99, nil)
+	})
+}
+
+// adaptive is threshold's learning selector over shm, cma and vmsplice,
+// exploring often.
+func adaptive(t *testing.T) *threshold.Adaptive {
+	table := &threshold.Table{LMTMin: threshold.Threshold{Bytes: 64 << 10},
+		Rules: []threshold.Rule{{From: 64 << 10, Backend: threshold.Shm}}}
+	a, err := threshold.NewAdaptive(table, []threshold.Backend{threshold.CMA, threshold.Vmsplice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.ExploreEvery = 4
+	return a
+}
+
+// rotation is a Selector that sends the messages of one size by each
+// backend in turn and records what it is told.
+type rotation struct {
+	backends []string
+	next     int
+	seen     []observation
+}
+
+type observation struct {
+	backend string
+	size    int64
+	elapsed time.Duration
+}
+
+func (s *rotation) Backend(size int64) string {
+	b := s.backends[s.next%len(s.backends)]
+	s.next++
+	return b
+}
+
+func (s *rotation) Observe(backend string, size int64, elapsed time.Duration) {
+	s.seen = append(s.seen, observation{backend, size, elapsed})
+}
+
+// TestSelector: Options.Select's selector picks the backend of every
+// message Isend does not force, through plain Endpoint.Send, and hears of
+// each completed send with its backend, size and a positive duration.
+func TestSelector(t *testing.T) {
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		sel := &rotation{backends: []string{"cma", "shm", "vmsplice"}}
+		ep, l, err := join(p, attach.Options{Select: func(peer int) attach.Selector {
+			if peer != 1-p.Rank {
+				panic(fmt.Sprintf("selector asked for rank %d", peer))
+			}
+			return sel
+		}})
+		if err != nil {
+			return err
+		}
+		defer ep.Close()
+		defer l.Close()
+		const n = 300<<10 + 1
+		var forced nemesis.Request
+		for i := range 7 {
+			var err error
+			var st lmt.Stats
+			if p.Rank == 0 {
+				if i == 6 {
+					// A forced backend wins over the selector.
+					if err = l.Isend(&forced, 1, i, message(n, i), "pipe"); err == nil {
+						err = ep.Wait(&forced)
+					}
+					st, _ = attach.Stats(&forced)
+					if err == nil && st.Backend != "pipe" {
+						err = fmt.Errorf("forced message went via %s", st.Backend)
+					}
+				} else {
+					var r nemesis.Request
+					if err = ep.Isend(&r, 1, i, message(n, i)); err == nil {
+						err = ep.Wait(&r)
+					}
+					st, _ = attach.Stats(&r)
+					if want := sel.backends[i%3]; err == nil && st.Backend != want {
+						err = fmt.Errorf("message %d went via %s, want the selector's %s", i, st.Backend, want)
+					}
+				}
+			} else {
+				buf := make([]byte, n)
+				if _, err = ep.Recv(0, i, buf); err == nil {
+					err = check(buf, i)
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if p.Rank == 1 {
+			if len(sel.seen) != 0 || sel.next != 0 {
+				return fmt.Errorf("receiver's selector used: %d choices, %v", sel.next, sel.seen)
+			}
+			return ep.Send(0, 99, nil)
+		}
+		if _, err := ep.Recv(1, 99, nil); err != nil {
+			return err
+		}
+		if sel.next != 6 || len(sel.seen) != 7 {
+			return fmt.Errorf("selector chose %d times and heard of %d sends, want 6 and 7", sel.next, len(sel.seen))
+		}
+		for i, o := range sel.seen {
+			want := sel.backends[i%3]
+			if i == 6 {
+				want = "pipe"
+			}
+			if o.backend != want || o.size != n || o.elapsed <= 0 {
+				return fmt.Errorf("observation %d: %+v, want %s, %d bytes, elapsed > 0", i, o, want, n)
+			}
+		}
+		return nil
 	})
 }
 
@@ -321,10 +437,16 @@ func TestWait(t *testing.T) {
 // released. Each rank counts its own process's allocations over a
 // ping-pong, the payload checked at every turn.
 func TestNoAllocPerMessage(t *testing.T) {
-	for _, b := range all {
+	for _, b := range append(all, "adaptive") {
 		t.Run(b, func(t *testing.T) {
 			launchtest.Run(t, 2, func(p launch.Proc) error {
-				ep, l, err := join(p, attach.Options{Prefer: []string{b}})
+				o := attach.Options{Prefer: []string{b}}
+				if b == "adaptive" {
+					// The learning selector, exploring its
+					// candidates as it goes.
+					o = attach.Options{Select: func(int) attach.Selector { return adaptive(t) }}
+				}
+				ep, l, err := join(p, o)
 				if err != nil {
 					return err
 				}
@@ -360,7 +482,7 @@ func TestNoAllocPerMessage(t *testing.T) {
 				if fail != nil {
 					return fail
 				}
-				if st, ok := attach.Stats(&rr); !ok || st.Backend != b || st.Bytes != n {
+				if st, ok := attach.Stats(&rr); !ok || (st.Backend != b && b != "adaptive") || st.Bytes != n {
 					return fmt.Errorf("last receive went via %+v, want %s", st, b)
 				}
 				if allocs != 0 {

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"os"
+	"slices"
+	"time"
 
 	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/nemesis"
@@ -15,17 +17,55 @@ import (
 // paper's formula), messages below its eager→LMT switch stay on the Nemesis
 // cells, and each larger message takes the table's backend — one
 // Table.Choose per message, which allocates nothing.
+//
+// "adaptive" corrects the same table by measurement (threshold.Adaptive
+// through attach.Options.Select): each size class keeps the cost of every
+// candidate backend, from the time each message's payload took to move, and
+// re-measures one in every 32 messages, so that the choice follows the
+// buffers' cache state and the vCPUs' placement.
 func init() {
 	register(Backend{
 		Name:        "auto",
 		Summary:     "the automatic choice: package threshold's table per message size, through lmt/attach",
 		Check:       func() error { return nil },
 		SharedBytes: func(int) int { return 0 },
-		Open:        openAuto,
+		Open:        func(p Peer) (Engine, error) { return openAuto(p, false) },
+	})
+	register(Backend{
+		Name:        "adaptive",
+		Summary:     "the table corrected by measurement while the job runs (threshold.Adaptive through attach.Options.Select)",
+		Check:       func() error { return nil },
+		SharedBytes: func(int) int { return 0 },
+		Open:        func(p Peer) (Engine, error) { return openAuto(p, true) },
+		// Measured here it costs 5-35% against the table in near
+		// placement (exploration and noisy costs): not yet the default.
+		OnRequest: true,
 	})
 }
 
-func openAuto(p Peer) (Engine, error) {
+// adaptiveCandidates are the backends adaptive weighs against the table's
+// choice: pipe (two kernel copies) and cma-write (cma's copy the other way)
+// never beat them.
+var adaptiveCandidates = []threshold.Backend{threshold.Shm, threshold.CMA, threshold.Vmsplice, threshold.Knem}
+
+// selectorSlot lets the endpoint's LMT be attached before the table
+// exists: the table needs the engine's availability checks.
+type selectorSlot struct{ a *threshold.Adaptive }
+
+func (s *selectorSlot) Backend(size int64) string {
+	if s.a == nil {
+		return ""
+	}
+	return s.a.Backend(size)
+}
+
+func (s *selectorSlot) Observe(backend string, size int64, elapsed time.Duration) {
+	if s.a != nil {
+		s.a.Observe(backend, size, elapsed)
+	}
+}
+
+func openAuto(p Peer, adaptive bool) (Engine, error) {
 	if p.Proc.Size != 2 {
 		return nil, fmt.Errorf("auto: runs between exactly 2 processes, job has %d", p.Proc.Size)
 	}
@@ -40,7 +80,12 @@ func openAuto(p Peer) (Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auto: joining the Nemesis job: %w", err)
 	}
-	att, err := attach.Attach(ep, attach.Options{EagerMax: 1})
+	slot := &selectorSlot{}
+	opts := attach.Options{EagerMax: 1}
+	if adaptive {
+		opts.Select = func(int) attach.Selector { return slot }
+	}
+	att, err := attach.Attach(ep, opts)
 	if err != nil {
 		ep.Close()
 		return nil, fmt.Errorf("auto: attaching the LMT: %w", err)
@@ -71,6 +116,20 @@ func openAuto(p Peer) (Engine, error) {
 	if err := ep.SetLMT(att, max(eager, 0)); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("auto: eager limit %d: %w", eager, err)
+	}
+	if adaptive {
+		var cands []threshold.Backend
+		for _, b := range adaptiveCandidates {
+			if b == threshold.Knem && !env.Knem || slices.Contains(env.Unavailable, b) {
+				continue
+			}
+			cands = append(cands, b)
+		}
+		if slot.a, err = threshold.NewAdaptive(table, cands); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("auto: %w", err)
+		}
+		return e, nil
 	}
 	e.choose = func(size int) string {
 		c := table.Choose(int64(size))

@@ -23,6 +23,9 @@ func OpenMulti(name string, p Peer) (Multi, error) {
 	switch name {
 	case "memcpy":
 		return nil, fmt.Errorf("memcpy: the reference runs between 2 processes only")
+	case "adaptive":
+		return nil, &Unavailable{Backend: name, Reason: "alltoall runs the table alone (auto); the learning selector is measured between 2 processes",
+			Fix: "use --backends auto for alltoall"}
 	case "knem":
 		if err := knemDevice(); err != nil {
 			return nil, err

@@ -1,0 +1,207 @@
+package threshold
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+)
+
+// Adaptive corrects a [Table] by measurement while the job runs.
+//
+// A table is a prediction: it knows the caches, not what the job does with
+// its buffers (a buffer sent back right after it arrived is still dirty in
+// the peer's cache, which halves a single copy) nor where a hypervisor
+// placed the two vCPUs a moment ago (on this kind of VM the same pair of
+// vCPUs moves between one core and two every few seconds, and the best
+// backend at 1 MiB moves with it). Adaptive starts from the table's choice
+// and keeps, per power-of-two size class, a running cost per byte of every
+// candidate backend, fed by the sender's own completion times. It sends
+// most messages by the cheapest candidate known and, every ExploreEvery
+// messages of a class, one by another candidate in turn, so that a change
+// is noticed within a few dozen messages. Open MPI and MPICH fix their
+// choice at startup; UCX's protocol selection estimates costs from a
+// static performance model. This learns from the pair's own transfers.
+//
+// One Adaptive serves one pair of processes (costs differ between pairs)
+// from one goroutine. Choose and Observe allocate nothing and take no lock.
+type Adaptive struct {
+	table *Table
+	cands []Backend
+	// opened is set once a candidate's first message completed: that one
+	// also paid for opening the backend's channel to the peer (a FIFO, a
+	// ring), which says nothing about the next messages.
+	opened  [maxCandidates]bool
+	classes [maxClasses]sizeClass
+	// ExploreEvery is how many messages of a size class pass between two
+	// that try another candidate (default 32: a 2x slower candidate then
+	// costs about 3% on average).
+	ExploreEvery uint32
+}
+
+// maxClasses covers messages up to 2^47 bytes, far beyond any buffer.
+const maxClasses = 48
+
+// maxCandidates bounds the backends one Adaptive weighs.
+const maxCandidates = 8
+
+type sizeClass struct {
+	sent uint32
+	// cost per byte of each candidate in ns, a running mean over recent
+	// messages; 0 until measured.
+	cost [maxCandidates]float64
+	// tries counts messages sent to a candidate before its first
+	// measurement: one that never completes as itself (the receiver fell
+	// back) is not tried forever (3: the first completion of a backend
+	// is not a measurement, see opened).
+	tries [maxCandidates]uint8
+	next  uint8 // candidate the next exploration tries
+}
+
+// NewAdaptive returns a selector starting from t and weighing candidates
+// (backends usable with the peer; the table's own choices are added when
+// missing).
+func NewAdaptive(t *Table, candidates []Backend) (*Adaptive, error) {
+	if t == nil {
+		return nil, fmt.Errorf("threshold: NewAdaptive needs a table")
+	}
+	a := &Adaptive{table: t, ExploreEvery: 32}
+	add := func(b Backend) error {
+		for _, c := range a.cands {
+			if c == b {
+				return nil
+			}
+		}
+		if b == Eager || !b.Valid() {
+			return fmt.Errorf("threshold: %q is not an LMT backend", b)
+		}
+		if len(a.cands) == maxCandidates {
+			return fmt.Errorf("threshold: more than %d candidate backends", maxCandidates)
+		}
+		a.cands = append(a.cands, b)
+		return nil
+	}
+	for _, r := range t.Rules {
+		if err := add(r.Backend); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range candidates {
+		if err := add(b); err != nil {
+			return nil, err
+		}
+	}
+	if len(a.cands) == 0 {
+		return nil, fmt.Errorf("threshold: NewAdaptive: no candidate backend")
+	}
+	return a, nil
+}
+
+// Candidates returns the backends a weighs, in the order it explores them.
+func (a *Adaptive) Candidates() []Backend { return a.cands }
+
+func classOf(size int64) int {
+	if size <= 0 {
+		return 0
+	}
+	return min(bits.Len64(uint64(size))-1, maxClasses-1)
+}
+
+func (a *Adaptive) index(b Backend) int {
+	for i, c := range a.cands {
+		if c == b {
+			return i
+		}
+	}
+	return -1
+}
+
+// Choose returns the transfer method for a message of size bytes: the
+// table's eager decision, else the backend with the lowest measured cost in
+// the message's size class. The first message of a class takes the table's
+// choice, the next ones measure each other candidate once, and afterwards
+// one message in every ExploreEvery re-measures the next candidate in turn.
+func (a *Adaptive) Choose(size int64) Choice {
+	c := a.table.Choose(size)
+	if c.Eager || c.DMA || len(a.cands) == 1 {
+		// DMA offload is the module's decision, not a CPU backend's
+		// cost: leave it to the table.
+		return c
+	}
+	k := &a.classes[classOf(size)]
+	k.sent++
+	best := a.best(k, c.Backend)
+	if k.sent == 1 {
+		return Choice{Backend: best}
+	}
+	for i := range a.cands {
+		if k.cost[i] == 0 && k.tries[i] < 3 && a.cands[i] != best {
+			k.tries[i]++
+			return Choice{Backend: a.cands[i]}
+		}
+	}
+	if k.sent%max(a.ExploreEvery, 2) == 0 {
+		for range len(a.cands) {
+			i := int(k.next) % len(a.cands)
+			k.next = uint8((i + 1) % len(a.cands))
+			if a.cands[i] != best {
+				return Choice{Backend: a.cands[i]}
+			}
+		}
+	}
+	return Choice{Backend: best}
+}
+
+// best is the cheapest measured candidate of class k, or fallback while
+// none is measured.
+func (a *Adaptive) best(k *sizeClass, fallback Backend) Backend {
+	bi, bc := -1, 0.0
+	for i := range a.cands {
+		if c := k.cost[i]; c != 0 && (bi < 0 || c < bc) {
+			bi, bc = i, c
+		}
+	}
+	if bi < 0 {
+		return fallback
+	}
+	return a.cands[bi]
+}
+
+// Backend is Choose for package lmt/attach's Selector: the backend's name,
+// or "" for the eager path.
+func (a *Adaptive) Backend(size int64) string {
+	c := a.Choose(size)
+	if c.Eager {
+		return ""
+	}
+	return string(c.Backend)
+}
+
+// Observe records that a message of size bytes took elapsed via backend,
+// from its start to its completion on the sending side. Sizes the table
+// sends eagerly and backends a does not weigh are ignored.
+func (a *Adaptive) Observe(backend string, size int64, elapsed time.Duration) {
+	i := a.index(Backend(backend))
+	if i < 0 || size <= 0 || elapsed <= 0 {
+		return
+	}
+	if !a.opened[i] {
+		a.opened[i] = true
+		return
+	}
+	x := float64(elapsed) / float64(size)
+	k := &a.classes[classOf(size)]
+	if k.cost[i] == 0 {
+		k.cost[i] = x
+		return
+	}
+	// A mean over the last few messages: quick to follow the placement,
+	// slow enough that one preempted message does not swing it.
+	k.cost[i] += (x - k.cost[i]) / 4
+}
+
+// Costs returns the measured cost in ns per byte of each candidate for
+// messages of size bytes (0 where not measured), in Candidates order.
+func (a *Adaptive) Costs(size int64) []float64 {
+	k := &a.classes[classOf(size)]
+	return append([]float64(nil), k.cost[:len(a.cands)]...)
+}

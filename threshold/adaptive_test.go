@@ -1,0 +1,139 @@
+package threshold
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func shmTable() *Table {
+	return &Table{
+		LMTMin: Threshold{Bytes: 64 << 10},
+		Rules:  []Rule{{From: 64 << 10, Backend: Shm}, {From: 16 << 20, Backend: Knem, DMA: true}},
+	}
+}
+
+// run sends n messages of size through a, each taking cost[backend] ns per
+// byte, and returns how many went by each backend.
+func run(a *Adaptive, n int, size int64, cost map[Backend]float64) map[Backend]int {
+	used := map[Backend]int{}
+	for range n {
+		c := a.Choose(size)
+		used[c.Backend]++
+		a.Observe(string(c.Backend), size, time.Duration(cost[c.Backend]*float64(size)))
+	}
+	return used
+}
+
+func TestAdaptiveLearnsAndFollows(t *testing.T) {
+	a, err := NewAdaptive(shmTable(), []Backend{CMA, Vmsplice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Candidates(); len(got) != 4 || got[0] != Shm || got[1] != Knem || got[2] != CMA || got[3] != Vmsplice {
+		t.Fatalf("candidates %v, want [shm knem cma vmsplice]", got)
+	}
+	const size = 1 << 20
+	// The first message takes the table's choice; the next ones measure
+	// each other candidate, twice each since a backend's first message
+	// also opened its channel and does not count.
+	near := map[Backend]float64{Shm: 0.05, CMA: 0.12, Vmsplice: 0.08, Knem: 0.2}
+	var seq []Backend
+	for range 8 {
+		c := a.Choose(size)
+		seq = append(seq, c.Backend)
+		a.Observe(string(c.Backend), size, time.Duration(near[c.Backend]*size))
+	}
+	if seq[0] != Shm {
+		t.Fatalf("first message went %v, want the table's shm", seq[0])
+	}
+	for i, c := range a.Costs(size) {
+		if want := near[a.Candidates()[i]]; math.Abs(c-want) > 1e-6 {
+			t.Fatalf("after %v: costs %v, want each candidate's %v", seq, a.Costs(size), near)
+		}
+	}
+	// Then the cheapest, with one message in ExploreEvery elsewhere.
+	used := run(a, 320, size, near)
+	if used[Shm] != 320-10 || used[CMA]+used[Vmsplice]+used[Knem] != 10 {
+		t.Fatalf("steady state near: %v, want 310 shm and 10 explorations", used)
+	}
+	// The placement changes: shm now costs three times more than
+	// vmsplice. Within a few explorations the choice follows.
+	far := map[Backend]float64{Shm: 0.18, CMA: 0.14, Vmsplice: 0.10, Knem: 0.2}
+	run(a, 3*32*3, size, far)
+	if c := a.Choose(size); c.Backend != Vmsplice {
+		t.Fatalf("after the change: %v (costs %v), want vmsplice", c.Backend, a.Costs(size))
+	}
+	// Other size classes learn on their own.
+	if c := a.Choose(128 << 10); c.Backend != Shm {
+		t.Errorf("untouched class chose %v, want the table's shm", c.Backend)
+	}
+}
+
+func TestAdaptiveLeavesEagerAndDMAToTheTable(t *testing.T) {
+	a, err := NewAdaptive(shmTable(), []Backend{CMA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		if c := a.Choose(4 << 10); !c.Eager {
+			t.Fatalf("4 KiB: %+v, want eager", c)
+		}
+		if c := a.Choose(32 << 20); c.Backend != Knem || !c.DMA {
+			t.Fatalf("32 MiB: %+v, want the table's knem with DMA", c)
+		}
+	}
+}
+
+// A candidate whose messages never complete as itself (the receiver fell
+// back to another backend) is tried twice, then left alone.
+func TestAdaptiveGivesUpOnUnmeasuredCandidate(t *testing.T) {
+	a, err := NewAdaptive(shmTable(), []Backend{CMA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tries := 0
+	for range 1000 {
+		c := a.Choose(1 << 20)
+		if c.Backend == CMA {
+			tries++
+			a.Observe("shm", 1<<20, 50*time.Microsecond) // carried by the fallback
+			continue
+		}
+		a.Observe(string(c.Backend), 1<<20, 50*time.Microsecond)
+	}
+	// 3 warm-up tries, then one exploration in every 32 messages, which
+	// the rotation shares between the two other candidates.
+	if tries < 3 || tries > 3+1000/32 {
+		t.Errorf("cma tried %d times, want 3 plus at most one in 32", tries)
+	}
+}
+
+func TestAdaptiveErrors(t *testing.T) {
+	if _, err := NewAdaptive(nil, nil); err == nil {
+		t.Error("nil table accepted")
+	}
+	if _, err := NewAdaptive(shmTable(), []Backend{"dma"}); err == nil || err.Error() != `threshold: "dma" is not an LMT backend` {
+		t.Errorf("unknown backend: %v", err)
+	}
+	if _, err := NewAdaptive(shmTable(), []Backend{Eager}); err == nil {
+		t.Error("eager accepted as a candidate")
+	}
+	if _, err := NewAdaptive(&Table{}, nil); err == nil || err.Error() != "threshold: NewAdaptive: no candidate backend" {
+		t.Errorf("no candidates: %v", err)
+	}
+}
+
+func TestAdaptiveAllocatesNothing(t *testing.T) {
+	a, err := NewAdaptive(shmTable(), []Backend{CMA, Vmsplice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(1 << 20)
+	if n := testing.AllocsPerRun(1000, func() {
+		c := a.Choose(size)
+		a.Observe(string(c.Backend), size, 60*time.Microsecond)
+	}); n != 0 {
+		t.Errorf("Choose+Observe: %v allocations, want 0", n)
+	}
+}
