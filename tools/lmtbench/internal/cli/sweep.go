@@ -104,19 +104,13 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 	}
 	bar := newProgress(stderr, o.progress, steps)
 	defer bar.done()
-	var results []report.Result
-	for _, b := range p.backends {
-		spec := harness.Spec{Mode: mode, Backend: b.Name, Sizes: p.sizes, Iters: p.iters, SampleTime: o.sampleTime,
-			Samples: o.samples, CPUs: p.cpus, Probe: probe, WorkingSet: p.workingSet}
-		r, err := runSpec(ctx, o, spec, b.Reference, bar)
-		if skip, err := o.unavailable(err); skip {
-			p.skipped = append(p.skipped, err)
-			continue
-		} else if err != nil {
-			return err
-		}
-		results = append(results, r...)
+	spec := harness.Spec{Mode: mode, Iters: p.iters, SampleTime: o.sampleTime, CPUs: p.cpus, Probe: probe, WorkingSet: p.workingSet}
+	results, skipped, err := o.interleave(ctx, spec, p.backends, p.sizes, bar)
+	if err != nil {
+		return err
 	}
+	p.skipped = append(p.skipped, skipped...)
+	report.CompareAuto(results)
 	var copiesNote string
 	if countsCopies {
 		copiesNote = countCopies(ctx, o, results, bar)
@@ -438,13 +432,72 @@ func runSpec(ctx context.Context, o *options, spec harness.Spec, reference bool,
 	if err != nil {
 		return nil, err
 	}
+	return o.aggregate(spec, reference, bySize), nil
+}
+
+// interleave measures every backend at every size in --samples rounds. A
+// round takes, size after size, one sample of each backend back to back,
+// each in a job of its own (a job starts in about 10 ms here), so that the
+// backends' samples of a round and size lie a fraction of a second apart:
+// on a machine whose placement changes every few seconds they mostly share
+// one, which is what report.CompareAuto needs to compare them. Running each
+// backend's whole sweep in one job instead would put seconds between them.
+// The first round calibrates each backend's iteration count per size (when
+// --iters does not fix it) and the later rounds reuse it. A backend found
+// unavailable is skipped for the rest of the run, with its reason.
+func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []engine.Backend, sizes []int, bar *progress) ([]report.Result, []error, error) {
+	samples := make([]map[int][]harness.Sample, len(backends))
+	iters := make([]map[int]int, len(backends))
+	for i := range backends {
+		samples[i], iters[i] = map[int][]harness.Sample{}, map[int]int{}
+	}
+	var skipped []error
+	gone := make([]bool, len(backends))
+	for round := range o.samples {
+		for _, size := range sizes {
+			for i, b := range backends {
+				if gone[i] {
+					continue
+				}
+				spec := tmpl
+				spec.Backend, spec.Sizes, spec.Samples = b.Name, []int{size}, 1
+				if spec.Iters == 0 {
+					spec.Iters = iters[i][size]
+				}
+				err := harness.Run(ctx, spec, o.timeout, func(s harness.Sample) {
+					s.Round = round
+					samples[i][size] = append(samples[i][size], s)
+					iters[i][size] = s.Iterations
+					bar.step(b.Name + " " + units.Format(size))
+				})
+				if skip, err := o.unavailable(err); skip {
+					skipped, gone[i] = append(skipped, err), true
+				} else if err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+	}
+	var results []report.Result
+	for i, b := range backends {
+		if !gone[i] {
+			spec := tmpl
+			spec.Backend, spec.Sizes = b.Name, sizes
+			results = append(results, o.aggregate(spec, b.Reference, samples[i])...)
+		}
+	}
+	return results, skipped, nil
+}
+
+// aggregate turns a backend's samples into one result per size of spec.
+func (o *options) aggregate(spec harness.Spec, reference bool, bySize map[int][]harness.Sample) []report.Result {
 	results := make([]report.Result, 0, len(spec.Sizes))
 	for _, size := range spec.Sizes {
 		r := report.Aggregate(spec.Mode, spec.Backend, reference, bySize[size])
 		r.CPUs, r.Machine = spec.CPUs, o.facts()
 		results = append(results, r)
 	}
-	return results, nil
+	return results
 }
 
 // facts are the machine facts, detected once per run.
