@@ -110,7 +110,6 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 		return err
 	}
 	p.skipped = append(p.skipped, skipped...)
-	report.CompareAuto(results)
 	var copiesNote string
 	if countsCopies {
 		copiesNote = countCopies(ctx, o, results, bar)
@@ -319,32 +318,18 @@ func runAlltoall(ctx context.Context, o *options, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	probe := o.probePath()
-	bar := newProgress(stderr, o.progress, len(backends)*len(sizes)*o.samples)
-	var results []report.Result
-	for _, b := range backends {
-		if b.Reference {
-			if o.backends != "" {
-				return usagef("alltoall: %s is a two-process reference and has no alltoall", b.Name)
-			}
-			continue
-		}
-		spec := harness.Spec{Mode: harness.Alltoall, Backend: b.Name, Sizes: sizes, Iters: o.iters, Procs: o.procs,
-			SampleTime: o.sampleTime, Samples: o.samples, CPUs: cpus, Probe: probe}
-		r, err := runSpec(ctx, o, spec, false, bar)
-		if skip, err := o.unavailable(err); skip {
-			skipped = append(skipped, err)
-			continue
-		} else if err != nil {
-			bar.done()
-			return err
-		}
-		for i := range r {
-			r[i].Procs = o.procs
-		}
-		results = append(results, r...)
+	backends = slices.DeleteFunc(backends, func(b engine.Backend) bool { return b.Reference && o.backends == "" })
+	if i := slices.IndexFunc(backends, func(b engine.Backend) bool { return b.Reference }); i >= 0 {
+		return usagef("alltoall: %s is a two-process reference and has no alltoall", backends[i].Name)
 	}
+	bar := newProgress(stderr, o.progress, len(backends)*len(sizes)*o.samples)
+	spec := harness.Spec{Mode: harness.Alltoall, Iters: o.iters, Procs: o.procs, SampleTime: o.sampleTime, CPUs: cpus, Probe: o.probePath()}
+	results, more, err := o.interleave(ctx, spec, backends, sizes, bar)
 	bar.done()
+	if err != nil {
+		return err
+	}
+	skipped = append(skipped, more...)
 	sortResults(results)
 	if err := o.write(stdout, results); err != nil {
 		return err
@@ -422,19 +407,6 @@ func (o *options) pollutionWorkingSet(cpus []int) (int, error) {
 	return 0, fmt.Errorf("pollution: CPU %d has no L2 cache in the topology; pass --working-set", receiver)
 }
 
-// runSpec runs one job and aggregates its samples per size.
-func runSpec(ctx context.Context, o *options, spec harness.Spec, reference bool, bar *progress) ([]report.Result, error) {
-	bySize := map[int][]harness.Sample{}
-	err := harness.Run(ctx, spec, o.timeout, func(s harness.Sample) {
-		bySize[s.Size] = append(bySize[s.Size], s)
-		bar.step(spec.Backend + " " + units.Format(s.Size))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return o.aggregate(spec, reference, bySize), nil
-}
-
 // interleave measures every backend at every size in --samples rounds. A
 // round takes, size after size, one sample of each backend back to back,
 // each in a job of its own (a job starts in about 10 ms here), so that the
@@ -480,24 +452,20 @@ func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []
 	}
 	var results []report.Result
 	for i, b := range backends {
-		if !gone[i] {
-			spec := tmpl
-			spec.Backend, spec.Sizes = b.Name, sizes
-			results = append(results, o.aggregate(spec, b.Reference, samples[i])...)
+		if gone[i] {
+			continue
+		}
+		for _, size := range sizes {
+			r := report.Aggregate(tmpl.Mode, b.Name, b.Reference, samples[i][size])
+			r.CPUs, r.Machine = tmpl.CPUs, o.facts()
+			if tmpl.Mode == harness.Alltoall {
+				r.Procs = tmpl.Procs
+			}
+			results = append(results, r)
 		}
 	}
+	report.CompareAuto(results)
 	return results, skipped, nil
-}
-
-// aggregate turns a backend's samples into one result per size of spec.
-func (o *options) aggregate(spec harness.Spec, reference bool, bySize map[int][]harness.Sample) []report.Result {
-	results := make([]report.Result, 0, len(spec.Sizes))
-	for _, size := range spec.Sizes {
-		r := report.Aggregate(spec.Mode, spec.Backend, reference, bySize[size])
-		r.CPUs, r.Machine = spec.CPUs, o.facts()
-		results = append(results, r)
-	}
-	return results
 }
 
 // facts are the machine facts, detected once per run.
