@@ -104,19 +104,12 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 	}
 	bar := newProgress(stderr, o.progress, steps)
 	defer bar.done()
-	var results []report.Result
-	for _, b := range p.backends {
-		spec := harness.Spec{Mode: mode, Backend: b.Name, Sizes: p.sizes, Iters: p.iters, SampleTime: o.sampleTime,
-			Samples: o.samples, CPUs: p.cpus, Probe: probe, WorkingSet: p.workingSet}
-		r, err := runSpec(ctx, o, spec, b.Reference, bar)
-		if skip, err := o.unavailable(err); skip {
-			p.skipped = append(p.skipped, err)
-			continue
-		} else if err != nil {
-			return err
-		}
-		results = append(results, r...)
+	spec := harness.Spec{Mode: mode, Iters: p.iters, SampleTime: o.sampleTime, CPUs: p.cpus, Probe: probe, WorkingSet: p.workingSet}
+	results, skipped, err := o.interleave(ctx, spec, p.backends, p.sizes, bar)
+	if err != nil {
+		return err
 	}
+	p.skipped = append(p.skipped, skipped...)
 	var copiesNote string
 	if countsCopies {
 		copiesNote = countCopies(ctx, o, results, bar)
@@ -325,32 +318,18 @@ func runAlltoall(ctx context.Context, o *options, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	probe := o.probePath()
-	bar := newProgress(stderr, o.progress, len(backends)*len(sizes)*o.samples)
-	var results []report.Result
-	for _, b := range backends {
-		if b.Reference {
-			if o.backends != "" {
-				return usagef("alltoall: %s is a two-process reference and has no alltoall", b.Name)
-			}
-			continue
-		}
-		spec := harness.Spec{Mode: harness.Alltoall, Backend: b.Name, Sizes: sizes, Iters: o.iters, Procs: o.procs,
-			SampleTime: o.sampleTime, Samples: o.samples, CPUs: cpus, Probe: probe}
-		r, err := runSpec(ctx, o, spec, false, bar)
-		if skip, err := o.unavailable(err); skip {
-			skipped = append(skipped, err)
-			continue
-		} else if err != nil {
-			bar.done()
-			return err
-		}
-		for i := range r {
-			r[i].Procs = o.procs
-		}
-		results = append(results, r...)
+	backends = slices.DeleteFunc(backends, func(b engine.Backend) bool { return b.Reference && o.backends == "" })
+	if i := slices.IndexFunc(backends, func(b engine.Backend) bool { return b.Reference }); i >= 0 {
+		return usagef("alltoall: %s is a two-process reference and has no alltoall", backends[i].Name)
 	}
+	bar := newProgress(stderr, o.progress, len(backends)*len(sizes)*o.samples)
+	spec := harness.Spec{Mode: harness.Alltoall, Iters: o.iters, Procs: o.procs, SampleTime: o.sampleTime, CPUs: cpus, Probe: o.probePath()}
+	results, more, err := o.interleave(ctx, spec, backends, sizes, bar)
 	bar.done()
+	if err != nil {
+		return err
+	}
+	skipped = append(skipped, more...)
 	sortResults(results)
 	if err := o.write(stdout, results); err != nil {
 		return err
@@ -428,23 +407,65 @@ func (o *options) pollutionWorkingSet(cpus []int) (int, error) {
 	return 0, fmt.Errorf("pollution: CPU %d has no L2 cache in the topology; pass --working-set", receiver)
 }
 
-// runSpec runs one job and aggregates its samples per size.
-func runSpec(ctx context.Context, o *options, spec harness.Spec, reference bool, bar *progress) ([]report.Result, error) {
-	bySize := map[int][]harness.Sample{}
-	err := harness.Run(ctx, spec, o.timeout, func(s harness.Sample) {
-		bySize[s.Size] = append(bySize[s.Size], s)
-		bar.step(spec.Backend + " " + units.Format(s.Size))
-	})
-	if err != nil {
-		return nil, err
+// interleave measures every backend at every size in --samples rounds. A
+// round takes, size after size, one sample of each backend back to back,
+// each in a job of its own (a job starts in about 10 ms here), so that the
+// backends' samples of a round and size lie a fraction of a second apart:
+// on a machine whose placement changes every few seconds they mostly share
+// one, which is what report.CompareAuto needs to compare them. Running each
+// backend's whole sweep in one job instead would put seconds between them.
+// The first round calibrates each backend's iteration count per size (when
+// --iters does not fix it) and the later rounds reuse it. A backend found
+// unavailable is skipped for the rest of the run, with its reason.
+func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []engine.Backend, sizes []int, bar *progress) ([]report.Result, []error, error) {
+	samples := make([]map[int][]harness.Sample, len(backends))
+	iters := make([]map[int]int, len(backends))
+	for i := range backends {
+		samples[i], iters[i] = map[int][]harness.Sample{}, map[int]int{}
 	}
-	results := make([]report.Result, 0, len(spec.Sizes))
-	for _, size := range spec.Sizes {
-		r := report.Aggregate(spec.Mode, spec.Backend, reference, bySize[size])
-		r.CPUs, r.Machine = spec.CPUs, o.facts()
-		results = append(results, r)
+	var skipped []error
+	gone := make([]bool, len(backends))
+	for round := range o.samples {
+		for _, size := range sizes {
+			for i, b := range backends {
+				if gone[i] {
+					continue
+				}
+				spec := tmpl
+				spec.Backend, spec.Sizes, spec.Samples = b.Name, []int{size}, 1
+				if spec.Iters == 0 {
+					spec.Iters = iters[i][size]
+				}
+				err := harness.Run(ctx, spec, o.timeout, func(s harness.Sample) {
+					s.Round = round
+					samples[i][size] = append(samples[i][size], s)
+					iters[i][size] = s.Iterations
+					bar.step(b.Name + " " + units.Format(size))
+				})
+				if skip, err := o.unavailable(err); skip {
+					skipped, gone[i] = append(skipped, err), true
+				} else if err != nil {
+					return nil, nil, err
+				}
+			}
+		}
 	}
-	return results, nil
+	var results []report.Result
+	for i, b := range backends {
+		if gone[i] {
+			continue
+		}
+		for _, size := range sizes {
+			r := report.Aggregate(tmpl.Mode, b.Name, b.Reference, samples[i][size])
+			r.CPUs, r.Machine = tmpl.CPUs, o.facts()
+			if tmpl.Mode == harness.Alltoall {
+				r.Procs = tmpl.Procs
+			}
+			results = append(results, r)
+		}
+	}
+	report.CompareAuto(results)
+	return results, skipped, nil
 }
 
 // facts are the machine facts, detected once per run.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/knemesis/knemesis/threshold"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
@@ -63,6 +64,12 @@ func runTune(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	engines := make([]engine.Backend, len(backends))
+	for i, name := range backends {
+		if engines[i], err = engine.Lookup(name); err != nil {
+			return err
+		}
+	}
 	here := threshold.ThisMachine(topo)
 	file := &threshold.TuningFile{Machine: here}
 	if old, err := threshold.LoadTuning(path, here); err == nil {
@@ -74,20 +81,20 @@ func runTune(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	var summaries []string
 	for _, p := range pairs {
 		cpus := []int{p.cpus[0], p.cpus[1]}
+		spec := harness.Spec{Mode: harness.PingPong, Iters: o.iters, SampleTime: o.sampleTime, CPUs: cpus, Probe: probe}
+		results, more, err := o.interleave(ctx, spec, engines, sizes, bar)
+		if err != nil {
+			bar.done()
+			return err
+		}
+		skipped = append(skipped, more...)
+		all = append(all, results...)
 		bps := map[string]map[int]float64{}
-		for _, b := range backends {
-			spec := harness.Spec{Mode: harness.PingPong, Backend: b, Sizes: sizes, Iters: o.iters,
-				SampleTime: o.sampleTime, Samples: o.samples, CPUs: cpus, Probe: probe}
-			results, err := runSpec(ctx, o, spec, false, bar)
-			if err != nil {
-				bar.done()
-				return err
+		for _, r := range results {
+			if bps[r.Backend] == nil {
+				bps[r.Backend] = map[int]float64{}
 			}
-			bps[b] = map[int]float64{}
-			for _, r := range results {
-				bps[b][r.Size] = r.BytesPerSec
-			}
-			all = append(all, results...)
+			bps[r.Backend][r.Size] = r.BytesPerSec
 		}
 		measure := func(backend string, size int) (float64, error) {
 			v, ok := bps[backend][size]

@@ -95,6 +95,10 @@ type Sample struct {
 	Before     machine.Placement `json:"before"`
 	After      machine.Placement `json:"after"`
 	Pollution  *PollutionSample  `json:"pollution,omitempty"`
+	// Round is the round the parent took the sample in: in one round it
+	// measures each backend once at a size, back to back, so samples of
+	// one round and size are comparable (see package report's CompareAuto).
+	Round int `json:"round"`
 }
 
 // PollutionSample is what rank 1 measured in a pollution sample: the median

@@ -44,15 +44,19 @@ type Result struct {
 	Machine            machine.Facts `json:"machine"`
 	// Pollution is the receiver's re-read slowdown (mode pollution only).
 	Pollution *harness.PollutionSample `json:"pollution,omitempty"`
+	// AutoVsBest compares auto with the best single backend in each
+	// placement class; only auto's results carry it (CompareAuto).
+	AutoVsBest *AutoVsBest `json:"auto_vs_best,omitempty"`
 
 	kept []harness.Sample // the samples the median was taken over
+	all  []harness.Sample // every sample, whatever its placement
 }
 
 // Aggregate keeps the samples whose placement was the same before and
 // after, prefers far ones (the usual placement here; see
 // ../shared/docs/baselines.md), and reports the median of those.
 func Aggregate(mode, backend string, reference bool, samples []harness.Sample) Result {
-	r := Result{Mode: mode, Backend: backend, Reference: reference, Samples: len(samples), Procs: 2}
+	r := Result{Mode: mode, Backend: backend, Reference: reference, Samples: len(samples), Procs: 2, all: samples}
 	if len(samples) == 0 {
 		return r
 	}

@@ -38,9 +38,10 @@ func WriteTable(w io.Writer, results []Result) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "size\tbackend\tlatency µs\tGB/s\tCPU ns/B rank0+rank1\tcopies/B user/kernel/dma\tplacement kept/samples\t ")
 		var summary []string
+		var autos []*Result
 		for _, size := range sizes(results, mode) {
-			best := winner(results, mode, size)
-			for _, r := range results {
+			best, apart := winner(results, mode, size)
+			for i, r := range results {
 				if r.Mode != mode || r.Size != size {
 					continue
 				}
@@ -51,6 +52,9 @@ func WriteTable(w io.Writer, results []Result) error {
 				if best != nil && r.Backend == best.Backend {
 					mark = "  ◀ best"
 				}
+				if r.AutoVsBest != nil {
+					autos = append(autos, &results[i])
+				}
 				cpu := "-"
 				if r.Size > 0 {
 					cpu = fmt.Sprintf("%.3f+%.3f", r.CPUSecondsPerBytePerRank[0]*1e9, r.CPUSecondsPerBytePerRank[1]*1e9)
@@ -59,8 +63,14 @@ func WriteTable(w io.Writer, results []Result) error {
 					units.Format(size), name, r.LatencyUs, r.BytesPerSec/1e9,
 					cpu, copiesCell(r), r.Placement, r.SamplesKept, r.Samples, mark)
 			}
-			if best != nil {
+			switch {
+			case best != nil && len(apart) > 0:
+				summary = append(summary, fmt.Sprintf("%s %s among %s rows (not compared: %s)",
+					units.Format(size), best.Backend, best.Placement, strings.Join(apart, ", ")))
+			case best != nil:
 				summary = append(summary, units.Format(size)+" "+best.Backend)
+			case len(apart) > 0:
+				summary = append(summary, units.Format(size)+" none (every row's placement moved while it was measured)")
 			}
 		}
 		if err := tw.Flush(); err != nil {
@@ -71,8 +81,45 @@ func WriteTable(w io.Writer, results []Result) error {
 		} else {
 			fmt.Fprintln(w, "best backend per size: none — no toolkit backend ran, only the reference")
 		}
+		if err := writeAutoVsBest(w, autos); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// writeAutoVsBest prints CompareAuto's ratios, one line per size.
+func writeAutoVsBest(w io.Writer, autos []*Result) error {
+	if len(autos) == 0 {
+		return nil
+	}
+	if !slices.ContainsFunc(autos, func(a *Result) bool { return a.Placement != "unknown" }) {
+		_, err := fmt.Fprintln(w, "auto ÷ best single backend: not computed — no placement probe, so no sample is known to share a placement")
+		return err
+	}
+	fmt.Fprintf(w, "auto ÷ best single backend of %s: median over the rounds where auto and all of them stayed in one placement; >1 auto is faster\n",
+		strings.Join(autos[0].AutoVsBest.Backends, ", "))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "size\t"+strings.Join(Classes, "\t"))
+	for _, a := range autos {
+		fmt.Fprint(tw, units.Format(a.Size))
+		for _, c := range a.AutoVsBest.ByClass {
+			cell := "not enough same-placement samples"
+			if c.Ratio != nil {
+				cell = fmt.Sprintf("%.2f (%d %s)", *c.Ratio, c.Rounds, plural(c.Rounds, "round"))
+			}
+			fmt.Fprint(tw, "\t"+cell)
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 func copiesCell(r Result) string {
@@ -91,16 +138,31 @@ func copiesCell(r Result) string {
 
 // winner is the fastest non-reference result of a mode and size: the
 // lowest latency, which at one size is the highest throughput too, and
-// still means something for empty messages.
-func winner(results []Result, mode string, size int) *Result {
-	var best *Result
+// still means something for empty messages. Only rows of one placement
+// class are compared: far ones when there are any, else near, else
+// unknown; apart names the rows of other classes (and mixed ones), left out.
+func winner(results []Result, mode string, size int) (best *Result, apart []string) {
+	var rows []*Result
 	for i := range results {
-		r := &results[i]
-		if r.Mode == mode && r.Size == size && !r.Reference && (best == nil || r.LatencyUs < best.LatencyUs) {
+		if r := &results[i]; r.Mode == mode && r.Size == size && !r.Reference {
+			rows = append(rows, r)
+		}
+	}
+	class := ""
+	for _, c := range []string{"unknown", "near", "far"} {
+		if slices.ContainsFunc(rows, func(r *Result) bool { return r.Placement == c }) {
+			class = c
+		}
+	}
+	for _, r := range rows {
+		switch {
+		case r.Placement != class:
+			apart = append(apart, r.Backend+" "+r.Placement)
+		case best == nil || r.LatencyUs < best.LatencyUs:
 			best = r
 		}
 	}
-	return best
+	return best, apart
 }
 
 func modes(results []Result) []string {
