@@ -21,7 +21,24 @@ const (
 	// Push: the CTS carries the receiver's handle, the sender copies and
 	// sends DONE (CMA write).
 	Push
+	// Split: the RTS carries the sender's handle and the CTS the
+	// receiver's; the receiver copies the first half of the message while
+	// the sender copies the second, so that both CPUs make one copy each
+	// at once (CMA read and write). The sender's DONE says its half is
+	// in; the receiver's completes both sides.
+	Split
 )
+
+// handleInRTS reports whether the sender's handle travels in the RTS.
+func (f Flow) handleInRTS() bool { return f == Pull || f == Split }
+
+// handleInCTS reports whether the receiver's handle travels in the CTS.
+func (f Flow) handleInCTS() bool { return f == Push || f == Split }
+
+// SplitPoint is where a Split transfer of length bytes changes hands: the
+// receiver copies [0, SplitPoint), the sender the rest. Half, on a page
+// boundary, so that neither side's copies share a page.
+func SplitPoint(length int64) int64 { return length / 2 &^ 4095 }
 
 func (f Flow) String() string {
 	switch f {
@@ -31,6 +48,8 @@ func (f Flow) String() string {
 		return "stream"
 	case Push:
 		return "push"
+	case Split:
+		return "split"
 	}
 	return fmt.Sprintf("Flow(%d)", uint8(f))
 }

@@ -8,6 +8,8 @@
 //	shm        pipelined copy through a shared ring of K slots (two copies)
 //	cma        receiver pulls with process_vm_readv (one copy)
 //	cma-write  sender pushes with process_vm_writev after the CTS (one copy)
+//	cma-split  receiver reads the first half, sender writes the second, at
+//	           once (one copy, two CPUs)
 //	pipe       writev into a pipe, readv out of it (two copies, package pipe)
 //	vmsplice   sender pages spliced into a pipe, readv (one copy, package vmsplice)
 //
@@ -25,6 +27,9 @@
 //	        out (pipe, vmsplice, shm); the receiver sends DONE
 //	Push    receiver sends CTS with its own handle; the sender copies and
 //	        sends DONE
+//	Split   RTS and CTS each carry a handle; the receiver copies the first
+//	        half while the sender copies the second; the sender's DONE says
+//	        its half is in, the receiver's completes both sides
 //
 // DONE completes both sides: the sender never reuses its buffer before the
 // receiver said the data is out of it, which vmsplice (pages referenced, not
@@ -61,7 +66,7 @@
 // # Writing a backend
 //
 // A backend implements [Backend] and registers a [Factory] under a wire id
-// (shm 1, cma 2, cma-write 3, pipe 4, vmsplice 5; 6 is kept for the KNEM
+// (shm 1, cma 2, cma-write 3, pipe 4, vmsplice 5, cma-split 7; 6 is kept for the KNEM
 // module's backend, which fits the Pull flow: its cookie is the handle, Step
 // submits the copy and reports bytes once the status word says so).
 //

@@ -349,11 +349,13 @@ func (e *Engine) StartSend(dst int, iov [][]byte, backend string, rts []byte) (*
 	}
 	t.setSlot(s)
 	n := 0
-	if s.flow == Pull {
+	if s.flow.handleInRTS() {
 		if n, err = s.b.Handle(t, rts[hdrLen:]); err != nil {
 			e.drop(t)
 			return nil, 0, err
 		}
+	}
+	if s.flow == Pull {
 		t.state = stWaitDone
 	} else {
 		t.state = stWaitCTS
@@ -412,7 +414,7 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 		if err := e.check(s, t.peer); err != nil {
 			return nil, err
 		}
-		if s.flow == Pull && !fitsHandle(t, room, e.cfg.MaxSegments) {
+		if s.flow.handleInRTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
 			return nil, fmt.Errorf("lmt: backend %s: %d segments do not fit its handle (max %d, %d RTS bytes)", backend, nonEmpty(t.iov), e.cfg.MaxSegments, room)
 		}
 		return s, nil
@@ -420,7 +422,7 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 	var first error
 	for _, s := range e.prefer {
 		err := e.check(s, t.peer)
-		if err == nil && s.flow == Pull && !fitsHandle(t, room, e.cfg.MaxSegments) {
+		if err == nil && s.flow.handleInRTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
 			continue
 		}
 		if err == nil {
@@ -474,7 +476,7 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 	} else {
 		refused = e.check(s, src)
 	}
-	if refused == nil && s.flow == Push && !fitsHandle(t, hdrLen+segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+	if refused == nil && s.flow.handleInCTS() && !fitsHandle(t, hdrLen+segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
 		refused = fmt.Errorf("lmt: %d receive segments do not fit a %s handle (max %d)", nonEmpty(iov), s.name, e.cfg.MaxSegments)
 	}
 	if refused != nil {
@@ -490,7 +492,7 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 			e.fail(t, fmt.Errorf("lmt: no fallback among %v: %w", e.cfg.Prefer, refused))
 			return t, nil
 		}
-	} else if s.flow == Pull {
+	} else if s.flow.handleInRTS() {
 		if err := s.b.SetPeerHandle(t, payload); err != nil {
 			var u *Unavailable
 			if !errors.As(err, &u) {
@@ -517,7 +519,7 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 		} else {
 			e.grant(t)
 		}
-	case Push:
+	case Push, Split:
 		if err := s.b.Start(t); err != nil {
 			e.fail(t, err)
 			break
@@ -527,15 +529,20 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 			e.fail(t, err)
 			break
 		}
-		t.state = stWaitDone
 		e.send(t, pktCTS, 0, n, t.length)
+		if s.flow == Push {
+			t.state = stWaitDone
+			break
+		}
+		t.state = stActive // copy the first half while the sender copies the second
+		e.finishIfEmpty(t)
 	}
 	return t, nil
 }
 
 func (e *Engine) fallback(t *Transfer) *backendSlot {
 	for _, s := range e.prefer {
-		if s.flow == Pull || s.flow == Push && !fitsHandle(t, segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+		if s.flow.handleInRTS() || s.flow == Push && !fitsHandle(t, segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
 			continue
 		}
 		if e.check(s, t.peer) == nil {
@@ -569,7 +576,7 @@ func (e *Engine) activate(t *Transfer) {
 func (e *Engine) finishIfEmpty(t *Transfer) {
 	// moved passes length when the sender filled the channel early with
 	// more than a truncating receiver takes.
-	if t.state == stActive && t.moved >= t.length {
+	if t.state == stActive && t.moved >= t.end() {
 		e.sideDone(t)
 	}
 }
@@ -596,7 +603,7 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 		prev := t.s
 		if h.kind != t.s.id {
 			s := e.slots[h.kind]
-			if s == nil || s.flow == Pull || e.check(s, src) != nil {
+			if s == nil || s.flow.handleInRTS() || e.check(s, src) != nil {
 				e.fail(t, fmt.Errorf("lmt: rank %d asked for backend id %d, unusable here", src, h.kind))
 				return nil
 			}
@@ -614,12 +621,17 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 				t.rewind()
 			}
 		}
-		if t.s.flow == Push {
-			t.moveStart = monotonic() // see Stats.Moving
+		if t.s.flow.handleInCTS() {
+			if t.s.flow == Push {
+				t.moveStart = monotonic() // see Stats.Moving
+			}
 			if err := t.s.b.SetPeerHandle(t, payload); err != nil {
 				e.fail(t, err)
 				return nil
 			}
+		}
+		if t.s.flow == Split {
+			t.skip(SplitPoint(t.length)) // the receiver copies the first half
 		}
 		e.activate(t)
 	case pktDone:
@@ -629,6 +641,14 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 		}
 		if len(payload) == 8 && t.side == Sender {
 			t.stats.Moving = time.Duration(binary.LittleEndian.Uint64(payload))
+		}
+		if t.side == Receiver && t.s.flow == Split {
+			// The sender's half is in; the transfer is done when ours is.
+			t.peerDone = true
+			if t.state == stWaitDone {
+				e.finishSplit(t)
+			}
+			return nil
 		}
 		if t.side == Receiver || t.state == stWaitDone {
 			t.stats.Bytes = h.length
@@ -672,7 +692,7 @@ func (e *Engine) Progress() error {
 			e.idle(t)
 			continue
 		}
-		max := int(min(int64(e.cfg.Chunk), t.length-t.moved))
+		max := int(min(int64(e.cfg.Chunk), t.end()-t.moved))
 		n, err := t.s.b.Step(t, max)
 		if err != nil {
 			e.fail(t, err)
@@ -685,7 +705,7 @@ func (e *Engine) Progress() error {
 		t.idleVisits = 0
 		e.bytes += uint64(n)
 		t.advance(n)
-		if t.moved == t.length {
+		if t.moved == t.end() {
 			e.sideDone(t)
 		}
 	}
@@ -750,10 +770,33 @@ func (e *Engine) sideDone(t *Transfer) {
 		e.pushed(t)
 		return
 	}
+	if t.s.flow == Split {
+		if t.side == Sender {
+			// Our half is in; the receiver's DONE completes us.
+			t.state = stWaitDone
+			e.send(t, pktDone, statusOK, 0, t.moved)
+			return
+		}
+		t.state = stWaitDone
+		if t.peerDone {
+			e.finishSplit(t)
+		}
+		return
+	}
 	// The DONE tells the sender how long the move took here.
 	moving := monotonic() - t.moveStart
 	binary.LittleEndian.PutUint64(t.packet()[hdrLen:], uint64(moving))
 	e.send(t, pktDone, statusOK, 8, t.moved)
+	e.complete(t, e.truncation(t))
+}
+
+// finishSplit completes a Split receiver once both halves are in.
+func (e *Engine) finishSplit(t *Transfer) {
+	t.moved = t.length
+	t.stats.Bytes = t.length
+	moving := monotonic() - t.moveStart
+	binary.LittleEndian.PutUint64(t.packet()[hdrLen:], uint64(moving))
+	e.send(t, pktDone, statusOK, 8, t.length)
 	e.complete(t, e.truncation(t))
 }
 

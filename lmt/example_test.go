@@ -26,4 +26,5 @@ func ExampleCheck() {
 	// cma unavailable: the peer's process id is unknown
 	// cma-write unavailable: the peer's process id is unknown
 	// pipe available
+	// cma-split unavailable: the peer's process id is unknown
 }

@@ -8,7 +8,7 @@ import (
 
 // The backends of this package; pipe and vmsplice run the same suites in
 // their own packages.
-var backends = []string{"shm", "cma", "cma-write"}
+var backends = []string{"shm", "cma", "cma-write", "cma-split"}
 
 func TestMatrix(t *testing.T) {
 	for _, b := range backends {

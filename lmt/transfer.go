@@ -42,6 +42,7 @@ type Transfer struct {
 	started    time.Duration // monotonic(), at StartSend or StartRecv
 	moveStart  time.Duration // when the payload could start moving
 	early      bool          // a sender filling its channel before the CTS
+	peerDone   bool          // a Split receiver whose sender's half is in
 	pushing    bool          // a sender with bytes not yet in its channel
 
 	pkt        []byte // outgoing control packet, allocated on first use
@@ -197,6 +198,23 @@ func (t *Transfer) walk(p []byte, skip int, out bool) int {
 		}
 	}
 	return n
+}
+
+// end is where this side's copying stops: the transfer's length, or for
+// the receiver of a Split transfer, the split point.
+func (t *Transfer) end() int64 {
+	if t.side == Receiver && t.s != nil && t.s.flow == Split {
+		return SplitPoint(t.length)
+	}
+	return t.length
+}
+
+// skip moves the cursors to byte n without counting the bytes as moved by
+// this side's backend: a Split sender starts at the split point.
+func (t *Transfer) skip(n int64) {
+	chunks := t.stats.Chunks
+	t.advance(int(n - t.moved))
+	t.stats.Chunks = chunks
 }
 
 // rewind puts the cursors back to the start: the receiver discarded what

@@ -20,7 +20,7 @@ import (
 	_ "github.com/knemesis/knemesis/vmsplice"
 )
 
-var all = []string{"shm", "cma", "cma-write", "pipe", "vmsplice"}
+var all = []string{"shm", "cma", "cma-write", "cma-split", "pipe", "vmsplice"}
 
 func join(p launch.Proc, o attach.Options) (*nemesis.Endpoint, *attach.LMT, error) {
 	ep, err := nemesis.JoinProc(p, nil)

@@ -261,12 +261,20 @@ func checkCounts(backend string, c Case, st lmt.Stats) error {
 	switch {
 	case backend == "cma" && !c.SendIov && !c.RecvIov && (st.Chunks != chunks || st.Syscalls != chunks):
 		return fmt.Errorf("%v: %d chunks in %d process_vm_readv calls, want %d of each", c, st.Chunks, st.Syscalls, chunks)
+	case backend == "cma-split" && !c.SendIov && !c.RecvIov && (st.Chunks != splitChunks(c.Size) || st.Syscalls != splitChunks(c.Size)):
+		return fmt.Errorf("%v: the receiver read its half in %d chunks and %d process_vm_readv calls, want %d of each", c, st.Chunks, st.Syscalls, splitChunks(c.Size))
 	case backend == "shm" && st.Syscalls != 0:
 		return fmt.Errorf("%v: the shm ring made %d system calls", c, st.Syscalls)
 	case (backend == "pipe" || backend == "vmsplice") && st.Syscalls < st.Chunks:
 		return fmt.Errorf("%v: %d chunks in %d system calls", c, st.Chunks, st.Syscalls)
 	}
 	return nil
+}
+
+// splitChunks is how many chunks the receiver of a cma-split transfer of
+// size bytes reads: its half, up to the split point.
+func splitChunks(size int) int {
+	return int((lmt.SplitPoint(int64(size)) + lmt.DefaultChunk - 1) / lmt.DefaultChunk)
 }
 
 // RunMatrix runs every Case of Sizes from rank 0 to rank 1 with backend,
@@ -400,7 +408,7 @@ func RunPeerDies(t *testing.T, backend string, dying int) {
 }
 
 func passive(backend string, side lmt.Side) bool {
-	return backend == "cma" && side == lmt.Sender || backend == "cma-write" && side == lmt.Receiver
+	return backend == "cma" && side == lmt.Sender || backend == "cma-write" && side == lmt.Receiver // cma-split: both copy
 }
 
 // RunManyPairs has every rank of a 4-process job send to every other at
@@ -465,8 +473,9 @@ func RunManyPairs(t *testing.T, backend string) {
 
 // RunManySegments moves 3000 segments of 97 bytes, more than IOV_MAX (1024)
 // per system call, into 2500 segments of 117 bytes. The side whose address
-// list travels in a handle (the cma sender, the cma-write receiver) is
-// contiguous: a handle carries at most Config.MaxSegments addresses.
+// list travels in a handle (the cma sender, the cma-write receiver, both
+// sides of cma-split) is contiguous: a handle carries at most
+// Config.MaxSegments addresses.
 func RunManySegments(t *testing.T, backend string) {
 	job := NewJob(2)
 	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup}, func(p launch.Proc) error {
@@ -490,7 +499,7 @@ func RunManySegments(t *testing.T, backend string) {
 			msg := make([]byte, size)
 			Fill(msg, 0)
 			iov := cut(msg, 97)
-			if backend == "cma" { // the sender's list travels in the RTS
+			if backend == "cma" || backend == "cma-split" { // the sender's list travels in the RTS
 				iov = [][]byte{msg}
 			}
 			tr, n, err := eng.StartSend(1, iov, backend, rts)
@@ -508,7 +517,7 @@ func RunManySegments(t *testing.T, backend string) {
 		}
 		got := make([]byte, size)
 		iov := cut(got, 117)
-		if backend == "cma-write" { // the receiver's list travels in the CTS
+		if backend == "cma-write" || backend == "cma-split" { // the receiver's list travels in the CTS
 			iov = [][]byte{got}
 		}
 		tr, err := eng.StartRecv(0, r, iov)
@@ -523,7 +532,7 @@ func RunManySegments(t *testing.T, backend string) {
 		if !bytes.Equal(got, want) {
 			return errors.New("3000-segment message arrived corrupted")
 		}
-		if st := tr.Stats(); backend != "shm" && backend != "cma-write" && st.Syscalls < 3 {
+		if st := tr.Stats(); backend != "shm" && backend != "cma-write" && backend != "cma-split" && st.Syscalls < 3 {
 			return fmt.Errorf("%d system calls for 2500 receive segments, want ≥ 3 (IOV_MAX is 1024)", st.Syscalls)
 		}
 		return nil

@@ -40,7 +40,7 @@ var sizes = []int{64 << 10, 1 << 20, 4 << 20, 16 << 20}
 
 // mechanism of each backend in the C reference (cma-write is held against
 // process_vm_readv, the same copy in the other direction).
-var raw = map[string]string{"shm": "shm", "cma": "cma", "cma-write": "cma", "pipe": "pipe", "vmsplice": "vmsplice"}
+var raw = map[string]string{"shm": "shm", "cma": "cma", "cma-write": "cma", "cma-split": "cma-split", "pipe": "pipe", "vmsplice": "vmsplice"}
 
 func TestMain(m *testing.M) {
 	if job := os.Getenv(envPeer); job != "" {
@@ -242,7 +242,7 @@ func startPeer() (*side, error) {
 // (compare the GB/s metrics of the go and raw lines of one run).
 func BenchmarkLMT(b *testing.B) {
 	for _, shape := range []string{"stream", "pingpong"} {
-		for _, backend := range []string{"shm", "cma", "cma-write", "vmsplice", "pipe"} {
+		for _, backend := range []string{"shm", "cma", "cma-write", "cma-split", "vmsplice", "pipe"} {
 			for _, size := range sizes {
 				name := fmt.Sprintf("%s/%s/%dKiB", shape, backend, size>>10)
 				b.Run(name+"/go", func(b *testing.B) { benchGo(b, shape, backend, size) })
@@ -319,7 +319,7 @@ func TestReference(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("gcc not installed: cannot build the C reference")
 	}
-	for _, m := range []string{"pipe", "vmsplice", "cma", "shm"} {
+	for _, m := range []string{"pipe", "vmsplice", "cma", "cma-split", "shm"} {
 		for _, pp := range []bool{false, true} {
 			g, err := rawbench.Run(rawbench.Params{Mech: m, PingPong: pp, Size: 100003, Iters: 3,
 				Chunk: 65536, Slots: 8, SlotSize: 32768, PipeSize: 1 << 20})

@@ -2,7 +2,7 @@
 // the Go benchmarks are held against (target: Go >= 0.9x raw).
 //
 //   raw MECH SHAPE SIZE ITERS [CHUNK SLOTS SLOTSIZE PIPESIZE]
-//   MECH  pipe | vmsplice | cma | shm
+//   MECH  pipe | vmsplice | cma | cma-split | shm
 //   SHAPE stream (one way, back to back) | pingpong (separate buffers)
 //
 // Parent and child run after fork, pinned to CPU 0 and 1 when
@@ -46,6 +46,7 @@ struct flags {
 };
 
 static struct flags *fl;
+static char *dst_buf;
 static char *ring[2];
 static int pfd[2][2];		/* pfd[d]: pipe of direction d (0: parent->child) */
 static const char *mech;
@@ -112,17 +113,32 @@ static void full_read(int fd, char *p, long n)
 	}
 }
 
-static void cma_pull(pid_t peer, char *dst, char *src)
+static pid_t peer_pid;
+
+/* Copy [from, to) between this process and the peer, chunk by chunk. */
+static void cma_copy(pid_t peer, char *mine, char *theirs, long from, long to, int write)
 {
-	for (long off = 0; off < size;) {
-		long n = size - off < chunk ? size - off : chunk;
-		struct iovec l = { dst + off, n }, r = { src + off, n };
-		ssize_t k = process_vm_readv(peer, &l, 1, &r, 1, 0);
+	for (long off = from; off < to;) {
+		long n = to - off < chunk ? to - off : chunk;
+		struct iovec l = { mine + off, n }, r = { theirs + off, n };
+		ssize_t k = write ? process_vm_writev(peer, &l, 1, &r, 1, 0) :
+				    process_vm_readv(peer, &l, 1, &r, 1, 0);
 
 		if (k <= 0)
-			die("process_vm_readv");
+			die(write ? "process_vm_writev" : "process_vm_readv");
 		off += k;
 	}
+}
+
+static void cma_pull(pid_t peer, char *dst, char *src)
+{
+	cma_copy(peer, dst, src, 0, size, 0);
+}
+
+/* cma-split: the receiver reads [0, split), the sender writes the rest. */
+static long split_point(void)
+{
+	return size / 2 & ~4095L;
 }
 
 /* Message number i from side `me` (direction me) to the other side. */
@@ -136,6 +152,12 @@ static void send_msg(int me, long i)
 		}
 	} else if (!strcmp(mech, "cma")) {
 		atomic_store(&fl->ready[me].v, i + 1);
+		WAIT_UNTIL(atomic_load(&fl->taken[me].v) >= i + 1);
+	} else if (!strcmp(mech, "cma-split")) {
+		atomic_store(&fl->ready[me].v, i + 1);
+		/* dst has the same address in both processes */
+		cma_copy(peer_pid, fl->buf[me], dst_buf, split_point(), size, 1);
+		atomic_store(&fl->written[me].v, i + 1);
 		WAIT_UNTIL(atomic_load(&fl->taken[me].v) >= i + 1);
 	} else {
 		unsigned long w = atomic_load(&fl->written[me].v);
@@ -163,6 +185,11 @@ static void recv_msg(int me, long i, pid_t peer, char *dst)
 		WAIT_UNTIL(atomic_load(&fl->ready[from].v) >= i + 1);
 		cma_pull(peer, dst, fl->buf[from]);
 		atomic_store(&fl->taken[from].v, i + 1);
+	} else if (!strcmp(mech, "cma-split")) {
+		WAIT_UNTIL(atomic_load(&fl->ready[from].v) >= i + 1);
+		cma_copy(peer, dst, fl->buf[from], 0, split_point(), 0);
+		WAIT_UNTIL(atomic_load(&fl->written[from].v) >= i + 1);
+		atomic_store(&fl->taken[from].v, i + 1);
 	} else {
 		unsigned long r = atomic_load(&fl->read[from].v);
 
@@ -180,7 +207,7 @@ static void recv_msg(int me, long i, pid_t peer, char *dst)
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
-		fprintf(stderr, "usage: raw pipe|vmsplice|cma|shm stream|pingpong SIZE ITERS [CHUNK SLOTS SLOTSIZE PIPESIZE]\n");
+		fprintf(stderr, "usage: raw pipe|vmsplice|cma|cma-split|shm stream|pingpong SIZE ITERS [CHUNK SLOTS SLOTSIZE PIPESIZE]\n");
 		return 2;
 	}
 	mech = argv[1];
@@ -209,6 +236,8 @@ int main(int argc, char **argv)
 	}
 	char *dst = mmap(0, size + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
+	dst_buf = dst;
+
 	memset(fl->buf[0], 1, size + 1);
 	memset(fl->buf[1], 2, size + 1);
 	memset(dst, 3, size + 1);
@@ -218,6 +247,8 @@ int main(int argc, char **argv)
 		die("fork");
 	int me = child == 0;
 	pid_t peer = me ? parent : child;
+
+	peer_pid = peer;
 
 	if (getenv("KNEMESIS_BENCH_PIN"))
 		pin(me);
@@ -245,7 +276,7 @@ int main(int argc, char **argv)
 		if (me == 1) {
 			atomic_store(&fl->ready[1].v, -(round + 1));
 		} else {
-			WAIT_UNTIL(atomic_load(&fl->ready[1].v) == -(round + 1) || pingpong || !strcmp(mech, "cma"));
+			WAIT_UNTIL(atomic_load(&fl->ready[1].v) == -(round + 1) || pingpong || !strncmp(mech, "cma", 3));
 		}
 	}
 	if (me == 1)

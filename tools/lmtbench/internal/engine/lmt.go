@@ -28,6 +28,7 @@ func init() {
 		{"vmsplice", "LMT: sender's pages spliced into a pipe, readv out (one kernel copy)"},
 		{"cma", "LMT: receiver pulls with process_vm_readv (one kernel copy)"},
 		{"cma-write", "LMT: sender pushes with process_vm_writev after the CTS (one kernel copy)"},
+		{"cma-split", "LMT: receiver reads the first half while the sender writes the second (one kernel copy, two CPUs)"},
 	} {
 		register(Backend{
 			Name:        b.name,
