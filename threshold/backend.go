@@ -14,6 +14,9 @@ const (
 	Vmsplice Backend = "vmsplice"
 	// CMA is process_vm_readv/writev: one copy, needs ptrace permission.
 	CMA Backend = "cma"
+	// CMASplit is CMA with the copy shared: the receiver reads the first
+	// half while the sender writes the second.
+	CMASplit Backend = "cma-split"
 	// Knem is the KNEM-ABI module: one kernel copy, or DMA offload.
 	Knem Backend = "knem"
 )
@@ -24,12 +27,12 @@ const Eager Backend = "eager"
 
 // Backends lists the LMT backends in the order of the paper's preference
 // when no cache is shared: the module, then single copies, then copies.
-var Backends = []Backend{Knem, CMA, Vmsplice, Shm, Pipe}
+var Backends = []Backend{Knem, CMA, CMASplit, Vmsplice, Shm, Pipe}
 
 // Valid reports whether b is one of the LMT backends or Eager.
 func (b Backend) Valid() bool {
 	switch b {
-	case Shm, Pipe, Vmsplice, CMA, Knem, Eager:
+	case Shm, Pipe, Vmsplice, CMA, CMASplit, Knem, Eager:
 		return true
 	}
 	return false

@@ -119,7 +119,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		{[]string{"pingpong", "--working-set", "1M"}, 2, "lmtbench: --working-set applies to pollution, not pingpong"},
 		{[]string{"pollution", "--plot", "p.png"}, 2, "lmtbench: --plot draws throughput; pollution has none to draw"},
 		{[]string{"bidir", "--reuse"}, 2, "lmtbench: --reuse applies to pingpong, not bidir"},
-		{[]string{"tune", "--backends", "cma-write"}, 2, `lmtbench: --backends: tune measures the selector's backends (eager, knem, cma, vmsplice, shm, pipe), not "cma-write"`},
+		{[]string{"tune", "--backends", "cma-write"}, 2, `lmtbench: --backends: tune measures the selector's backends (eager, knem, cma, cma-split, vmsplice, shm, pipe), not "cma-write"`},
 		{[]string{"--vm", "--plot", "p.png"}, 2, "lmtbench: --plot with --vm: the guest's files vanish when it powers off"},
 		{[]string{"tune", "--vm"}, 2, "lmtbench: tune with --vm: the tuning file would describe an emulated CPU"},
 	} {

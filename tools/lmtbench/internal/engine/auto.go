@@ -44,9 +44,9 @@ func init() {
 }
 
 // adaptiveCandidates are the backends adaptive weighs against the table's
-// choice: pipe (two kernel copies) and cma-write (cma's copy the other way)
-// never beat them.
-var adaptiveCandidates = []threshold.Backend{threshold.Shm, threshold.CMA, threshold.Vmsplice, threshold.Knem}
+// choice: pipe (two kernel copies), cma and cma-write (one CPU making the
+// copy cma-split shares between two) never beat them here.
+var adaptiveCandidates = []threshold.Backend{threshold.Shm, threshold.CMASplit, threshold.Vmsplice, threshold.Knem}
 
 // selectorSlot lets the endpoint's LMT be attached before the table
 // exists: the table needs the engine's availability checks.
