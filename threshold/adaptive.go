@@ -17,7 +17,7 @@ import (
 // and keeps, per power-of-two size class, a running cost per byte of every
 // candidate backend, fed by the sender's own completion times. It sends
 // most messages by the cheapest candidate known and, every ExploreEvery
-// messages of a class, one by another candidate in turn, so that a change
+// messages of a class, two by another candidate in turn, so that a change
 // is noticed within a few dozen messages. Open MPI and MPICH fix their
 // choice at startup; UCX's protocol selection estimates costs from a
 // static performance model. This learns from the pair's own transfers.
@@ -32,10 +32,21 @@ type Adaptive struct {
 	// ring), which says nothing about the next messages.
 	opened  [maxCandidates]bool
 	classes [maxClasses]sizeClass
-	// ExploreEvery is how many messages of a size class pass between two
-	// that try another candidate (default 32: a 2x slower candidate then
-	// costs about 3% on average).
+	// ExploreEvery is how many messages of a size class pass at least
+	// between two explorations of another candidate (default 64: each
+	// sends two messages, so a 2x slower candidate costs about 3% on
+	// average), and ExploreBytes how many bytes (default 64 MiB): small
+	// messages pay more for an exploration, whose first message finds the
+	// candidate cold and whose return finds the best one cold.
 	ExploreEvery uint32
+	ExploreBytes int64
+	// MinSize is the smallest message Adaptive weighs (default 256 KiB);
+	// smaller ones take the table's choice. Below it the cost signal is
+	// too noisy here: a 64 KiB message moves in 2-4 µs, and a cold ring,
+	// a scheduling hiccup or the early-filled part the receiver never
+	// waits for outweigh the differences between backends (measured:
+	// 0.72x of the best at 64 KiB, 0.92-1.00x from 1 MiB).
+	MinSize int64
 }
 
 // maxClasses covers messages up to 2^47 bytes, far beyond any buffer.
@@ -46,6 +57,9 @@ const maxCandidates = 8
 
 type sizeClass struct {
 	sent uint32
+	// since counts the messages and bytes since the last exploration.
+	since      uint32
+	sinceBytes int64
 	// cost per byte of each candidate in ns, a running mean over recent
 	// messages; 0 until measured.
 	cost [maxCandidates]float64
@@ -55,6 +69,11 @@ type sizeClass struct {
 	// is not a measurement, see opened).
 	tries [maxCandidates]uint8
 	next  uint8 // candidate the next exploration tries
+	// An exploration sends two messages by its candidate and counts only
+	// the second (see send).
+	again uint8 // 1 + the candidate to send once more, 0 for none
+	last  uint8 // 1 + the candidate of the previous message
+	warm  [maxCandidates]bool
 }
 
 // NewAdaptive returns a selector starting from t and weighing candidates
@@ -64,7 +83,7 @@ func NewAdaptive(t *Table, candidates []Backend) (*Adaptive, error) {
 	if t == nil {
 		return nil, fmt.Errorf("threshold: NewAdaptive needs a table")
 	}
-	a := &Adaptive{table: t, ExploreEvery: 32}
+	a := &Adaptive{table: t, ExploreEvery: 64, ExploreBytes: 64 << 20, MinSize: 256 << 10}
 	add := func(b Backend) error {
 		for _, c := range a.cands {
 			if c == b {
@@ -118,11 +137,12 @@ func (a *Adaptive) index(b Backend) int {
 // Choose returns the transfer method for a message of size bytes: the
 // table's eager decision, else the backend with the lowest measured cost in
 // the message's size class. The first message of a class takes the table's
-// choice, the next ones measure each other candidate once, and afterwards
-// one message in every ExploreEvery re-measures the next candidate in turn.
+// choice, the next ones measure each other candidate, and afterwards one
+// message in every ExploreEvery starts re-measuring the next candidate in
+// turn (two messages, see sizeClass.again).
 func (a *Adaptive) Choose(size int64) Choice {
 	c := a.table.Choose(size)
-	if c.Eager || c.DMA || len(a.cands) == 1 {
+	if c.Eager || c.DMA || len(a.cands) == 1 || size < a.MinSize {
 		// DMA offload is the module's decision, not a CPU backend's
 		// cost: leave it to the table.
 		return c
@@ -131,24 +151,53 @@ func (a *Adaptive) Choose(size int64) Choice {
 	k.sent++
 	best := a.best(k, c.Backend)
 	if k.sent == 1 {
-		return Choice{Backend: best}
+		return a.send(k, a.index(best))
 	}
+	if k.again != 0 {
+		i := k.again - 1
+		k.again = 0
+		return a.send(k, int(i))
+	}
+	pick := -1
 	for i := range a.cands {
 		if k.cost[i] == 0 && k.tries[i] < 3 && a.cands[i] != best {
 			k.tries[i]++
-			return Choice{Backend: a.cands[i]}
+			pick = i
+			break
 		}
 	}
-	if k.sent%max(a.ExploreEvery, 2) == 0 {
+	k.since++
+	k.sinceBytes += size
+	if pick < 0 && k.since >= max(a.ExploreEvery, 2) && k.sinceBytes >= a.ExploreBytes {
+		k.since, k.sinceBytes = 0, 0
 		for range len(a.cands) {
 			i := int(k.next) % len(a.cands)
 			k.next = uint8((i + 1) % len(a.cands))
 			if a.cands[i] != best {
-				return Choice{Backend: a.cands[i]}
+				pick = i
+				break
 			}
 		}
 	}
-	return Choice{Backend: best}
+	if pick < 0 {
+		return a.send(k, a.index(best))
+	}
+	k.again = uint8(pick + 1)
+	return a.send(k, pick)
+}
+
+// send returns candidate i as the choice, and marks its message as not
+// counting when the previous one went another way: a backend's first
+// message after others ran finds it cold (its ring or pipe out of the
+// caches and the TLB), measured here up to 70 times its warm cost at
+// 64 KiB. Counting those would keep every candidate, and the one in use
+// after each exploration, looking worse than it is.
+func (a *Adaptive) send(k *sizeClass, i int) Choice {
+	if k.last != uint8(i+1) {
+		k.warm[i] = true
+		k.last = uint8(i + 1)
+	}
+	return Choice{Backend: a.cands[i]}
 }
 
 // best is the cheapest measured candidate of class k, or fallback while
@@ -181,22 +230,37 @@ func (a *Adaptive) Backend(size int64) string {
 // sends eagerly and backends a does not weigh are ignored.
 func (a *Adaptive) Observe(backend string, size int64, elapsed time.Duration) {
 	i := a.index(Backend(backend))
-	if i < 0 || size <= 0 || elapsed <= 0 {
+	if i < 0 || size <= 0 || size < a.MinSize || elapsed <= 0 {
 		return
 	}
-	if !a.opened[i] {
+	k := &a.classes[classOf(size)]
+	if k.warm[i] || !a.opened[i] {
+		k.warm[i] = false
 		a.opened[i] = true
 		return
 	}
 	x := float64(elapsed) / float64(size)
-	k := &a.classes[classOf(size)]
-	if k.cost[i] == 0 {
+	if k.cost[i] == 0 || !a.isBest(k, i) {
+		// A candidate off the best is measured once in a while: its
+		// latest message says more about now than an average of old
+		// ones (the first ones also fault in a ring or a pipe's pages).
 		k.cost[i] = x
 		return
 	}
-	// A mean over the last few messages: quick to follow the placement,
-	// slow enough that one preempted message does not swing it.
+	// The best one is measured on every message: a mean over the last
+	// few follows the placement quickly, and one preempted message does
+	// not swing it.
 	k.cost[i] += (x - k.cost[i]) / 4
+}
+
+// isBest reports whether candidate i has the lowest measured cost of k.
+func (a *Adaptive) isBest(k *sizeClass, i int) bool {
+	for j := range a.cands {
+		if c := k.cost[j]; c != 0 && c < k.cost[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Costs returns the measured cost in ns per byte of each candidate for

@@ -2,6 +2,7 @@ package threshold
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -35,32 +36,36 @@ func TestAdaptiveLearnsAndFollows(t *testing.T) {
 	}
 	const size = 1 << 20
 	// The first message takes the table's choice; the next ones measure
-	// each other candidate, twice each since a backend's first message
-	// also opened its channel and does not count.
+	// each other candidate with two messages, the first of which only
+	// warms it up (and the table's own choice, whose first message also
+	// opened its channel).
 	near := map[Backend]float64{Shm: 0.05, CMA: 0.12, Vmsplice: 0.08, Knem: 0.2}
 	var seq []Backend
-	for range 8 {
+	for range 9 {
 		c := a.Choose(size)
 		seq = append(seq, c.Backend)
 		a.Observe(string(c.Backend), size, time.Duration(near[c.Backend]*size))
 	}
-	if seq[0] != Shm {
-		t.Fatalf("first message went %v, want the table's shm", seq[0])
+	want := []Backend{Shm, Knem, Knem, Shm, Shm, CMA, CMA, Vmsplice, Vmsplice}
+	if !slices.Equal(seq, want) {
+		t.Fatalf("first messages went %v, want %v", seq, want)
 	}
 	for i, c := range a.Costs(size) {
 		if want := near[a.Candidates()[i]]; math.Abs(c-want) > 1e-6 {
 			t.Fatalf("after %v: costs %v, want each candidate's %v", seq, a.Costs(size), near)
 		}
 	}
-	// Then the cheapest, with one message in ExploreEvery elsewhere.
-	used := run(a, 320, size, near)
-	if used[Shm] != 320-10 || used[CMA]+used[Vmsplice]+used[Knem] != 10 {
-		t.Fatalf("steady state near: %v, want 310 shm and 10 explorations", used)
+	// Then the cheapest, with an exploration of two messages once 64
+	// messages and 64 MiB have passed: 9 in the next 640 messages (the
+	// count started with the warm-up's 4 first messages).
+	used := run(a, 640, size, near)
+	if used[Shm] != 640-18 || used[CMA]+used[Vmsplice]+used[Knem] != 18 {
+		t.Fatalf("steady state near: %v, want 622 shm and 9 explorations of 2", used)
 	}
 	// The placement changes: shm now costs three times more than
 	// vmsplice. Within a few explorations the choice follows.
 	far := map[Backend]float64{Shm: 0.18, CMA: 0.14, Vmsplice: 0.10, Knem: 0.2}
-	run(a, 3*32*3, size, far)
+	run(a, 3*64*3, size, far)
 	if c := a.Choose(size); c.Backend != Vmsplice {
 		t.Fatalf("after the change: %v (costs %v), want vmsplice", c.Backend, a.Costs(size))
 	}
@@ -74,6 +79,13 @@ func TestAdaptiveLeavesEagerAndDMAToTheTable(t *testing.T) {
 	a, err := NewAdaptive(shmTable(), []Backend{CMA})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for range 100 {
+		c := a.Choose(128 << 10)
+		if c.Backend != Shm {
+			t.Fatalf("128 KiB, below MinSize: %+v, want the table's shm", c)
+		}
+		a.Observe(string(c.Backend), 128<<10, time.Second) // ignored: below MinSize
 	}
 	for range 100 {
 		if c := a.Choose(4 << 10); !c.Eager {
@@ -102,10 +114,11 @@ func TestAdaptiveGivesUpOnUnmeasuredCandidate(t *testing.T) {
 		}
 		a.Observe(string(c.Backend), 1<<20, 50*time.Microsecond)
 	}
-	// 3 warm-up tries, then one exploration in every 32 messages, which
-	// the rotation shares between the two other candidates.
-	if tries < 3 || tries > 3+1000/32 {
-		t.Errorf("cma tried %d times, want 3 plus at most one in 32", tries)
+	// 3 warm-up explorations of 2 messages, then one exploration of 2 in
+	// every 64 messages, which the rotation shares between the two other
+	// candidates.
+	if tries < 6 || tries > 6+2*1000/64 {
+		t.Errorf("cma tried %d times, want 6 plus at most two in 64", tries)
 	}
 }
 
@@ -135,5 +148,53 @@ func TestAdaptiveAllocatesNothing(t *testing.T) {
 		a.Observe(string(c.Backend), size, 60*time.Microsecond)
 	}); n != 0 {
 		t.Errorf("Choose+Observe: %v allocations, want 0", n)
+	}
+}
+
+// A backend is slow on its first message after others were used (its ring
+// or pipe has left the caches): explorations are not held to that message,
+// and the one in use keeps its place.
+func TestAdaptiveIgnoresColdFirstMessage(t *testing.T) {
+	a, err := NewAdaptive(&Table{LMTMin: Threshold{Bytes: 64 << 10}, Rules: []Rule{{From: 64 << 10, Backend: Shm}}},
+		[]Backend{CMASplit, Vmsplice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.ExploreBytes, a.MinSize = 0, 0 // by message count only, as for large messages
+	const size = 64 << 10
+	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.1, Vmsplice: 0.1}
+	var last Backend
+	used := map[Backend]int{}
+	for n := range 1000 {
+		c := a.Choose(size)
+		x := cost[c.Backend]
+		if c.Backend != last {
+			x *= 40 // cold
+		}
+		last = c.Backend
+		a.Observe(string(c.Backend), size, time.Duration(x*size))
+		if n >= 360 {
+			used[c.Backend]++
+		}
+	}
+	if n := 640 - used[Shm]; n < 18 || n > 20 || n%2 != 0 {
+		t.Errorf("last 640 messages: %v (costs %v), want shm but for 9 or 10 explorations of 2", used, a.Costs(size))
+	}
+}
+
+// Small messages explore less often: an exploration costs them a cold
+// message twice, so it waits for ExploreBytes to pass as well.
+func TestAdaptiveExploresByBytes(t *testing.T) {
+	a, err := NewAdaptive(&Table{LMTMin: Threshold{Bytes: 64 << 10}, Rules: []Rule{{From: 64 << 10, Backend: Shm}}},
+		[]Backend{CMASplit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.MinSize = 0
+	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.1}
+	run(a, 100, 64<<10, cost)
+	// 64 MiB in 64 KiB messages: one exploration per 1024 messages.
+	if used := run(a, 4096, 64<<10, cost); used[CMASplit] != 8 {
+		t.Errorf("4096 messages of 64 KiB: %v, want 4 explorations of 2", used)
 	}
 }

@@ -9,6 +9,12 @@ import (
 // Auto is the automatic choice's backend name.
 const Auto = "auto"
 
+// Selectors are the rows that choose among the single backends rather
+// than being one: each is compared with the best of those.
+var Selectors = []string{Auto, "adaptive"}
+
+func isSelector(backend string) bool { return slices.Contains(Selectors, backend) }
+
 // Classes are the placement classes CompareAuto compares within, in the
 // order it reports them: far is the usual placement here, near the faster
 // one (../shared/docs/baselines.md).
@@ -41,13 +47,13 @@ type ClassRatios struct {
 func CompareAuto(results []Result) {
 	for i := range results {
 		a := &results[i]
-		if a.Backend != Auto || a.Reference || a.Mode == harness.Pollution {
+		if !isSelector(a.Backend) || a.Reference || a.Mode == harness.Pollution {
 			continue
 		}
 		var peers []*Result
 		for j := range results {
 			r := &results[j]
-			if r.Mode == a.Mode && r.Size == a.Size && !r.Reference && r.Backend != Auto {
+			if r.Mode == a.Mode && r.Size == a.Size && !r.Reference && !isSelector(r.Backend) {
 				peers = append(peers, r)
 			}
 		}

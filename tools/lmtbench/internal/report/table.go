@@ -88,17 +88,33 @@ func WriteTable(w io.Writer, results []Result) error {
 	return nil
 }
 
-// writeAutoVsBest prints CompareAuto's ratios, one line per size.
-func writeAutoVsBest(w io.Writer, autos []*Result) error {
+// writeAutoVsBest prints CompareAuto's ratios, one block per selector and
+// one line per size.
+func writeAutoVsBest(w io.Writer, all []*Result) error {
+	for _, sel := range Selectors {
+		var autos []*Result
+		for _, a := range all {
+			if a.Backend == sel {
+				autos = append(autos, a)
+			}
+		}
+		if err := writeSelectorVsBest(w, sel, autos); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeSelectorVsBest(w io.Writer, sel string, autos []*Result) error {
 	if len(autos) == 0 {
 		return nil
 	}
 	if !slices.ContainsFunc(autos, func(a *Result) bool { return a.Placement != "unknown" }) {
-		_, err := fmt.Fprintln(w, "auto ÷ best single backend: not computed — no placement probe, so no sample is known to share a placement")
+		_, err := fmt.Fprintln(w, sel+" ÷ best single backend: not computed — no placement probe, so no sample is known to share a placement")
 		return err
 	}
-	fmt.Fprintf(w, "auto ÷ best single backend of %s: median over the rounds where auto and all of them stayed in one placement; >1 auto is faster\n",
-		strings.Join(autos[0].AutoVsBest.Backends, ", "))
+	fmt.Fprintf(w, "%s ÷ best single backend of %s: median over the rounds where %s and all of them stayed in one placement; >1 %s is faster\n",
+		sel, strings.Join(autos[0].AutoVsBest.Backends, ", "), sel, sel)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "size\t"+strings.Join(Classes, "\t"))
 	for _, a := range autos {
