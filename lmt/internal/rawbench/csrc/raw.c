@@ -42,11 +42,27 @@ struct flags {
 	struct counter taken[2];	/* by side: messages consumed */
 	struct counter written[2];	/* shm ring: slots filled, per direction */
 	struct counter read[2];		/* shm ring: slots emptied, per direction */
-	char *buf[2];		/* each side's buffer (same address in both) */
+	char *buf[2][2];	/* each side's buffers (same addresses in both) */
 };
 
 static struct flags *fl;
-static char *dst_buf;
+static char *dsts[2];	/* receive buffers (same addresses in both) */
+
+/*
+ * Streaming keeps two messages in flight in two buffers a side, as the Go
+ * benchmark does (window 2): the same working set in the caches.
+ */
+static int nbufs = 1;
+
+static char *src_of(int side, long i)
+{
+	return fl->buf[side][i % nbufs];
+}
+
+static char *dst_of(long i)
+{
+	return dsts[i % nbufs];
+}
 static char *ring[2];
 static int pfd[2][2];		/* pfd[d]: pipe of direction d (0: parent->child) */
 static const char *mech;
@@ -145,7 +161,7 @@ static long split_point(void)
 static void send_msg(int me, long i)
 {
 	if (!strcmp(mech, "pipe") || !strcmp(mech, "vmsplice")) {
-		full_write(pfd[me][1], fl->buf[me], size, mech[0] == 'v');
+		full_write(pfd[me][1], src_of(me, i), size, mech[0] == 'v');
 		if (mech[0] == 'v') {
 			/* spliced pages are referenced: wait until they are read */
 			WAIT_UNTIL(atomic_load(&fl->taken[me].v) >= i + 1);
@@ -156,12 +172,12 @@ static void send_msg(int me, long i)
 	} else if (!strcmp(mech, "cma-split")) {
 		atomic_store(&fl->ready[me].v, i + 1);
 		/* dst has the same address in both processes */
-		cma_copy(peer_pid, fl->buf[me], dst_buf, split_point(), size, 1);
+		cma_copy(peer_pid, src_of(me, i), dst_of(i), split_point(), size, 1);
 		atomic_store(&fl->written[me].v, i + 1);
 		WAIT_UNTIL(atomic_load(&fl->taken[me].v) >= i + 1);
 	} else {
 		unsigned long w = atomic_load(&fl->written[me].v);
-		char *src = fl->buf[me];
+		char *src = src_of(me, i);
 
 		for (long off = 0; off < size;) {
 			long n = size - off < slotsize ? size - off : slotsize;
@@ -174,20 +190,21 @@ static void send_msg(int me, long i)
 	}
 }
 
-static void recv_msg(int me, long i, pid_t peer, char *dst)
+static void recv_msg(int me, long i, pid_t peer)
 {
 	int from = 1 - me;
+	char *dst = dst_of(i);
 
 	if (!strcmp(mech, "pipe") || !strcmp(mech, "vmsplice")) {
 		full_read(pfd[from][0], dst, size);
 		atomic_store(&fl->taken[from].v, i + 1);
 	} else if (!strcmp(mech, "cma")) {
 		WAIT_UNTIL(atomic_load(&fl->ready[from].v) >= i + 1);
-		cma_pull(peer, dst, fl->buf[from]);
+		cma_pull(peer, dst, src_of(from, i));
 		atomic_store(&fl->taken[from].v, i + 1);
 	} else if (!strcmp(mech, "cma-split")) {
 		WAIT_UNTIL(atomic_load(&fl->ready[from].v) >= i + 1);
-		cma_copy(peer, dst, fl->buf[from], 0, split_point(), 0);
+		cma_copy(peer, dst, src_of(from, i), 0, split_point(), 0);
 		WAIT_UNTIL(atomic_load(&fl->written[from].v) >= i + 1);
 		atomic_store(&fl->taken[from].v, i + 1);
 	} else {
@@ -229,18 +246,25 @@ int main(int argc, char **argv)
 		if (fl == MAP_FAILED || ring[d] == MAP_FAILED)
 			die("mmap");
 		/* private buffers, allocated before fork: same address in both */
-		fl->buf[d] = mmap(0, size + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (fl->buf[d] == MAP_FAILED || pipe(pfd[d]))
-			die("setup");
+		for (int k = 0; k < 2; k++) {
+			fl->buf[d][k] = mmap(0, size + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (fl->buf[d][k] == MAP_FAILED)
+				die("mmap");
+			memset(fl->buf[d][k], 1 + d, size + 1);
+		}
+		if (pipe(pfd[d]))
+			die("pipe");
 		fcntl(pfd[d][1], F_SETPIPE_SZ, (int)pipesize);
 	}
-	char *dst = mmap(0, size + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	for (int k = 0; k < 2; k++) {
+		dsts[k] = mmap(0, size + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (dsts[k] == MAP_FAILED)
+			die("mmap");
+		memset(dsts[k], 3, size + 1);
+	}
+	if (!pingpong)
+		nbufs = 2;
 
-	dst_buf = dst;
-
-	memset(fl->buf[0], 1, size + 1);
-	memset(fl->buf[1], 2, size + 1);
-	memset(dst, 3, size + 1);
 	pid_t parent = getpid(), child = fork();
 
 	if (child < 0)
@@ -263,12 +287,12 @@ int main(int argc, char **argv)
 				if (me == 0)
 					send_msg(0, i);
 				else
-					recv_msg(1, i, peer, dst);
+					recv_msg(1, i, peer);
 			} else if (me == 0) {
 				send_msg(0, i);
-				recv_msg(0, i, peer, dst);
+				recv_msg(0, i, peer);
 			} else {
-				recv_msg(1, i, peer, dst);
+				recv_msg(1, i, peer);
 				send_msg(1, i);
 			}
 		}
