@@ -177,3 +177,31 @@ func TestBestComparesOneClass(t *testing.T) {
 		t.Errorf("table lacks %q:\n%s", want, b.String())
 	}
 }
+
+// TestCompareEachSelector: auto and adaptive are each compared with the
+// single backends, never with each other, and the table prints a block
+// for each.
+func TestCompareEachSelector(t *testing.T) {
+	results := []Result{
+		Aggregate("pingpong", "shm", false, []harness.Sample{at(0, 0.5, "far", "far")}),
+		Aggregate("pingpong", "auto", false, []harness.Sample{at(0, 0.5, "far", "far")}),
+		Aggregate("pingpong", "adaptive", false, []harness.Sample{at(0, 0.25, "far", "far")}),
+	}
+	CompareAuto(results)
+	for _, r := range results[1:] {
+		if got := strings.Join(r.AutoVsBest.Backends, ","); got != "shm" {
+			t.Errorf("%s compared with %q, want shm alone", r.Backend, got)
+		}
+	}
+	wantRatio(t, ratios(t, results[1])["far"], 1, 1)
+	wantRatio(t, ratios(t, results[2])["far"], 1, 2)
+	var out bytes.Buffer
+	if err := WriteTable(&out, results); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"auto ÷ best single backend of shm", "adaptive ÷ best single backend of shm"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
