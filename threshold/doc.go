@@ -34,6 +34,12 @@
 // that cache when their placement is known ([Placement.JobCPUs]), else the
 // cores sharing it (one process per core, the paper's second formula).
 //
+// A table is a prediction from the caches. [Adaptive] corrects it while the
+// job runs, from how long each message's payload took to move, for machines
+// where the best backend changes under the job (a VM whose vCPUs move between
+// one core and two) or with the job's buffer reuse; package lmt/attach takes
+// one per peer in Options.Select.
+//
 // The table is built once; [Table.Choose] is the per-message call: a scan of
 // a few rules, without allocation, lock or map lookup.
 package threshold
