@@ -39,6 +39,7 @@ type cma struct {
 	env    *Env
 	flow   Flow
 	pids   []int // the pid each peer's handle named, per rank
+	pid    int   // ours: getpid(2) is a system call, and it is in every handle
 	pidns  uint64
 	local  [iovMax]unix.Iovec
 	remote [iovMax]unix.RemoteIovec
@@ -49,7 +50,7 @@ func newCMA(env *Env, flow Flow) *cma {
 	// rank declares "anyone", which is what CMA needs between siblings.
 	// Without Yama the call fails with EINVAL, harmlessly.
 	_ = unix.Prctl(unix.PR_SET_PTRACER, unix.PR_SET_PTRACER_ANY, 0, 0, 0)
-	return &cma{env: env, flow: flow, pids: make([]int, env.Size), pidns: pidNamespace()}
+	return &cma{env: env, flow: flow, pids: make([]int, env.Size), pid: os.Getpid(), pidns: pidNamespace()}
 }
 
 func (c *cma) Name() string {
@@ -67,7 +68,7 @@ func (c *cma) Flow() Flow { return c.flow }
 func (c *cma) Check(peer Peer) error { return checkCMA(c.env.Config, peer) }
 
 func (c *cma) Handle(t *Transfer, dst []byte) (int, error) {
-	return EncodeSegments(t, os.Getpid(), c.pidns, dst)
+	return EncodeSegments(t, c.pid, c.pidns, dst)
 }
 
 func (c *cma) SetPeerHandle(t *Transfer, h []byte) error {
