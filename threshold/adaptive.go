@@ -40,12 +40,9 @@ type Adaptive struct {
 	// candidate cold and whose return finds the best one cold.
 	ExploreEvery uint32
 	ExploreBytes int64
-	// MinSize is the smallest message Adaptive weighs (default 256 KiB);
-	// smaller ones take the table's choice. Below it the cost signal is
-	// too noisy here: a 64 KiB message moves in 2-4 µs, and a cold ring,
-	// a scheduling hiccup or the early-filled part the receiver never
-	// waits for outweigh the differences between backends (measured:
-	// 0.72x of the best at 64 KiB, 0.92-1.00x from 1 MiB).
+	// MinSize is the smallest message Adaptive weighs; smaller ones take
+	// the table's choice (default 0: every message the table sends
+	// through the LMT).
 	MinSize int64
 }
 
@@ -83,7 +80,7 @@ func NewAdaptive(t *Table, candidates []Backend) (*Adaptive, error) {
 	if t == nil {
 		return nil, fmt.Errorf("threshold: NewAdaptive needs a table")
 	}
-	a := &Adaptive{table: t, ExploreEvery: 64, ExploreBytes: 64 << 20, MinSize: 256 << 10}
+	a := &Adaptive{table: t, ExploreEvery: 64, ExploreBytes: 64 << 20}
 	add := func(b Backend) error {
 		for _, c := range a.cands {
 			if c == b {
@@ -248,9 +245,12 @@ func (a *Adaptive) Observe(backend string, size int64, elapsed time.Duration) {
 		return
 	}
 	// The best one is measured on every message: a mean over the last
-	// few follows the placement quickly, and one preempted message does
-	// not swing it.
-	k.cost[i] += (x - k.cost[i]) / 4
+	// few follows the placement quickly. A sample counts for at most
+	// twice the mean, so that one preempted message (here up to 50 times
+	// a 64 KiB message's usual time) moves it by a quarter, not enough to
+	// hand the class to a slower backend until its next exploration; a
+	// lasting slowdown still doubles it within a few messages.
+	k.cost[i] += (min(x, 2*k.cost[i]) - k.cost[i]) / 4
 }
 
 // isBest reports whether candidate i has the lowest measured cost of k.

@@ -80,6 +80,7 @@ func TestAdaptiveLeavesEagerAndDMAToTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.MinSize = 256 << 10
 	for range 100 {
 		c := a.Choose(128 << 10)
 		if c.Backend != Shm {
@@ -160,7 +161,7 @@ func TestAdaptiveIgnoresColdFirstMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.ExploreBytes, a.MinSize = 0, 0 // by message count only, as for large messages
+	a.ExploreBytes = 0 // by message count only, as for large messages
 	const size = 64 << 10
 	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.1, Vmsplice: 0.1}
 	var last Backend
@@ -190,11 +191,29 @@ func TestAdaptiveExploresByBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.MinSize = 0
 	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.1}
 	run(a, 100, 64<<10, cost)
 	// 64 MiB in 64 KiB messages: one exploration per 1024 messages.
 	if used := run(a, 4096, 64<<10, cost); used[CMASplit] != 8 {
 		t.Errorf("4096 messages of 64 KiB: %v, want 4 explorations of 2", used)
+	}
+}
+
+// One preempted message does not hand the class to a slower backend.
+func TestAdaptiveShrugsOffOneOutlier(t *testing.T) {
+	a, err := NewAdaptive(&Table{LMTMin: Threshold{Bytes: 64 << 10}, Rules: []Rule{{From: 64 << 10, Backend: Shm}}},
+		[]Backend{CMASplit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 1 << 20
+	cost := map[Backend]float64{Shm: 0.05, CMASplit: 0.08}
+	run(a, 100, size, cost)
+	if c := a.Choose(size); c.Backend != Shm {
+		t.Fatalf("before the outlier: %v", c.Backend)
+	}
+	a.Observe("shm", size, time.Duration(50*0.05*size)) // preempted
+	if c := a.Choose(size); c.Backend != Shm {
+		t.Errorf("after one message 50 times slower: %v (costs %v), want shm still", c.Backend, a.Costs(size))
 	}
 }

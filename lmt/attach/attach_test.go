@@ -147,7 +147,7 @@ func adaptive(t *testing.T) *threshold.Adaptive {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.ExploreEvery, a.ExploreBytes, a.MinSize = 4, 0, 0
+	a.ExploreEvery, a.ExploreBytes = 4, 0
 	return a
 }
 
