@@ -11,39 +11,52 @@ import (
 	"github.com/knemesis/knemesis/threshold"
 )
 
-// "auto" is what an application gets without choosing: package threshold
-// builds the size→backend table for the pair of CPUs the ranks run on (the
-// tuning file when `lmtbench tune` wrote one for this machine, else the
-// paper's formula), messages below its eager→LMT switch stay on the Nemesis
-// cells, and each larger message takes the table's backend — one
-// Table.Choose per message, which allocates nothing.
+// "auto" is the automatic choice. Package threshold builds the size→backend
+// table for the pair of CPUs the ranks run on (the tuning file when
+// `lmtbench tune` wrote one for this machine, else the paper's formula);
+// messages below its eager→LMT switch stay on the Nemesis cells; larger ones
+// go where threshold.Adaptive, installed with attach.Options.Select, says:
+// the table's backend until measurement shows another candidate moving that
+// size class faster. The table is a prediction from the caches; on this VM
+// the best backend changes with the vCPUs' placement every few seconds
+// (near: shm about 21 GB/s at 1-4 MiB, cma-split 14; far: cma-split 10-13,
+// shm 5-6), which only measurement can follow.
 //
-// "adaptive" corrects the same table by measurement (threshold.Adaptive
-// through attach.Options.Select): each size class keeps the cost of every
-// candidate backend, from the time each message's payload took to move, and
-// re-measures one in every 32 messages, so that the choice follows the
-// buffers' cache state and the vCPUs' placement.
+// "table" is the table alone, one Table.Choose per message, for comparison.
 func init() {
 	register(Backend{
 		Name:        "auto",
-		Summary:     "the automatic choice: package threshold's table per message size, through lmt/attach",
-		Check:       func() error { return nil },
-		SharedBytes: func(int) int { return 0 },
-		Open:        func(p Peer) (Engine, error) { return openAuto(p, false) },
-	})
-	register(Backend{
-		Name:        "adaptive",
-		Summary:     "the table corrected by measurement while the job runs (threshold.Adaptive through attach.Options.Select)",
+		Summary:     "the automatic choice: package threshold's table corrected by measurement (threshold.Adaptive), through lmt/attach",
 		Check:       func() error { return nil },
 		SharedBytes: func(int) int { return 0 },
 		Open:        func(p Peer) (Engine, error) { return openAuto(p, true) },
 	})
+	register(Backend{
+		Name:        "table",
+		Summary:     "package threshold's size→backend table alone, without measurement",
+		Check:       func() error { return nil },
+		SharedBytes: func(int) int { return 0 },
+		Open:        func(p Peer) (Engine, error) { return openAuto(p, false) },
+		OnRequest:   true,
+	})
 }
 
-// adaptiveCandidates are the backends adaptive weighs against the table's
+// adaptiveCandidates are the backends auto weighs against the table's
 // choice: pipe (two kernel copies), cma and cma-write (one CPU making the
 // copy cma-split shares between two) never beat them here.
 var adaptiveCandidates = []threshold.Backend{threshold.Shm, threshold.CMASplit, threshold.Vmsplice, threshold.Knem}
+
+// candidates are the adaptiveCandidates usable with env's peer.
+func candidates(env threshold.Env) []threshold.Backend {
+	var cands []threshold.Backend
+	for _, b := range adaptiveCandidates {
+		if b == threshold.Knem && !env.Knem || slices.Contains(env.Unavailable, b) {
+			continue
+		}
+		cands = append(cands, b)
+	}
+	return cands
+}
 
 // selectorSlot lets the endpoint's LMT be attached before the table
 // exists: the table needs the engine's availability checks.
@@ -115,14 +128,7 @@ func openAuto(p Peer, adaptive bool) (Engine, error) {
 		return nil, fmt.Errorf("auto: eager limit %d: %w", eager, err)
 	}
 	if adaptive {
-		var cands []threshold.Backend
-		for _, b := range adaptiveCandidates {
-			if b == threshold.Knem && !env.Knem || slices.Contains(env.Unavailable, b) {
-				continue
-			}
-			cands = append(cands, b)
-		}
-		if slot.a, err = threshold.NewAdaptive(table, cands); err != nil {
+		if slot.a, err = threshold.NewAdaptive(table, candidates(env)); err != nil {
 			e.Close()
 			return nil, fmt.Errorf("auto: %w", err)
 		}

@@ -23,9 +23,6 @@ func OpenMulti(name string, p Peer) (Multi, error) {
 	switch name {
 	case "memcpy":
 		return nil, fmt.Errorf("memcpy: the reference runs between 2 processes only")
-	case "adaptive":
-		return nil, &Unavailable{Backend: name, Reason: "alltoall runs the table alone (auto); the learning selector is measured between 2 processes",
-			Fix: "use --backends auto for alltoall"}
 	case "knem":
 		if err := knemDevice(); err != nil {
 			return nil, err
@@ -40,14 +37,19 @@ func OpenMulti(name string, p Peer) (Multi, error) {
 		return m, nil
 	}
 	opts := attach.Options{EagerMax: 1, Prefer: []string{name}}
-	if name == "auto" {
+	selecting := name == "auto" || name == "table"
+	if selecting {
 		opts = attach.Options{EagerMax: 1}
+	}
+	if name == "auto" {
+		m.slots = make([]selectorSlot, p.Proc.Size)
+		opts.Select = func(peer int) attach.Selector { return &m.slots[peer] }
 	}
 	if m.att, err = attach.Attach(ep, opts); err != nil {
 		ep.Close()
 		return nil, fmt.Errorf("%s: attaching the LMT: %w", name, err)
 	}
-	if name != "auto" {
+	if !selecting {
 		for r := range m.n {
 			if r == m.me {
 				continue
@@ -71,6 +73,7 @@ type multiEngine struct {
 	att    *attach.LMT
 	me, n  int
 	choose func(size int) string
+	slots  []selectorSlot // auto: one adaptive selector per peer
 	reqs   []nemesis.Request
 }
 
@@ -99,6 +102,18 @@ func (m *multiEngine) autoTable(cpus []int) error {
 	table := info.Table
 	if err := m.ep.SetLMT(m.att, max(int(table.LMTMin.Bytes)-1, 0)); err != nil {
 		return fmt.Errorf("auto: eager limit: %w", err)
+	}
+	if m.slots != nil {
+		cands := candidates(env)
+		for r := range m.slots {
+			if r == m.me {
+				continue
+			}
+			if m.slots[r].a, err = threshold.NewAdaptive(table, cands); err != nil {
+				return fmt.Errorf("auto: %w", err)
+			}
+		}
+		return nil
 	}
 	m.choose = func(size int) string {
 		if c := table.Choose(int64(size)); !c.Eager {

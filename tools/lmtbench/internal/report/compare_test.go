@@ -178,14 +178,14 @@ func TestBestComparesOneClass(t *testing.T) {
 	}
 }
 
-// TestCompareEachSelector: auto and adaptive are each compared with the
+// TestCompareEachSelector: auto and table are each compared with the
 // single backends, never with each other, and the table prints a block
 // for each.
 func TestCompareEachSelector(t *testing.T) {
 	results := []Result{
 		Aggregate("pingpong", "shm", false, []harness.Sample{at(0, 0.5, "far", "far")}),
 		Aggregate("pingpong", "auto", false, []harness.Sample{at(0, 0.5, "far", "far")}),
-		Aggregate("pingpong", "adaptive", false, []harness.Sample{at(0, 0.25, "far", "far")}),
+		Aggregate("pingpong", "table", false, []harness.Sample{at(0, 0.25, "far", "far")}),
 	}
 	CompareAuto(results)
 	for _, r := range results[1:] {
@@ -199,7 +199,7 @@ func TestCompareEachSelector(t *testing.T) {
 	if err := WriteTable(&out, results); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"auto ÷ best single backend of shm", "adaptive ÷ best single backend of shm"} {
+	for _, want := range []string{"auto ÷ best single backend of shm", "table ÷ best single backend of shm"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
