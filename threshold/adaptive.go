@@ -60,11 +60,6 @@ type sizeClass struct {
 	// cost per byte of each candidate in ns, a running mean over recent
 	// messages; 0 until measured.
 	cost [maxCandidates]float64
-	// tries counts messages sent to a candidate before its first
-	// measurement: one that never completes as itself (the receiver fell
-	// back) is not tried forever (3: the first completion of a backend
-	// is not a measurement, see opened).
-	tries [maxCandidates]uint8
 	next  uint8 // candidate the next exploration tries
 	// An exploration sends two messages by its candidate and counts only
 	// the second (see send).
@@ -133,10 +128,10 @@ func (a *Adaptive) index(b Backend) int {
 
 // Choose returns the transfer method for a message of size bytes: the
 // table's eager decision, else the backend with the lowest measured cost in
-// the message's size class. The first message of a class takes the table's
-// choice, the next ones measure each other candidate, and afterwards one
-// message in every ExploreEvery starts re-measuring the next candidate in
-// turn (two messages, see sizeClass.again).
+// the message's size class, the table's choice until another is measured.
+// Once ExploreEvery messages and ExploreBytes bytes of the class have
+// passed, the next candidate in turn is measured with two messages (see
+// send).
 func (a *Adaptive) Choose(size int64) Choice {
 	c := a.table.Choose(size)
 	if c.Eager || c.DMA || len(a.cands) == 1 || size < a.MinSize {
@@ -155,14 +150,10 @@ func (a *Adaptive) Choose(size int64) Choice {
 		k.again = 0
 		return a.send(k, int(i))
 	}
+	// No warm-up round through the candidates: a short job would pay
+	// for it (each exploration's first message is cold) before it could
+	// gain. Candidates are first measured on the regular schedule.
 	pick := -1
-	for i := range a.cands {
-		if k.cost[i] == 0 && k.tries[i] < 3 && a.cands[i] != best {
-			k.tries[i]++
-			pick = i
-			break
-		}
-	}
 	k.since++
 	k.sinceBytes += size
 	if pick < 0 && k.since >= max(a.ExploreEvery, 2) && k.sinceBytes >= a.ExploreBytes {

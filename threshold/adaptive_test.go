@@ -2,7 +2,6 @@ package threshold
 
 import (
 	"math"
-	"slices"
 	"testing"
 	"time"
 )
@@ -35,39 +34,32 @@ func TestAdaptiveLearnsAndFollows(t *testing.T) {
 		t.Fatalf("candidates %v, want [shm knem cma vmsplice]", got)
 	}
 	const size = 1 << 20
-	// The first message takes the table's choice; the next ones measure
-	// each other candidate with two messages, the first of which only
-	// warms it up (and the table's own choice, whose first message also
-	// opened its channel).
+	// The table's choice until 64 messages and 64 MiB have passed; then
+	// one candidate in turn is measured with two messages, the first of
+	// which only warms it up. A cycle is 64 messages plus the second.
 	near := map[Backend]float64{Shm: 0.05, CMA: 0.12, Vmsplice: 0.08, Knem: 0.2}
-	var seq []Backend
-	for range 9 {
-		c := a.Choose(size)
-		seq = append(seq, c.Backend)
-		a.Observe(string(c.Backend), size, time.Duration(near[c.Backend]*size))
+	if used := run(a, 64, size, near); used[Shm] != 64 {
+		t.Fatalf("first 64 messages: %v, want all by the table's shm", used)
 	}
-	want := []Backend{Shm, Knem, Knem, Shm, Shm, CMA, CMA, Vmsplice, Vmsplice}
-	if !slices.Equal(seq, want) {
-		t.Fatalf("first messages went %v, want %v", seq, want)
+	if used := run(a, 3*65, size, near); used[Knem] != 2 || used[CMA] != 2 || used[Vmsplice] != 2 {
+		t.Fatalf("next messages: %v, want two by each other candidate", used)
 	}
 	for i, c := range a.Costs(size) {
 		if want := near[a.Candidates()[i]]; math.Abs(c-want) > 1e-6 {
-			t.Fatalf("after %v: costs %v, want each candidate's %v", seq, a.Costs(size), near)
+			t.Fatalf("costs %v, want each candidate's %v", a.Costs(size), near)
 		}
 	}
-	// Then the cheapest, with an exploration of two messages once 64
-	// messages and 64 MiB have passed: 9 in the next 640 messages (the
-	// count started with the warm-up's 4 first messages).
-	used := run(a, 640, size, near)
-	if used[Shm] != 640-18 || used[CMA]+used[Vmsplice]+used[Knem] != 18 {
-		t.Fatalf("steady state near: %v, want 622 shm and 9 explorations of 2", used)
+	// Then the cheapest, with an exploration of two messages per cycle.
+	used := run(a, 650, size, near)
+	if used[Shm] != 650-20 || used[CMA]+used[Vmsplice]+used[Knem] != 20 {
+		t.Fatalf("steady state near: %v, want 630 shm and 10 explorations of 2", used)
 	}
 	// The placement changes: shm now costs three times more than
 	// vmsplice. Within a few explorations the choice follows.
 	far := map[Backend]float64{Shm: 0.18, CMA: 0.14, Vmsplice: 0.10, Knem: 0.2}
-	run(a, 3*64*3, size, far)
-	if c := a.Choose(size); c.Backend != Vmsplice {
-		t.Fatalf("after the change: %v (costs %v), want vmsplice", c.Backend, a.Costs(size))
+	run(a, 3*65*3, size, far)
+	if used := run(a, 65, size, far); used[Vmsplice] != 63 {
+		t.Fatalf("after the change: %v (costs %v), want vmsplice but for one exploration", used, a.Costs(size))
 	}
 	// Other size classes learn on their own.
 	if c := a.Choose(128 << 10); c.Backend != Shm {
@@ -99,14 +91,15 @@ func TestAdaptiveLeavesEagerAndDMAToTheTable(t *testing.T) {
 }
 
 // A candidate whose messages never complete as itself (the receiver fell
-// back to another backend) is tried twice, then left alone.
-func TestAdaptiveGivesUpOnUnmeasuredCandidate(t *testing.T) {
+// back to another backend) stays unmeasured and is only tried on the
+// exploration schedule, two messages per cycle shared with the others.
+func TestAdaptiveUnmeasuredCandidateCostsOnlyExplorations(t *testing.T) {
 	a, err := NewAdaptive(shmTable(), []Backend{CMA})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tries := 0
-	for range 1000 {
+	for range 20*65 + 1 {
 		c := a.Choose(1 << 20)
 		if c.Backend == CMA {
 			tries++
@@ -115,11 +108,9 @@ func TestAdaptiveGivesUpOnUnmeasuredCandidate(t *testing.T) {
 		}
 		a.Observe(string(c.Backend), 1<<20, 50*time.Microsecond)
 	}
-	// 3 warm-up explorations of 2 messages, then one exploration of 2 in
-	// every 64 messages, which the rotation shares between the two other
-	// candidates.
-	if tries < 6 || tries > 6+2*1000/64 {
-		t.Errorf("cma tried %d times, want 6 plus at most two in 64", tries)
+	// 20 cycles of 65 messages, the rotation taking knem and cma in turn.
+	if tries != 20 {
+		t.Errorf("cma tried %d times, want 20 (10 explorations of 2)", tries)
 	}
 }
 
