@@ -60,7 +60,7 @@ type sizeClass struct {
 	// cost per byte of each candidate in ns, a running mean over recent
 	// messages; 0 until measured.
 	cost [maxCandidates]float64
-	next  uint8 // candidate the next exploration tries
+	next uint8 // candidate the next exploration tries
 	// An exploration sends two messages by its candidate and counts only
 	// the second (see send).
 	again uint8 // 1 + the candidate to send once more, 0 for none
