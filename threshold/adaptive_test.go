@@ -152,7 +152,7 @@ func TestAdaptiveIgnoresColdFirstMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.ExploreBytes = 0 // by message count only, as for large messages
+	a.ExploreEvery, a.ExploreBytes = 64, 0 // by message count only
 	const size = 64 << 10
 	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.1, Vmsplice: 0.1}
 	var last Backend
@@ -206,5 +206,23 @@ func TestAdaptiveShrugsOffOneOutlier(t *testing.T) {
 	a.Observe("shm", size, time.Duration(50*0.05*size)) // preempted
 	if c := a.Choose(size); c.Backend != Shm {
 		t.Errorf("after one message 50 times slower: %v (costs %v), want shm still", c.Backend, a.Costs(size))
+	}
+}
+
+// Large messages pass 64 MiB quickly: their class explores every
+// ExploreEvery (24) messages, so it adapts within a few dozen.
+func TestAdaptiveLargeMessagesExploreByCount(t *testing.T) {
+	a, err := NewAdaptive(&Table{LMTMin: Threshold{Bytes: 64 << 10}, Rules: []Rule{{From: 64 << 10, Backend: Shm}}},
+		[]Backend{CMASplit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 16 << 20
+	far := map[Backend]float64{Shm: 0.18, CMASplit: 0.075}
+	if used := run(a, 24, size, far); used[Shm] != 24 {
+		t.Fatalf("first 24 messages: %v, want the table's shm", used)
+	}
+	if used := run(a, 25, size, far); used[CMASplit] != 25 {
+		t.Errorf("next 25 messages: %v (costs %v), want cma-split measured at once and kept", used, a.Costs(size))
 	}
 }
