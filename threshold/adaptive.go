@@ -61,8 +61,9 @@ type sizeClass struct {
 	sinceBytes int64
 	// cost per byte of each candidate in ns, a running mean over recent
 	// messages; 0 until measured.
-	cost [maxCandidates]float64
-	next uint8 // candidate the next exploration tries
+	cost  [maxCandidates]float64
+	next  uint8  // candidate the next exploration tries
+	cycle uint32 // explorations so far
 	// An exploration sends two messages by its candidate and counts only
 	// the second (see send).
 	again uint8 // 1 + the candidate to send once more, 0 for none
@@ -160,10 +161,18 @@ func (a *Adaptive) Choose(size int64) Choice {
 	k.sinceBytes += size
 	if pick < 0 && k.since >= max(a.ExploreEvery, 2) && k.sinceBytes >= a.ExploreBytes {
 		k.since, k.sinceBytes = 0, 0
+		k.cycle++
+		bc := k.cost[a.index(best)]
 		for range len(a.cands) {
 			i := int(k.next) % len(a.cands)
 			k.next = uint8((i + 1) % len(a.cands))
-			if a.cands[i] != best {
+			// A candidate last measured at more than twice the
+			// best's cost is re-measured one cycle in four: each
+			// exploration of it costs two slow messages (in far
+			// placement shm runs at 0.45x of cma-split here), and
+			// it is still seen within a few cycles when the best
+			// one slows down.
+			if a.cands[i] != best && (k.cycle%4 == 0 || bc == 0 || k.cost[i] <= 2*bc) {
 				pick = i
 				break
 			}

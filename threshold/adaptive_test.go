@@ -154,7 +154,7 @@ func TestAdaptiveIgnoresColdFirstMessage(t *testing.T) {
 	}
 	a.ExploreEvery, a.ExploreBytes = 64, 0 // by message count only
 	const size = 64 << 10
-	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.1, Vmsplice: 0.1}
+	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.05, Vmsplice: 0.05}
 	var last Backend
 	used := map[Backend]int{}
 	for n := range 1000 {
@@ -182,7 +182,7 @@ func TestAdaptiveExploresByBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.1}
+	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.05}
 	run(a, 100, 64<<10, cost)
 	// 64 MiB in 64 KiB messages: one exploration per 1024 messages.
 	if used := run(a, 4096, 64<<10, cost); used[CMASplit] != 8 {
@@ -224,5 +224,29 @@ func TestAdaptiveLargeMessagesExploreByCount(t *testing.T) {
 	}
 	if used := run(a, 25, size, far); used[CMASplit] != 25 {
 		t.Errorf("next 25 messages: %v (costs %v), want cma-split measured at once and kept", used, a.Costs(size))
+	}
+}
+
+// A candidate measured at more than twice the best's cost is re-measured
+// one exploration in four, and still found within a few cycles when the
+// best slows down.
+func TestAdaptiveExploresFarWorseCandidatesLess(t *testing.T) {
+	a, err := NewAdaptive(&Table{LMTMin: Threshold{Bytes: 64 << 10}, Rules: []Rule{{From: 64 << 10, Backend: Shm}}},
+		[]Backend{CMASplit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 4 << 20
+	far := map[Backend]float64{Shm: 0.16, CMASplit: 0.074}
+	run(a, 200, size, far) // settles on cma-split, shm measured at 2.2x
+	if used := run(a, 25*16, size, far); used[Shm] != 2*4 {
+		t.Errorf("16 cycles: %v, want shm re-measured in 4 of them", used)
+	}
+	// The placement changes: now cma-split is the slow one. shm is
+	// re-measured within 4 cycles and takes over.
+	near := map[Backend]float64{Shm: 0.047, CMASplit: 0.14}
+	run(a, 25*4, size, near)
+	if used := run(a, 25, size, near); used[Shm] < 23 {
+		t.Errorf("after the change: %v (costs %v), want shm", used, a.Costs(size))
 	}
 }
