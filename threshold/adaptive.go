@@ -146,6 +146,11 @@ func (a *Adaptive) Choose(size int64) Choice {
 	k.sent++
 	best := a.best(k, c.Backend)
 	if k.sent == 1 {
+		// The first exploration comes four times sooner than the next
+		// ones: the table may be wrong for this placement, and a job
+		// should not spend its first dozens of messages finding out.
+		k.since = a.ExploreEvery - a.ExploreEvery/4
+		k.sinceBytes = a.ExploreBytes - a.ExploreBytes/4
 		return a.send(k, a.index(best))
 	}
 	if k.again != 0 {

@@ -34,12 +34,13 @@ func TestAdaptiveLearnsAndFollows(t *testing.T) {
 		t.Fatalf("candidates %v, want [shm knem cma vmsplice]", got)
 	}
 	const size = 1 << 20
-	// The table's choice until 64 messages and 64 MiB have passed; then
-	// one candidate in turn is measured with two messages, the first of
-	// which only warms it up. A cycle is 64 messages plus the second.
+	// The table's choice until a quarter of 64 MiB has passed (the first
+	// exploration comes four times sooner); then one candidate in turn is
+	// measured with two messages, the first of which only warms it up.
+	// Later cycles are 64 MiB: 64 messages plus the second.
 	near := map[Backend]float64{Shm: 0.05, CMA: 0.12, Vmsplice: 0.08, Knem: 0.2}
-	if used := run(a, 64, size, near); used[Shm] != 64 {
-		t.Fatalf("first 64 messages: %v, want all by the table's shm", used)
+	if used := run(a, 16, size, near); used[Shm] != 16 {
+		t.Fatalf("first 16 messages: %v, want all by the table's shm", used)
 	}
 	if used := run(a, 3*65, size, near); used[Knem] != 2 || used[CMA] != 2 || used[Vmsplice] != 2 {
 		t.Fatalf("next messages: %v, want two by each other candidate", used)
@@ -210,7 +211,8 @@ func TestAdaptiveShrugsOffOneOutlier(t *testing.T) {
 }
 
 // Large messages pass 64 MiB quickly: their class explores every
-// ExploreEvery (24) messages, so it adapts within a few dozen.
+// ExploreEvery (24) messages, the first time after 6, so it adapts within
+// a few messages.
 func TestAdaptiveLargeMessagesExploreByCount(t *testing.T) {
 	a, err := NewAdaptive(&Table{LMTMin: Threshold{Bytes: 64 << 10}, Rules: []Rule{{From: 64 << 10, Backend: Shm}}},
 		[]Backend{CMASplit})
@@ -219,8 +221,8 @@ func TestAdaptiveLargeMessagesExploreByCount(t *testing.T) {
 	}
 	const size = 16 << 20
 	far := map[Backend]float64{Shm: 0.18, CMASplit: 0.075}
-	if used := run(a, 24, size, far); used[Shm] != 24 {
-		t.Fatalf("first 24 messages: %v, want the table's shm", used)
+	if used := run(a, 6, size, far); used[Shm] != 6 {
+		t.Fatalf("first 6 messages: %v, want the table's shm", used)
 	}
 	if used := run(a, 25, size, far); used[CMASplit] != 25 {
 		t.Errorf("next 25 messages: %v (costs %v), want cma-split measured at once and kept", used, a.Costs(size))
