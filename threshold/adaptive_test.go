@@ -13,6 +13,17 @@ func shmTable() *Table {
 	}
 }
 
+// shmFirst is an Adaptive over a table sending everything from 64 KiB to
+// shm, weighing cands besides.
+func shmFirst(t *testing.T, cands ...Backend) *Adaptive {
+	t.Helper()
+	a, err := NewAdaptive(&Table{LMTMin: Threshold{Bytes: 64 << 10}, Rules: []Rule{{From: 64 << 10, Backend: Shm}}}, cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // run sends n messages of size through a, each taking cost[backend] ns per
 // byte, and returns how many went by each backend.
 func run(a *Adaptive, n int, size int64, cost map[Backend]float64) map[Backend]int {
@@ -148,11 +159,7 @@ func TestAdaptiveAllocatesNothing(t *testing.T) {
 // or pipe has left the caches): explorations are not held to that message,
 // and the one in use keeps its place.
 func TestAdaptiveIgnoresColdFirstMessage(t *testing.T) {
-	a, err := NewAdaptive(&Table{LMTMin: Threshold{Bytes: 64 << 10}, Rules: []Rule{{From: 64 << 10, Backend: Shm}}},
-		[]Backend{CMASplit, Vmsplice})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := shmFirst(t, CMASplit, Vmsplice)
 	a.ExploreEvery, a.ExploreBytes = 64, 0 // by message count only
 	const size = 64 << 10
 	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.05, Vmsplice: 0.05}
@@ -178,11 +185,7 @@ func TestAdaptiveIgnoresColdFirstMessage(t *testing.T) {
 // Small messages explore less often: an exploration costs them a cold
 // message twice, so it waits for ExploreBytes to pass as well.
 func TestAdaptiveExploresByBytes(t *testing.T) {
-	a, err := NewAdaptive(&Table{LMTMin: Threshold{Bytes: 64 << 10}, Rules: []Rule{{From: 64 << 10, Backend: Shm}}},
-		[]Backend{CMASplit})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := shmFirst(t, CMASplit)
 	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.05}
 	run(a, 100, 64<<10, cost)
 	// 64 MiB in 64 KiB messages: one exploration per 1024 messages.
@@ -193,11 +196,7 @@ func TestAdaptiveExploresByBytes(t *testing.T) {
 
 // One preempted message does not hand the class to a slower backend.
 func TestAdaptiveShrugsOffOneOutlier(t *testing.T) {
-	a, err := NewAdaptive(&Table{LMTMin: Threshold{Bytes: 64 << 10}, Rules: []Rule{{From: 64 << 10, Backend: Shm}}},
-		[]Backend{CMASplit})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := shmFirst(t, CMASplit)
 	const size = 1 << 20
 	cost := map[Backend]float64{Shm: 0.05, CMASplit: 0.08}
 	run(a, 100, size, cost)
@@ -214,11 +213,7 @@ func TestAdaptiveShrugsOffOneOutlier(t *testing.T) {
 // ExploreEvery (24) messages, the first time after 6, so it adapts within
 // a few messages.
 func TestAdaptiveLargeMessagesExploreByCount(t *testing.T) {
-	a, err := NewAdaptive(&Table{LMTMin: Threshold{Bytes: 64 << 10}, Rules: []Rule{{From: 64 << 10, Backend: Shm}}},
-		[]Backend{CMASplit})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := shmFirst(t, CMASplit)
 	const size = 16 << 20
 	far := map[Backend]float64{Shm: 0.18, CMASplit: 0.075}
 	if used := run(a, 6, size, far); used[Shm] != 6 {
@@ -233,11 +228,7 @@ func TestAdaptiveLargeMessagesExploreByCount(t *testing.T) {
 // one exploration in four, and still found within a few cycles when the
 // best slows down.
 func TestAdaptiveExploresFarWorseCandidatesLess(t *testing.T) {
-	a, err := NewAdaptive(&Table{LMTMin: Threshold{Bytes: 64 << 10}, Rules: []Rule{{From: 64 << 10, Backend: Shm}}},
-		[]Backend{CMASplit})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := shmFirst(t, CMASplit)
 	const size = 4 << 20
 	far := map[Backend]float64{Shm: 0.16, CMASplit: 0.074}
 	run(a, 200, size, far) // settles on cma-split, shm measured at 2.2x
