@@ -211,11 +211,7 @@ func (t *Transfer) end() int64 {
 
 // skip moves the cursors to byte n without counting the bytes as moved by
 // this side's backend: a Split sender starts at the split point.
-func (t *Transfer) skip(n int64) {
-	chunks := t.stats.Chunks
-	t.advance(int(n - t.moved))
-	t.stats.Chunks = chunks
-}
+func (t *Transfer) skip(n int64) { t.move(int(n - t.moved)) }
 
 // rewind puts the cursors back to the start: the receiver discarded what
 // the sender moved before the CTS.
@@ -223,10 +219,15 @@ func (t *Transfer) rewind() {
 	t.moved, t.seg, t.off, t.rseg, t.roff = 0, 0, 0, 0, 0
 }
 
-// advance moves both cursors by n bytes.
+// advance moves both cursors by the n bytes a Step moved.
 func (t *Transfer) advance(n int) {
-	t.moved += int64(n)
 	t.stats.Chunks++
+	t.move(n)
+}
+
+// move moves both cursors by n bytes.
+func (t *Transfer) move(n int) {
+	t.moved += int64(n)
 	left := n
 	for left > 0 && t.seg < len(t.iov) {
 		r := len(t.iov[t.seg]) - t.off

@@ -25,12 +25,8 @@ import (
 // One Adaptive serves one pair of processes (costs differ between pairs)
 // from one goroutine. Choose and Observe allocate nothing and take no lock.
 type Adaptive struct {
-	table *Table
-	cands []Backend
-	// opened is set once a candidate's first message completed: that one
-	// also paid for opening the backend's channel to the peer (a FIFO, a
-	// ring), which says nothing about the next messages.
-	opened  [maxCandidates]bool
+	table   *Table
+	cands   []Backend
 	classes [maxClasses]sizeClass
 	// ExploreEvery is how many messages of a size class pass at least
 	// between two explorations of another candidate (default 24: each
@@ -195,7 +191,9 @@ func (a *Adaptive) Choose(size int64) Choice {
 // message after others ran finds it cold (its ring or pipe out of the
 // caches and the TLB), measured here up to 70 times its warm cost at
 // 64 KiB. Counting those would keep every candidate, and the one in use
-// after each exploration, looking worse than it is.
+// after each exploration, looking worse than it is. A class's first
+// message counts as such a switch, which also leaves out the one that
+// opened a backend's channel (its FIFO or ring) to the peer.
 func (a *Adaptive) send(k *sizeClass, i int) Choice {
 	if k.last != uint8(i+1) {
 		k.warm[i] = true
@@ -238,9 +236,8 @@ func (a *Adaptive) Observe(backend string, size int64, elapsed time.Duration) {
 		return
 	}
 	k := &a.classes[classOf(size)]
-	if k.warm[i] || !a.opened[i] {
+	if k.warm[i] {
 		k.warm[i] = false
-		a.opened[i] = true
 		return
 	}
 	x := float64(elapsed) / float64(size)

@@ -38,7 +38,7 @@ func firstKernel(t *testing.T) string {
 // guest's ranks verified the pattern of every byte at that size.
 func TestVMRunsKnemInTheGuest(t *testing.T) {
 	if testing.Short() {
-		t.Skip("boots a QEMU guest (about a minute); not in -short")
+		t.Skip("-short leaves no time to boot a QEMU guest (about a minute); make test runs it")
 	}
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		t.Skip("qemu-system-x86_64 is not installed")
