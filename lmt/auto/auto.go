@@ -11,7 +11,7 @@ import (
 	_ "github.com/knemesis/knemesis/kmod/knem/knemlmt" // registers the knem backend
 	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/nemesis"
-	_ "github.com/knemesis/knemesis/pipe"     // registers the pipe backend
+	_ "github.com/knemesis/knemesis/pipe" // registers the pipe backend
 	"github.com/knemesis/knemesis/threshold"
 	_ "github.com/knemesis/knemesis/vmsplice" // registers the vmsplice backend
 )
