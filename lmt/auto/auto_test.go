@@ -1,12 +1,16 @@
 package auto_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/knemesis/knemesis/lmt/attach"
@@ -16,6 +20,7 @@ import (
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 	"github.com/knemesis/knemesis/threshold"
+	"golang.org/x/sys/unix"
 )
 
 // fixture is package threshold's sysfs of this kind of VM: CPUs 0 and 1
@@ -295,4 +300,323 @@ func TestOptionErrors(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPeersOwnSelectors: in a 3-rank job where rank 2 runs in a user
+// namespace of its own, CMA from rank 2 into the others is refused (the
+// kernel's ptrace rules) while ranks 0 and 1 may still read rank 2. Every
+// pair gets its own table and selector: rank 2's never hold cma or
+// cma-split, the others' do, and what one selector learns is its own.
+// vmsplice is ruled out for everyone through Options.
+func TestPeersOwnSelectors(t *testing.T) {
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil || strings.TrimSpace(string(b)) == "0" {
+		t.Skip("user namespaces are disabled here (user.max_user_namespaces)")
+	}
+	setup := func(rank int, cmd *exec.Cmd) error {
+		if rank == 2 {
+			cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+		}
+		return nil
+	}
+	launchtest.RunOpts(t, 3, launchtest.Options{Setup: setup}, func(p launch.Proc) error {
+		ep, err := nemesis.JoinProc(p, nil)
+		if err != nil {
+			return err
+		}
+		defer ep.Close()
+		o := options(filepath.Join(t.TempDir(), "none.json"), 0, 1, 0)
+		o.Threshold.Env.Unavailable = []threshold.Backend{threshold.Vmsplice}
+		sel, err := auto.Attach(ep, o)
+		if err != nil {
+			return err
+		}
+		defer sel.Close()
+		if sel.Pair(p.Rank) != nil || sel.Pair(3) != nil {
+			return fmt.Errorf("Pair of the own rank or rank 3: %v %v, want nil", sel.Pair(p.Rank), sel.Pair(3))
+		}
+		var selectors []*threshold.Adaptive
+		for peer := range 3 {
+			if peer == p.Rank {
+				continue
+			}
+			pair := sel.Pair(peer)
+			want := []threshold.Backend{threshold.Vmsplice}
+			cands := []threshold.Backend{threshold.Shm, threshold.CMASplit}
+			if p.Rank == 2 {
+				want = append(want, threshold.CMA, threshold.CMASplit)
+				cands = cands[:1]
+			}
+			if sel.Engine().Check("knem", peer) != nil {
+				want = append(want, threshold.Knem)
+			}
+			if pair.Peer != peer || !slices.Equal(pair.Unavailable, want) || !slices.Equal(pair.Adaptive.Candidates(), cands) {
+				return fmt.Errorf("to rank %d: pair of rank %d without %v measuring %v; want without %v measuring %v",
+					peer, pair.Peer, pair.Unavailable, pair.Adaptive.Candidates(), want, cands)
+			}
+			if slices.Contains(selectors, pair.Adaptive) {
+				return fmt.Errorf("to rank %d: the selector of another peer", peer)
+			}
+			selectors = append(selectors, pair.Adaptive)
+			// Explore at every other message, so that every
+			// candidate carries some.
+			pair.Adaptive.ExploreEvery, pair.Adaptive.ExploreBytes = 2, 0
+		}
+
+		// Every rank sends to every other at once, 12 rounds.
+		const rounds, n = 12, 256 << 10
+		used := make([]map[string]int, 3)
+		reqs := make([]nemesis.Request, 4)
+		bufs := make([][]byte, 4)
+		seed := func(src, dst, round int) int { return 100*round + 10*src + dst }
+		for round := range rounds {
+			k := 0
+			for peer := range 3 {
+				if peer == p.Rank {
+					continue
+				}
+				bufs[k] = make([]byte, n+round)
+				if err := ep.Irecv(&reqs[k], peer, round, bufs[k]); err != nil {
+					return err
+				}
+				bufs[k+1] = message(n+round, seed(p.Rank, peer, round))
+				if err := ep.Isend(&reqs[k+1], peer, round, bufs[k+1]); err != nil {
+					return err
+				}
+				k += 2
+			}
+			k = 0
+			for peer := range 3 {
+				if peer == p.Rank {
+					continue
+				}
+				for i := k; i < k+2; i++ {
+					if err := sel.Wait(&reqs[i]); err != nil {
+						return fmt.Errorf("round %d with rank %d: %w", round, peer, err)
+					}
+				}
+				if err := check(bufs[k], seed(peer, p.Rank, round)); err != nil {
+					return fmt.Errorf("round %d from rank %d: %w", round, peer, err)
+				}
+				st, ok := attach.Stats(&reqs[k+1])
+				if !ok {
+					return fmt.Errorf("round %d: %d bytes to rank %d did not go through the LMT", round, n+round, peer)
+				}
+				if used[peer] == nil {
+					used[peer] = map[string]int{}
+				}
+				used[peer][st.Backend]++
+				k += 2
+			}
+		}
+		fmt.Printf("rank %d sent via %v\n", p.Rank, used)
+		for peer, u := range used {
+			if u == nil {
+				continue
+			}
+			if u["vmsplice"] != 0 || p.Rank == 2 && u["cma"]+u["cma-split"] != 0 {
+				return fmt.Errorf("to rank %d: sent via %v, a backend that was unavailable", peer, u)
+			}
+			if p.Rank != 2 && peer != 2 && u["cma-split"] == 0 {
+				return fmt.Errorf("to rank %d: sent via %v, the selector never tried cma-split", peer, u)
+			}
+		}
+
+		// Only rank 0 sends 4 MiB messages, only to rank 1: its
+		// selector for rank 1 measures them, the one for rank 2 knows
+		// nothing of that size.
+		for i := range 4 {
+			if _, err := exchange(ep, sel, 0, 1, 100+i, 4<<20, i); err != nil {
+				return err
+			}
+		}
+		if p.Rank == 0 {
+			c1, c2 := sel.Pair(1).Adaptive.Costs(4<<20), sel.Pair(2).Adaptive.Costs(4<<20)
+			if !slices.ContainsFunc(c1, func(c float64) bool { return c > 0 }) || slices.ContainsFunc(c2, func(c float64) bool { return c != 0 }) {
+				return fmt.Errorf("4 MiB costs toward rank 1 %v, toward rank 2 %v; want measured, then none", c1, c2)
+			}
+		}
+		return nil
+	})
+}
+
+// mask is the CPUs this process may run on.
+func mask(t *testing.T) []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []int
+	for c := 0; len(cpus) < set.Count(); c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}
+
+// envPinned carries the CPUs the launcher pinned the ranks to into them.
+const envPinned = "AUTO_TEST_PINNED"
+
+// TestPlacement: without Options.CPUs, ranks a launcher pinned to one CPU
+// each (here taskset, in reverse order) are placed there, and the job's
+// CPUs count the users of the cache; unpinned ranks get a guess, and
+// DMA_min the cores sharing the cache instead.
+func TestPlacement(t *testing.T) {
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		t.Skip("taskset (util-linux) is not installed: it stands for the launcher pinning the ranks")
+	}
+	if _, ok := launch.Self(); !ok && len(mask(t)) < 2 {
+		t.Skip("this process may run on one CPU only: two ranks cannot be pinned apart")
+	}
+	attachHere := func(t *testing.T, p launch.Proc, ep *nemesis.Endpoint) (*auto.Selection, error) {
+		return auto.Attach(ep, auto.Options{Threshold: threshold.Config{TuningPath: filepath.Join(t.TempDir(), "none.json")}})
+	}
+	t.Run("pinned", func(t *testing.T) {
+		var opts launchtest.Options
+		if _, ok := launch.Self(); !ok {
+			m := mask(t)
+			pinned := []int{m[1], m[0]}
+			opts.Env = []string{fmt.Sprintf("%s=%d,%d", envPinned, pinned[0], pinned[1])}
+			opts.Setup = func(rank int, cmd *exec.Cmd) error {
+				cmd.Args = append([]string{"taskset", "-c", strconv.Itoa(pinned[rank]), cmd.Path}, cmd.Args[1:]...)
+				cmd.Path = taskset
+				return nil
+			}
+		}
+		launchtest.RunOpts(t, 2, opts, func(p launch.Proc) error {
+			var pinned [2]int
+			if _, err := fmt.Sscanf(os.Getenv(envPinned), "%d,%d", &pinned[0], &pinned[1]); err != nil {
+				return fmt.Errorf("%s=%q: %v", envPinned, os.Getenv(envPinned), err)
+			}
+			ep, err := nemesis.JoinProc(p, nil)
+			if err != nil {
+				return err
+			}
+			defer ep.Close()
+			sel, err := attachHere(t, p, ep)
+			if err != nil {
+				return err
+			}
+			defer sel.Close()
+			for r := range 2 {
+				if cpu, src := sel.CPU(r); cpu != pinned[r] || src != auto.CPUAffinity {
+					return fmt.Errorf("rank %d placed on cpu%d (%s), want cpu%d (affinity)", r, cpu, src, pinned[r])
+				}
+			}
+			pair := sel.Pair(1 - p.Rank)
+			want := threshold.Placement{Sender: pinned[p.Rank], Receiver: pinned[1-p.Rank], JobCPUs: pinned[:]}
+			if got := pair.Placement; got.Sender != want.Sender || got.Receiver != want.Receiver || !slices.Equal(got.JobCPUs, want.JobCPUs) || got.Concurrent != 0 {
+				return fmt.Errorf("placement %+v, want %+v", got, want)
+			}
+			if why := pair.Info.Table.DMAMin.Why; !strings.Contains(why, "job processes using it") {
+				return fmt.Errorf("DMA_min %q does not count the job's processes", why)
+			}
+			return nil
+		})
+	})
+	t.Run("unpinned", func(t *testing.T) {
+		launchtest.Run(t, 2, func(p launch.Proc) error {
+			m := mask(t) // inherited from the test process
+			ep, err := nemesis.JoinProc(p, nil)
+			if err != nil {
+				return err
+			}
+			defer ep.Close()
+			sel, err := attachHere(t, p, ep)
+			if err != nil {
+				return err
+			}
+			defer sel.Close()
+			for r := range 2 {
+				if cpu, src := sel.CPU(r); cpu != m[r%len(m)] || src != auto.CPUGuessed {
+					return fmt.Errorf("rank %d placed on cpu%d (%s), want cpu%d (guessed)", r, cpu, src, m[r%len(m)])
+				}
+			}
+			pair := sel.Pair(1 - p.Rank)
+			if pair.Placement.JobCPUs != nil {
+				return fmt.Errorf("guessed placement gave DMA_min the job's CPUs %v", pair.Placement.JobCPUs)
+			}
+			if why := pair.Info.Table.DMAMin.Why; !strings.Contains(why, "cores sharing it") {
+				return fmt.Errorf("DMA_min %q does not count the cores", why)
+			}
+			return nil
+		})
+	})
+}
+
+// TestNoAllocPerMessage: choosing the backend adds no allocation to a
+// large message, with the table alone or with the selector measuring and
+// exploring its candidates as it goes (every 4 messages here). Each rank
+// counts its own process's allocations over a ping-pong, the payload
+// checked at every turn.
+func TestNoAllocPerMessage(t *testing.T) {
+	for _, tableOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("TableOnly=%v", tableOnly), func(t *testing.T) {
+			launchtest.Run(t, 2, func(p launch.Proc) error {
+				ep, err := nemesis.JoinProc(p, nil)
+				if err != nil {
+					return err
+				}
+				defer ep.Close()
+				o := options(filepath.Join(t.TempDir(), "none.json"), 0, 1)
+				o.TableOnly = tableOnly
+				sel, err := auto.Attach(ep, o)
+				if err != nil {
+					return err
+				}
+				defer sel.Close()
+				peer := 1 - p.Rank
+				if a := sel.Pair(peer).Adaptive; a != nil {
+					a.ExploreEvery, a.ExploreBytes = 4, 0
+				}
+				const n = 1<<20 + 5
+				out, in, want := message(n, p.Rank), make([]byte, n), message(n, peer)
+				var sr, rr nemesis.Request
+				var fail error
+				turn := func() {
+					for k := range 2 {
+						if fail != nil {
+							return
+						}
+						if (k == 0) == (p.Rank == 0) {
+							if fail = ep.Isend(&sr, peer, 0, out); fail == nil {
+								fail = sel.Wait(&sr)
+							}
+							continue
+						}
+						clear(in)
+						if fail = ep.Irecv(&rr, peer, 0, in); fail == nil {
+							fail = sel.Wait(&rr)
+						}
+						if fail == nil && !bytes.Equal(in, want) {
+							fail = fmt.Errorf("rank %d received a corrupted message", p.Rank)
+						}
+					}
+				}
+				allocs := testing.AllocsPerRun(50, turn)
+				if fail != nil {
+					return fail
+				}
+				if st, ok := attach.Stats(&sr); !ok || st.Bytes != n {
+					return fmt.Errorf("last send went via %+v, want the LMT", st)
+				}
+				if allocs != 0 {
+					return fmt.Errorf("rank %d: %v allocations per round trip of %d-byte messages, want 0", p.Rank, allocs, n)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestExample runs ExampleAttach as a job of two ranks.
+func TestExample(t *testing.T) {
+	launchtest.RunOpts(t, 2, launchtest.Options{Env: []string{threshold.EnvTuning + "=" + filepath.Join(t.TempDir(), "none.json")}},
+		func(launch.Proc) error {
+			ExampleAttach()
+			return nil
+		})
 }
