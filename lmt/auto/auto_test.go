@@ -1,7 +1,6 @@
 package auto_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -45,6 +44,12 @@ func options(path string, cpus ...int) auto.Options {
 	}
 }
 
+// measuring turns measurement on or off (Options.TableOnly).
+func measuring(o auto.Options, on bool) auto.Options {
+	o.TableOnly = !on
+	return o
+}
+
 // tuning writes a tuning file measured on m with the given table for pairs
 // sharing a cache, in a directory of the calling process.
 func tuning(t *testing.T, m threshold.Machine, tt threshold.TunedTable) string {
@@ -58,17 +63,34 @@ func tuning(t *testing.T, m threshold.Machine, tt threshold.TunedTable) string {
 	return path
 }
 
-func message(n, seed int) []byte {
-	b := make([]byte, n)
-	lmttest.Fill(b, seed)
-	return b
+// join joins the job and attaches auto with o; done releases both.
+func join(p launch.Proc, o auto.Options) (ep *nemesis.Endpoint, sel *auto.Selection, done func(), err error) {
+	if ep, err = nemesis.JoinProc(p, nil); err != nil {
+		return nil, nil, nil, err
+	}
+	if sel, err = auto.Attach(ep, o); err != nil {
+		ep.Close()
+		return nil, nil, nil, err
+	}
+	return ep, sel, func() { sel.Close(); ep.Close() }, nil
 }
 
-func check(got []byte, seed int) error {
-	want := message(len(got), seed)
-	for i := range got {
-		if got[i] != want[i] {
-			return fmt.Errorf("byte %d of %d is %#x, want %#x", i, len(got), got[i], want[i])
+// via is a message size and the backend expected to carry it.
+type via struct {
+	n    int
+	want string
+}
+
+// expect sends each message of cases from src to dst in turn (tags from
+// tag on) and checks which way it went on this rank.
+func expect(ep *nemesis.Endpoint, sel *auto.Selection, src, dst, tag int, cases []via) error {
+	for i, c := range cases {
+		got, err := exchange(ep, sel, src, dst, tag+i, c.n, tag+i)
+		if err != nil {
+			return err
+		}
+		if (ep.Rank() == src || ep.Rank() == dst) && got != c.want {
+			return fmt.Errorf("%d bytes from rank %d went via %s on rank %d, want %s", c.n, src, got, ep.Rank(), c.want)
 		}
 	}
 	return nil
@@ -83,7 +105,7 @@ func exchange(ep *nemesis.Endpoint, sel *auto.Selection, src, dst, tag, n, seed 
 	var err error
 	switch ep.Rank() {
 	case src:
-		buf = message(n, seed)
+		buf = lmttest.Message(n, seed)
 		err = ep.Isend(&r, dst, tag, buf)
 	case dst:
 		buf = make([]byte, n)
@@ -101,7 +123,7 @@ func exchange(ep *nemesis.Endpoint, sel *auto.Selection, src, dst, tag, n, seed 
 		if st := r.Status(); st.Len != n {
 			return "", fmt.Errorf("received %d bytes from rank %d, want %d", st.Len, src, n)
 		}
-		if err := check(buf, seed); err != nil {
+		if err := lmttest.Check(buf, seed); err != nil {
 			return "", fmt.Errorf("%d bytes from rank %d: %w", n, src, err)
 		}
 	}
@@ -123,25 +145,15 @@ func exchange(ep *nemesis.Endpoint, sel *auto.Selection, src, dst, tag, n, seed 
 func TestSwitchAndTable(t *testing.T) {
 	tt := threshold.TunedTable{LMTMin: 40 << 10, Rules: []threshold.TunedRule{
 		{From: 40 << 10, Backend: threshold.Pipe}, {From: 256 << 10, Backend: threshold.Vmsplice}, {From: 2 << 20, Backend: threshold.Shm}}}
-	sizes := []struct {
-		n    int
-		want string
-	}{{40<<10 - 1, "eager"}, {40 << 10, "pipe"}, {256<<10 - 1, "pipe"}, {256 << 10, "vmsplice"}, {2<<20 - 1, "vmsplice"}, {2<<20 + 3, "shm"}}
+	sizes := []via{{40<<10 - 1, "eager"}, {40 << 10, "pipe"}, {256<<10 - 1, "pipe"}, {256 << 10, "vmsplice"}, {2<<20 - 1, "vmsplice"}, {2<<20 + 3, "shm"}}
 	for _, tableOnly := range []bool{false, true} {
 		t.Run(fmt.Sprintf("TableOnly=%v", tableOnly), func(t *testing.T) {
 			launchtest.Run(t, 2, func(p launch.Proc) error {
-				ep, err := nemesis.JoinProc(p, nil)
+				ep, sel, done, err := join(p, measuring(options(tuning(t, here, tt), 0, 1), !tableOnly))
 				if err != nil {
 					return err
 				}
-				defer ep.Close()
-				o := options(tuning(t, here, tt), 0, 1)
-				o.TableOnly = tableOnly
-				sel, err := auto.Attach(ep, o)
-				if err != nil {
-					return err
-				}
-				defer sel.Close()
+				defer done()
 				peer := 1 - p.Rank
 				info := sel.Pair(peer).Info
 				if info.TuningStatus != "loaded" || len(sel.Warnings()) != 0 {
@@ -153,18 +165,10 @@ func TestSwitchAndTable(t *testing.T) {
 				if (sel.Pair(peer).Adaptive == nil) != tableOnly {
 					return fmt.Errorf("TableOnly %v but Adaptive %v", tableOnly, sel.Pair(peer).Adaptive)
 				}
-				for dir := range 2 {
-					for i, s := range sizes {
-						got, err := exchange(ep, sel, dir, 1-dir, i, s.n, 10*dir+i)
-						if err != nil {
-							return err
-						}
-						if got != s.want {
-							return fmt.Errorf("%d bytes from rank %d went via %s on rank %d, want %s", s.n, dir, got, p.Rank, s.want)
-						}
-					}
+				if err := expect(ep, sel, 0, 1, 0, sizes); err != nil {
+					return err
 				}
-				return nil
+				return expect(ep, sel, 1, 0, 10, sizes)
 			})
 		})
 	}
@@ -175,34 +179,17 @@ func TestSwitchAndTable(t *testing.T) {
 // backend.
 func TestEagerOverride(t *testing.T) {
 	launchtest.Run(t, 2, func(p launch.Proc) error {
-		ep, err := nemesis.JoinProc(p, nil)
-		if err != nil {
-			return err
-		}
-		defer ep.Close()
 		o := options(filepath.Join(t.TempDir(), "none.json"), 0, 1)
 		o.Attach.EagerMax = 1000
-		sel, err := auto.Attach(ep, o)
+		ep, sel, done, err := join(p, o)
 		if err != nil {
 			return err
 		}
-		defer sel.Close()
+		defer done()
 		if sel.EagerMax() != 1000 {
 			return fmt.Errorf("eager limit %d, want the 1000 given", sel.EagerMax())
 		}
-		for i, s := range []struct {
-			n    int
-			want string
-		}{{1000, "eager"}, {1001, "shm"}, {64 << 10, "shm"}} {
-			got, err := exchange(ep, sel, 0, 1, i, s.n, i)
-			if err != nil {
-				return err
-			}
-			if got != s.want {
-				return fmt.Errorf("%d bytes went via %s on rank %d, want %s", s.n, got, p.Rank, s.want)
-			}
-		}
-		return nil
+		return expect(ep, sel, 0, 1, 0, []via{{1000, "eager"}, {1001, "shm"}, {64 << 10, "shm"}})
 	})
 }
 
@@ -211,11 +198,6 @@ func TestEagerOverride(t *testing.T) {
 // pair shares the L3, so shm from MPICH's 64 KiB.
 func TestForeignTuningFile(t *testing.T) {
 	launchtest.Run(t, 2, func(p launch.Proc) error {
-		ep, err := nemesis.JoinProc(p, nil)
-		if err != nil {
-			return err
-		}
-		defer ep.Close()
 		foreign := here
 		foreign.HostHash = "ffffffffffffffff"
 		path := tuning(t, foreign, threshold.TunedTable{LMTMin: 4096, Rules: []threshold.TunedRule{{From: 4096, Backend: threshold.Pipe}}})
@@ -223,11 +205,11 @@ func TestForeignTuningFile(t *testing.T) {
 		if !errors.Is(refusal, threshold.ErrForeignTuning) {
 			return fmt.Errorf("LoadTuning of the foreign file: %v, want ErrForeignTuning", refusal)
 		}
-		sel, err := auto.Attach(ep, options(path, 0, 1))
+		ep, sel, done, err := join(p, options(path, 0, 1))
 		if err != nil {
 			return err
 		}
-		defer sel.Close()
+		defer done()
 		info := sel.Pair(1 - p.Rank).Info
 		if w := sel.Warnings(); info.TuningStatus != "ignored" || !slices.Equal(w, []string{"tuning file ignored: " + refusal.Error()}) {
 			return fmt.Errorf("status %q, warnings %q; want the file ignored with its refusal", info.TuningStatus, w)
@@ -235,19 +217,7 @@ func TestForeignTuningFile(t *testing.T) {
 		if info.Table.LMTMin.Source != threshold.SourceDefault || info.Table.Rules[0].Source != threshold.SourceFormula || sel.EagerMax() != 64<<10-1 {
 			return fmt.Errorf("switch %v, first rule %+v, eager limit %d; want the formula's 64 KiB", info.Table.LMTMin, info.Table.Rules[0], sel.EagerMax())
 		}
-		for i, s := range []struct {
-			n    int
-			want string
-		}{{64<<10 - 1, "eager"}, {64 << 10, "shm"}, {4 << 20, "shm"}} {
-			got, err := exchange(ep, sel, 0, 1, i, s.n, i)
-			if err != nil {
-				return err
-			}
-			if got != s.want {
-				return fmt.Errorf("%d bytes went via %s on rank %d, want %s", s.n, got, p.Rank, s.want)
-			}
-		}
-		return nil
+		return expect(ep, sel, 0, 1, 0, []via{{64<<10 - 1, "eager"}, {64 << 10, "shm"}, {4 << 20, "shm"}})
 	})
 }
 
@@ -321,18 +291,13 @@ func TestPeersOwnSelectors(t *testing.T) {
 		return nil
 	}
 	launchtest.RunOpts(t, 3, launchtest.Options{Setup: setup}, func(p launch.Proc) error {
-		ep, err := nemesis.JoinProc(p, nil)
-		if err != nil {
-			return err
-		}
-		defer ep.Close()
 		o := options(filepath.Join(t.TempDir(), "none.json"), 0, 1, 0)
 		o.Threshold.Env.Unavailable = []threshold.Backend{threshold.Vmsplice}
-		sel, err := auto.Attach(ep, o)
+		ep, sel, done, err := join(p, o)
 		if err != nil {
 			return err
 		}
-		defer sel.Close()
+		defer done()
 		if sel.Pair(p.Rank) != nil || sel.Pair(3) != nil {
 			return fmt.Errorf("Pair of the own rank or rank 3: %v %v, want nil", sel.Pair(p.Rank), sel.Pair(3))
 		}
@@ -380,7 +345,7 @@ func TestPeersOwnSelectors(t *testing.T) {
 				if err := ep.Irecv(&reqs[k], peer, round, bufs[k]); err != nil {
 					return err
 				}
-				bufs[k+1] = message(n+round, seed(p.Rank, peer, round))
+				bufs[k+1] = lmttest.Message(n+round, seed(p.Rank, peer, round))
 				if err := ep.Isend(&reqs[k+1], peer, round, bufs[k+1]); err != nil {
 					return err
 				}
@@ -396,7 +361,7 @@ func TestPeersOwnSelectors(t *testing.T) {
 						return fmt.Errorf("round %d with rank %d: %w", round, peer, err)
 					}
 				}
-				if err := check(bufs[k], seed(peer, p.Rank, round)); err != nil {
+				if err := lmttest.Check(bufs[k], seed(peer, p.Rank, round)); err != nil {
 					return fmt.Errorf("round %d from rank %d: %w", round, peer, err)
 				}
 				st, ok := attach.Stats(&reqs[k+1])
@@ -471,8 +436,9 @@ func TestPlacement(t *testing.T) {
 	if _, ok := launch.Self(); !ok && len(mask(t)) < 2 {
 		t.Skip("this process may run on one CPU only: two ranks cannot be pinned apart")
 	}
-	attachHere := func(t *testing.T, p launch.Proc, ep *nemesis.Endpoint) (*auto.Selection, error) {
-		return auto.Attach(ep, auto.Options{Threshold: threshold.Config{TuningPath: filepath.Join(t.TempDir(), "none.json")}})
+	// This machine's own caches, no tuning file.
+	here := func(t *testing.T) auto.Options {
+		return auto.Options{Threshold: threshold.Config{TuningPath: filepath.Join(t.TempDir(), "none.json")}}
 	}
 	t.Run("pinned", func(t *testing.T) {
 		var opts launchtest.Options
@@ -491,16 +457,11 @@ func TestPlacement(t *testing.T) {
 			if _, err := fmt.Sscanf(os.Getenv(envPinned), "%d,%d", &pinned[0], &pinned[1]); err != nil {
 				return fmt.Errorf("%s=%q: %v", envPinned, os.Getenv(envPinned), err)
 			}
-			ep, err := nemesis.JoinProc(p, nil)
+			_, sel, done, err := join(p, here(t))
 			if err != nil {
 				return err
 			}
-			defer ep.Close()
-			sel, err := attachHere(t, p, ep)
-			if err != nil {
-				return err
-			}
-			defer sel.Close()
+			defer done()
 			for r := range 2 {
 				if cpu, src := sel.CPU(r); cpu != pinned[r] || src != auto.CPUAffinity {
 					return fmt.Errorf("rank %d placed on cpu%d (%s), want cpu%d (affinity)", r, cpu, src, pinned[r])
@@ -520,16 +481,11 @@ func TestPlacement(t *testing.T) {
 	t.Run("unpinned", func(t *testing.T) {
 		launchtest.Run(t, 2, func(p launch.Proc) error {
 			m := mask(t) // inherited from the test process
-			ep, err := nemesis.JoinProc(p, nil)
+			_, sel, done, err := join(p, here(t))
 			if err != nil {
 				return err
 			}
-			defer ep.Close()
-			sel, err := attachHere(t, p, ep)
-			if err != nil {
-				return err
-			}
-			defer sel.Close()
+			defer done()
 			for r := range 2 {
 				if cpu, src := sel.CPU(r); cpu != m[r%len(m)] || src != auto.CPUGuessed {
 					return fmt.Errorf("rank %d placed on cpu%d (%s), want cpu%d (guessed)", r, cpu, src, m[r%len(m)])
@@ -556,51 +512,22 @@ func TestNoAllocPerMessage(t *testing.T) {
 	for _, tableOnly := range []bool{false, true} {
 		t.Run(fmt.Sprintf("TableOnly=%v", tableOnly), func(t *testing.T) {
 			launchtest.Run(t, 2, func(p launch.Proc) error {
-				ep, err := nemesis.JoinProc(p, nil)
+				ep, sel, done, err := join(p, measuring(options(filepath.Join(t.TempDir(), "none.json"), 0, 1), !tableOnly))
 				if err != nil {
 					return err
 				}
-				defer ep.Close()
-				o := options(filepath.Join(t.TempDir(), "none.json"), 0, 1)
-				o.TableOnly = tableOnly
-				sel, err := auto.Attach(ep, o)
-				if err != nil {
-					return err
-				}
-				defer sel.Close()
+				defer done()
 				peer := 1 - p.Rank
 				if a := sel.Pair(peer).Adaptive; a != nil {
 					a.ExploreEvery, a.ExploreBytes = 4, 0
 				}
 				const n = 1<<20 + 5
-				out, in, want := message(n, p.Rank), make([]byte, n), message(n, peer)
-				var sr, rr nemesis.Request
-				var fail error
-				turn := func() {
-					for k := range 2 {
-						if fail != nil {
-							return
-						}
-						if (k == 0) == (p.Rank == 0) {
-							if fail = ep.Isend(&sr, peer, 0, out); fail == nil {
-								fail = sel.Wait(&sr)
-							}
-							continue
-						}
-						clear(in)
-						if fail = ep.Irecv(&rr, peer, 0, in); fail == nil {
-							fail = sel.Wait(&rr)
-						}
-						if fail == nil && !bytes.Equal(in, want) {
-							fail = fmt.Errorf("rank %d received a corrupted message", p.Rank)
-						}
-					}
+				pp := lmttest.NewPingPong(ep, sel.Wait, peer, n)
+				allocs := testing.AllocsPerRun(50, pp.Turn)
+				if pp.Err != nil {
+					return pp.Err
 				}
-				allocs := testing.AllocsPerRun(50, turn)
-				if fail != nil {
-					return fail
-				}
-				if st, ok := attach.Stats(&sr); !ok || st.Bytes != n {
+				if st, ok := attach.Stats(&pp.Sent); !ok || st.Bytes != n {
 					return fmt.Errorf("last send went via %+v, want the LMT", st)
 				}
 				if allocs != 0 {

@@ -1,6 +1,7 @@
 package auto_test
 
 import (
+	"fmt"
 	"log"
 	"os"
 
@@ -14,44 +15,45 @@ import (
 // Recv keep small messages on the cells and move large ones by the backend
 // the pair's table, corrected by measurement, says.
 func ExampleAttach() {
-	p, ok := launch.Self()
-	if !ok {
-		return // not started by launch.Run
+	if p, ok := launch.Self(); ok { // started by launch.Run
+		if err := rank(p); err != nil {
+			log.Fatalf("rank %d: %v", p.Rank, err)
+		}
 	}
+}
+
+func rank(p launch.Proc) error {
 	ep, err := nemesis.JoinProc(p, nil)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer ep.Close()
 	sel, err := auto.Attach(ep, auto.Options{})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer sel.Close()
 	for _, w := range sel.Warnings() {
 		log.Printf("rank %d: %s", p.Rank, w) // a tuning file from another machine, say
 	}
-	if p.Rank == 0 {
-		// What was chosen, for which pair, and why.
-		if err := sel.Describe(os.Stderr); err != nil {
-			log.Fatal(err)
-		}
-	}
 
 	big := make([]byte, 8<<20)
-	if p.Rank == 0 {
-		var r nemesis.Request
-		if err := ep.Isend(&r, 1, 0, big); err != nil {
-			log.Fatal(err)
-		}
-		if err := sel.Wait(&r); err != nil {
-			log.Fatal(err)
-		}
-		st, _ := attach.Stats(&r)
-		log.Printf("%d bytes via %s (eager up to %d bytes)", st.Bytes, st.Backend, sel.EagerMax())
-		return
+	if p.Rank != 0 {
+		_, err := ep.Recv(0, 0, big)
+		return err
 	}
-	if _, err := ep.Recv(0, 0, big); err != nil {
-		log.Fatal(err)
+	// What was chosen, for which pair, and why.
+	if err := sel.Describe(os.Stderr); err != nil {
+		return err
 	}
+	var r nemesis.Request
+	if err := ep.Isend(&r, 1, 0, big); err != nil {
+		return err
+	}
+	if err := sel.Wait(&r); err != nil {
+		return err
+	}
+	st, _ := attach.Stats(&r)
+	fmt.Printf("%d bytes via %s (eager up to %d bytes)\n", st.Bytes, st.Backend, sel.EagerMax())
+	return nil
 }
