@@ -165,6 +165,32 @@ func TestSwitchAndTable(t *testing.T) {
 				if (sel.Pair(peer).Adaptive == nil) != tableOnly {
 					return fmt.Errorf("TableOnly %v but Adaptive %v", tableOnly, sel.Pair(peer).Adaptive)
 				}
+				// The table's backends first, then the other
+				// candidates usable here.
+				how := "measuring pipe vmsplice shm cma-split"
+				if sel.Engine().Check("knem", peer) == nil {
+					how += " knem"
+				}
+				if tableOnly {
+					how = "table only"
+				}
+				var out strings.Builder
+				if err := sel.Describe(&out); err != nil {
+					return err
+				}
+				for _, want := range []string{
+					"eager limit: 40959 bytes (larger messages go through the LMT)\n",
+					"ranks: 0:cpu0 (Options.CPUs), 1:cpu1 (Options.CPUs)\n",
+					fmt.Sprintf("to rank %d: cpu%d→cpu%d, ", peer, p.Rank, peer),
+					how + "\n",
+					"eager→LMT 40 KiB (tuning file: measured crossover eager→LMT)",
+					"≥ 256 KiB vmsplice tuning file: measured fastest from here",
+				} {
+					if !strings.Contains(strings.Join(strings.Fields(out.String()), " "), strings.Join(strings.Fields(want), " ")) ||
+						strings.HasSuffix(want, "\n") && !strings.Contains(out.String(), want) {
+						return fmt.Errorf("Describe lacks %q:\n%s", want, out.String())
+					}
+				}
 				if err := expect(ep, sel, 0, 1, 0, sizes); err != nil {
 					return err
 				}
