@@ -573,3 +573,59 @@ func TestExample(t *testing.T) {
 			return nil
 		})
 }
+
+// TestSingleRank: a job of one rank has no pair to decide for; Attach
+// still succeeds, with attach's default eager limit.
+func TestSingleRank(t *testing.T) {
+	launchtest.Run(t, 1, func(p launch.Proc) error {
+		_, sel, done, err := join(p, options(filepath.Join(t.TempDir(), "none.json")))
+		if err != nil {
+			return err
+		}
+		defer done()
+		if sel.Pair(0) != nil || sel.Warnings() != nil || sel.EagerMax() != attach.DefaultEagerMax {
+			return fmt.Errorf("pair %v, warnings %q, eager limit %d; want none, none, %d", sel.Pair(0), sel.Warnings(), sel.EagerMax(), attach.DefaultEagerMax)
+		}
+		if cpu, src := sel.CPU(0); src == "" || cpu < 0 {
+			return fmt.Errorf("rank 0 placed on cpu%d (%q)", cpu, src)
+		}
+		return nil
+	})
+}
+
+// TestPeersDifferentSwitches: on a machine with two L3 caches, rank 2
+// shares none with ranks 0 and 1, and the tuning file gives such pairs a
+// later eager→LMT switch (128 KiB) than pairs sharing one (32 KiB). An
+// endpoint has one eager limit: ranks 0 and 1 take the smaller; their
+// messages to rank 2 between the two switches go through the LMT by that
+// pair's first backend, while rank 2 keeps them eager.
+func TestPeersDifferentSwitches(t *testing.T) {
+	launchtest.Run(t, 3, func(p launch.Proc) error {
+		path := filepath.Join(t.TempDir(), "tuning.json")
+		f := &threshold.TuningFile{Machine: here}
+		f.Put(threshold.TunedTable{SharedCache: true, LMTMin: 32 << 10, Rules: []threshold.TunedRule{{From: 32 << 10, Backend: threshold.Pipe}}})
+		f.Put(threshold.TunedTable{SharedCache: false, LMTMin: 128 << 10, Rules: []threshold.TunedRule{{From: 128 << 10, Backend: threshold.Vmsplice}}})
+		if err := f.Save(path); err != nil {
+			return err
+		}
+		o := options(path, 0, 1, 4)
+		o.Threshold.Detect.Sysfs = os.DirFS("../../threshold/testdata/amd-ccx")
+		ep, sel, done, err := join(p, o)
+		if err != nil {
+			return err
+		}
+		defer done()
+		if want := []int{32<<10 - 1, 32<<10 - 1, 128<<10 - 1}[p.Rank]; sel.EagerMax() != want {
+			return fmt.Errorf("eager limit %d, want %d", sel.EagerMax(), want)
+		}
+		if err := expect(ep, sel, 0, 1, 0, []via{{32<<10 - 1, "eager"}, {32 << 10, "pipe"}, {128 << 10, "pipe"}}); err != nil {
+			return err
+		}
+		// Rank 0's limit sends 64 KiB to rank 2 through the LMT, by
+		// the only backend of that pair's table.
+		if err := expect(ep, sel, 0, 2, 10, []via{{32<<10 - 1, "eager"}, {64 << 10, "vmsplice"}, {128 << 10, "vmsplice"}}); err != nil {
+			return err
+		}
+		return expect(ep, sel, 2, 1, 20, []via{{64 << 10, "eager"}, {128<<10 - 1, "eager"}, {128 << 10, "vmsplice"}})
+	})
+}
