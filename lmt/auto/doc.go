@@ -19,10 +19,10 @@
 //     a peer between the limit and its own switch take its first backend.
 //   - The size→backend table of the pair. With a tuning file written by
 //     `lmtbench tune` on this machine (found at $KNEMESIS_TUNING, else
-//     $XDG_CONFIG_HOME/knemesis/tuning.json), its measured switches; without
-//     one, or when it was measured on another machine (another CPU model,
-//     kernel, cache layout or host: [threshold.ErrForeignTuning]), the
-//     paper's rules: the shm double copy while the pair shares a cache,
+//     knemesis/tuning.json in the user's configuration directory), its
+//     measured switches; without one, or when it was measured on another
+//     machine (another CPU model, kernel, cache layout or host:
+//     [threshold.ErrForeignTuning]), the paper's rules: the shm double copy while the pair shares a cache,
 //     else the one-copy mechanism (KNEM, CMA, vmsplice, the first usable),
 //     and KNEM with DMA offload above DMA_min = cache / (2 × its users).
 //     A foreign file is ignored with a warning in [Selection.Warnings].
@@ -65,7 +65,8 @@
 //   - Backends never to use: Options.Threshold.Env.Unavailable.
 //   - Placement: Options.CPUs; concurrency: Options.Concurrent.
 //   - The eager limit: Options.Attach.EagerMax.
-//   - One message: [attach.LMT.Isend] with a backend name.
+//   - One message: [attach.LMT.Isend] with a backend name (the Selection
+//     is an *attach.LMT).
 //
 // What was decided, and why, is in [Selection.Pair] (each peer's
 // [threshold.Info] and placement) and [Selection.Describe].
