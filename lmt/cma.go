@@ -161,10 +161,9 @@ func checkCMA(cfg *Config, peer Peer) error {
 func explainEPERM(peer Peer) *Unavailable {
 	u := &Unavailable{Backend: "cma", Peer: peer.Rank}
 	pid := strconv.Itoa(peer.PID)
-	if s, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
+	if s, err := os.ReadFile(YamaScopeFile); err == nil {
 		if v := strings.TrimSpace(string(s)); v != "0" {
-			u.Reason = "Yama kernel.yama.ptrace_scope is " + v + " (0 lets a process attach to any of its own uid)"
-			u.Fix = "sysctl kernel.yama.ptrace_scope=0 (scope 1 also works if the peer calls prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY), as the lmt package does)"
+			u.Reason, u.Fix = yamaReason(v)
 			return u
 		}
 	}
@@ -203,6 +202,29 @@ func explainEPERM(peer Peer) *Unavailable {
 	u.Reason = "the kernel refused ptrace access to the peer (an LSM such as SELinux or AppArmor?)"
 	u.Fix = "allow ptrace read access between the ranks in the security policy"
 	return u
+}
+
+// YamaScopeFile holds the Yama LSM's ptrace_scope; it exists only on
+// kernels built with CONFIG_SECURITY_YAMA.
+const YamaScopeFile = "/proc/sys/kernel/yama/ptrace_scope"
+
+// yamaReason explains a refusal under Yama ptrace_scope v (not "0"). Each
+// scope needs its own fix: the declaration that lifts scope 1 does nothing
+// at scope 2, and scope 3 cannot be lowered before a reboot.
+func yamaReason(v string) (reason, fix string) {
+	const zero = "sysctl kernel.yama.ptrace_scope=0 (any process may then attach to those of its own uid)"
+	switch v {
+	case "1":
+		return "Yama kernel.yama.ptrace_scope is 1: only an ancestor or a tracer the peer declared may attach, and the peer did not declare this process",
+			"have the peer call prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY), as every rank running an lmt Engine does, or " + zero
+	case "2":
+		return "Yama kernel.yama.ptrace_scope is 2: only processes with CAP_SYS_PTRACE may attach, whatever the peer declared",
+			"sysctl kernel.yama.ptrace_scope=1 (lmt ranks declare each other) or " + zero + ", or grant the ranks CAP_SYS_PTRACE"
+	case "3":
+		return "Yama kernel.yama.ptrace_scope is 3: no process may attach, and the setting holds until reboot",
+			"boot with kernel.yama.ptrace_scope below 3 (sysctl.d), or use a backend without ptrace rights (shm, vmsplice, pipe)"
+	}
+	return "Yama kernel.yama.ptrace_scope is " + v + ", which restricts ptrace access", zero
 }
 
 // statusUID returns the real uid in /proc/<pid>/status.
