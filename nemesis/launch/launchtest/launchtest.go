@@ -36,6 +36,7 @@ const DefaultTimeout = 2 * time.Minute
 // Options tune Run; the zero value is fine.
 type Options struct {
 	Timeout time.Duration // DefaultTimeout when zero
+	Job     string        // job name; a fresh one when empty (see launch.JobDir)
 	Env     []string
 	Setup   func(rank int, cmd *exec.Cmd) error // see launch.Options.Setup
 }
@@ -65,6 +66,7 @@ func RunOpts(t testing.TB, procs int, o Options, fn func(p launch.Proc) error) {
 	var out syncbuf.Buffer
 	err := launch.Run(context.Background(), launch.Options{
 		Procs:   procs,
+		Job:     o.Job,
 		Args:    []string{"-test.run=" + runPattern(t.Name()), "-test.count=1", "-test.v"},
 		Env:     append([]string{envTest + "=" + t.Name()}, o.Env...),
 		Timeout: timeout,
