@@ -39,6 +39,10 @@ type Options struct {
 	Job     string        // job name; a fresh one when empty (see launch.JobDir)
 	Env     []string
 	Setup   func(rank int, cmd *exec.Cmd) error // see launch.Options.Setup
+	// Outcome, when set, judges how the job ended (nil, or the
+	// *launch.Error of a rank that failed or was killed) instead of
+	// failing the test unless every rank succeeded.
+	Outcome func(err error) error
 }
 
 // Run runs fn in procs child processes, as the ranks of one job.
@@ -74,6 +78,9 @@ func RunOpts(t testing.TB, procs int, o Options, fn func(p launch.Proc) error) {
 		Stderr:  &out,
 		Setup:   o.Setup,
 	})
+	if o.Outcome != nil {
+		err = o.Outcome(err)
+	}
 	if err != nil {
 		t.Fatalf("%v\n--- output of the job ---\n%s", err, out.String())
 	}
