@@ -61,6 +61,7 @@ func withScope(t *testing.T, scope int) {
 	}
 	setScope(t, strconv.Itoa(scope))
 	t.Cleanup(func() { setScope(t, prev) })
+	t.Logf("kernel.yama.ptrace_scope %s, set to %d for the test", prev, scope)
 }
 
 func setScope(t *testing.T, v string) {
@@ -130,16 +131,16 @@ func openEngine(p launch.Proc, ch *lmttest.Channel, prefer ...string) (*lmt.Engi
 	return eng, nil
 }
 
-// wantYama checks that err is the refusal of CMA by Yama at scope, with the
-// kernel's EPERM behind it.
-func wantYama(err error, scope string, peer int) error {
+// wantYama checks that err is the refusal of backend by Yama at scope, with
+// the kernel's EPERM behind it.
+func wantYama(err error, backend, scope string, peer int) error {
 	u, ok := err.(*lmt.Unavailable)
 	if !ok {
-		return fmt.Errorf("CMA with rank %d at ptrace_scope %s: %v (%T), want an *lmt.Unavailable", peer, scope, err, err)
+		return fmt.Errorf("%s with rank %d at ptrace_scope %s: %v (%T), want an *lmt.Unavailable", backend, peer, scope, err, err)
 	}
-	if u.Err != unix.EPERM || u.Backend != "cma" || u.Peer != peer ||
+	if u.Err != unix.EPERM || u.Backend != backend || u.Peer != peer ||
 		!strings.Contains(u.Reason, "Yama") || !strings.Contains(u.Reason, "ptrace_scope is "+scope) || u.Fix == "" {
-		return fmt.Errorf("CMA with rank %d at ptrace_scope %s: %#v, want backend cma, Err EPERM and a reason naming Yama ptrace_scope %s, with a fix", peer, scope, u, scope)
+		return fmt.Errorf("%s with rank %d at ptrace_scope %s: %#v, want Err EPERM and a reason naming Yama ptrace_scope %s, with a fix", backend, peer, scope, u, scope)
 	}
 	return nil
 }
@@ -153,7 +154,7 @@ func TestScope1Undeclared(t *testing.T) {
 		peer := lmt.Peer{Rank: 0, PID: ch.PeerPID(0)}
 		if p.Rank == 1 {
 			err := lmt.Check("cma", peer)
-			if err := wantYama(err, "1", 0); err != nil {
+			if err := wantYama(err, "cma", "1", 0); err != nil {
 				return err
 			}
 			if u := err.(*lmt.Unavailable); !strings.Contains(u.Fix, "PR_SET_PTRACER") {
@@ -240,7 +241,7 @@ func TestScope2(t *testing.T) {
 		}
 		other := 1 - p.Rank
 		for _, b := range cmaBackends {
-			if err := wantYama(eng.Check(b, other), "2", other); err != nil {
+			if err := wantYama(eng.Check(b, other), b, "2", other); err != nil {
 				return fmt.Errorf("%s: %w", b, err)
 			}
 		}
