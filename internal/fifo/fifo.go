@@ -71,6 +71,9 @@ func (p *Pipes) Reader(src int) (int, error) {
 		if err := os.MkdirAll(p.dir, 0o700); err != nil {
 			return -1, fmt.Errorf("%s: private directory: %w", p.kind, err)
 		}
+		if err := checkPrivate(p.dir); err != nil {
+			return -1, fmt.Errorf("%s: %w", p.kind, err)
+		}
 		err := unix.Mkfifo(path, 0o600)
 		if err == nil || err == unix.EEXIST {
 			break
@@ -229,4 +232,25 @@ type CapError struct {
 
 func (e *CapError) Error() string {
 	return fmt.Sprintf("%s caps pipes at %d bytes, below the %d needed (asked for %d)", e.Path, e.Cap, e.Min, e.Want)
+}
+
+// checkPrivate refuses a job directory that another user could have made
+// first in a shared $TMPDIR: the pipes in it would be theirs to open. It
+// must be a real directory (not a symbolic link), ours, and not writable by
+// others.
+func checkPrivate(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("private directory %s: %w", dir, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("private directory %s is not a directory (a symbolic link?): refusing to put pipes there", dir)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("private directory %s belongs to uid %d, not to this process (uid %d): refusing to put pipes there", dir, st.Uid, os.Geteuid())
+	case st.Mode&0o022 != 0:
+		// Others could replace our FIFOs with their own.
+		return fmt.Errorf("private directory %s has mode %#o, writable by other users: refusing to put pipes there", dir, st.Mode&0o777)
+	}
+	return nil
 }

@@ -190,3 +190,53 @@ func TestNameRemoved(t *testing.T) {
 		wantListing(t, "after the failed open", dir, "<absent>")
 	})
 }
+
+// TestForeignDirectoryRefused: a job directory that another user could have
+// prepared in a shared $TMPDIR is refused, with the reason, and no pipe is
+// made in it.
+func TestForeignDirectoryRefused(t *testing.T) {
+	base := t.TempDir()
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(base, "target")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{open: "has mode 0777, writable by other users", link: "is not a directory"}
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(base, "theirs")
+		if err := os.Mkdir(theirs, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(theirs, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cases[theirs] = "belongs to uid 65534, not to this process (uid 0)"
+	} else {
+		t.Log("not root: cannot make a directory owned by another uid; that case is not run")
+	}
+	for dir, want := range cases {
+		rx := New(dir, "pipe", 1, 2, 64<<10)
+		_, err := rx.Reader(0)
+		rx.Close()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Reader in %s: %v, want an error saying %q", filepath.Base(dir), err, want)
+		}
+		real := dir
+		if dir == link {
+			real = target
+		}
+		if names, _ := os.ReadDir(real); len(names) != 0 {
+			t.Errorf("%s holds %v after the refusal, want nothing", filepath.Base(dir), names)
+		}
+	}
+}
