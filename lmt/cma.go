@@ -167,12 +167,6 @@ func checkCMA(name string, peer Peer) error {
 func explainEPERM(name string, peer Peer) *Unavailable {
 	u := &Unavailable{Backend: name, Peer: peer.Rank}
 	pid := strconv.Itoa(peer.PID)
-	if s, err := os.ReadFile(YamaScopeFile); err == nil {
-		if v := strings.TrimSpace(string(s)); v != "0" {
-			u.Reason, u.Fix = yamaReason(v)
-			return u
-		}
-	}
 	if self, err := os.ReadFile("/proc/self/uid_map"); err == nil {
 		if other, err := os.ReadFile("/proc/" + pid + "/uid_map"); err == nil && string(self) != string(other) {
 			u.Reason = "the peer runs in another user namespace (uid_map " + strings.Join(strings.Fields(string(other)), " ") +
@@ -189,14 +183,18 @@ func explainEPERM(name string, peer Peer) *Unavailable {
 			u.Fix = "do not make the peer non-dumpable (prctl(PR_SET_DUMPABLE, 1)), or grant CAP_SYS_PTRACE"
 			return u
 		}
-		if peerUID == os.Getuid() && !hasCap(unix.CAP_SYS_PTRACE) {
-			u.Reason = fmt.Sprintf("the peer runs as uid %d like this process, so it is not dumpable (prctl(PR_SET_DUMPABLE, 0), setuid exec) or holds capabilities this process lacks, and this process has no CAP_SYS_PTRACE", peerUID)
-			u.Fix = "keep the ranks dumpable and with the same capabilities, or grant CAP_SYS_PTRACE"
-			return u
-		}
 		if peerUID != os.Getuid() {
 			u.Reason = fmt.Sprintf("the peer runs as uid %d, this process as uid %d without CAP_SYS_PTRACE", peerUID, os.Getuid())
 			u.Fix = "run every rank under the same uid"
+			return u
+		}
+	}
+	// The kernel asks the LSMs, Yama among them, only once the checks
+	// above have passed: a uid mismatch under Yama is still a uid
+	// mismatch.
+	if s, err := os.ReadFile(YamaScopeFile); err == nil {
+		if v := strings.TrimSpace(string(s)); v != "0" {
+			u.Reason, u.Fix = yamaReason(v)
 			return u
 		}
 	}
@@ -204,6 +202,13 @@ func explainEPERM(name string, peer Peer) *Unavailable {
 		u.Reason = "a seccomp filter (container profile) denies process_vm_readv"
 		u.Fix = "allow process_vm_readv/process_vm_writev in the profile (docker: --security-opt seccomp=<profile> or --cap-add SYS_PTRACE)"
 		return u
+	}
+	if peerUID, ok := statusUID(pid); ok {
+		if peerUID == os.Getuid() && !hasCap(unix.CAP_SYS_PTRACE) {
+			u.Reason = fmt.Sprintf("the peer runs as uid %d like this process, so it is not dumpable (prctl(PR_SET_DUMPABLE, 0), setuid exec) or holds capabilities this process lacks, and this process has no CAP_SYS_PTRACE", peerUID)
+			u.Fix = "keep the ranks dumpable and with the same capabilities, or grant CAP_SYS_PTRACE"
+			return u
+		}
 	}
 	u.Reason = "the kernel refused ptrace access to the peer (an LSM such as SELinux or AppArmor?)"
 	u.Fix = "allow ptrace read access between the ranks in the security policy"
