@@ -1,5 +1,7 @@
 package nemesis
 
+import "github.com/knemesis/knemesis/internal/memcopy"
+
 // AnySource and AnyTag are the wildcards of Irecv, Recv and Probe.
 const (
 	AnySource = -1
@@ -43,9 +45,15 @@ type Request struct {
 	viaLMT bool // the current message was handed to the LMT
 	peer   int  // destination, or the source asked for (AnySource) then matched
 	tag    int  // tag (AnyTag until matched for a wildcard receive)
+	vec    bool // the payload is in iov (Isendv, Irecvv), not buf
 	buf    []byte
+	iov    [][]byte // the caller's list, never copied: no allocation
+	one    [1][]byte
+	room   int   // recv: bytes the buffer or list holds
 	msgLen int   // sender's message length (recv: known once matched)
 	n      int   // bytes moved so far / at completion
+	cur    int   // vec: the entry the next byte comes from or goes to
+	curOff int   // vec: offset of that byte in it
 	err    error // completion status
 	sent   int   // send: payload bytes already put into cells
 	seqd   bool  // send: first cell or fastbox already sent
@@ -61,16 +69,38 @@ func (r *Request) Peer() int { return r.peer }
 func (r *Request) Tag() int { return r.tag }
 
 // Len returns the length of the message: the sender's, for a receive that
-// has matched (it may exceed len(Buf()), in which case the receive reports
+// has matched (it may exceed Cap(), in which case the receive reports
 // ErrTruncated).
 func (r *Request) Len() int { return r.msgLen }
+
+// Cap returns how many bytes a receive can hold: len(Buf()), or the sum of
+// the lengths of Iov()'s entries.
+func (r *Request) Cap() int { return r.room }
 
 // ViaLMT reports whether the request's current message was handed to the
 // LMT (so that LMTData describes it, not an earlier message).
 func (r *Request) ViaLMT() bool { return r.viaLMT }
 
-// Buf returns the user buffer of the request.
+// Buf returns the user buffer of a request started by Isend or Irecv, nil
+// for one started by Isendv or Irecvv (see Iov).
 func (r *Request) Buf() []byte { return r.buf }
+
+// Iov returns the request's payload as an iovec list, whichever call
+// started it: the caller's own list for Isendv and Irecvv (the same slice,
+// entries in message order, zero-length ones included), a one-entry list
+// holding Buf() for Isend and Irecv. An LMT hands it to its backend as is,
+// so that scattered buffers move without being packed. The one-entry list
+// lives in the request: asking for it allocates nothing.
+func (r *Request) Iov() [][]byte {
+	if r.vec {
+		return r.iov
+	}
+	r.one[0] = r.buf
+	return r.one[:]
+}
+
+// IsVec reports whether the request was started with an iovec list.
+func (r *Request) IsVec() bool { return r.vec }
 
 // IsSend tells a send request from a receive.
 func (r *Request) IsSend() bool { return r.op == opSend }
@@ -90,6 +120,63 @@ type Status struct {
 // Status returns the completion status of a finished receive.
 func (r *Request) Status() Status {
 	return Status{Source: r.peer, Tag: r.tag, Len: r.msgLen, Count: r.n}
+}
+
+// deliver writes data, the next piece of the message, into r's buffer or
+// list where the previous piece ended; what does not fit is dropped, and
+// nothing is written past any buffer.
+func (r *Request) deliver(data []byte) {
+	if r.n >= r.room || len(data) == 0 {
+		return
+	}
+	if !r.vec {
+		r.n += memcopy.Copy(r.buf[r.n:], data)
+		return
+	}
+	for len(data) > 0 && r.cur < len(r.iov) {
+		k := r.step(data)
+		r.n += k
+		data = data[k:]
+	}
+}
+
+// gather copies the next len(dst) bytes of a vector send into dst (a cell
+// or fastbox), entry after entry.
+func (r *Request) gather(dst []byte) {
+	for len(dst) > 0 && r.cur < len(r.iov) {
+		k := r.step(dst)
+		dst = dst[k:]
+	}
+}
+
+// step moves bytes between p and the entry under the cursor (into the entry
+// for a receive, out of it for a send), first skipping the entries already
+// done and the zero-length ones; 0 once the list is used up.
+func (r *Request) step(p []byte) int {
+	for r.curOff == len(r.iov[r.cur]) {
+		r.cur++
+		r.curOff = 0
+		if r.cur == len(r.iov) {
+			return 0
+		}
+	}
+	e := r.iov[r.cur][r.curOff:]
+	var k int
+	if r.op == opRecv {
+		k = memcopy.Copy(e, p)
+	} else {
+		k = memcopy.Copy(p, e)
+	}
+	r.curOff += k
+	return k
+}
+
+func iovLen(iov [][]byte) int {
+	n := 0
+	for _, b := range iov {
+		n += len(b)
+	}
+	return n
 }
 
 // reqList is an intrusive FIFO of requests: no allocation per message.
