@@ -99,9 +99,6 @@ func (r *Request) Iov() [][]byte {
 	return r.one[:]
 }
 
-// IsVec reports whether the request was started with an iovec list.
-func (r *Request) IsVec() bool { return r.vec }
-
 // IsSend tells a send request from a receive.
 func (r *Request) IsSend() bool { return r.op == opSend }
 

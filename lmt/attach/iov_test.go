@@ -86,3 +86,60 @@ func checkLMT(r *nemesis.Request, buf *lmttest.Buffer, n int, s iovtest.Shape, b
 	}
 	return nil
 }
+
+// TestIovForcedAndLong: LMT.Isendv forces the backend of one list message;
+// and a list with more entries than a CMA handle carries
+// (lmt.DefaultMaxSegments) goes by the next backend of the preference
+// list, intact, instead of being packed or refused.
+func TestIovForcedAndLong(t *testing.T) {
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		ep, l, err := join(p, attach.Options{Prefer: []string{"cma", "pipe"}})
+		if err != nil {
+			return err
+		}
+		defer ep.Close()
+		defer l.Close()
+		const n = 1<<20 + 3
+		many := make([]int, 3*lmt.DefaultMaxSegments)
+		for i := range many {
+			many[i] = n / len(many)
+		}
+		many[0] += n % len(many)
+		cases := []struct {
+			lens    []int
+			forced  string
+			backend string
+		}{
+			{iovtest.RecvSplits(n), "vmsplice", "vmsplice"},
+			{iovtest.RecvSplits(n), "shm", "shm"},
+			{many, "", "pipe"},
+		}
+		for i, c := range cases {
+			var r nemesis.Request
+			buf := lmttest.NewSplitBuffer(5, c.lens)
+			if p.Rank == 0 {
+				buf.FillMessage()
+				if err := l.Isendv(&r, 1, i, buf.Iov, c.forced); err != nil {
+					return err
+				}
+			} else if err := ep.Irecvv(&r, 0, i, buf.Iov); err != nil {
+				return err
+			}
+			if err := ep.Wait(&r); err != nil {
+				return fmt.Errorf("case %d: %w", i, err)
+			}
+			if st, _ := attach.Stats(&r); st.Backend != c.backend {
+				return fmt.Errorf("case %d (%d entries, forced %q): went via %+v, want %s", i, len(c.lens), c.forced, st, c.backend)
+			}
+			if p.Rank == 1 {
+				if err := buf.Verify(n); err != nil {
+					return fmt.Errorf("case %d: %w", i, err)
+				}
+			}
+			if err := checkLMT(&r, buf, n, iovtest.Shape{}, c.backend); err != nil {
+				return fmt.Errorf("case %d: %w", i, err)
+			}
+		}
+		return ep.Send(1-p.Rank, 99, nil)
+	})
+}
