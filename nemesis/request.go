@@ -29,8 +29,8 @@ const (
 // Request is one non-blocking send or receive. The caller owns its storage
 // (declare it, or keep a slice of them) and passes it to Isend or Irecv, so
 // that starting an operation allocates nothing. A Request may be reused
-// once Wait or Test has reported it complete. Its buffer belongs to the
-// endpoint until then.
+// once Wait or Test has reported it complete. Its buffer, or its list and
+// the list's buffers, belong to the endpoint until then.
 type Request struct {
 	// LMTData is free for the LMT to hang its per-transfer state on. The
 	// endpoint never touches it, not even when the request is reused, so
@@ -43,20 +43,20 @@ type Request struct {
 	state  reqState
 	inLMT  bool // the LMT holds it; only Complete finishes it
 	viaLMT bool // the current message was handed to the LMT
+	vec    bool // the payload is in iov (Isendv, Irecvv), not buf
 	peer   int  // destination, or the source asked for (AnySource) then matched
 	tag    int  // tag (AnyTag until matched for a wildcard receive)
-	vec    bool // the payload is in iov (Isendv, Irecvv), not buf
 	buf    []byte
-	iov    [][]byte // the caller's list, never copied: no allocation
-	one    [1][]byte
-	room   int   // recv: bytes the buffer or list holds
-	msgLen int   // sender's message length (recv: known once matched)
-	n      int   // bytes moved so far / at completion
-	cur    int   // vec: the entry the next byte comes from or goes to
-	curOff int   // vec: offset of that byte in it
-	err    error // completion status
-	sent   int   // send: payload bytes already put into cells
-	seqd   bool  // send: first cell or fastbox already sent
+	iov    [][]byte  // the caller's list, never copied: no allocation
+	one    [1][]byte // Iov's list for a single-buffer request
+	room   int       // recv: bytes the buffer or list holds
+	msgLen int       // sender's message length (recv: known once matched)
+	n      int       // bytes moved so far / at completion
+	cur    int       // vec: the entry the next byte comes from or goes to
+	curOff int       // vec: offset of that byte in it
+	err    error     // completion status
+	sent   int       // send: payload bytes already put into cells
+	seqd   bool      // send: first cell or fastbox already sent
 
 	prev, next *Request // in the posted-receive or per-destination send list
 }

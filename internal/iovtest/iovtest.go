@@ -68,16 +68,14 @@ var Shapes = []Shape{
 // goTag is the tag of the receiver's "posted" token.
 const goTag = nemesis.MaxTag - 2
 
-// Sender starts the send of b (its list when vec, else its one buffer) on r.
-type Sender func(r *nemesis.Request, b *lmttest.Buffer, vec bool) error
-
 // Exchange moves one message of n bytes with tag from rank 0 to rank 1 of
 // ep's job, shaped as s, and returns on each rank its request, completed,
-// and buffer. Rank 0 sends with send; rank 1 checks everything it received
-// and returns an error saying what was wrong. A receive posted first is
-// posted before rank 0 starts sending (rank 1 sends a token); a late one
-// after the message, or its first cell or RTS, arrived (rank 1 probes).
-func Exchange(ep *nemesis.Endpoint, n, tag int, s Shape, send Sender) (*nemesis.Request, *lmttest.Buffer, error) {
+// and buffer. Rank 0 sends with Isendv or Isend; rank 1 checks everything
+// it received and returns an error saying what was wrong. A receive posted
+// first is posted before rank 0 starts sending (rank 1 sends a token); a
+// late one after the message, or its first cell or RTS, arrived (rank 1
+// probes).
+func Exchange(ep *nemesis.Endpoint, n, tag int, s Shape) (*nemesis.Request, *lmttest.Buffer, error) {
 	r := new(nemesis.Request)
 	if ep.Rank() == 0 {
 		b := lmttest.NewBuffer(n, 1, s.SendVec)
@@ -87,7 +85,13 @@ func Exchange(ep *nemesis.Endpoint, n, tag int, s Shape, send Sender) (*nemesis.
 				return nil, nil, err
 			}
 		}
-		if err := send(r, b, s.SendVec); err != nil {
+		var err error
+		if s.SendVec {
+			err = ep.Isendv(r, 1, tag, b.Iov)
+		} else {
+			err = ep.Isend(r, 1, tag, b.Iov[0])
+		}
+		if err != nil {
 			return nil, nil, err
 		}
 		if err := ep.Wait(r); err != nil {
