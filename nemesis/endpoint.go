@@ -343,7 +343,8 @@ func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
 	if err := ep.validate(r, dst, tag, false); err != nil {
 		return err
 	}
-	*r = Request{LMTData: r.LMTData, ep: ep, op: opSend, state: statePending, peer: dst, tag: tag, buf: buf, msgLen: len(buf)}
+	r.start(ep, opSend, dst, tag)
+	r.buf[0], r.msgLen = buf, len(buf)
 	ep.startSend(r)
 	return nil
 }
@@ -360,7 +361,8 @@ func (ep *Endpoint) Isendv(r *Request, dst, tag int, iov [][]byte) error {
 	if err := ep.validate(r, dst, tag, false); err != nil {
 		return err
 	}
-	*r = Request{LMTData: r.LMTData, ep: ep, op: opSend, state: statePending, peer: dst, tag: tag, vec: true, iov: iov, msgLen: iovLen(iov)}
+	r.start(ep, opSend, dst, tag)
+	r.vec, r.iov, r.msgLen = true, iov, iovLen(iov)
 	ep.startSend(r)
 	return nil
 }
@@ -393,7 +395,8 @@ func (ep *Endpoint) Irecv(r *Request, src, tag int, buf []byte) error {
 	if err := ep.validate(r, src, tag, true); err != nil {
 		return err
 	}
-	*r = Request{LMTData: r.LMTData, ep: ep, op: opRecv, state: statePending, peer: src, tag: tag, buf: buf, room: len(buf)}
+	r.start(ep, opRecv, src, tag)
+	r.buf[0], r.room = buf, len(buf)
 	return ep.startRecv(r)
 }
 
@@ -407,7 +410,8 @@ func (ep *Endpoint) Irecvv(r *Request, src, tag int, iov [][]byte) error {
 	if err := ep.validate(r, src, tag, true); err != nil {
 		return err
 	}
-	*r = Request{LMTData: r.LMTData, ep: ep, op: opRecv, state: statePending, peer: src, tag: tag, vec: true, iov: iov, room: iovLen(iov)}
+	r.start(ep, opRecv, src, tag)
+	r.vec, r.iov, r.room = true, iov, iovLen(iov)
 	return ep.startRecv(r)
 }
 
@@ -621,7 +625,7 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 			if r.vec {
 				r.gather(p.fbOutPl[:n])
 			} else {
-				memcopy.Copy(p.fbOutPl, r.buf)
+				memcopy.Copy(p.fbOutPl, r.buf[0])
 			}
 			fb.seq, fb.tag, fb.len, fb.kind, fb.total = p.sendSeq, int32(r.tag), uint32(n), kindMsg, uint64(n)
 			p.sendSeq++
@@ -643,7 +647,7 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 		if r.vec {
 			r.gather(s.payload(off)[:chunk])
 		} else {
-			memcopy.Copy(s.payload(off), r.buf[r.sent:r.sent+chunk])
+			memcopy.Copy(s.payload(off), r.buf[0][r.sent:r.sent+chunk])
 		}
 		c.kind = kindCont
 		if !r.seqd {

@@ -189,7 +189,13 @@ func (ep *Endpoint) arrive(src, tag int, kind uint32, total int, data []byte) er
 			if kind == kindRTS {
 				return ep.startLMTRecv(r, data)
 			}
-			r.deliver(data)
+			// deliver, by hand: too big to inline, and this is
+			// every small message's path.
+			if r.vec {
+				r.scatter(data)
+			} else {
+				r.n = memcopy.Copy(r.buf[0], data)
+			}
 			if total > len(data) {
 				ep.peers[src].asm = assembly{req: r, got: len(data)}
 				return nil
