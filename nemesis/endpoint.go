@@ -367,6 +367,8 @@ func (ep *Endpoint) Isendv(r *Request, dst, tag int, iov [][]byte) error {
 	return nil
 }
 
+// startSend puts the send r, set up by Isend or Isendv, on its way, or
+// behind the sends to the same rank still waiting for cells.
 func (ep *Endpoint) startSend(r *Request) {
 	if err := ep.peers[r.peer].dead; err != nil {
 		ep.finish(r, 0, err)
@@ -415,6 +417,8 @@ func (ep *Endpoint) Irecvv(r *Request, src, tag int, iov [][]byte) error {
 	return ep.startRecv(r)
 }
 
+// startRecv matches the receive r, set up by Irecv or Irecvv, against the
+// messages that came first, or posts it.
 func (ep *Endpoint) startRecv(r *Request) error {
 	if u := ep.unexp.match(r.peer, r.tag); u != nil {
 		return ep.takeUnexpected(r, u)
