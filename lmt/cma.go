@@ -26,13 +26,13 @@ const (
 )
 
 func init() {
-	Register(2, "cma", Pull, func(env *Env) (Backend, error) { return newCMA(env, Pull), nil }, checkCMA)
-	Register(3, "cma-write", Push, func(env *Env) (Backend, error) { return newCMA(env, Push), nil }, checkCMA)
+	Register(2, "cma", Pull, func(env *Env) (Backend, error) { return newCMA(env, Pull), nil }, cmaProber("cma"))
+	Register(3, "cma-write", Push, func(env *Env) (Backend, error) { return newCMA(env, Push), nil }, cmaProber("cma-write"))
 	// cma-split: the receiver reads the first half while the sender
 	// writes the second. One copy per byte like cma, but two CPUs copy at
 	// once, as in the shm double copy: on this kind of VM it moves 1-4 MiB
 	// at 16 GB/s where one process_vm_readv stream reaches 8.5.
-	Register(7, "cma-split", Split, func(env *Env) (Backend, error) { return newCMA(env, Split), nil }, checkCMA)
+	Register(7, "cma-split", Split, func(env *Env) (Backend, error) { return newCMA(env, Split), nil }, cmaProber("cma-split"))
 }
 
 type cma struct {
@@ -65,7 +65,7 @@ func (c *cma) Name() string {
 
 func (c *cma) Flow() Flow { return c.flow }
 
-func (c *cma) Check(peer Peer) error { return checkCMA(c.env.Config, peer) }
+func (c *cma) Check(peer Peer) error { return checkCMA(c.Name(), peer) }
 
 func (c *cma) Handle(t *Transfer, dst []byte) (int, error) {
 	return EncodeSegments(t, c.pid, c.pidns, dst)
@@ -119,7 +119,7 @@ func (c *cma) Step(t *Transfer, max int) (int, error) {
 	case err == unix.ESRCH:
 		return 0, &PeerError{Rank: t.peer, PID: pid, Err: err}
 	case err == unix.EPERM:
-		return 0, checkCMA(c.env.Config, Peer{Rank: t.peer, PID: pid})
+		return 0, checkCMA(c.Name(), Peer{Rank: t.peer, PID: pid})
 	}
 	return 0, fmt.Errorf("lmt: %s with rank %d (pid %d): %w", c.Name(), t.peer, pid, err)
 }
@@ -127,11 +127,17 @@ func (c *cma) Step(t *Transfer, max int) (int, error) {
 func (c *cma) Abort(t *Transfer) {}
 func (c *cma) Close() error      { return nil }
 
+// cmaProber is the availability check of the CMA backend name: the three
+// need the same access, and their refusals name the one asked about.
+func cmaProber(name string) Prober {
+	return func(_ *Config, peer Peer) error { return checkCMA(name, peer) }
+}
+
 // checkCMA probes whether this process may read peer's memory, and when
 // not, finds the reason among those known to block CMA.
-func checkCMA(cfg *Config, peer Peer) error {
+func checkCMA(name string, peer Peer) error {
 	if peer.PID <= 0 {
-		return &Unavailable{Backend: "cma", Peer: peer.Rank, Reason: "the peer's process id is unknown",
+		return &Unavailable{Backend: name, Peer: peer.Rank, Reason: "the peer's process id is unknown",
 			Fix: "give the Engine a Config.PeerPID"}
 	}
 	var b [1]byte
@@ -142,32 +148,25 @@ func checkCMA(cfg *Config, peer Peer) error {
 	case nil, unix.EFAULT:
 		return nil
 	case unix.ESRCH:
-		return &Unavailable{Backend: "cma", Peer: peer.Rank, Err: err,
+		return &Unavailable{Backend: name, Peer: peer.Rank, Err: err,
 			Reason: fmt.Sprintf("no process %d here: the peer exited, or runs in another PID namespace", peer.PID),
 			Fix:    "start every rank in the same PID namespace"}
 	case unix.ENOSYS:
-		return &Unavailable{Backend: "cma", Peer: -1, Err: err,
+		return &Unavailable{Backend: name, Peer: -1, Err: err,
 			Reason: "process_vm_readv is not implemented (kernel without CONFIG_CROSS_MEMORY_ATTACH, or a seccomp filter answering ENOSYS)",
 			Fix:    "use a kernel with CONFIG_CROSS_MEMORY_ATTACH=y and allow process_vm_readv/process_vm_writev in the seccomp profile"}
 	case unix.EPERM:
-		u := explainEPERM(peer)
+		u := explainEPERM(name, peer)
 		u.Err = err
 		return u
 	}
-	return &Unavailable{Backend: "cma", Peer: peer.Rank, Err: err, Reason: "probe failed: " + err.Error()}
+	return &Unavailable{Backend: name, Peer: peer.Rank, Err: err, Reason: "probe failed: " + err.Error()}
 }
 
 // explainEPERM names the first known cause of a refused ptrace access.
-func explainEPERM(peer Peer) *Unavailable {
-	u := &Unavailable{Backend: "cma", Peer: peer.Rank}
+func explainEPERM(name string, peer Peer) *Unavailable {
+	u := &Unavailable{Backend: name, Peer: peer.Rank}
 	pid := strconv.Itoa(peer.PID)
-	if s, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
-		if v := strings.TrimSpace(string(s)); v != "0" {
-			u.Reason = "Yama kernel.yama.ptrace_scope is " + v + " (0 lets a process attach to any of its own uid)"
-			u.Fix = "sysctl kernel.yama.ptrace_scope=0 (scope 1 also works if the peer calls prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY), as the lmt package does)"
-			return u
-		}
-	}
 	if self, err := os.ReadFile("/proc/self/uid_map"); err == nil {
 		if other, err := os.ReadFile("/proc/" + pid + "/uid_map"); err == nil && string(self) != string(other) {
 			u.Reason = "the peer runs in another user namespace (uid_map " + strings.Join(strings.Fields(string(other)), " ") +
@@ -184,14 +183,18 @@ func explainEPERM(peer Peer) *Unavailable {
 			u.Fix = "do not make the peer non-dumpable (prctl(PR_SET_DUMPABLE, 1)), or grant CAP_SYS_PTRACE"
 			return u
 		}
-		if peerUID == os.Getuid() && !hasCap(unix.CAP_SYS_PTRACE) {
-			u.Reason = fmt.Sprintf("the peer runs as uid %d like this process, so it is not dumpable (prctl(PR_SET_DUMPABLE, 0), setuid exec) or holds capabilities this process lacks, and this process has no CAP_SYS_PTRACE", peerUID)
-			u.Fix = "keep the ranks dumpable and with the same capabilities, or grant CAP_SYS_PTRACE"
-			return u
-		}
 		if peerUID != os.Getuid() {
 			u.Reason = fmt.Sprintf("the peer runs as uid %d, this process as uid %d without CAP_SYS_PTRACE", peerUID, os.Getuid())
 			u.Fix = "run every rank under the same uid"
+			return u
+		}
+	}
+	// The kernel asks the LSMs, Yama among them, only once the checks
+	// above have passed: a uid mismatch under Yama is still a uid
+	// mismatch.
+	if s, err := os.ReadFile(YamaScopeFile); err == nil {
+		if v := strings.TrimSpace(string(s)); v != "0" {
+			u.Reason, u.Fix = yamaReason(v)
 			return u
 		}
 	}
@@ -200,9 +203,39 @@ func explainEPERM(peer Peer) *Unavailable {
 		u.Fix = "allow process_vm_readv/process_vm_writev in the profile (docker: --security-opt seccomp=<profile> or --cap-add SYS_PTRACE)"
 		return u
 	}
+	if peerUID, ok := statusUID(pid); ok {
+		if peerUID == os.Getuid() && !hasCap(unix.CAP_SYS_PTRACE) {
+			u.Reason = fmt.Sprintf("the peer runs as uid %d like this process, so it is not dumpable (prctl(PR_SET_DUMPABLE, 0), setuid exec) or holds capabilities this process lacks, and this process has no CAP_SYS_PTRACE", peerUID)
+			u.Fix = "keep the ranks dumpable and with the same capabilities, or grant CAP_SYS_PTRACE"
+			return u
+		}
+	}
 	u.Reason = "the kernel refused ptrace access to the peer (an LSM such as SELinux or AppArmor?)"
 	u.Fix = "allow ptrace read access between the ranks in the security policy"
 	return u
+}
+
+// YamaScopeFile holds the Yama LSM's ptrace_scope; it exists only on
+// kernels built with CONFIG_SECURITY_YAMA.
+const YamaScopeFile = "/proc/sys/kernel/yama/ptrace_scope"
+
+// yamaReason explains a refusal under Yama ptrace_scope v (not "0"). Each
+// scope needs its own fix: the declaration that lifts scope 1 does nothing
+// at scope 2, and scope 3 cannot be lowered before a reboot.
+func yamaReason(v string) (reason, fix string) {
+	const zero = "sysctl kernel.yama.ptrace_scope=0 (any process may then attach to those of its own uid)"
+	switch v {
+	case "1":
+		return "Yama kernel.yama.ptrace_scope is 1: only an ancestor or a tracer the peer declared may attach, and the peer did not declare this process",
+			"have the peer call prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY), as every rank running an lmt Engine does, or " + zero
+	case "2":
+		return "Yama kernel.yama.ptrace_scope is 2: only processes with CAP_SYS_PTRACE may attach, whatever the peer declared",
+			"sysctl kernel.yama.ptrace_scope=1 (lmt ranks declare each other) or " + zero + ", or grant the ranks CAP_SYS_PTRACE"
+	case "3":
+		return "Yama kernel.yama.ptrace_scope is 3: no process may attach, and the setting holds until reboot",
+			"boot with kernel.yama.ptrace_scope below 3 (sysctl.d), or use a backend without ptrace rights (shm, vmsplice, pipe)"
+	}
+	return "Yama kernel.yama.ptrace_scope is " + v + ", which restricts ptrace access", zero
 }
 
 // statusUID returns the real uid in /proc/<pid>/status.

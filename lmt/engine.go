@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/knemesis/knemesis/nemesis/launch"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +37,11 @@ type Config struct {
 	// (default 64 KiB), so that small messages keep flowing.
 	Chunk int
 	// Dir is a private directory for the job's FIFOs (default
-	// $TMPDIR/knemesis-<job>, created 0700).
+	// launch.JobDir(Job), $TMPDIR/knemesis-<job>, created 0700, which
+	// the launcher removes when the job ends). Ranks remove the FIFOs
+	// they made and the last one the directory; only the launcher's
+	// removal covers a rank killed between making a FIFO and its peer
+	// opening it, so a Dir of the caller's own needs the same care.
 	Dir string
 	// ShmSlots and ShmSlotSize shape the shm ring (default 8 × 32 KiB).
 	ShmSlots, ShmSlotSize int
@@ -102,7 +106,7 @@ func (c *Config) setDefaults() {
 		c.Prefer = defaultPrefer
 	}
 	if c.Dir == "" && c.Job != "" {
-		c.Dir = filepath.Join(os.TempDir(), "knemesis-"+c.Job)
+		c.Dir = launch.JobDir(c.Job)
 	}
 }
 

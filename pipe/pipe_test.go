@@ -13,3 +13,12 @@ func TestSenderDies(t *testing.T)   { lmttest.RunPeerDies(t, pipe.Name, 0) }
 func TestReceiverDies(t *testing.T) { lmttest.RunPeerDies(t, pipe.Name, 1) }
 func TestManyPairs(t *testing.T)    { lmttest.RunManyPairs(t, pipe.Name) }
 func TestManySegments(t *testing.T) { lmttest.RunManySegments(t, pipe.Name) }
+
+// The FIFO the receiver made for the CTS, and the sender never opened, goes
+// with the job whether the receiver lives on or is killed too.
+func TestSenderDiesAfterCTS(t *testing.T) {
+	lmttest.RunSenderDiesAfterCTS(t, pipe.Name, []string{"pipe-0-1"})
+}
+func TestKilledAfterCTS(t *testing.T) {
+	lmttest.RunKilledAfterCTS(t, pipe.Name, []string{"pipe-0-1"})
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -32,6 +33,10 @@ type Info struct {
 	// Warnings are problems the user should hear about that did not stop
 	// the selector (a foreign or unreadable tuning file).
 	Warnings []string
+
+	// What Load found before building the table, for For.
+	tuning       *TuningFile
+	loadWarnings []string
 }
 
 // Load detects the topology, loads the tuning file if it belongs to this
@@ -68,13 +73,38 @@ func Load(cfg Config) (*Info, error) {
 			info.Warnings = append(info.Warnings, "tuning file ignored: "+err.Error())
 		}
 	}
-	if info.Table, err = Build(env); err != nil {
+	info.tuning = env.Tuning
+	info.loadWarnings = slices.Clone(info.Warnings)
+	if err := info.build(env); err != nil {
 		return nil, err
 	}
-	for _, n := range info.Table.Notes {
-		info.Warnings = append(info.Warnings, n)
-	}
 	return info, nil
+}
+
+// For returns the Info of another pair of processes on the same machine:
+// the topology, machine and tuning file Load found, and the table built
+// for env's placement and availability (env's Topology and Tuning are
+// replaced by Load's). A process talking to many peers calls Load once and
+// For once per peer, instead of detecting the machine again for each.
+func (i *Info) For(env Env) (*Info, error) {
+	out := &Info{Topology: i.Topology, Machine: i.Machine, TuningPath: i.TuningPath, TuningStatus: i.TuningStatus,
+		tuning: i.tuning, loadWarnings: i.loadWarnings}
+	env.Topology, env.Tuning = i.Topology, i.tuning
+	out.Warnings = slices.Clone(i.loadWarnings)
+	if err := out.build(env); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (i *Info) build(env Env) error {
+	t, err := Build(env)
+	if err != nil {
+		return err
+	}
+	i.Table = t
+	i.Warnings = append(i.Warnings, t.Notes...)
+	return nil
 }
 
 // Describe prints topology, thresholds with their sources, and the

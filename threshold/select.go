@@ -129,8 +129,11 @@ func Build(env Env) (*Table, error) {
 	t := &Table{DMAMin: dmaMin, Cache: cache, Shared: shared}
 	concurrent := env.Concurrent > 1
 
+	// The double copies come last: the one-copy mechanisms beat them
+	// unless the pair shares a cache. Shm stands in when nothing is
+	// available, which only a caller's own Unavailable list can cause.
 	single := Shm
-	for _, b := range []Backend{Knem, CMA, Vmsplice} {
+	for _, b := range []Backend{Knem, CMA, Vmsplice, Shm, Pipe} {
 		if env.available(b) {
 			single = b
 			break
@@ -150,7 +153,7 @@ func Build(env Env) (*Table, error) {
 		}
 	}
 	if len(t.Rules) == 0 {
-		t.formulaRules(single, shared)
+		t.formulaRules(single, shared, env.available(Shm))
 	}
 	if env.DMA && env.available(Knem) {
 		t.add(Rule{From: max(dmaMin.Bytes+1, t.LMTMin.Bytes), Backend: Knem, DMA: true, Source: SourceFormula,
@@ -159,15 +162,21 @@ func Build(env Env) (*Table, error) {
 	return t, nil
 }
 
-func (t *Table) formulaRules(single Backend, shared bool) {
+// formulaRules writes the formula's LMT rules: the double copy when the
+// pair shares a cache and may use shm, else the single-copy mechanism.
+func (t *Table) formulaRules(single Backend, shared, shm bool) {
 	lmt := t.LMTMin.Bytes
-	if !shared {
+	switch {
+	case !shared:
 		t.add(Rule{From: lmt, Backend: single, Source: SourceFormula,
 			Why: "no shared cache: one copy beats the double copy (§4.1, §4.2)"})
-		return
+	case !shm:
+		t.add(Rule{From: lmt, Backend: single, Source: SourceFormula,
+			Why: fmt.Sprintf("%s shared, but shm is unavailable: the next mechanism", t.Cache.Name())})
+	default:
+		t.add(Rule{From: lmt, Backend: Shm, Source: SourceFormula,
+			Why: fmt.Sprintf("%s shared: the double copy is never slower than one copy here, and twice as fast on dirty lines (baselines)", t.Cache.Name())})
 	}
-	t.add(Rule{From: lmt, Backend: Shm, Source: SourceFormula,
-		Why: fmt.Sprintf("%s shared: the double copy is never slower than one copy here, and twice as fast on dirty lines (baselines)", t.Cache.Name())})
 }
 
 // add inserts r, dropping rules it hides and merging it into an equal

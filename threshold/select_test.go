@@ -116,6 +116,12 @@ func TestSelectionTables(t *testing.T) {
 			"eager<64 KiB | shm≥64 KiB"},
 		{"epyc-kvm, knem+DMA", Env{Topology: kvm, Placement: Placement{Sender: 1, Receiver: 0}, Knem: true, DMA: true},
 			"eager<64 KiB | shm≥64 KiB | knem+dma>8 MiB"},
+		// A caller that rules shm out gets the next mechanism even
+		// where the double copy would win.
+		{"epyc-kvm, shm ruled out", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{Shm}},
+			"eager<64 KiB | cma≥64 KiB"},
+		{"epyc-kvm, only pipe", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{Shm, CMA, CMASplit, Vmsplice}},
+			"eager<64 KiB | pipe≥64 KiB"},
 		{"epyc-kvm, DMA bit without module access", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}, Knem: true, DMA: true, Unavailable: []Backend{Knem}},
 			"eager<64 KiB | shm≥64 KiB"},
 	}

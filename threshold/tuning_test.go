@@ -241,3 +241,42 @@ func TestLoadAndDescribe(t *testing.T) {
 		t.Errorf("foreign file: status %q warnings %q table %s", info.TuningStatus, info.Warnings, compact(info.Table))
 	}
 }
+
+// TestInfoFor: For builds another pair's table from what Load found — the
+// tuning file included — and keeps Load's warnings but not its table's
+// notes.
+func TestInfoFor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tuning.json")
+	here := testMachine()
+	f := &TuningFile{Machine: here}
+	f.Put(TunedTable{SharedCache: true, LMTMin: 32 << 10, Rules: []TunedRule{{From: 32 << 10, Backend: Pipe}, {From: 1 << 20, Backend: Vmsplice}}})
+	if err := f.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Detect:     DetectOptions{Sysfs: os.DirFS("testdata/epyc-kvm"), Override: CacheOverride{}},
+		TuningPath: path,
+		Machine:    &here,
+		Env:        Env{Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{Vmsplice}},
+	}
+	info, err := Load(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := compact(info.Table), "eager<64 KiB | shm≥64 KiB"; got != want || len(info.Warnings) != 1 ||
+		info.Warnings[0] != "tuning file ignored: measured backend vmsplice is not available now" {
+		t.Errorf("Load with vmsplice ruled out: %s, warnings %q; want %s and the tuning file's refusal", got, info.Warnings, want)
+	}
+	other, err := info.For(Env{Placement: Placement{Sender: 1, Receiver: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := compact(other.Table), "eager<32 KiB | pipe≥32 KiB | vmsplice≥1 MiB"; got != want || len(other.Warnings) != 0 ||
+		other.TuningStatus != "loaded" || other.Topology != info.Topology {
+		t.Errorf("For: %s, warnings %q, status %q; want %s from the loaded file, no warning, Load's topology",
+			got, other.Warnings, other.TuningStatus, want)
+	}
+	if _, err := info.For(Env{Placement: Placement{Sender: 0, Receiver: 7}}); !errors.Is(err, ErrUnknownCPU) {
+		t.Errorf("For with cpu7: %v, want ErrUnknownCPU", err)
+	}
+}

@@ -13,3 +13,11 @@ func TestSenderDies(t *testing.T)   { lmttest.RunPeerDies(t, vmsplice.Name, 0) }
 func TestReceiverDies(t *testing.T) { lmttest.RunPeerDies(t, vmsplice.Name, 1) }
 func TestManyPairs(t *testing.T)    { lmttest.RunManyPairs(t, vmsplice.Name) }
 func TestManySegments(t *testing.T) { lmttest.RunManySegments(t, vmsplice.Name) }
+
+// See package pipe's tests of the same name.
+func TestSenderDiesAfterCTS(t *testing.T) {
+	lmttest.RunSenderDiesAfterCTS(t, vmsplice.Name, []string{"vmsplice-0-1"})
+}
+func TestKilledAfterCTS(t *testing.T) {
+	lmttest.RunKilledAfterCTS(t, vmsplice.Name, []string{"vmsplice-0-1"})
+}

@@ -104,7 +104,7 @@ func (b *Backend) Step(t *lmt.Transfer, _ int) (int, error) {
 	iov, _ := t.Iovecs(b.iov[:], b.chunk)
 	t.CountSyscalls(1)
 	if t.Side() == lmt.Receiver {
-		n, err := Readv(b.pipes.readers[t.Peer()], iov)
+		n, err := b.pipes.Read(t.Peer(), iov)
 		if err == ErrEOF {
 			// No writer: not opened yet, or gone.
 			return 0, t.CheckPeer()
@@ -131,9 +131,6 @@ func (b *Backend) Step(t *lmt.Transfer, _ int) (int, error) {
 	return n, err
 }
 
-// Abort retires the pipe with t's peer: it may hold half a message, and
-// closing our end releases the sender pages a vmsplice left referenced in
-// it once the peer's end is gone too.
 // PollFd implements lmt.Blocker.
 func (b *Backend) PollFd(t *lmt.Transfer) (int, int16) {
 	if t.Side() == lmt.Receiver {
@@ -142,6 +139,10 @@ func (b *Backend) PollFd(t *lmt.Transfer) (int, int16) {
 	return b.pipes.writers[t.Peer()], unix.POLLOUT
 }
 
+// Abort retires the pipe with t's peer: it may hold half a message, and
+// closing our end releases the sender pages a vmsplice left referenced in
+// it once the peer's end is gone too. A receiver also removes the FIFO's
+// name, which a sender that died before opening it left behind.
 func (b *Backend) Abort(t *lmt.Transfer) {
 	b.broken[t.Peer()] = true
 	b.pipes.Drop(t.Peer())

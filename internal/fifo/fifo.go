@@ -8,6 +8,15 @@
 // arrives, so a non-blocking open never finds the FIFO without a reader. Each
 // process holds one end only, so a dead writer shows as end-of-file and a dead
 // reader as EPIPE.
+//
+// A FIFO's name is needed only until the writer has opened it, and is removed
+// then by whoever learns it first: the writer right after its open, the
+// receiver at its first bytes (the writer may have died between the two), the
+// writer when its open finds no reader (the receiver died after its CTS), the
+// receiver when it drops the pipe (the sender died before opening) or closes.
+// The last rank out removes the directory; the launcher removes it with
+// whatever is left when a rank dies between making a FIFO and sending the CTS
+// (see launch.JobDir).
 package fifo
 
 import (
@@ -29,14 +38,16 @@ type Pipes struct {
 	size      int   // capacity asked of every pipe
 	readers   []int // by source rank, -1 until opened
 	writers   []int // by destination rank
-	made      []string
+	// named[src]: the FIFO from src, made by this process, may still
+	// have its name in dir.
+	named []bool
 }
 
 // New prepares the FIFOs named kind-<src>-<dst> under dir, each to be sized
 // to size bytes.
 func New(dir, kind string, rank, ranks, size int) *Pipes {
 	p := &Pipes{dir: dir, kind: kind, rank: rank, size: size,
-		readers: make([]int, ranks), writers: make([]int, ranks)}
+		readers: make([]int, ranks), writers: make([]int, ranks), named: make([]bool, ranks)}
 	for i := range p.readers {
 		p.readers[i], p.writers[i] = -1, -1
 	}
@@ -60,6 +71,9 @@ func (p *Pipes) Reader(src int) (int, error) {
 		if err := os.MkdirAll(p.dir, 0o700); err != nil {
 			return -1, fmt.Errorf("%s: private directory: %w", p.kind, err)
 		}
+		if err := checkPrivate(p.dir); err != nil {
+			return -1, fmt.Errorf("%s: %w", p.kind, err)
+		}
 		err := unix.Mkfifo(path, 0o600)
 		if err == nil || err == unix.EEXIST {
 			break
@@ -68,13 +82,15 @@ func (p *Pipes) Reader(src int) (int, error) {
 			return -1, fmt.Errorf("%s: mkfifo %s: %w", p.kind, path, err)
 		}
 	}
-	p.made = append(p.made, path)
+	p.named[src] = true
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
+		p.Unlink(src)
 		return -1, fmt.Errorf("%s: opening %s for reading: %w", p.kind, path, err)
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, p.size); err != nil {
 		unix.Close(fd)
+		p.Unlink(src)
 		return -1, fmt.Errorf("%s: F_SETPIPE_SZ %d on %s: %w", p.kind, p.size, path, err)
 	}
 	p.readers[src] = fd
@@ -88,18 +104,50 @@ func (p *Pipes) Writer(dst int) (int, error) {
 	}
 	path := p.path(p.rank, dst)
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err == unix.ENXIO {
+		// The reader that sent the CTS has closed its end: it died,
+		// or dropped the pipe. Nobody will open this FIFO again.
+		p.remove(path)
+	}
 	if err != nil {
 		return -1, fmt.Errorf("%s: opening %s for writing: %w", p.kind, path, err)
 	}
 	p.writers[dst] = fd
 	// Both ends are open for good: remove the name, so that a crash
 	// leaves nothing behind.
-	unix.Unlink(path)
-	unix.Rmdir(p.dir) // fails harmlessly while other FIFOs wait in it
+	p.remove(path)
 	return fd, nil
 }
 
-// Drop closes both ends this process holds with rank.
+// Read reads from the FIFO from src, whose Reader must be open, as Readv
+// does. Its first bytes show that the writer has opened the FIFO, so its name
+// goes then: the writer may have died before removing it.
+func (p *Pipes) Read(src int, iov []unix.Iovec) (int, error) {
+	n, err := Readv(p.readers[src], iov)
+	if n > 0 && p.named[src] {
+		p.Unlink(src)
+	}
+	return n, err
+}
+
+// Unlink removes the name of the FIFO from src, if this process made it and
+// has not removed it yet. The receiver calls it once it knows the writer has
+// opened the FIFO (its first bytes arrived), or has given up on it.
+func (p *Pipes) Unlink(src int) {
+	if p.named[src] {
+		p.named[src] = false
+		p.remove(p.path(src, p.rank))
+	}
+}
+
+// remove unlinks a FIFO's name, and the directory if that left it empty.
+func (p *Pipes) remove(path string) {
+	unix.Unlink(path) // ENOENT: the other end was first
+	unix.Rmdir(p.dir) // fails harmlessly while other FIFOs wait in it
+}
+
+// Drop closes both ends this process holds with rank and removes the name of
+// the FIFO from rank: a sender that died before opening it never will.
 func (p *Pipes) Drop(rank int) {
 	for _, fds := range [][]int{p.readers, p.writers} {
 		if fds[rank] >= 0 {
@@ -107,22 +155,15 @@ func (p *Pipes) Drop(rank int) {
 			fds[rank] = -1
 		}
 	}
+	p.Unlink(rank)
 }
 
-// Close closes every end and removes the FIFOs this process created.
+// Close closes every end and removes the names of the FIFOs this process
+// made that are still in the directory.
 func (p *Pipes) Close() {
-	for _, fds := range [][]int{p.readers, p.writers} {
-		for i, fd := range fds {
-			if fd >= 0 {
-				unix.Close(fd)
-				fds[i] = -1
-			}
-		}
+	for rank := range p.readers {
+		p.Drop(rank)
 	}
-	for _, path := range p.made {
-		os.Remove(path)
-	}
-	p.made = nil
 }
 
 // Readv reads into iov from fd without blocking: 0 bytes and a nil error
@@ -191,4 +232,25 @@ type CapError struct {
 
 func (e *CapError) Error() string {
 	return fmt.Sprintf("%s caps pipes at %d bytes, below the %d needed (asked for %d)", e.Path, e.Cap, e.Min, e.Want)
+}
+
+// checkPrivate refuses a job directory that another user could have made
+// first in a shared $TMPDIR: the pipes in it would be theirs to open. It
+// must be a real directory (not a symbolic link), ours, and not writable by
+// others.
+func checkPrivate(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("private directory %s: %w", dir, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("private directory %s is not a directory (a symbolic link?): refusing to put pipes there", dir)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("private directory %s belongs to uid %d, not to this process (uid %d): refusing to put pipes there", dir, st.Uid, os.Geteuid())
+	case st.Mode&0o022 != 0:
+		// Others could replace our FIFOs with their own.
+		return fmt.Errorf("private directory %s has mode %#o, writable by other users: refusing to put pipes there", dir, st.Mode&0o777)
+	}
+	return nil
 }

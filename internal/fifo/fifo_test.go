@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -78,5 +79,164 @@ func TestReaderSizesPipe(t *testing.T) {
 	tx.Close()
 	if _, err := Readv(r, []unix.Iovec{{Base: &got[0], Len: 64}}); err != ErrEOF {
 		t.Fatalf("Readv after the writer closed: %v, want ErrEOF", err)
+	}
+}
+
+// listing returns the names in dir, or ["<absent>"] when dir does not exist.
+func listing(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return []string{"<absent>"}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{}
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func wantListing(t *testing.T, when, dir string, want ...string) {
+	t.Helper()
+	if got := listing(t, dir); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("%s: %s holds %q, want %q", when, dir, got, want)
+	}
+}
+
+// TestNameRemoved: a FIFO's name is in the job directory only between the
+// receiver making it and the writer opening it, whichever side learns first
+// that it is no longer needed, and the directory goes with the last name.
+func TestNameRemoved(t *testing.T) {
+	msg := []byte("x")
+	buf := make([]byte, 8)
+	one := []unix.Iovec{{Base: &msg[0], Len: 1}}
+	in := []unix.Iovec{{Base: &buf[0], Len: 8}}
+
+	t.Run("writer opens", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "job")
+		rx, tx := New(dir, "pipe", 1, 2, 64<<10), New(dir, "pipe", 0, 2, 64<<10)
+		defer rx.Close()
+		defer tx.Close()
+		if _, err := rx.Reader(0); err != nil {
+			t.Fatal(err)
+		}
+		wantListing(t, "after Reader", dir, "pipe-0-1")
+		if _, err := tx.Writer(1); err != nil {
+			t.Fatal(err)
+		}
+		wantListing(t, "after Writer", dir, "<absent>")
+	})
+
+	t.Run("first bytes", func(t *testing.T) {
+		// A writer that opened the FIFO and died before removing
+		// its name: the receiver removes it when the bytes arrive.
+		dir := filepath.Join(t.TempDir(), "job")
+		rx := New(dir, "pipe", 1, 2, 64<<10)
+		defer rx.Close()
+		if _, err := rx.Reader(0); err != nil {
+			t.Fatal(err)
+		}
+		w, err := unix.Open(filepath.Join(dir, "pipe-0-1"), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(w)
+		if n, err := rx.Read(0, in); n != 0 || err != nil {
+			t.Fatalf("Read of an empty pipe = %d, %v", n, err)
+		}
+		wantListing(t, "writer open, nothing read", dir, "pipe-0-1")
+		if n, err := Writev(w, one); n != 1 || err != nil {
+			t.Fatalf("Writev = %d, %v", n, err)
+		}
+		if n, err := rx.Read(0, in); n != 1 || err != nil || buf[0] != 'x' {
+			t.Fatalf("Read = %d, %v, %q", n, err, buf[:n])
+		}
+		wantListing(t, "after the first bytes", dir, "<absent>")
+	})
+
+	t.Run("sender never opens", func(t *testing.T) {
+		// The sender died after the CTS: the receiver drops the pipe.
+		dir := filepath.Join(t.TempDir(), "job")
+		rx := New(dir, "pipe", 1, 3, 64<<10)
+		defer rx.Close()
+		for _, src := range []int{0, 2} {
+			if _, err := rx.Reader(src); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantListing(t, "after two Readers", dir, "pipe-0-1", "pipe-2-1")
+		rx.Drop(0)
+		wantListing(t, "after Drop(0)", dir, "pipe-2-1")
+		rx.Close()
+		wantListing(t, "after Close", dir, "<absent>")
+	})
+
+	t.Run("receiver gone", func(t *testing.T) {
+		// The receiver died after its CTS: the writer's open finds no
+		// reader (ENXIO) and removes the orphan.
+		dir := filepath.Join(t.TempDir(), "job")
+		rx, tx := New(dir, "pipe", 1, 2, 64<<10), New(dir, "pipe", 0, 2, 64<<10)
+		defer tx.Close()
+		if _, err := rx.Reader(0); err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(rx.readers[0]) // as the kernel does for a killed rank
+		if _, err := tx.Writer(1); !errors.Is(err, unix.ENXIO) {
+			t.Fatalf("Writer with no reader = %v, want ENXIO", err)
+		}
+		wantListing(t, "after the failed open", dir, "<absent>")
+	})
+}
+
+// TestForeignDirectoryRefused: a job directory that another user could have
+// prepared in a shared $TMPDIR is refused, with the reason, and no pipe is
+// made in it.
+func TestForeignDirectoryRefused(t *testing.T) {
+	base := t.TempDir()
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(base, "target")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{open: "has mode 0777, writable by other users", link: "is not a directory"}
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(base, "theirs")
+		if err := os.Mkdir(theirs, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(theirs, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cases[theirs] = "belongs to uid 65534, not to this process (uid 0)"
+	} else {
+		t.Log("not root: cannot make a directory owned by another uid; that case is not run")
+	}
+	for dir, want := range cases {
+		rx := New(dir, "pipe", 1, 2, 64<<10)
+		_, err := rx.Reader(0)
+		rx.Close()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Reader in %s: %v, want an error saying %q", filepath.Base(dir), err, want)
+		}
+		real := dir
+		if dir == link {
+			real = target
+		}
+		if names, _ := os.ReadDir(real); len(names) != 0 {
+			t.Errorf("%s holds %v after the refusal, want nothing", filepath.Base(dir), names)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package attach_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -34,22 +33,6 @@ func join(p launch.Proc, o attach.Options) (*nemesis.Endpoint, *attach.LMT, erro
 	return ep, l, nil
 }
 
-func message(n, seed int) []byte {
-	b := make([]byte, n)
-	lmttest.Fill(b, seed)
-	return b
-}
-
-func check(got []byte, seed int) error {
-	want := message(len(got), seed)
-	for i := range got {
-		if got[i] != want[i] {
-			return fmt.Errorf("byte %d is %#x, want %#x", i, got[i], want[i])
-		}
-	}
-	return nil
-}
-
 // TestSendRecv: Endpoint.Send and Recv use the LMT above the eager limit,
 // with the backend forced per endpoint, and eager messages stay eager.
 func TestSendRecv(t *testing.T) {
@@ -65,7 +48,7 @@ func TestSendRecv(t *testing.T) {
 				sizes := []int{0, 100, attach.DefaultEagerMax, attach.DefaultEagerMax + 1, 1 << 20, 16<<20 + 3}
 				for i, n := range sizes {
 					if p.Rank == 0 {
-						if err := ep.Send(1, i, message(n, i)); err != nil {
+						if err := ep.Send(1, i, lmttest.Message(n, i)); err != nil {
 							return fmt.Errorf("send %d bytes: %w", n, err)
 						}
 						continue
@@ -81,7 +64,7 @@ func TestSendRecv(t *testing.T) {
 					if st := r.Status(); st.Count != n {
 						return fmt.Errorf("recv %d bytes: status %+v", n, st)
 					}
-					if err := check(buf, i); err != nil {
+					if err := lmttest.Check(buf, i); err != nil {
 						return fmt.Errorf("recv %d bytes: %w", n, err)
 					}
 					st, viaLMT := attach.Stats(&r)
@@ -109,7 +92,7 @@ func TestForcePerMessage(t *testing.T) {
 		bufs := make([][]byte, len(all))
 		for i, b := range all {
 			if p.Rank == 0 {
-				bufs[i] = message(n, i)
+				bufs[i] = lmttest.Message(n, i)
 				if err := l.Isend(&reqs[i], 1, i, bufs[i], b); err != nil {
 					return err
 				}
@@ -129,7 +112,7 @@ func TestForcePerMessage(t *testing.T) {
 				return fmt.Errorf("message %d went via %+v, want %s", i, st, b)
 			}
 			if p.Rank == 1 {
-				if err := check(bufs[i], i); err != nil {
+				if err := lmttest.Check(bufs[i], i); err != nil {
 					return fmt.Errorf("%s: %w", b, err)
 				}
 			}
@@ -200,7 +183,7 @@ func TestSelector(t *testing.T) {
 			if p.Rank == 0 {
 				if i == 6 {
 					// A forced backend wins over the selector.
-					if err = l.Isend(&forced, 1, i, message(n, i), "pipe"); err == nil {
+					if err = l.Isend(&forced, 1, i, lmttest.Message(n, i), "pipe"); err == nil {
 						err = ep.Wait(&forced)
 					}
 					st, _ = attach.Stats(&forced)
@@ -209,7 +192,7 @@ func TestSelector(t *testing.T) {
 					}
 				} else {
 					var r nemesis.Request
-					if err = ep.Isend(&r, 1, i, message(n, i)); err == nil {
+					if err = ep.Isend(&r, 1, i, lmttest.Message(n, i)); err == nil {
 						err = ep.Wait(&r)
 					}
 					st, _ = attach.Stats(&r)
@@ -220,7 +203,7 @@ func TestSelector(t *testing.T) {
 			} else {
 				buf := make([]byte, n)
 				if _, err = ep.Recv(0, i, buf); err == nil {
-					err = check(buf, i)
+					err = lmttest.Check(buf, i)
 				}
 			}
 			if err != nil {
@@ -268,7 +251,7 @@ func TestSmallMessagesFlow(t *testing.T) {
 				const big, small = 64 << 20, 200
 				var large nemesis.Request
 				if p.Rank == 0 {
-					if err := ep.Isend(&large, 1, 0, message(big, 5)); err != nil {
+					if err := ep.Isend(&large, 1, 0, lmttest.Message(big, 5)); err != nil {
 						return err
 					}
 					for i := 0; i < small; i++ {
@@ -303,7 +286,7 @@ func TestSmallMessagesFlow(t *testing.T) {
 					return err
 				}
 				fmt.Printf("%s: %d of %d small messages arrived during the 64 MiB transfer\n", b, beforeLarge, small)
-				return check(buf, 5)
+				return lmttest.Check(buf, 5)
 			})
 		})
 	}
@@ -323,7 +306,7 @@ func TestTruncated(t *testing.T) {
 				defer l.Close()
 				const n, short = 3 << 20, 3<<20 - 4097
 				if p.Rank == 0 {
-					if err := ep.Send(1, 0, message(n, 9)); err != nil {
+					if err := ep.Send(1, 0, lmttest.Message(n, 9)); err != nil {
 						return fmt.Errorf("send: %w", err)
 					}
 					_, err := ep.Recv(1, 1, nil)
@@ -337,7 +320,7 @@ func TestTruncated(t *testing.T) {
 				if !errors.Is(err, nemesis.ErrTruncated) || st.Count != short {
 					return fmt.Errorf("recv: %v, %+v; want ErrTruncated with %d bytes", err, st, short)
 				}
-				if err := check(mem[:short], 9); err != nil {
+				if err := lmttest.Check(mem[:short], 9); err != nil {
 					return err
 				}
 				for i := short; i < len(mem); i++ {
@@ -422,7 +405,7 @@ func TestWait(t *testing.T) {
 				return fmt.Errorf("%s: stats %+v", b, st)
 			}
 			if p.Rank == 1 {
-				if err := check(buf, i); err != nil {
+				if err := lmttest.Check(buf, i); err != nil {
 					return fmt.Errorf("%s: %w", b, err)
 				}
 			}
@@ -455,51 +438,18 @@ func TestNoAllocPerMessage(t *testing.T) {
 				defer ep.Close()
 				defer l.Close()
 				const n = 1<<20 + 5
-				out, in, want := message(n, p.Rank), make([]byte, n), message(n, 1-p.Rank)
-				outv := [][]byte{nil, out[:4097], out[4097:4097], out[4097 : n-3], {}, out[n-3:]}
-				inv := [][]byte{in[:1], nil, in[1 : n/2], in[n/2:], nil}
-				var sr, rr nemesis.Request
-				var fail error
-				turn := func(vec bool) {
-					for k := range 2 {
-						if fail != nil {
-							return
-						}
-						if (k == 0) == (p.Rank == 0) {
-							if vec {
-								fail = ep.Isendv(&sr, 1-p.Rank, 0, outv)
-							} else {
-								fail = ep.Isend(&sr, 1-p.Rank, 0, out)
-							}
-							if fail == nil {
-								fail = l.Wait(&sr)
-							}
-						} else {
-							clear(in)
-							if vec {
-								fail = ep.Irecvv(&rr, 1-p.Rank, 0, inv)
-							} else {
-								fail = ep.Irecv(&rr, 1-p.Rank, 0, in)
-							}
-							if fail == nil {
-								fail = l.Wait(&rr)
-							}
-							if fail == nil && !bytes.Equal(in, want) {
-								fail = fmt.Errorf("rank %d received a corrupted message via %s", p.Rank, b)
-							}
-						}
+				pp := lmttest.NewPingPong(ep, l.Wait, 1-p.Rank, n)
+				for _, lists := range []bool{false, true} {
+					pp.Lists = lists
+					allocs := testing.AllocsPerRun(50, pp.Turn)
+					if pp.Err != nil {
+						return fmt.Errorf("via %s (lists: %v): %w", b, lists, pp.Err)
 					}
-				}
-				for _, vec := range []bool{false, true} {
-					allocs := testing.AllocsPerRun(50, func() { turn(vec) })
-					if fail != nil {
-						return fail
-					}
-					if st, ok := attach.Stats(&rr); !ok || (st.Backend != b && b != "adaptive") || st.Bytes != n {
+					if st, ok := attach.Stats(&pp.Received); !ok || (st.Backend != b && b != "adaptive") || st.Bytes != n {
 						return fmt.Errorf("last receive went via %+v, want %s", st, b)
 					}
 					if allocs != 0 {
-						return fmt.Errorf("rank %d: %v allocations per round trip of %d-byte messages via %s (lists: %v), want 0", p.Rank, allocs, n, b, vec)
+						return fmt.Errorf("rank %d: %v allocations per round trip of %d-byte messages via %s (lists: %v), want 0", p.Rank, allocs, n, b, lists)
 					}
 				}
 				return ep.Send(1-p.Rank, 99, nil)

@@ -238,6 +238,29 @@ func (c *Channel) dispatch(src int, p []byte) error {
 	return nil
 }
 
+// Await waits until a packet from src is waiting on its socket, without
+// taking it: a test can act between a packet's arrival and the engine seeing
+// it (die after a CTS, before opening the channel it announces).
+func (c *Channel) Await(src int, timeout time.Duration) error {
+	if c.fds[src] < 0 {
+		return fmt.Errorf("lmttest: channel to rank %d is closed", src)
+	}
+	pfd := []unix.PollFd{{Fd: int32(c.fds[src]), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd, int(timeout.Milliseconds()))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("lmttest: no packet from rank %d within %v", src, timeout)
+		}
+		return nil
+	}
+}
+
 // Step polls the channel and progresses the engine once.
 func (c *Channel) Step() error {
 	if err := c.Poll(); err != nil {

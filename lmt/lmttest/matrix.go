@@ -81,6 +81,27 @@ func Fill(b []byte, at int) {
 	}
 }
 
+// Message returns n bytes of reference content starting at seed: messages
+// with different seeds differ, so that one delivered in another's place is
+// caught.
+func Message(n, seed int) []byte {
+	b := make([]byte, n)
+	Fill(b, seed)
+	return b
+}
+
+// Check compares got with Message(len(got), seed) and names the first
+// byte that differs.
+func Check(got []byte, seed int) error {
+	want := Message(len(got), seed)
+	for i := range got {
+		if got[i] != want[i] {
+			return fmt.Errorf("byte %d of %d is %#x, want %#x", i, len(got), got[i], want[i])
+		}
+	}
+	return nil
+}
+
 // Buffer is a message buffer in one or more segments, each with guard
 // bytes on both sides inside one allocation.
 type Buffer struct {

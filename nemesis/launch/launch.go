@@ -9,6 +9,11 @@
 //	}
 //	err := launch.Run(ctx, launch.Options{Procs: 4})
 //
+// Each job has a private directory, [JobDir], where its ranks may keep named
+// objects (the FIFOs of the pipe backends). Ranks remove what they made, but
+// a killed rank cannot: Run removes the directory with whatever is left in it
+// once every rank has exited.
+//
 // Run waits for every rank. When one rank fails (non-zero exit, signal, or
 // the timeout), the others are killed at once and Run returns an *Error naming
 // the first rank that failed and how, so that a crashed peer never leaves its
@@ -26,7 +31,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -125,10 +132,27 @@ func NewJobName() string {
 	return "kn-" + hex.EncodeToString(b[:])
 }
 
+// JobDir is the private directory of job: $TMPDIR/knemesis-<job>. Ranks
+// create it when they need it (mode 0700, so that it belongs to their uid);
+// Run removes it when the job ends.
+func JobDir(job string) string { return filepath.Join(os.TempDir(), "knemesis-"+job) }
+
+// checkJobName refuses names that would put JobDir outside $TMPDIR, where
+// Run would remove what is not the job's.
+func checkJobName(job string) error {
+	if job == "." || job == ".." || strings.ContainsAny(job, "/\x00") {
+		return fmt.Errorf("launch: job name %q is not a single file name (no '/', NUL, '.' or '..')", job)
+	}
+	return nil
+}
+
 // Run starts the job and waits for all of its processes.
 func Run(ctx context.Context, o Options) error {
 	if o.Procs < 1 || o.Procs > MaxProcs {
 		return fmt.Errorf("launch: %d processes requested, want 1..%d", o.Procs, MaxProcs)
+	}
+	if err := checkJobName(o.Job); err != nil {
+		return err
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -147,16 +171,30 @@ func Run(ctx context.Context, o Options) error {
 		defer cancel()
 	}
 
+	// Whatever the ranks left in the job's directory (a FIFO made by a
+	// rank killed before its peer opened it) goes with the job.
+	defer os.RemoveAll(JobDir(o.Job))
 	cmds := make([]*exec.Cmd, o.Procs)
 	for rank := range cmds {
 		cmd, err := command(exe, args, rank, o)
 		if err != nil {
 			killAll(cmds[:rank])
+			waitAll(cmds[:rank])
 			return err
 		}
 		cmds[rank] = cmd
 	}
 	return wait(ctx, cmds, o.Timeout)
+}
+
+// waitAll reaps ranks already killed, so that none still writes into the
+// job's directory when Run removes it.
+func waitAll(cmds []*exec.Cmd) {
+	for _, c := range cmds {
+		if c != nil {
+			c.Wait()
+		}
+	}
 }
 
 func command(exe string, args []string, rank int, o Options) (*exec.Cmd, error) {

@@ -3,13 +3,16 @@ package launch_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
+	"golang.org/x/sys/unix"
 )
 
 // The helper-process modes below are chosen by environment so that one test
@@ -35,8 +38,64 @@ func helper(p launch.Proc, mode string) int {
 		return 0
 	case "hang":
 		time.Sleep(time.Minute)
+	case "litter", "litter-die":
+		// Leave a FIFO and a file in the job's directory, as a rank
+		// killed mid-rendezvous does.
+		dir := launch.JobDir(p.Job)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return 4
+		}
+		if err := unix.Mkfifo(filepath.Join(dir, fmt.Sprintf("fifo-%d", p.Rank)), 0o600); err != nil {
+			return 5
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("file-%d", p.Rank)), nil, 0o600); err != nil {
+			return 6
+		}
+		if mode == "litter" {
+			return 0
+		}
+		if p.Rank == 1 {
+			unix.Kill(os.Getpid(), unix.SIGKILL)
+		}
+		time.Sleep(time.Minute) // killed by the launcher
 	}
 	return 9
+}
+
+// TestRunRemovesJobDir: whatever ranks leave in the job's directory is gone
+// when Run returns, whether the job succeeded or a rank was killed.
+func TestRunRemovesJobDir(t *testing.T) {
+	for _, mode := range []string{"litter", "litter-die"} {
+		job := launch.NewJobName()
+		err := launch.Run(context.Background(), launch.Options{Procs: 2, Job: job, Env: []string{envMode + "=" + mode}, Timeout: time.Minute})
+		var le *launch.Error
+		switch {
+		case mode == "litter" && err != nil:
+			t.Fatalf("%s: Run = %v", mode, err)
+		case mode == "litter-die" && (!errors.As(err, &le) || le.Rank != 1 || le.Reason != "signal: killed"):
+			t.Fatalf("%s: Run = %v, want rank 1 killed", mode, err)
+		}
+		if ents, err := os.ReadDir(launch.JobDir(job)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: %s after the job: %v, %v; want it removed", mode, launch.JobDir(job), names(ents), err)
+		}
+	}
+}
+
+func names(ents []os.DirEntry) []string {
+	var s []string
+	for _, e := range ents {
+		s = append(s, e.Name())
+	}
+	return s
+}
+
+func TestRunRejectsBadJobName(t *testing.T) {
+	for _, job := range []string{"../etc", "a/b", ".", "..", "nul\x00"} {
+		err := launch.Run(context.Background(), launch.Options{Procs: 1, Job: job, Env: []string{envMode + "=ok"}})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", job)) {
+			t.Errorf("Run(Job=%q) = %v, want an error naming the job", job, err)
+		}
+	}
 }
 
 func TestRunAllSucceed(t *testing.T) {

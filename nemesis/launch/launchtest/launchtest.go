@@ -36,8 +36,13 @@ const DefaultTimeout = 2 * time.Minute
 // Options tune Run; the zero value is fine.
 type Options struct {
 	Timeout time.Duration // DefaultTimeout when zero
+	Job     string        // job name; a fresh one when empty (see launch.JobDir)
 	Env     []string
 	Setup   func(rank int, cmd *exec.Cmd) error // see launch.Options.Setup
+	// Outcome, when set, judges how the job ended (nil, or the
+	// *launch.Error of a rank that failed or was killed) instead of
+	// failing the test unless every rank succeeded.
+	Outcome func(err error) error
 }
 
 // Run runs fn in procs child processes, as the ranks of one job.
@@ -65,6 +70,7 @@ func RunOpts(t testing.TB, procs int, o Options, fn func(p launch.Proc) error) {
 	var out syncbuf.Buffer
 	err := launch.Run(context.Background(), launch.Options{
 		Procs:   procs,
+		Job:     o.Job,
 		Args:    []string{"-test.run=" + runPattern(t.Name()), "-test.count=1", "-test.v"},
 		Env:     append([]string{envTest + "=" + t.Name()}, o.Env...),
 		Timeout: timeout,
@@ -72,6 +78,9 @@ func RunOpts(t testing.TB, procs int, o Options, fn func(p launch.Proc) error) {
 		Stderr:  &out,
 		Setup:   o.Setup,
 	})
+	if o.Outcome != nil {
+		err = o.Outcome(err)
+	}
 	if err != nil {
 		t.Fatalf("%v\n--- output of the job ---\n%s", err, out.String())
 	}

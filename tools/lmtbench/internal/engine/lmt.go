@@ -80,12 +80,11 @@ func lmtRegistered(name string) error {
 const tag = 7
 
 type lmtEngine struct {
-	ep     *nemesis.Endpoint
-	att    *attach.LMT
-	peer   int
-	choose func(size int) string // per-message backend for auto; nil otherwise
-	sreq   nemesis.Request
-	rreq   nemesis.Request
+	ep   *nemesis.Endpoint
+	att  *attach.LMT
+	peer int
+	sreq nemesis.Request
+	rreq nemesis.Request
 }
 
 func openLMT(p Peer, backend string) (Engine, error) {
@@ -122,9 +121,6 @@ func unavailable(backend string, err error) error {
 func (e *lmtEngine) SendBuffer(n int) ([]byte, error) { return make([]byte, n), nil }
 
 func (e *lmtEngine) isend(r *nemesis.Request, buf []byte) error {
-	if e.choose != nil {
-		return e.att.Isend(r, e.peer, tag, buf, e.choose(len(buf)))
-	}
 	return e.ep.Isend(r, e.peer, tag, buf)
 }
 

@@ -1,0 +1,337 @@
+package auto
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	_ "github.com/knemesis/knemesis/kmod/knem/knemlmt" // registers the knem backend
+	"github.com/knemesis/knemesis/lmt/attach"
+	"github.com/knemesis/knemesis/nemesis"
+	_ "github.com/knemesis/knemesis/pipe" // registers the pipe backend
+	"github.com/knemesis/knemesis/threshold"
+	_ "github.com/knemesis/knemesis/vmsplice" // registers the vmsplice backend
+)
+
+// Options tune Attach. The zero value is the automatic choice.
+type Options struct {
+	// Threshold says where the caches are detected (Detect), where the
+	// tuning file is (TuningPath, default $KNEMESIS_TUNING) and, in
+	// tests, which machine this is (Machine). Of its Env, Attach takes
+	// Unavailable (backends never to use, with any peer) and DMA (the
+	// module has a DMA channel); it fills the placement, Knem and each
+	// peer's refusals itself, so Env's Placement must stay zero: give
+	// CPUs and Concurrent instead.
+	Threshold threshold.Config
+	// CPUs is the CPU of each rank, by rank, when the caller knows them
+	// better than the affinity masks do; nil detects them (see the
+	// package documentation).
+	CPUs []int
+	// Concurrent is the number of large transfers each rank has in
+	// flight at once (n-1 in an Alltoall of n ranks); 0 or 1 for one.
+	Concurrent int
+	// TableOnly sends every message by the table, without measurement.
+	TableOnly bool
+	// Attach is passed to attach.Attach. Its EagerMax, when set,
+	// overrides the table's switch; its Select must be nil: choosing is
+	// Attach's job.
+	Attach attach.Options
+}
+
+// CPUSource says how Attach learned the CPU of a rank.
+type CPUSource string
+
+// Where a rank's CPU came from.
+const (
+	CPUGiven    CPUSource = "Options.CPUs"
+	CPUAffinity CPUSource = "affinity" // its affinity mask holds one CPU
+	CPUGuessed  CPUSource = "guessed"  // r-th CPU of its mask; unknown
+)
+
+// Pair is what Attach decided for messages to one peer.
+type Pair struct {
+	Peer      int
+	Placement threshold.Placement
+	// Unavailable lists the backends left out for this peer: refused by
+	// the engine's check, or ruled out in Options.Threshold.Env.
+	Unavailable []threshold.Backend
+	// Info holds the table, its thresholds with their sources, and the
+	// warnings (a foreign tuning file) of this pair.
+	Info *threshold.Info
+	// Adaptive is the peer's learning selector; nil with TableOnly.
+	Adaptive *threshold.Adaptive
+}
+
+// Selection is an endpoint's LMT with its backends chosen per peer. It is
+// the attach.LMT (Wait, Isend, Engine, Close) plus what was decided.
+type Selection struct {
+	*attach.LMT
+	pairs    []Pair     // by peer rank; the own rank's is zero
+	slots    []selector // by peer rank, handed to attach as Selectors
+	cpus     []int
+	sources  []CPUSource
+	eagerMax int
+}
+
+// adaptiveCandidates are the backends a peer's Adaptive weighs against the
+// table's choice, when usable with it: pipe (two kernel copies), cma and
+// cma-write (one CPU making the copy cma-split shares between two) were
+// never faster on the machines measured.
+var adaptiveCandidates = []threshold.Backend{threshold.Shm, threshold.CMASplit, threshold.Vmsplice, threshold.Knem}
+
+// Attach creates the LMT engine of ep, builds the table of each peer and
+// installs both. Every rank of the job must call it (or attach.Attach)
+// before sending its first long message. The caller keeps ep; Close
+// detaches the LMT.
+func Attach(ep *nemesis.Endpoint, o Options) (*Selection, error) {
+	if err := o.validate(ep); err != nil {
+		return nil, err
+	}
+	s := &Selection{slots: make([]selector, ep.Size()), pairs: make([]Pair, ep.Size())}
+	ao := o.Attach
+	ao.Select = func(peer int) attach.Selector { return &s.slots[peer] }
+	var err error
+	if s.LMT, err = attach.Attach(ep, ao); err != nil {
+		return nil, fmt.Errorf("auto: attaching the LMT: %w", err)
+	}
+	if err := s.decide(ep, o); err != nil {
+		s.LMT.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (o *Options) validate(ep *nemesis.Endpoint) error {
+	if ep == nil {
+		return errors.New("auto: Attach needs an endpoint, got nil")
+	}
+	if o.Attach.Select != nil {
+		return errors.New("auto: Options.Attach.Select is set: Attach installs its own selectors (call attach.Attach to choose yourself)")
+	}
+	if p := o.Threshold.Env.Placement; p.Sender != 0 || p.Receiver != 0 || p.JobCPUs != nil || p.Concurrent != 0 {
+		return errors.New("auto: Options.Threshold.Env.Placement is set: Attach places each pair itself; give Options.CPUs and Options.Concurrent")
+	}
+	if o.Concurrent < 0 {
+		return fmt.Errorf("auto: Options.Concurrent is %d, want 0 or more transfers", o.Concurrent)
+	}
+	if o.CPUs != nil && len(o.CPUs) != ep.Size() {
+		return fmt.Errorf("auto: Options.CPUs has %d entries for a job of %d ranks: give one CPU per rank", len(o.CPUs), ep.Size())
+	}
+	for r, c := range o.CPUs {
+		if c < 0 {
+			return fmt.Errorf("auto: Options.CPUs[%d] is %d, not a CPU number", r, c)
+		}
+	}
+	return nil
+}
+
+// decide builds every peer's table and selector, then sets the eager limit.
+func (s *Selection) decide(ep *nemesis.Endpoint, o Options) error {
+	me := ep.Rank()
+	var job []int
+	s.cpus, s.sources, job = placeRanks(ep, o.CPUs)
+	var first *threshold.Info
+	lmtMin := int64(-1)
+	for peer := range ep.Size() {
+		if peer == me {
+			continue
+		}
+		env := o.Threshold.Env
+		env.Placement = threshold.Placement{Sender: s.cpus[me], Receiver: s.cpus[peer], JobCPUs: job, Concurrent: o.Concurrent}
+		env.Unavailable, env.Knem = s.refused(peer, o.Threshold.Env.Unavailable)
+		var info *threshold.Info
+		var err error
+		if first == nil {
+			cfg := o.Threshold
+			cfg.Env = env
+			info, err = threshold.Load(cfg)
+			first = info
+		} else {
+			info, err = first.For(env)
+		}
+		if err != nil {
+			return fmt.Errorf("auto: the table for rank %d (cpu%d→cpu%d): %w", peer, s.cpus[me], s.cpus[peer], err)
+		}
+		p := Pair{Peer: peer, Placement: env.Placement, Unavailable: slices.Clone(env.Unavailable), Info: info}
+		if !env.Knem {
+			p.Unavailable = append(p.Unavailable, threshold.Knem)
+		}
+		if !o.TableOnly {
+			if p.Adaptive, err = threshold.NewAdaptive(info.Table, candidates(env)); err != nil {
+				return fmt.Errorf("auto: the selector for rank %d: %w", peer, err)
+			}
+		}
+		s.pairs[peer] = p
+		s.slots[peer].set(info.Table, p.Adaptive)
+		if lmtMin < 0 || info.Table.LMTMin.Bytes < lmtMin {
+			lmtMin = info.Table.LMTMin.Bytes
+		}
+	}
+	switch {
+	case o.Attach.EagerMax > 0:
+		s.eagerMax = o.Attach.EagerMax
+	case lmtMin >= 0:
+		s.eagerMax = int(max(lmtMin-1, 0))
+	default: // a job of one rank: nothing to decide
+		s.eagerMax = attach.DefaultEagerMax
+	}
+	if err := ep.SetLMT(s.LMT, s.eagerMax); err != nil {
+		return fmt.Errorf("auto: eager limit %d: %w", s.eagerMax, err)
+	}
+	return nil
+}
+
+// refused lists the backends of threshold.Backends the engine cannot use
+// with peer, after those the caller ruled out, and whether KNEM can
+// serve it.
+func (s *Selection) refused(peer int, ruledOut []threshold.Backend) (unavailable []threshold.Backend, knem bool) {
+	unavailable = slices.Clone(ruledOut)
+	eng := s.LMT.Engine()
+	for _, b := range threshold.Backends {
+		if b == threshold.Knem {
+			// threshold counts KNEM out through Env.Knem: a
+			// machine without the module is not a refusal.
+			continue
+		}
+		if !slices.Contains(unavailable, b) && eng.Check(string(b), peer) != nil {
+			unavailable = append(unavailable, b)
+		}
+	}
+	knem = eng.Check(string(threshold.Knem), peer) == nil && !slices.Contains(ruledOut, threshold.Knem)
+	return unavailable, knem
+}
+
+// candidates are the adaptiveCandidates usable with env's peer.
+func candidates(env threshold.Env) []threshold.Backend {
+	var cands []threshold.Backend
+	for _, b := range adaptiveCandidates {
+		if b == threshold.Knem && !env.Knem || slices.Contains(env.Unavailable, b) {
+			continue
+		}
+		cands = append(cands, b)
+	}
+	return cands
+}
+
+// EagerMax is the endpoint's eager limit: messages of up to this many bytes
+// stay on the Nemesis cells.
+func (s *Selection) EagerMax() int { return s.eagerMax }
+
+// Pair returns the decision for messages to peer, or nil for the own rank
+// and ranks outside the job.
+func (s *Selection) Pair(peer int) *Pair {
+	if peer < 0 || peer >= len(s.pairs) || s.pairs[peer].Info == nil {
+		return nil
+	}
+	return &s.pairs[peer]
+}
+
+// CPU returns the CPU Attach placed rank on and how it learned it.
+func (s *Selection) CPU(rank int) (int, CPUSource) {
+	if rank < 0 || rank >= len(s.cpus) {
+		return -1, ""
+	}
+	return s.cpus[rank], s.sources[rank]
+}
+
+// Warnings are the problems the user should hear about that did not stop
+// the choice (a foreign or broken tuning file, a measured backend now
+// unavailable), each once.
+func (s *Selection) Warnings() []string {
+	var out []string
+	for _, p := range s.pairs {
+		if p.Info == nil {
+			continue
+		}
+		for _, w := range p.Info.Warnings {
+			if !slices.Contains(out, w) {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
+}
+
+// Describe prints the eager limit, the placement of the ranks and, for
+// each peer, its table with the source of every threshold.
+func (s *Selection) Describe(w io.Writer) error {
+	fmt.Fprintf(w, "eager limit: %d bytes (larger messages go through the LMT)\n", s.eagerMax)
+	ranks := make([]string, len(s.cpus))
+	for r, c := range s.cpus {
+		ranks[r] = fmt.Sprintf("%d:cpu%d (%s)", r, c, s.sources[r])
+	}
+	fmt.Fprintf(w, "ranks: %s\n", strings.Join(ranks, ", "))
+	for _, p := range s.pairs {
+		if p.Info == nil {
+			continue
+		}
+		fmt.Fprintf(w, "\nto rank %d: cpu%d→cpu%d", p.Peer, p.Placement.Sender, p.Placement.Receiver)
+		if len(p.Unavailable) > 0 {
+			fmt.Fprintf(w, ", without %s", joinBackends(p.Unavailable))
+		}
+		if p.Adaptive != nil {
+			fmt.Fprintf(w, ", measuring %s", joinBackends(p.Adaptive.Candidates()))
+		} else {
+			fmt.Fprint(w, ", table only")
+		}
+		fmt.Fprintln(w)
+		if err := p.Info.Describe(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func joinBackends(bs []threshold.Backend) string {
+	names := make([]string, len(bs))
+	for i, b := range bs {
+		names[i] = string(b)
+	}
+	return strings.Join(names, " ")
+}
+
+// selector is one peer's attach.Selector. It exists before its table (the
+// table needs the engine's checks, the engine needs the selectors), and
+// sends everything the engine's way until set.
+type selector struct {
+	table    *threshold.Table
+	adaptive *threshold.Adaptive // nil: the table alone
+	// below carries the messages that are past the endpoint's eager
+	// limit but below this peer's own switch (peers' tables differ).
+	below string
+}
+
+func (s *selector) set(t *threshold.Table, a *threshold.Adaptive) {
+	s.table, s.adaptive = t, a
+	if len(t.Rules) > 0 {
+		s.below = string(t.Rules[0].Backend)
+	}
+}
+
+// Backend implements attach.Selector.
+func (s *selector) Backend(size int64) string {
+	if s.table == nil {
+		return ""
+	}
+	var c threshold.Choice
+	if s.adaptive != nil {
+		c = s.adaptive.Choose(size)
+	} else {
+		c = s.table.Choose(size)
+	}
+	if c.Eager {
+		return s.below
+	}
+	// The DMA bit is the knem backend's own decision (package ioat).
+	return string(c.Backend)
+}
+
+// Observe implements attach.Selector.
+func (s *selector) Observe(backend string, size int64, elapsed time.Duration) {
+	if s.adaptive != nil {
+		s.adaptive.Observe(backend, size, elapsed)
+	}
+}

@@ -1,0 +1,77 @@
+// Package auto attaches the LMT engine to a Nemesis endpoint with the
+// backend of every message chosen for the machine and the pair of
+// processes, as MPICH, Open MPI and UCX choose their protocols by default:
+//
+//	ep, _ := nemesis.JoinProc(p, nil)
+//	sel, _ := auto.Attach(ep, auto.Options{})
+//	defer sel.Close()
+//	ep.Send(peer, tag, big)   // eager or LMT, and which backend: decided here
+//
+// [lmt/attach.Attach] alone gives the engine's fixed preference list (shm
+// first). Attach gives, for each peer, what package threshold decides:
+//
+//   - The eager→LMT switch. Messages up to [Selection.EagerMax] bytes stay
+//     on the Nemesis cells; the limit is the table's LMTMin minus one:
+//     64 KiB (MPICH's switch) by default, 16 KiB or 4 KiB when the KNEM
+//     module serves a pair sharing no cache (the paper's §3.5 and §4.4),
+//     or the crossover `lmtbench tune` measured. One endpoint has one limit:
+//     with peers whose tables differ, the smallest one, and the messages to
+//     a peer between the limit and its own switch take its first backend.
+//   - The size→backend table of the pair. With a tuning file written by
+//     `lmtbench tune` on this machine (found at $KNEMESIS_TUNING, else
+//     knemesis/tuning.json in the user's configuration directory), its
+//     measured switches; without one, or when it was measured on another
+//     machine (another CPU model, kernel, cache layout or host:
+//     [threshold.ErrForeignTuning]), the paper's rules: the shm double copy while the pair shares a cache,
+//     else the one-copy mechanism (KNEM, CMA, vmsplice, the first usable),
+//     and KNEM with DMA offload above DMA_min = cache / (2 × its users).
+//     A foreign file is ignored with a warning in [Selection.Warnings].
+//   - Correction by measurement. Unless Options.TableOnly, each peer gets
+//     its own [threshold.Adaptive]: it starts from the table's choice and,
+//     per power-of-two size class, keeps the cost of the candidate
+//     backends (shm, cma-split, vmsplice, knem: those usable with that
+//     peer), measured from the sender's own completions, moving a class to
+//     another backend when it is faster. On virtual machines the best
+//     backend changes with the placement of the vCPUs; only measurement
+//     follows it.
+//
+// # What the decision is made from
+//
+// The cache topology comes from sysfs, else CPUID, overridden by
+// $KNEMESIS_CACHE ([threshold.EnvCache]). The placement of each pair is the
+// CPU of each rank: Options.CPUs when the caller knows them; else, for each
+// rank, the one CPU its affinity mask holds when the launcher pinned it
+// (taskset, mpirun --bind-to core, srun --cpu-bind: the mask of the rank's
+// main thread, read through its PID); else a guess: rank r on the r-th CPU
+// of its mask, counting round, as the scheduler spreads busy processes (for
+// two unpinned ranks, CPUs 0 and 1 — what lmtbench assumes). The CPUs of
+// the whole job feed DMA_min's count of cache users only when every rank's
+// CPU is known, not guessed; otherwise DMA_min divides by the cores
+// sharing the cache (the paper's second formula, one process per core).
+// Options.Concurrent says how many large transfers each rank has in flight
+// (collectives), which lowers DMA_min and, with KNEM, the switch.
+//
+// Availability is checked per peer with the engine (lmt.Engine.Check): a
+// peer whose CMA is refused (ptrace rules, another user namespace) gets a
+// table and candidates without cma and cma-split, while other peers keep
+// them. This package registers the pipe, vmsplice and knem backends, so a
+// program importing it has every backend the machine offers.
+//
+// # Overriding
+//
+//   - Caches: $KNEMESIS_CACHE, or Options.Threshold.Detect.
+//   - Thresholds and backends: a tuning file (`lmtbench tune`), its path in
+//     $KNEMESIS_TUNING or Options.Threshold.TuningPath.
+//   - Backends never to use: Options.Threshold.Env.Unavailable.
+//   - Placement: Options.CPUs; concurrency: Options.Concurrent.
+//   - The eager limit: Options.Attach.EagerMax.
+//   - One message: [attach.LMT.Isend] with a backend name (the Selection
+//     is an *attach.LMT).
+//
+// What was decided, and why, is in [Selection.Pair] (each peer's
+// [threshold.Info] and placement) and [Selection.Describe].
+//
+// The per-message path allocates nothing, takes no lock and looks nothing
+// up in a map: the selector of a peer is found by index, its table is a
+// scan of a few rules and its costs a fixed array.
+package auto
