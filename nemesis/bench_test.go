@@ -122,12 +122,31 @@ func startEcho(b *testing.B, o Options, max int) *Endpoint {
 	return ep
 }
 
-func pingPong(b *testing.B, ep *Endpoint, size int) {
+func pingPong(b *testing.B, ep *Endpoint, size int) { pingPongShaped(b, ep, size, false) }
+
+// pingPongShaped is pingPong with, when vec, each side's buffer cut into a
+// list of three entries, one of them empty (Sendv, Recvv).
+func pingPongShaped(b *testing.B, ep *Endpoint, size int, vec bool) {
 	msg := make([]byte, size)
 	buf := make([]byte, size)
+	msgv := [][]byte{msg[:size/2], nil, msg[size/2:]}
+	bufv := [][]byte{buf[:size/3], buf[size/3:], nil}
+	roundTrip := func() error {
+		if !vec {
+			if err := ep.Send(1, 1, msg); err != nil {
+				return err
+			}
+			_, err := ep.Recv(1, 1, buf)
+			return err
+		}
+		if err := ep.Sendv(1, 1, msgv); err != nil {
+			return err
+		}
+		_, err := ep.Recvv(1, 1, bufv)
+		return err
+	}
 	for range 1000 { // warm up caches, branch predictors, the peer's spin
-		ep.Send(1, 1, msg)
-		ep.Recv(1, 1, buf)
+		roundTrip()
 	}
 	b.SetBytes(int64(2 * size))
 	b.ReportAllocs()
@@ -138,10 +157,7 @@ func pingPong(b *testing.B, ep *Endpoint, size int) {
 	marks[0] = time.Now()
 	i := 0
 	for b.Loop() {
-		if err := ep.Send(1, 1, msg); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := ep.Recv(1, 1, buf); err != nil {
+		if err := roundTrip(); err != nil {
 			b.Fatal(err)
 		}
 		if i++; i%blockLen == 0 && len(marks) < cap(marks) {
@@ -153,16 +169,19 @@ func pingPong(b *testing.B, ep *Endpoint, size int) {
 }
 
 // BenchmarkPingPong: one-way latency (round trip / 2) between two processes,
-// through the fastbox and, with fastboxes off, through the queue.
+// through the fastbox and, with fastboxes off, through the queue; "iov"
+// sends and receives lists of three entries (the echo side keeps one
+// buffer).
 func BenchmarkPingPong(b *testing.B) {
-	for _, path := range []string{"fastbox", "queue"} {
+	for _, path := range []string{"fastbox", "queue", "fastbox-iov", "queue-iov"} {
 		o := Options{}
-		if path == "queue" {
+		if strings.HasPrefix(path, "queue") {
 			o.FastboxSize = -1
 		}
+		vec := strings.HasSuffix(path, "-iov")
 		for _, size := range []int{0, 8, 64, 1024} {
 			b.Run(fmt.Sprintf("%s/%d", path, size), func(b *testing.B) {
-				pingPong(b, startEcho(b, o, size), size)
+				pingPongShaped(b, startEcho(b, o, size), size, vec)
 			})
 		}
 	}

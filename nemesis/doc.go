@@ -93,6 +93,24 @@
 // set (SetLMT), by rendezvous: the RTS travels in a cell, in sequence with
 // the eager messages, and the LMT moves the payload (see LMT).
 //
+// # Noncontiguous buffers
+//
+// Isendv, Irecvv, Sendv and Recvv take an iovec list ([][]byte) instead of
+// one buffer: the message is the entries end to end, a receive holds the
+// sum of its entries' lengths, zero-length entries may be anywhere and an
+// empty list is a zero-length message. Either side may use a list whatever
+// the other uses. A longer message fills every entry and ends with
+// ErrTruncated, nothing written past any entry. The request keeps the
+// caller's list (no allocation, no copy of it), so the list must stay put
+// until the request completes. No packing: an eager message is gathered
+// from the entries straight into the fastbox or cells and scattered from
+// there into the receiver's entries, the one copy each side makes anyway
+// (a message that arrived before its receive is scattered from the
+// unexpected-message buffer, as a single-buffer receive copies from it). A
+// message handed to the LMT takes the list along (Request.Iov), for the
+// backend to move with its own iovec handling, such as process_vm_readv's.
+// The single-buffer calls keep their direct copies, one flag test away.
+//
 // # Faults
 //
 // Every rank records its PID in the segment at Join (PeerPID exposes it for

@@ -343,26 +343,51 @@ func (ep *Endpoint) Isend(r *Request, dst, tag int, buf []byte) error {
 	if err := ep.validate(r, dst, tag, false); err != nil {
 		return err
 	}
-	*r = Request{LMTData: r.LMTData, ep: ep, op: opSend, state: statePending, peer: dst, tag: tag, buf: buf, msgLen: len(buf)}
-	if err := ep.peers[dst].dead; err != nil {
-		ep.finish(r, 0, err)
-		return nil
+	r.start(ep, opSend, dst, tag)
+	r.buf[0], r.msgLen = buf, len(buf)
+	ep.startSend(r)
+	return nil
+}
+
+// Isendv is Isend of the message made of iov's entries end to end: its
+// length is the sum of theirs, zero-length entries are skipped wherever
+// they are, and an empty or nil list sends a zero-length message. The
+// receiver cannot tell it from an Isend of the same bytes. Neither the list
+// nor its buffers may change until r completes; r keeps the caller's list,
+// so starting the send allocates nothing. Small messages are gathered
+// straight into the cells, large ones go to the LMT as the list itself
+// (Request.Iov), for a backend to move without packing.
+func (ep *Endpoint) Isendv(r *Request, dst, tag int, iov [][]byte) error {
+	if err := ep.validate(r, dst, tag, false); err != nil {
+		return err
 	}
-	if ep.sendq[dst].head == nil {
-		res, err := ep.trySend(r)
-		switch {
-		case err != nil:
-			ep.finish(r, 0, err)
-		case res == sendDone:
-			ep.finish(r, len(buf), nil)
-		case res == sendHanded:
-		default:
-			ep.queueSend(r)
-		}
-	} else {
+	r.start(ep, opSend, dst, tag)
+	r.vec, r.iov, r.msgLen = true, iov, iovLen(iov)
+	ep.startSend(r)
+	return nil
+}
+
+// startSend puts the send r, set up by Isend or Isendv, on its way, or
+// behind the sends to the same rank still waiting for cells.
+func (ep *Endpoint) startSend(r *Request) {
+	if err := ep.peers[r.peer].dead; err != nil {
+		ep.finish(r, 0, err)
+		return
+	}
+	if ep.sendq[r.peer].head != nil {
+		ep.queueSend(r)
+		return
+	}
+	res, err := ep.trySend(r)
+	switch {
+	case err != nil:
+		ep.finish(r, 0, err)
+	case res == sendDone:
+		ep.finish(r, r.msgLen, nil)
+	case res == sendHanded:
+	default:
 		ep.queueSend(r)
 	}
-	return nil
 }
 
 // Irecv starts receiving into buf a message from src (or AnySource) with tag
@@ -372,16 +397,38 @@ func (ep *Endpoint) Irecv(r *Request, src, tag int, buf []byte) error {
 	if err := ep.validate(r, src, tag, true); err != nil {
 		return err
 	}
-	*r = Request{LMTData: r.LMTData, ep: ep, op: opRecv, state: statePending, peer: src, tag: tag, buf: buf}
-	if u := ep.unexp.match(src, tag); u != nil {
+	r.start(ep, opRecv, src, tag)
+	r.buf[0], r.room = buf, len(buf)
+	return ep.startRecv(r)
+}
+
+// Irecvv is Irecv into the entries of iov, filled one after the other:
+// it holds the sum of their lengths, zero-length entries are skipped, and
+// an empty or nil list receives a zero-length message. Any message matches,
+// whether sent by Isend or Isendv. A longer one fills every entry and
+// completes r with ErrTruncated, writing nothing past any entry. Neither the
+// list nor its buffers may be touched until r completes.
+func (ep *Endpoint) Irecvv(r *Request, src, tag int, iov [][]byte) error {
+	if err := ep.validate(r, src, tag, true); err != nil {
+		return err
+	}
+	r.start(ep, opRecv, src, tag)
+	r.vec, r.iov, r.room = true, iov, iovLen(iov)
+	return ep.startRecv(r)
+}
+
+// startRecv matches the receive r, set up by Irecv or Irecvv, against the
+// messages that came first, or posts it.
+func (ep *Endpoint) startRecv(r *Request) error {
+	if u := ep.unexp.match(r.peer, r.tag); u != nil {
 		return ep.takeUnexpected(r, u)
 	}
-	if err := ep.unreachable(src); err != nil {
+	if err := ep.unreachable(r.peer); err != nil {
 		ep.finish(r, 0, err)
 		return nil
 	}
 	ep.posted.push(r)
-	ep.expect(src, +1)
+	ep.expect(r.peer, +1)
 	return nil
 }
 
@@ -394,10 +441,31 @@ func (ep *Endpoint) Send(dst, tag int, buf []byte) error {
 	return ep.Wait(r)
 }
 
+// Sendv sends the message made of iov's entries (see Isendv) to dst and
+// returns once they may be reused.
+func (ep *Endpoint) Sendv(dst, tag int, iov [][]byte) error {
+	r := &ep.blocker
+	if err := ep.Isendv(r, dst, tag, iov); err != nil {
+		return err
+	}
+	return ep.Wait(r)
+}
+
 // Recv receives into buf a message from src with tag (wildcards allowed).
 func (ep *Endpoint) Recv(src, tag int, buf []byte) (Status, error) {
 	r := &ep.blocker
 	if err := ep.Irecv(r, src, tag, buf); err != nil {
+		return Status{}, err
+	}
+	err := ep.Wait(r)
+	return r.Status(), err
+}
+
+// Recvv receives into iov's entries (see Irecvv) a message from src with
+// tag (wildcards allowed).
+func (ep *Endpoint) Recvv(src, tag int, iov [][]byte) (Status, error) {
+	r := &ep.blocker
+	if err := ep.Irecvv(r, src, tag, iov); err != nil {
 		return Status{}, err
 	}
 	err := ep.Wait(r)
@@ -551,14 +619,18 @@ const (
 func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 	s := ep.seg
 	p := &ep.peers[r.peer]
-	n := len(r.buf)
+	n := r.msgLen
 	if !r.seqd {
 		if n > ep.eagerMax {
 			return ep.sendRTS(r)
 		}
 		if p.fbOut != nil && n <= s.fboxPayload && p.fbOut.full.Load() == 0 {
 			fb := p.fbOut
-			memcopy.Copy(p.fbOutPl, r.buf)
+			if r.vec {
+				r.gather(p.fbOutPl[:n])
+			} else {
+				memcopy.Copy(p.fbOutPl, r.buf[0])
+			}
 			fb.seq, fb.tag, fb.len, fb.kind, fb.total = p.sendSeq, int32(r.tag), uint32(n), kindMsg, uint64(n)
 			p.sendSeq++
 			fb.full.Store(1)
@@ -576,7 +648,11 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 			return sendBlocked, nil
 		}
 		chunk := min(n-r.sent, s.payloadSize)
-		memcopy.Copy(s.payload(off), r.buf[r.sent:r.sent+chunk])
+		if r.vec {
+			r.gather(s.payload(off)[:chunk])
+		} else {
+			memcopy.Copy(s.payload(off), r.buf[0][r.sent:r.sent+chunk])
+		}
 		c.kind = kindCont
 		if !r.seqd {
 			c.kind = kindMsg
@@ -619,7 +695,7 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 		return sendBlocked, err
 	}
 	p := &ep.peers[r.peer]
-	c.kind, c.src, c.seq, c.tag, c.len, c.total = kindRTS, uint32(ep.rank), p.sendSeq, int32(r.tag), uint32(k), uint64(len(r.buf))
+	c.kind, c.src, c.seq, c.tag, c.len, c.total = kindRTS, uint32(ep.rank), p.sendSeq, int32(r.tag), uint32(k), uint64(r.msgLen)
 	p.sendSeq++
 	r.seqd = true
 	ep.stats.RTS++

@@ -209,37 +209,54 @@ func TestSendToSelf(t *testing.T) {
 
 // TestNoAllocationPerMessage: once warm, sending and receiving allocates
 // nothing, on the fastbox, one-cell and multi-cell paths, whether the
-// receive is posted before the message arrives or after.
+// receive is posted before the message arrives or after, with single
+// buffers and with lists (the request keeps the caller's list).
 func TestNoAllocationPerMessage(t *testing.T) {
 	eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 8})
 	a, b := eps[0], eps[1]
 	var s, r Request
 	for _, n := range []int{8, 500, 3000} {
 		msg, buf := pattern(n, 2), make([]byte, n)
-		for _, posted := range []bool{true, false} {
-			one := func() {
-				if posted {
-					b.Irecv(&r, 0, 1, buf)
+		msgv := [][]byte{nil, msg[:n/3], {}, msg[n/3:]}
+		bufv := [][]byte{buf[:1], buf[1 : n-5], nil, buf[n-5:], nil}
+		for _, vec := range []bool{false, true} {
+			for _, posted := range []bool{true, false} {
+				recv := func() {
+					if vec {
+						b.Irecvv(&r, 0, 1, bufv)
+					} else {
+						b.Irecv(&r, 0, 1, buf)
+					}
 				}
-				a.Isend(&s, 1, 1, msg)
-				for !s.Done() {
-					a.Poll()
-					b.Poll()
+				one := func() {
+					clear(buf)
+					if posted {
+						recv()
+					}
+					if vec {
+						a.Isendv(&s, 1, 1, msgv)
+					} else {
+						a.Isend(&s, 1, 1, msg)
+					}
+					for !s.Done() {
+						a.Poll()
+						b.Poll()
+					}
+					if !posted {
+						b.Poll()
+						recv()
+					}
+					for !r.Done() {
+						b.Poll()
+					}
 				}
-				if !posted {
-					b.Poll()
-					b.Irecv(&r, 0, 1, buf)
+				one() // warm the unexpected-message pool
+				if allocs := testing.AllocsPerRun(200, one); allocs != 0 {
+					t.Errorf("%d bytes, lists %v, receive posted first %v: %v allocations per message", n, vec, posted, allocs)
 				}
-				for !r.Done() {
-					b.Poll()
+				if !bytes.Equal(buf, msg) || r.err != nil || r.Status().Count != n {
+					t.Fatalf("%d bytes, lists %v: wrong payload or %v", n, vec, r.err)
 				}
-			}
-			one() // warm the unexpected-message pool
-			if allocs := testing.AllocsPerRun(200, one); allocs != 0 {
-				t.Errorf("%d bytes, receive posted first %v: %v allocations per message", n, posted, allocs)
-			}
-			if !bytes.Equal(buf, msg) || r.err != nil {
-				t.Fatalf("%d bytes: wrong payload or %v", n, r.err)
 			}
 		}
 	}

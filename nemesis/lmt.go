@@ -7,22 +7,23 @@ package nemesis
 //
 // The protocol the endpoint runs around an LMT:
 //
-//  1. Sender: Isend of n > eagerMax bytes takes a cell from its free queue
-//     and calls StartSend(r, rts) with rts = the cell's payload area. The
-//     LMT writes its backend handle (cookie, iovec address, pipe name...)
-//     into rts and returns how many bytes it used. The endpoint sends the
-//     cell as an RTS carrying the match information (source, tag, n) in the
-//     same per-pair sequence as eager messages, so matching order and
-//     non-overtaking per (source, tag) are exactly those of eager messages.
+//  1. Sender: Isend or Isendv of n > eagerMax bytes takes a cell from its
+//     free queue and calls StartSend(r, rts) with rts = the cell's payload
+//     area. The LMT writes its backend handle (cookie, iovec address,
+//     pipe name...) into rts and returns how many bytes it used. The
+//     endpoint sends the cell as an RTS carrying the match information
+//     (source, tag, n) in the same per-pair sequence as eager messages, so
+//     matching order and non-overtaking per (source, tag) are exactly
+//     those of eager messages.
 //     r stays pending until the LMT calls [Endpoint.Complete].
 //  2. Receiver: when the RTS matches a receive (posted before or after the
 //     RTS arrived), the endpoint calls StartRecv(r, rts). r.Peer() is the
 //     sender, r.Tag() the message's tag, r.Len() the sender's length and
-//     r.Buf() the receive buffer. len(r.Buf()) may be shorter than r.Len():
-//     the LMT then moves only len(r.Buf()) bytes, still lets the sender
-//     finish, and the endpoint reports ErrTruncated for the receive. rts is
-//     only valid during the call (it may live in a shared cell): copy what
-//     must outlive it.
+//     r.Iov() the receive buffers (one entry for Irecv, the caller's list
+//     for Irecvv). r.Cap() may be less than r.Len(): the LMT then moves only
+//     r.Cap() bytes, still lets the sender finish, and the endpoint reports
+//     ErrTruncated for the receive. rts is only valid during the call (it
+//     may live in a shared cell): copy what must outlive it.
 //  3. Both sides: the LMT talks to its peer with [Endpoint.SendControl]
 //     (CTS, DONE, ...). Each such packet is delivered, in order with
 //     everything else sent by that peer, to the peer's HandleControl.
@@ -31,6 +32,11 @@ package nemesis
 //     The LMT finishes a request with [Endpoint.Complete](r, n, err).
 //  5. When a peer dies, the endpoint calls PeerFailed(rank, err) once; the
 //     LMT must Complete every request it holds with that rank, with err.
+//
+// On both sides r.Iov() is the payload, whichever of Isend/Isendv or
+// Irecv/Irecvv started the request: an LMT that hands it to its backend as
+// is moves scattered buffers without packing them. r.Buf() is only set for
+// the single-buffer calls.
 //
 // Errors: report the failure of one transfer through Complete. An error
 // returned by HandleControl means the packet stream itself is broken and
@@ -132,8 +138,8 @@ func (ep *Endpoint) Complete(r *Request, n int, err error) {
 		return // a late or duplicate completion must not corrupt request state
 	}
 	r.inLMT = false
-	if err == nil && r.op == opRecv && r.msgLen > len(r.buf) {
-		err = truncErr(r.msgLen, len(r.buf))
+	if err == nil && r.op == opRecv && r.msgLen > r.room {
+		err = truncErr(r.msgLen, r.room)
 	}
 	ep.finish(r, n, err)
 }

@@ -6,8 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-
-	"github.com/knemesis/knemesis/internal/memcopy"
+	"unsafe"
 )
 
 // fakeLMT moves payload by direct copy between two endpoints of one
@@ -18,6 +17,7 @@ type fakeLMT struct {
 	table   *[]*Request // shared by both sides: the "backend"
 	events  *[]string
 	pending [][]byte // DONE packets waiting for a cell
+	iov     [][]byte // the list the last StartSend or StartRecv was handed
 }
 
 func (l *fakeLMT) log(format string, args ...any) {
@@ -29,6 +29,7 @@ func (l *fakeLMT) StartSend(r *Request, rts []byte) (int, error) {
 	id := len(*l.table) - 1
 	binary.LittleEndian.PutUint64(rts, uint64(id))
 	l.log("StartSend %d tag %d len %d", id, r.Tag(), r.Len())
+	l.iov = r.Iov()
 	return 8, nil
 }
 
@@ -38,8 +39,10 @@ func (l *fakeLMT) StartRecv(r *Request, rts []byte) error {
 	}
 	id := binary.LittleEndian.Uint64(rts)
 	s := (*l.table)[id]
-	l.log("StartRecv %d from %d tag %d len %d buf %d", id, r.Peer(), r.Tag(), r.Len(), len(r.Buf()))
-	n := memcopy.Copy(r.Buf(), s.Buf())
+	l.log("StartRecv %d from %d tag %d len %d buf %d", id, r.Peer(), r.Tag(), r.Len(), r.Cap())
+	l.iov = r.Iov()
+	// The fake's "backend" packs; a real one hands both lists on.
+	_, _, n := walkIov(l.iov, 0, 0, bytes.Join(s.Iov(), nil), true)
 	done := binary.LittleEndian.AppendUint64(nil, id)
 	if ok, err := l.ep.SendControl(r.Peer(), done); err != nil {
 		return err
@@ -153,6 +156,57 @@ func TestLMTHook(t *testing.T) {
 				t.Fatalf("truncated LMT receive: %+v, %v", recvs[0].Status(), recvs[0].err)
 			}
 		})
+	}
+}
+
+// TestLMTGetsTheList: an LMT is handed the caller's own lists, on both
+// sides (Request.Iov: the same slice, zero-length entries included), and
+// the receive's capacity, the sum of its entries (Request.Cap); a
+// single-buffer request shows as a one-entry list holding Buf.
+func TestLMTGetsTheList(t *testing.T) {
+	eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 4})
+	var table []*Request
+	var events []string
+	la, lb := &fakeLMT{ep: eps[0], table: &table, events: &events}, &fakeLMT{ep: eps[1], table: &table, events: &events}
+	eps[0].SetLMT(la, 100)
+	eps[1].SetLMT(lb, 100)
+	a, b := eps[0], eps[1]
+	msg := pattern(3000, 4)
+	sendv := [][]byte{msg[:1000], nil, msg[1000:]}
+	mem := make([]byte, 3000+8)
+	recvv := [][]byte{mem[:7], {}, mem[7:2990], mem[2990:3000], nil}
+	var sends, recvs [2]Request
+	if err := a.Isendv(&sends[0], 1, 0, sendv); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Irecvv(&recvs[0], 0, 0, recvv); err != nil {
+		t.Fatal(err)
+	}
+	drive(t, a, b, sends[:1], recvs[:1])
+	same := func(got, want [][]byte) bool {
+		return len(got) == len(want) && unsafe.SliceData(got) == unsafe.SliceData(want)
+	}
+	if !same(la.iov, sendv) || !same(lb.iov, recvv) || recvs[0].Cap() != 3000 || recvs[0].Buf() != nil {
+		t.Fatalf("LMT handed lists %p (%d entries) and %p (%d), capacity %d; want the callers' %p (3) and %p (5), 3000",
+			unsafe.SliceData(la.iov), len(la.iov), unsafe.SliceData(lb.iov), len(lb.iov), recvs[0].Cap(), unsafe.SliceData(sendv), unsafe.SliceData(recvv))
+	}
+	if recvs[0].err != nil || recvs[0].Status().Count != 3000 || !bytes.Equal(mem[:3000], msg) || !bytes.Equal(mem[3000:], make([]byte, 8)) {
+		t.Fatalf("list receive through the LMT: %+v, %v", recvs[0].Status(), recvs[0].err)
+	}
+
+	buf := make([]byte, 200)
+	if err := a.Isend(&sends[1], 1, 1, msg[:150]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Irecv(&recvs[1], 0, 1, buf); err != nil {
+		t.Fatal(err)
+	}
+	drive(t, a, b, sends[1:], recvs[1:])
+	one := func(iov [][]byte, b []byte) bool {
+		return len(iov) == 1 && len(iov[0]) == len(b) && unsafe.SliceData(iov[0]) == unsafe.SliceData(b)
+	}
+	if !one(la.iov, msg[:150]) || !one(lb.iov, buf) || recvs[1].Cap() != 200 || !bytes.Equal(buf[:150], msg[:150]) {
+		t.Fatalf("single buffers: LMT handed %d and %d entries, capacity %d", len(la.iov), len(lb.iov), recvs[1].Cap())
 	}
 }
 

@@ -83,7 +83,7 @@ func (ep *Endpoint) progressSends() error {
 			if err != nil {
 				ep.finish(r, 0, err)
 			} else if res == sendDone {
-				ep.finish(r, len(r.buf), nil)
+				ep.finish(r, r.msgLen, nil)
 			}
 		}
 		if q.head == nil {
@@ -189,7 +189,13 @@ func (ep *Endpoint) arrive(src, tag int, kind uint32, total int, data []byte) er
 			if kind == kindRTS {
 				return ep.startLMTRecv(r, data)
 			}
-			r.n = memcopy.Copy(r.buf, data)
+			// deliver, by hand: too big to inline, and this is
+			// every small message's path.
+			if r.vec {
+				r.scatter(data)
+			} else {
+				r.n = memcopy.Copy(r.buf[0], data)
+			}
 			if total > len(data) {
 				ep.peers[src].asm = assembly{req: r, got: len(data)}
 				return nil
@@ -222,9 +228,7 @@ func (ep *Endpoint) continueMsg(src int, data []byte) error {
 		return errorf(ErrCorrupt, "rank %d sent %d bytes past its %d-byte message", src, a.got+len(data)-total, total)
 	}
 	if r := a.req; r != nil {
-		if a.got < len(r.buf) {
-			r.n += memcopy.Copy(r.buf[a.got:], data)
-		}
+		r.deliver(data)
 	} else {
 		memcopy.Copy(a.ux.data[a.got:], data)
 	}
@@ -244,8 +248,8 @@ func (ep *Endpoint) continueMsg(src int, data []byte) error {
 
 func (ep *Endpoint) finishRecv(r *Request) {
 	var err error
-	if r.msgLen > len(r.buf) {
-		err = truncErr(r.msgLen, len(r.buf))
+	if r.msgLen > r.room {
+		err = truncErr(r.msgLen, r.room)
 	}
 	ep.finish(r, r.n, err)
 }
@@ -274,11 +278,11 @@ func (ep *Endpoint) takeUnexpected(r *Request, u *uxMsg) error {
 	a := &ep.peers[u.src].asm
 	if a.ux == u {
 		// Still arriving: what came so far goes to r, the rest directly.
-		r.n = memcopy.Copy(r.buf, u.data[:a.got])
+		r.deliver(u.data[:a.got])
 		a.ux, a.req = nil, r
 		return nil
 	}
-	r.n = memcopy.Copy(r.buf, u.data[:u.total])
+	r.deliver(u.data[:u.total])
 	ep.finishRecv(r)
 	return nil
 }

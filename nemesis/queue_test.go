@@ -3,6 +3,7 @@ package nemesis
 import (
 	"encoding/binary"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -143,31 +144,44 @@ func BenchmarkEnqueueDequeue(b *testing.B) {
 // endpoints driven by one goroutine: no waiting, so that running it under
 // callgrind counts the instructions of the software path alone (compare
 // seed 002's table of instructions per send and receive). One iteration is
-// two messages.
+// two messages. The "-iov" variants send and receive lists of three
+// entries (Isendv, Irecvv), one of them empty.
 func BenchmarkSendRecvInstructions(b *testing.B) {
-	for _, path := range []string{"fastbox", "queue"} {
+	for _, path := range []string{"fastbox", "queue", "fastbox-iov", "queue-iov"} {
 		b.Run(path, func(b *testing.B) {
 			o := &Options{}
-			if path == "queue" {
+			if strings.HasPrefix(path, "queue") {
 				o.FastboxSize = -1
 			}
+			vec := strings.HasSuffix(path, "-iov")
 			eps := joinLocal(b, 2, o)
 			a, c := eps[0], eps[1]
 			ping, pong := make([]byte, 8), make([]byte, 8)
+			pingv, pongv := [][]byte{ping[:3], nil, ping[3:]}, [][]byte{pong[:5], pong[5:], nil}
 			var sa, sc, ra, rc Request
 			for b.Loop() {
-				c.Irecv(&rc, 0, 1, pong)
-				a.Isend(&sa, 1, 1, ping)
+				if vec {
+					c.Irecvv(&rc, 0, 1, pongv)
+					a.Isendv(&sa, 1, 1, pingv)
+				} else {
+					c.Irecv(&rc, 0, 1, pong)
+					a.Isend(&sa, 1, 1, ping)
+				}
 				for !rc.Done() {
 					c.Poll()
 				}
-				a.Irecv(&ra, 1, 1, ping)
-				c.Isend(&sc, 0, 1, pong)
+				if vec {
+					a.Irecvv(&ra, 1, 1, pingv)
+					c.Isendv(&sc, 0, 1, pongv)
+				} else {
+					a.Irecv(&ra, 1, 1, ping)
+					c.Isend(&sc, 0, 1, pong)
+				}
 				for !ra.Done() {
 					a.Poll()
 				}
 			}
-			if st := a.Stats(); path == "fastbox" && st.QueueMsgs != 0 {
+			if st := a.Stats(); strings.HasPrefix(path, "fastbox") && st.QueueMsgs != 0 {
 				b.Fatalf("%d of the fastbox ping-pong's messages took the queue", st.QueueMsgs)
 			}
 		})

@@ -13,7 +13,16 @@
 // messages keep arriving.
 //
 // A backend is forced for the whole endpoint with Options.Prefer, or for one
-// message with LMT.Isend.
+// message with LMT.Isend or LMT.Isendv.
+//
+// Scattered buffers stay scattered: a message sent with Endpoint.Isendv or
+// received with Endpoint.Irecvv reaches the engine as the caller's iovec
+// list (nemesis.Request.Iov), and CMA, pipe, vmsplice and the shm ring each
+// move its entries with their own iovec handling (process_vm_readv's iovec
+// arrays, vmsplice/readv lists, a gather/scatter copy per ring slot),
+// never through an intermediate packed buffer. A list whose non-empty
+// entries do not fit a CMA handle (lmt.Config.MaxSegments) goes by another
+// backend of the preference list.
 package attach
 
 import (
@@ -187,14 +196,29 @@ func (l *LMT) Close() error {
 // Isend is Endpoint.Isend with backend forced for this message (when it is
 // long enough to go through the LMT at all).
 func (l *LMT) Isend(r *nemesis.Request, dst, tag int, buf []byte, backend string) error {
-	if dst >= 0 && dst < len(l.forced) {
-		l.forced[dst] = append(l.forced[dst], forcing{r, backend})
-	}
+	l.force(dst, r, backend)
 	err := l.ep.Isend(r, dst, tag, buf)
 	if err != nil || r.Done() {
 		l.unforce(dst, r)
 	}
 	return err
+}
+
+// Isendv is Endpoint.Isendv with backend forced for this message (when it
+// is long enough to go through the LMT at all).
+func (l *LMT) Isendv(r *nemesis.Request, dst, tag int, iov [][]byte, backend string) error {
+	l.force(dst, r, backend)
+	err := l.ep.Isendv(r, dst, tag, iov)
+	if err != nil || r.Done() {
+		l.unforce(dst, r)
+	}
+	return err
+}
+
+func (l *LMT) force(dst int, r *nemesis.Request, backend string) {
+	if dst >= 0 && dst < len(l.forced) {
+		l.forced[dst] = append(l.forced[dst], forcing{r, backend})
+	}
 }
 
 func (l *LMT) unforce(dst int, r *nemesis.Request) string {
@@ -227,11 +251,14 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	backend := l.unforce(r.Peer(), r)
 	if backend == "" && l.selectors != nil {
 		if s := l.selectors[r.Peer()]; s != nil {
-			backend = s.Backend(int64(len(r.Buf())))
+			backend = s.Backend(int64(r.Len()))
 		}
 	}
 	l.release(r)
-	t, n, err := l.eng.StartSend(r.Peer(), [][]byte{r.Buf()}, backend, rts)
+	// The request's own list, Isendv's entries as the caller gave them:
+	// the engine copies the list (not the bytes) and each backend moves
+	// the entries with its native iovec handling, no packing.
+	t, n, err := l.eng.StartSend(r.Peer(), r.Iov(), backend, rts)
 	if err != nil {
 		return 0, err
 	}
@@ -254,7 +281,7 @@ func (l *LMT) release(r *nemesis.Request) {
 // StartRecv implements nemesis.LMT.
 func (l *LMT) StartRecv(r *nemesis.Request, rts []byte) error {
 	l.release(r)
-	t, err := l.eng.StartRecv(r.Peer(), rts, [][]byte{r.Buf()})
+	t, err := l.eng.StartRecv(r.Peer(), rts, r.Iov())
 	if err != nil {
 		return err
 	}

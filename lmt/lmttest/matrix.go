@@ -131,6 +131,13 @@ func NewBuffer(size, off int, iov bool) *Buffer {
 	if iov {
 		lens = splits(size)
 	}
+	return NewSplitBuffer(off, lens)
+}
+
+// NewSplitBuffer allocates a buffer of len(lens) segments of the given
+// lengths (zero allowed), the first off bytes past a page start, the others
+// at varied page offsets, guards filled.
+func NewSplitBuffer(off int, lens []int) *Buffer {
 	total := page
 	for _, l := range lens {
 		total += guard + l + guard + 2*page
