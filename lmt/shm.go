@@ -42,27 +42,37 @@ func checkShm() error {
 }
 
 // The ring header: counters each in their own 128-byte block (the
-// adjacent-line prefetcher pairs lines), geometry, then one owner word per
-// slot, rounded up to whole pages.
+// adjacent-line prefetcher pairs lines), geometry, then the slots' owner
+// words, rounded up to whole pages. Owner words are 128 bytes apart too:
+// packed in one line, the sender's store of slot k+1's owner would steal the
+// line from the receiver reading slot k's, one more transfer between the
+// cores per slot on top of the counters'.
 const (
 	offWritten = 0
 	offRead    = 128
 	offRevoked = 256
 	offGeom    = 384
 	offOwners  = 512
+	ownerPitch = 128
 )
 
-func ringHeaderSize(slots int) int { return (offOwners + 8*slots + 4095) &^ 4095 }
+func ringHeaderSize(slots int) int { return (offOwners + ownerPitch*slots + 4095) &^ 4095 }
 
 type ring struct {
 	mem     []byte
 	written *atomic.Uint64 // advanced by the sender
 	read    *atomic.Uint64 // advanced by the receiver
 	revoked *atomic.Uint64 // id of the last transfer whose slots were skipped
-	owners  []atomic.Uint64
+	owners  []ownerWord
 	data    []byte
 	path    string
 	broken  bool
+}
+
+// ownerWord is a slot's owner id alone in its 128-byte block.
+type ownerWord struct {
+	atomic.Uint64
+	_ [ownerPitch - 8]byte
 }
 
 type shm struct {
@@ -144,7 +154,7 @@ func (s *shm) open(src, dst int) (*ring, error) {
 		written: (*atomic.Uint64)(unsafe.Pointer(&mem[offWritten])),
 		read:    (*atomic.Uint64)(unsafe.Pointer(&mem[offRead])),
 		revoked: (*atomic.Uint64)(unsafe.Pointer(&mem[offRevoked])),
-		owners:  unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&mem[offOwners])), s.slots),
+		owners:  unsafe.Slice((*ownerWord)(unsafe.Pointer(&mem[offOwners])), s.slots),
 		data:    mem[hdr:],
 		path:    path,
 	}, nil
