@@ -310,6 +310,6 @@ int main(int argc, char **argv)
 	waitpid(child, 0, 0);
 	double bytes = (double)size * iters * (pingpong ? 2 : 1);
 
-	printf("raw %s %s %ld %ld %.6f %.3f\n", mech, argv[2], size, iters, t, bytes / t / 1e9);
+	printf("raw %s %s %ld %ld %.6f %.6g\n", mech, argv[2], size, iters, t, bytes / t / 1e9);
 	return 0;
 }
