@@ -129,6 +129,8 @@ type Endpoint struct {
 // Stats counts what went which way, for tests and tuning.
 type Stats struct {
 	FastboxMsgs   uint64 // messages sent through a fastbox
+	FastboxRTS    uint64 // LMT RTS sent through a fastbox (also counted in RTS)
+	FastboxCtrl   uint64 // LMT control packets sent through a fastbox
 	QueueMsgs     uint64 // messages sent through the queue (eager, one or more cells)
 	Cells         uint64 // cells sent (messages, continuations, RTS, control)
 	RTS           uint64 // messages handed to the LMT
@@ -672,7 +674,33 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 	}
 }
 
+// An RTS goes through the fastbox only when the fastbox has room for the
+// LMT's handle of any list of up to fboxRTSEntries entries, with its header,
+// at any backend: with less room the LMT would choose its backend for lack
+// of it.
+const (
+	fboxRTSMin     = 512
+	fboxRTSEntries = 16
+)
+
 func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
+	p := &ep.peers[r.peer]
+	if fb := p.fbOut; fb != nil && len(p.fbOutPl) >= fboxRTSMin && (!r.vec || len(r.iov) <= fboxRTSEntries) && fb.full.Load() == 0 {
+		// Like any short packet (MPICH's send_header does the same),
+		// the RTS goes through the fastbox when it is free: one line
+		// to poll instead of a queue to walk, on both sides.
+		k, err := ep.startLMTSend(r, p.fbOutPl)
+		if err != nil {
+			return sendBlocked, err
+		}
+		fb.seq, fb.tag, fb.len, fb.kind, fb.total = p.sendSeq, int32(r.tag), uint32(k), kindRTS, uint64(r.msgLen)
+		p.sendSeq++
+		r.seqd = true
+		ep.stats.RTS++
+		ep.stats.FastboxRTS++
+		fb.full.Store(1)
+		return sendHanded, nil
+	}
 	s := ep.seg
 	off, c, err := ep.freeQ.dequeue(s)
 	if err != nil {
@@ -681,20 +709,13 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 	if off == 0 {
 		return sendBlocked, nil
 	}
-	pl := s.payload(off)
-	r.inLMT, r.viaLMT = true, true
-	k, err := ep.lmt.StartSend(r, pl)
-	if err == nil && (k < 0 || k > len(pl)) {
-		err = fmt.Errorf("nemesis: LMT StartSend returned %d bytes of RTS for a %d-byte cell payload", k, len(pl))
-	}
+	k, err := ep.startLMTSend(r, s.payload(off))
 	if err != nil {
-		r.inLMT, r.viaLMT = false, false
 		if qerr := ep.freeQ.enqueue(s, off, c); qerr != nil {
 			return sendBlocked, ep.fail(qerr)
 		}
 		return sendBlocked, err
 	}
-	p := &ep.peers[r.peer]
 	c.kind, c.src, c.seq, c.tag, c.len, c.total = kindRTS, uint32(ep.rank), p.sendSeq, int32(r.tag), uint32(k), uint64(r.msgLen)
 	p.sendSeq++
 	r.seqd = true
@@ -704,6 +725,34 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 		return sendBlocked, ep.fail(err)
 	}
 	return sendHanded, nil
+}
+
+// startLMTSend hands send r to the LMT, which writes its RTS into pl.
+func (ep *Endpoint) startLMTSend(r *Request, pl []byte) (int, error) {
+	ep.holdLMT(r)
+	k, err := ep.lmt.StartSend(r, pl)
+	if err == nil && (k < 0 || k > len(pl)) {
+		err = fmt.Errorf("nemesis: LMT StartSend returned %d bytes of RTS for a %d-byte payload", k, len(pl))
+	}
+	if err != nil {
+		ep.releaseLMT(r)
+		r.viaLMT = false
+	}
+	return k, err
+}
+
+// holdLMT hands r to the LMT. Until the LMT completes it, r's peer is an
+// expected source: its control packets (CTS, DONE) may come through the
+// fastbox, which Poll watches for expected sources only.
+func (ep *Endpoint) holdLMT(r *Request) {
+	r.inLMT, r.viaLMT = true, true
+	ep.expect(r.peer, +1)
+}
+
+// releaseLMT takes r back from the LMT.
+func (ep *Endpoint) releaseLMT(r *Request) {
+	r.inLMT = false
+	ep.expect(r.peer, -1)
 }
 
 // sendCell sends one single-cell packet (LMT control) if a cell is free.

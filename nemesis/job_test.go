@@ -369,12 +369,14 @@ func TestJobDeadPeerDuringTraffic(t *testing.T) {
 		if err := ep.SetLMT(l, 100); err != nil {
 			return err
 		}
+		// The barrier above may have yielded on a loaded machine.
+		yields := ep.Stats().Yields
 		_, err = ep.Recv(1, 0, nil)
 		var pe *PeerError
 		if !errors.As(err, &pe) || pe.Rank != 1 || !errors.Is(err, ErrPeerDead) {
 			return fmt.Errorf("Recv(1) with traffic flowing: %v, want a PeerError for rank 1", err)
 		}
-		if y := ep.Stats().Yields; y != 0 {
+		if y := ep.Stats().Yields - yields; y != 0 {
 			return fmt.Errorf("Wait yielded %d times while payload moved at every poll", y)
 		}
 		return nil

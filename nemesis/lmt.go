@@ -1,5 +1,7 @@
 package nemesis
 
+import "github.com/knemesis/knemesis/internal/memcopy"
+
 // LMT is the large-message transfer layer to which an Endpoint hands every
 // message longer than the eager limit given to [Endpoint.SetLMT] (seed 003:
 // the rendezvous goes through the Nemesis queues, the payload through a
@@ -126,6 +128,15 @@ func (ep *Endpoint) SendControl(dst int, pkt []byte) (ok bool, err error) {
 		// rely on its DONE following an earlier RTS.
 		return false, nil
 	}
+	p := &ep.peers[dst]
+	if fb := p.fbOut; fb != nil && len(pkt) <= len(p.fbOutPl) && fb.full.Load() == 0 {
+		memcopy.Copy(p.fbOutPl, pkt)
+		fb.seq, fb.tag, fb.len, fb.kind, fb.total = p.sendSeq, 0, uint32(len(pkt)), kindControl, 0
+		p.sendSeq++
+		ep.stats.FastboxCtrl++
+		fb.full.Store(1)
+		return true, nil
+	}
 	return ep.sendCell(dst, kindControl, 0, pkt, 0)
 }
 
@@ -137,7 +148,7 @@ func (ep *Endpoint) Complete(r *Request, n int, err error) {
 	if r.state != statePending || !r.inLMT {
 		return // a late or duplicate completion must not corrupt request state
 	}
-	r.inLMT = false
+	ep.releaseLMT(r)
 	if err == nil && r.op == opRecv && r.msgLen > r.room {
 		err = truncErr(r.msgLen, r.room)
 	}

@@ -364,3 +364,72 @@ func TestLMTDataKept(t *testing.T) {
 		t.Fatalf("after an eager reuse: ViaLMT %v, LMTData %v; want false and the LMT's value kept", r.ViaLMT(), r.LMTData)
 	}
 }
+
+// TestLMTPacketsViaFastbox: an RTS and the LMT's control packets take the
+// fastbox when it is free, as eager messages do, and a cell otherwise: when
+// the fastbox still holds an earlier message, or is too small for an RTS.
+// Either way the receiver sees everything in send order.
+func TestLMTPacketsViaFastbox(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		fbox      int
+		busy      bool // an eager message occupies the fastbox first
+		fboxRTS   uint64
+		cells     uint64 // sender's: RTS cells (the eager message takes the fastbox)
+		fboxCtrl  uint64 // receiver's DONE
+		ctrlCells uint64
+	}{
+		{name: "free", fbox: DefaultFastboxSize, fboxRTS: 1, fboxCtrl: 1},
+		{name: "busy", fbox: DefaultFastboxSize, busy: true, cells: 1, fboxCtrl: 1},
+		{name: "small", fbox: 256, cells: 1, fboxCtrl: 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eps := joinLocal(t, 2, &Options{FastboxSize: c.fbox})
+			var table []*Request
+			var events []string
+			for _, ep := range eps {
+				if err := ep.SetLMT(&fakeLMT{ep: ep, table: &table, events: &events}, 100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a, b := eps[0], eps[1]
+			var sends, recvs [2]Request
+			msgs := [][]byte{make([]byte, 7), make([]byte, 3000)}
+			bufs := [][]byte{make([]byte, 7), make([]byte, 3000)}
+			first := 1
+			if c.busy {
+				first = 0
+			}
+			for i := first; i < 2; i++ {
+				stamp(msgs[i], i, i)
+				if err := b.Irecv(&recvs[i], 0, AnyTag, bufs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.busy {
+				if err := a.Isend(&sends[0], 1, 0, msgs[0]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Isend(&sends[1], 1, 1, msgs[1]); err != nil {
+				t.Fatal(err)
+			}
+			drive(t, a, b, sends[first:], recvs[first:])
+			for i := first; i < 2; i++ {
+				if st := recvs[i].Status(); st.Tag != i || !bytes.Equal(bufs[i], msgs[i]) {
+					t.Errorf("receive %d: tag %d, data intact %v", i, st.Tag, bytes.Equal(bufs[i], msgs[i]))
+				}
+			}
+			as, bs := a.Stats(), b.Stats()
+			if as.RTS != 1 || as.FastboxRTS != c.fboxRTS || as.Cells != c.cells {
+				t.Errorf("sender: %d RTS, %d through the fastbox, %d cells; want 1, %d, %d", as.RTS, as.FastboxRTS, as.Cells, c.fboxRTS, c.cells)
+			}
+			if bs.FastboxCtrl != c.fboxCtrl || bs.Cells != c.ctrlCells {
+				t.Errorf("receiver: %d control packets through the fastbox, %d cells; want %d, %d", bs.FastboxCtrl, bs.Cells, c.fboxCtrl, c.ctrlCells)
+			}
+			if c.busy && as.FastboxMsgs != 1 {
+				t.Errorf("the eager message went through the fastbox %d times, want 1", as.FastboxMsgs)
+			}
+		})
+	}
+}

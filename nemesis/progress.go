@@ -114,13 +114,26 @@ func (ep *Endpoint) pollFbox(src int) (bool, error) {
 		return false, ep.fail(errorf(ErrCorrupt, "fastbox message from rank %d inside a multi-cell message", src))
 	}
 	n := int(fb.len)
-	if n > len(p.fbInPl) || fb.kind != kindMsg || uint64(n) != fb.total {
-		return false, ep.fail(errorf(ErrCorrupt, "fastbox from rank %d: kind %d, %d bytes of %d (max %d)", src, fb.kind, n, fb.total, len(p.fbInPl)))
+	var err error
+	switch {
+	case n > len(p.fbInPl):
+	case fb.kind == kindMsg && uint64(n) == fb.total:
+		p.recvSeq++
+		err = ep.arrive(src, int(fb.tag), kindMsg, n, p.fbInPl[:n])
+		fb.full.Store(0)
+		return true, err
+	case fb.kind == kindRTS && fb.total <= uint64(maxInt):
+		p.recvSeq++
+		err = ep.arrive(src, int(fb.tag), kindRTS, int(fb.total), p.fbInPl[:n])
+		fb.full.Store(0)
+		return true, err
+	case fb.kind == kindControl && ep.lmt != nil:
+		p.recvSeq++
+		err = ep.lmt.HandleControl(src, p.fbInPl[:n])
+		fb.full.Store(0)
+		return true, err
 	}
-	p.recvSeq++
-	err := ep.arrive(src, int(fb.tag), kindMsg, n, p.fbInPl[:n])
-	fb.full.Store(0)
-	return true, err
+	return false, ep.fail(errorf(ErrCorrupt, "fastbox from rank %d: kind %d, %d bytes of %d (max %d)", src, fb.kind, n, fb.total, len(p.fbInPl)))
 }
 
 // handleCell delivers one cell taken from the receive queue and returns it
@@ -259,9 +272,10 @@ func (ep *Endpoint) startLMTRecv(r *Request, rts []byte) error {
 		ep.finish(r, 0, errorf(ErrNoLMT, "rank %d sent a %d-byte message by rendezvous", r.peer, r.msgLen))
 		return nil
 	}
-	r.inLMT, r.viaLMT = true, true
+	ep.holdLMT(r)
 	if err := ep.lmt.StartRecv(r, rts); err != nil {
-		r.inLMT, r.viaLMT = false, false
+		ep.releaseLMT(r)
+		r.viaLMT = false
 		ep.finish(r, 0, err)
 	}
 	return nil
