@@ -22,12 +22,10 @@ const (
 	// sends DONE (CMA write).
 	Push
 	// Split: the RTS carries the sender's handle and the CTS the
-	// receiver's and the split point; the receiver copies the message up
-	// to it while the sender copies the rest, so that both CPUs make one
-	// copy each at once (CMA read and write). The receiver places the
-	// split where both should finish together (see splitModel). The
-	// sender's DONE says its part is in; the receiver's completes both
-	// sides.
+	// receiver's; the receiver copies the first half of the message while
+	// the sender copies the second, so that both CPUs make one copy each
+	// at once (CMA read and write). The sender's DONE says its half is
+	// in; the receiver's completes both sides.
 	Split
 )
 
@@ -36,6 +34,11 @@ func (f Flow) handleInRTS() bool { return f == Pull || f == Split }
 
 // handleInCTS reports whether the receiver's handle travels in the CTS.
 func (f Flow) handleInCTS() bool { return f == Push || f == Split }
+
+// SplitPoint is where a Split transfer of length bytes changes hands: the
+// receiver copies [0, SplitPoint), the sender the rest. Half, on a page
+// boundary, so that neither side's copies share a page.
+func SplitPoint(length int64) int64 { return length / 2 &^ 4095 }
 
 func (f Flow) String() string {
 	switch f {

@@ -160,9 +160,6 @@ type Stats struct {
 	// Elapsed runs from StartSend or StartRecv to completion on this
 	// side.
 	Elapsed time.Duration
-	// Split is, for a Split transfer, where the receiver's part ends:
-	// it copied [0, Split), the sender the rest.
-	Split int64
 	// Moving is how long the payload took to move, without the time the
 	// message waited for its receive to be posted: for the receiver, and
 	// for a sender whose receiver did the moving (its DONE carries it),
@@ -170,6 +167,11 @@ type Stats struct {
 	// A selector learning from measurements weighs this.
 	Moving time.Duration
 }
+
+// epoch anchors the engines' monotonic timestamps.
+var epoch = time.Now()
+
+func monotonic() time.Duration { return time.Since(epoch) }
 
 type tstate uint8
 
@@ -208,7 +210,6 @@ type peerState struct {
 	pidfd int // -1 until opened
 	pid   int
 	gone  error
-	split splitModel // Split transfers received from this peer
 }
 
 // Engine runs the large-message transfers of one process. It is driven by
@@ -532,13 +533,7 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 			e.fail(t, err)
 			break
 		}
-		var share uint8
-		if s.flow == Split {
-			share = e.peers[src].split.share(t.length)
-			t.split = splitAt(t.length, share)
-			t.moveStart = monotonic()
-		}
-		e.send(t, pktCTS, share, n, t.length)
+		e.send(t, pktCTS, 0, n, t.length)
 		if s.flow == Push {
 			t.state = stWaitDone
 			break
@@ -631,18 +626,16 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 			}
 		}
 		if t.s.flow.handleInCTS() {
-			t.moveStart = monotonic() // see Stats.Moving, and splitModel
+			if t.s.flow == Push {
+				t.moveStart = monotonic() // see Stats.Moving
+			}
 			if err := t.s.b.SetPeerHandle(t, payload); err != nil {
 				e.fail(t, err)
 				return nil
 			}
 		}
 		if t.s.flow == Split {
-			// The receiver copies [0, split); its CTS says where that
-			// ends (h.status: its share in 256ths).
-			t.split = splitAt(t.length, h.status)
-			t.stats.Split = t.split
-			t.skip(t.split)
+			t.skip(SplitPoint(t.length)) // the receiver copies the first half
 		}
 		e.activate(t)
 	case pktDone:
@@ -656,10 +649,6 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 		if t.side == Receiver && t.s.flow == Split {
 			// The sender's half is in; the transfer is done when ours is.
 			t.peerDone = true
-			if len(payload) == 16 {
-				t.peerStart = time.Duration(binary.LittleEndian.Uint64(payload))
-				t.peerEnd = time.Duration(binary.LittleEndian.Uint64(payload[8:]))
-			}
 			if t.state == stWaitDone {
 				e.finishSplit(t)
 			}
@@ -787,17 +776,12 @@ func (e *Engine) sideDone(t *Transfer) {
 	}
 	if t.s.flow == Split {
 		if t.side == Sender {
-			// Our half is in; the receiver's DONE completes us. Ours
-			// tells it when our half started and ended (splitModel).
+			// Our half is in; the receiver's DONE completes us.
 			t.state = stWaitDone
-			p := t.packet()[hdrLen:]
-			binary.LittleEndian.PutUint64(p, uint64(t.moveStart))
-			binary.LittleEndian.PutUint64(p[8:], uint64(monotonic()))
-			e.send(t, pktDone, statusOK, 16, t.moved)
+			e.send(t, pktDone, statusOK, 0, t.moved)
 			return
 		}
 		t.state = stWaitDone
-		t.ownEnd = monotonic()
 		if t.peerDone {
 			e.finishSplit(t)
 		}
@@ -814,11 +798,6 @@ func (e *Engine) sideDone(t *Transfer) {
 func (e *Engine) finishSplit(t *Transfer) {
 	t.moved = t.length
 	t.stats.Bytes = t.length
-	t.stats.Split = t.split
-	if t.peerEnd > t.peerStart {
-		e.peers[t.peer].split.learn(t.split, float64(t.ownEnd-t.moveStart), float64(t.peerStart-t.moveStart),
-			t.length-t.split, float64(t.peerEnd-t.peerStart))
-	}
 	moving := monotonic() - t.moveStart
 	binary.LittleEndian.PutUint64(t.packet()[hdrLen:], uint64(moving))
 	e.send(t, pktDone, statusOK, 8, t.length)

@@ -43,12 +43,7 @@ type Transfer struct {
 	moveStart  time.Duration // when the payload could start moving
 	early      bool          // a sender filling its channel before the CTS
 	peerDone   bool          // a Split receiver whose sender's half is in
-	split      int64         // Split: the receiver copies [0, split)
-	ownEnd     time.Duration // Split receiver: when its half was in
-	// Split receiver: when the sender's half started and ended, from its
-	// DONE (CLOCK_MONOTONIC, see monotonic).
-	peerStart, peerEnd time.Duration
-	pushing            bool // a sender with bytes not yet in its channel
+	pushing    bool          // a sender with bytes not yet in its channel
 
 	pkt        []byte // outgoing control packet, allocated on first use
 	pktLen     int
@@ -209,7 +204,7 @@ func (t *Transfer) walk(p []byte, skip int, out bool) int {
 // the receiver of a Split transfer, the split point.
 func (t *Transfer) end() int64 {
 	if t.side == Receiver && t.s != nil && t.s.flow == Split {
-		return t.split
+		return SplitPoint(t.length)
 	}
 	return t.length
 }
