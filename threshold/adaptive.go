@@ -171,13 +171,7 @@ func (a *Adaptive) Choose(size int64) Choice {
 		for range len(a.cands) {
 			i := int(k.next) % len(a.cands)
 			k.next = uint8((i + 1) % len(a.cands))
-			// A candidate last measured at more than twice the
-			// best's cost is re-measured one cycle in four: each
-			// exploration of it costs two slow messages (in far
-			// placement shm runs at 0.45x of cma-split here), and
-			// it is still seen within a few cycles when the best
-			// one slows down.
-			if a.cands[i] != best && (k.cycle%4 == 0 || bc == 0 || k.cost[i] <= 2*bc) {
+			if a.cands[i] != best && k.cycle%explorePeriod(k.cost[i], bc) == 0 {
 				pick = i
 				break
 			}
@@ -188,6 +182,24 @@ func (a *Adaptive) Choose(size int64) Choice {
 	}
 	k.again = uint8(pick + 1)
 	return a.send(k, pick)
+}
+
+// explorePeriod is every how many cycles a candidate last measured at cost
+// is measured again while the best costs best. An exploration costs two
+// messages at the candidate's speed: (cost/best - 1) two-message losses
+// per cycle of ExploreEvery messages. Spacing the explorations in
+// proportion keeps each candidate's share of the loss near 1%: at 4 MiB
+// in near placement here cma-split and vmsplice cost 1.8 and 2.2 times
+// shm, and exploring both every cycle cost auto 16%. A slower best is
+// noticed without exploring (its own cost, measured on every message,
+// rises past the others'); a faster candidate only by exploring it, so
+// the period stops at 8 cycles: in far placement shm, at 2.2-2.7 times
+// cma-split, is measured again within 200 messages of 16 MiB.
+func explorePeriod(cost, best float64) uint32 {
+	if cost == 0 || best == 0 || cost <= best {
+		return 1
+	}
+	return uint32(min(1+5*(cost/best-1)+1e-9, 8)) // 1e-9: 1.4-1 is 0.3999...
 }
 
 // send returns candidate i as the choice, and marks its message as not
