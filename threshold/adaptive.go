@@ -18,7 +18,9 @@ import (
 // candidate backend, fed by the sender's own completion times. It sends
 // most messages by the cheapest candidate known and, every ExploreEvery
 // messages of a class, two by another candidate in turn, so that a change
-// is noticed within a few dozen messages. Open MPI and MPICH fix their
+// is noticed within a few dozen messages. A candidate far costlier than the
+// best waits more cycles for its turn (explorePeriod): the two messages
+// cost it more. Open MPI and MPICH fix their
 // choice at startup; UCX's protocol selection estimates costs from a
 // static performance model. This learns from the pair's own transfers.
 //
