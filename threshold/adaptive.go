@@ -144,14 +144,10 @@ func (a *Adaptive) Choose(size int64) Choice {
 	k.sent++
 	best := a.best(k, c.Backend)
 	if k.sent == 1 {
-		// The first exploration comes once a quarter of ExploreBytes
-		// has passed, after two messages at least: the table may be
-		// wrong for this placement (in far placement here the table's
-		// shm moves 16 MiB at 0.45x of cma-split), and a job should
-		// not spend its first dozens of messages finding out. Small
-		// messages still wait for the bytes, whose exploration costs
-		// more than it can win back soon.
-		k.since = max(a.ExploreEvery, 2) - 2
+		// The first exploration comes four times sooner than the next
+		// ones: the table may be wrong for this placement, and a job
+		// should not spend its first dozens of messages finding out.
+		k.since = a.ExploreEvery - a.ExploreEvery/4
 		k.sinceBytes = a.ExploreBytes - a.ExploreBytes/4
 		return a.send(k, a.index(best))
 	}

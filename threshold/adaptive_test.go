@@ -213,14 +213,14 @@ func TestAdaptiveShrugsOffOneOutlier(t *testing.T) {
 }
 
 // Large messages pass 64 MiB quickly: their class explores every
-// ExploreEvery (24) messages, the first time after 2, so it adapts within
+// ExploreEvery (24) messages, the first time after 6, so it adapts within
 // a few messages.
 func TestAdaptiveLargeMessagesExploreByCount(t *testing.T) {
 	a := shmFirst(t, CMASplit)
 	const size = 16 << 20
 	far := map[Backend]float64{Shm: 0.18, CMASplit: 0.075}
-	if used := run(a, 2, size, far); used[Shm] != 2 {
-		t.Fatalf("first 2 messages: %v, want the table's shm", used)
+	if used := run(a, 6, size, far); used[Shm] != 6 {
+		t.Fatalf("first 6 messages: %v, want the table's shm", used)
 	}
 	if used := run(a, 25, size, far); used[CMASplit] != 25 {
 		t.Errorf("next 25 messages: %v (costs %v), want cma-split measured at once and kept", used, a.Costs(size))
