@@ -75,6 +75,21 @@ func (l *fakeLMT) Progress() error {
 
 func (l *fakeLMT) PeerFailed(rank int, err error) { l.log("PeerFailed %d", rank) }
 
+// fakePair joins two endpoints of this process, each with a fakeLMT for
+// messages over 100 bytes, and returns them with the protocol event log.
+func fakePair(t *testing.T, o *Options) (a, b *Endpoint, events *[]string) {
+	t.Helper()
+	eps := joinLocal(t, 2, o)
+	var table []*Request
+	events = new([]string)
+	for _, ep := range eps {
+		if err := ep.SetLMT(&fakeLMT{ep: ep, table: &table, events: events}, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return eps[0], eps[1], events
+}
+
 // TestLMTHook: long messages go RTS → StartRecv → Complete while short ones
 // stay eager, and the receiver sees them all in send order, whether the RTS
 // meets a posted receive or waits as an unexpected message; a short buffer
@@ -82,15 +97,7 @@ func (l *fakeLMT) PeerFailed(rank int, err error) { l.log("PeerFailed %d", rank)
 func TestLMTHook(t *testing.T) {
 	for _, early := range []bool{true, false} {
 		t.Run(fmt.Sprintf("posted-first=%v", early), func(t *testing.T) {
-			eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 4})
-			var table []*Request
-			var events []string
-			for _, ep := range eps {
-				if err := ep.SetLMT(&fakeLMT{ep: ep, table: &table, events: &events}, 100); err != nil {
-					t.Fatal(err)
-				}
-			}
-			a, b := eps[0], eps[1]
+			a, b, events := fakePair(t, &Options{CellSize: 1024, Cells: 4})
 			sizes := []int{5, 5000, 100, 101, 3}
 			var sends, recvs [5]Request
 			rbufs := make([][]byte, 5)
@@ -136,8 +143,8 @@ func TestLMTHook(t *testing.T) {
 				"1:StartRecv 1 from 0 tag 3 len 101 buf 6000", "1:Complete recv 1",
 				"0:DONE 0 from 1", "0:DONE 1 from 1",
 			}
-			if fmt.Sprint(events) != fmt.Sprint(wantEvents) {
-				t.Fatalf("events\n%q\nwant\n%q", events, wantEvents)
+			if fmt.Sprint(*events) != fmt.Sprint(wantEvents) {
+				t.Fatalf("events\n%q\nwant\n%q", *events, wantEvents)
 			}
 
 			// Truncation through the LMT.
@@ -384,15 +391,7 @@ func TestLMTPacketsViaFastbox(t *testing.T) {
 		{name: "small", fbox: 256, cells: 1, fboxCtrl: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			eps := joinLocal(t, 2, &Options{FastboxSize: c.fbox})
-			var table []*Request
-			var events []string
-			for _, ep := range eps {
-				if err := ep.SetLMT(&fakeLMT{ep: ep, table: &table, events: &events}, 100); err != nil {
-					t.Fatal(err)
-				}
-			}
-			a, b := eps[0], eps[1]
+			a, b, _ := fakePair(t, &Options{FastboxSize: c.fbox})
 			var sends, recvs [2]Request
 			msgs := [][]byte{make([]byte, 7), make([]byte, 3000)}
 			bufs := [][]byte{make([]byte, 7), make([]byte, 3000)}
