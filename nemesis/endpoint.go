@@ -65,6 +65,15 @@ const (
 	kindControl = 4 // LMT packet
 )
 
+// postFbox hands the fastbox to the rank, its payload written: n bytes of
+// a packet of kind whose message is total bytes long, next in sequence.
+func (p *peer) postFbox(kind uint32, tag, n, total int) {
+	fb := p.fbOut
+	fb.seq, fb.tag, fb.len, fb.kind, fb.total = p.sendSeq, int32(tag), uint32(n), kind, uint64(total)
+	p.sendSeq++
+	fb.full.Store(1)
+}
+
 // peer is what an endpoint knows about one rank, itself included.
 type peer struct {
 	recvQ   queue // the rank's receive queue (we enqueue on it)
@@ -627,15 +636,12 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 			return ep.sendRTS(r)
 		}
 		if p.fbOut != nil && n <= s.fboxPayload && p.fbOut.full.Load() == 0 {
-			fb := p.fbOut
 			if r.vec {
 				r.gather(p.fbOutPl[:n])
 			} else {
 				memcopy.Copy(p.fbOutPl, r.buf[0])
 			}
-			fb.seq, fb.tag, fb.len, fb.kind, fb.total = p.sendSeq, int32(r.tag), uint32(n), kindMsg, uint64(n)
-			p.sendSeq++
-			fb.full.Store(1)
+			p.postFbox(kindMsg, r.tag, n, n)
 			r.seqd = true
 			ep.stats.FastboxMsgs++
 			return sendDone, nil
@@ -693,12 +699,10 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 		if err != nil {
 			return sendBlocked, err
 		}
-		fb.seq, fb.tag, fb.len, fb.kind, fb.total = p.sendSeq, int32(r.tag), uint32(k), kindRTS, uint64(r.msgLen)
-		p.sendSeq++
+		p.postFbox(kindRTS, r.tag, k, r.msgLen)
 		r.seqd = true
 		ep.stats.RTS++
 		ep.stats.FastboxRTS++
-		fb.full.Store(1)
 		return sendHanded, nil
 	}
 	s := ep.seg

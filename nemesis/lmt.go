@@ -131,10 +131,8 @@ func (ep *Endpoint) SendControl(dst int, pkt []byte) (ok bool, err error) {
 	p := &ep.peers[dst]
 	if fb := p.fbOut; fb != nil && len(pkt) <= len(p.fbOutPl) && fb.full.Load() == 0 {
 		memcopy.Copy(p.fbOutPl, pkt)
-		fb.seq, fb.tag, fb.len, fb.kind, fb.total = p.sendSeq, 0, uint32(len(pkt)), kindControl, 0
-		p.sendSeq++
+		p.postFbox(kindControl, 0, len(pkt), 0)
 		ep.stats.FastboxCtrl++
-		fb.full.Store(1)
 		return true, nil
 	}
 	return ep.sendCell(dst, kindControl, 0, pkt, 0)

@@ -113,27 +113,21 @@ func (ep *Endpoint) pollFbox(src int) (bool, error) {
 	if p.asm.req != nil || p.asm.ux != nil {
 		return false, ep.fail(errorf(ErrCorrupt, "fastbox message from rank %d inside a multi-cell message", src))
 	}
-	n := int(fb.len)
-	var err error
+	n, kind := int(fb.len), fb.kind
 	switch {
 	case n > len(p.fbInPl):
-	case fb.kind == kindMsg && uint64(n) == fb.total:
+	case kind == kindMsg && uint64(n) == fb.total, kind == kindRTS && fb.total <= uint64(maxInt):
 		p.recvSeq++
-		err = ep.arrive(src, int(fb.tag), kindMsg, n, p.fbInPl[:n])
+		err := ep.arrive(src, int(fb.tag), kind, int(fb.total), p.fbInPl[:n])
 		fb.full.Store(0)
 		return true, err
-	case fb.kind == kindRTS && fb.total <= uint64(maxInt):
+	case kind == kindControl && ep.lmt != nil:
 		p.recvSeq++
-		err = ep.arrive(src, int(fb.tag), kindRTS, int(fb.total), p.fbInPl[:n])
-		fb.full.Store(0)
-		return true, err
-	case fb.kind == kindControl && ep.lmt != nil:
-		p.recvSeq++
-		err = ep.lmt.HandleControl(src, p.fbInPl[:n])
+		err := ep.lmt.HandleControl(src, p.fbInPl[:n])
 		fb.full.Store(0)
 		return true, err
 	}
-	return false, ep.fail(errorf(ErrCorrupt, "fastbox from rank %d: kind %d, %d bytes of %d (max %d)", src, fb.kind, n, fb.total, len(p.fbInPl)))
+	return false, ep.fail(errorf(ErrCorrupt, "fastbox from rank %d: kind %d, %d bytes of %d (max %d)", src, kind, n, fb.total, len(p.fbInPl)))
 }
 
 // handleCell delivers one cell taken from the receive queue and returns it
