@@ -1,10 +1,8 @@
 package auto
 
 import (
-	"os"
-
 	"github.com/knemesis/knemesis/nemesis"
-	"golang.org/x/sys/unix"
+	"github.com/knemesis/knemesis/threshold"
 )
 
 // placeRanks returns the CPU of every rank, how each was learned, and the
@@ -39,26 +37,16 @@ func placeRanks(ep *nemesis.Endpoint, given []int) (cpus []int, sources []CPUSou
 	return cpus, sources, job
 }
 
-// affinity returns the CPUs rank's process may run on: the mask of its
-// main thread, which is what launchers set before exec and every thread
-// inherits. Empty when it cannot be read (the process is gone).
+// affinity returns the CPUs rank's process may run on (threshold.Affinity);
+// empty when they cannot be read (the process is gone).
 func affinity(ep *nemesis.Endpoint, rank int) []int {
-	pid := os.Getpid()
+	pid := 0
 	if rank != ep.Rank() {
 		var err error
 		if pid, err = ep.PeerPID(rank); err != nil || pid <= 0 {
 			return nil
 		}
 	}
-	var set unix.CPUSet
-	if unix.SchedGetaffinity(pid, &set) != nil {
-		return nil
-	}
-	var cpus []int
-	for c := 0; len(cpus) < set.Count(); c++ {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
+	cpus, _ := threshold.Affinity(pid)
 	return cpus
 }

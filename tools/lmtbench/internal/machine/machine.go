@@ -98,19 +98,7 @@ func cpuModel() string {
 }
 
 // AllowedCPUs lists the CPUs this process may run on, in increasing order.
-func AllowedCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("reading CPU affinity: %w", err)
-	}
-	var cpus []int
-	for c := 0; c < len(set)*64; c++ {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
-}
+func AllowedCPUs() ([]int, error) { return threshold.Affinity(0) }
 
 // PinProcess binds every thread of this process to cpu. Threads the Go
 // runtime starts later inherit the binding from the thread that creates

@@ -1,0 +1,24 @@
+package threshold
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Affinity returns the CPUs process pid (0: this one) may run on: the
+// affinity mask of its main thread, which launchers set before exec and
+// every thread inherits.
+func Affinity(pid int) (CPUSet, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(pid, &set); err != nil {
+		return nil, fmt.Errorf("reading the CPU affinity of pid %d: %w", pid, err)
+	}
+	cpus := make(CPUSet, 0, set.Count())
+	for c := 0; len(cpus) < cap(cpus); c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
