@@ -66,23 +66,25 @@ func (p *Pipes) Reader(src int) (int, error) {
 	}
 	path := p.path(src, p.rank)
 	// A writer removes the directory once it is empty (see Writer), so
-	// it may vanish between MkdirAll and Mkfifo: try again then.
+	// it may vanish between MkdirAll and Mkfifo, or under the check:
+	// try again then.
 	for try := 0; ; try++ {
 		if err := os.MkdirAll(p.dir, 0o700); err != nil {
 			return -1, fmt.Errorf("%s: private directory: %w", p.kind, err)
 		}
 		err := checkPrivate(p.dir)
 		if err == nil {
-			err = unix.Mkfifo(path, 0o600)
+			if err = unix.Mkfifo(path, 0o600); err == unix.EEXIST {
+				err = nil
+			} else if err != nil {
+				err = fmt.Errorf("mkfifo %s: %w", path, err)
+			}
 		}
-		if err == nil || err == unix.EEXIST {
+		if err == nil {
 			break
 		}
 		if !errors.Is(err, unix.ENOENT) || try == 10 {
-			if _, private := err.(privateError); private {
-				return -1, fmt.Errorf("%s: %w", p.kind, err)
-			}
-			return -1, fmt.Errorf("%s: mkfifo %s: %w", p.kind, path, err)
+			return -1, fmt.Errorf("%s: %w", p.kind, err)
 		}
 	}
 	p.named[src] = true
@@ -241,26 +243,19 @@ func (e *CapError) Error() string {
 // first in a shared $TMPDIR: the pipes in it would be theirs to open. It
 // must be a real directory (not a symbolic link), ours, and not writable by
 // others.
-// A writer may remove the directory between MkdirAll and the check: the
-// ENOENT it then returns makes Reader try again, like Mkfifo's.
 func checkPrivate(dir string) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(dir, &st); err != nil {
-		return privateError{fmt.Errorf("private directory %s: %w", dir, err)}
+		return fmt.Errorf("private directory %s: %w", dir, err)
 	}
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return privateError{fmt.Errorf("private directory %s is not a directory (a symbolic link?): refusing to put pipes there", dir)}
+		return fmt.Errorf("private directory %s is not a directory (a symbolic link?): refusing to put pipes there", dir)
 	case int(st.Uid) != os.Geteuid():
-		return privateError{fmt.Errorf("private directory %s belongs to uid %d, not to this process (uid %d): refusing to put pipes there", dir, st.Uid, os.Geteuid())}
+		return fmt.Errorf("private directory %s belongs to uid %d, not to this process (uid %d): refusing to put pipes there", dir, st.Uid, os.Geteuid())
 	case st.Mode&0o022 != 0:
 		// Others could replace our FIFOs with their own.
-		return privateError{fmt.Errorf("private directory %s has mode %#o, writable by other users: refusing to put pipes there", dir, st.Mode&0o777)}
+		return fmt.Errorf("private directory %s has mode %#o, writable by other users: refusing to put pipes there", dir, st.Mode&0o777)
 	}
 	return nil
 }
-
-// privateError is a refusal of the job directory, already worded.
-type privateError struct{ error }
-
-func (e privateError) Unwrap() error { return e.error }
