@@ -20,9 +20,9 @@ import (
 // messages of a class, two by another candidate in turn, so that a change
 // is noticed within a few dozen messages. A candidate far costlier than the
 // best waits more cycles for its turn (explorePeriod): the two messages
-// cost it more. Open MPI and MPICH fix their
-// choice at startup; UCX's protocol selection estimates costs from a
-// static performance model. This learns from the pair's own transfers.
+// cost it more. Open MPI and MPICH fix their choice at startup; UCX's
+// protocol selection estimates costs from a static performance model. This
+// learns from the pair's own transfers.
 //
 // One Adaptive serves one pair of processes (costs differ between pairs)
 // from one goroutine. Choose and Observe allocate nothing and take no lock.
@@ -162,7 +162,7 @@ func (a *Adaptive) Choose(size int64) Choice {
 	pick := -1
 	k.since++
 	k.sinceBytes += size
-	if pick < 0 && k.since >= max(a.ExploreEvery, 2) && k.sinceBytes >= a.ExploreBytes {
+	if k.since >= max(a.ExploreEvery, 2) && k.sinceBytes >= a.ExploreBytes {
 		k.since, k.sinceBytes = 0, 0
 		k.cycle++
 		bc := k.cost[a.index(best)]
