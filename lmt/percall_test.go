@@ -1,0 +1,123 @@
+package lmt_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/lmt/lmttest"
+	"github.com/knemesis/knemesis/nemesis/launch"
+)
+
+// maxRWCount is the kernel's MAX_RW_COUNT, the most one process_vm_readv or
+// process_vm_writev moves.
+const maxRWCount = 0x7ffff000
+
+// TestCMAPerCallLimit moves one message larger than the kernel's per-call
+// limit with a chunk larger still, so that nothing but that limit splits
+// it: the copying side must make exactly two calls and every byte must
+// arrive, across a sender list whose second entry straddles the limit.
+// (The backend clamps each call to the limit; the kernel would truncate
+// a longer one to it too, and the loop has to resume after either.)
+func TestCMAPerCallLimit(t *testing.T) {
+	const n = maxRWCount + 3*4096 + 5
+	needMemory(t, 2*n+(256<<20))
+	msg := make([]byte, n)
+	lmttest.Fill(msg, 11)
+	iov := [][]byte{msg[:1<<30], msg[1<<30 : n-7], nil, msg[n-7:]}
+	got := make([]byte, n)
+	for _, b := range []string{"cma", "cma-write"} {
+		t.Run(b, func(t *testing.T) {
+			clear(got)
+			l := newLoopConfig(t, lmt.Config{Prefer: []string{b}, Chunk: 1 << 40})
+			rts := make([]byte, 4096)
+			send, k, err := l.engs[0].StartSend(1, iov, "", rts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recv, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{got})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.wait(t, send, recv)
+			if send.Err() != nil || recv.Err() != nil {
+				t.Fatalf("send: %v, receive: %v", send.Err(), recv.Err())
+			}
+			copier := recv.Stats()
+			if b == "cma-write" {
+				copier = send.Stats()
+			}
+			if copier.Backend != b || copier.Bytes != n || copier.Syscalls != 2 || copier.Chunks != 2 {
+				t.Errorf("copying side: %+v, want %s moving %d bytes in 2 calls and 2 chunks", copier, b, n)
+			}
+			if err := sameAsFill(got, 11); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// newLoopConfig is newLoop with the caller's Config for both engines.
+func newLoopConfig(t *testing.T, cfg lmt.Config) *loop {
+	t.Helper()
+	l := &loop{}
+	cfg.Size, cfg.Job = 2, launch.NewJobName()
+	cfg.PeerPID = func(int) int { return os.Getpid() }
+	for r := range l.engs {
+		c := cfg
+		c.Rank, c.Control = r, loopEnd{l, r}
+		e, err := lmt.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.engs[r] = e
+		t.Cleanup(func() { e.Close() })
+	}
+	return l
+}
+
+// sameAsFill compares got with lmttest.Fill's content from seed one
+// window at a time, so that a 2 GiB check needs no second 2 GiB buffer.
+func sameAsFill(got []byte, seed int) error {
+	want := make([]byte, 1<<20)
+	for off := 0; off < len(got); off += len(want) {
+		g := got[off:min(off+len(want), len(got))]
+		w := want[:len(g)]
+		lmttest.Fill(w, seed+off)
+		if !bytes.Equal(g, w) {
+			i := 0
+			for g[i] == w[i] {
+				i++
+			}
+			return fmt.Errorf("byte %d of %d is %#x, want %#x", off+i, len(got), g[i], w[i])
+		}
+	}
+	return nil
+}
+
+// needMemory skips when the machine cannot hold bytes more without
+// swapping or invoking the OOM killer.
+func needMemory(t *testing.T, bytes int) {
+	t.Helper()
+	s, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(s), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kib, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kib<<10 < bytes {
+				t.Skipf("%d MiB of available memory, %d MiB needed for a message past the kernel's per-call limit", kib>>10, bytes>>20)
+			}
+			return
+		}
+	}
+	t.Fatal("/proc/meminfo has no MemAvailable line")
+}
