@@ -38,9 +38,11 @@ const tagCmd = 1000
 
 var sizes = []int{64 << 10, 1 << 20, 4 << 20, 16 << 20}
 
-// mechanism of each backend in the C reference (cma-write is held against
-// process_vm_readv, the same copy in the other direction).
-var raw = map[string]string{"shm": "shm", "cma": "cma", "cma-write": "cma", "cma-split": "cma-split", "pipe": "pipe", "vmsplice": "vmsplice"}
+// mechanism of each backend in the C reference. The pushing ones (cma-write,
+// cma-split) wait in C as in Go for the receiver to say where to write, the
+// CTS every rendezvous needs; raw.c's cma-split-preset shows what knowing
+// the address in advance would gain.
+var raw = map[string]string{"shm": "shm", "cma": "cma", "cma-write": "cma-write", "cma-split": "cma-split", "pipe": "pipe", "vmsplice": "vmsplice"}
 
 func TestMain(m *testing.M) {
 	if job := os.Getenv(envPeer); job != "" {
@@ -319,7 +321,7 @@ func TestReference(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("gcc not installed: cannot build the C reference")
 	}
-	for _, m := range []string{"pipe", "vmsplice", "cma", "cma-split", "shm"} {
+	for _, m := range []string{"pipe", "vmsplice", "cma", "cma-write", "cma-split", "cma-split-preset", "shm"} {
 		for _, pp := range []bool{false, true} {
 			g, err := rawbench.Run(rawbench.Params{Mech: m, PingPong: pp, Size: 100003, Iters: 3,
 				Chunk: 65536, Slots: 8, SlotSize: 32768, PipeSize: 1 << 20})
@@ -327,5 +329,10 @@ func TestReference(t *testing.T) {
 				t.Errorf("%s pingpong=%v: %v GB/s, %v", m, pp, g, err)
 			}
 		}
+	}
+	// A misspelt mechanism must not quietly measure the shm ring.
+	_, err := rawbench.Run(rawbench.Params{Mech: "cma-splt", Size: 4096, Iters: 1, Chunk: 65536, Slots: 8, SlotSize: 32768, PipeSize: 1 << 20})
+	if err == nil || !strings.Contains(err.Error(), "unknown mechanism cma-splt") {
+		t.Errorf("mechanism cma-splt: %v, want the reference to refuse it by name", err)
 	}
 }

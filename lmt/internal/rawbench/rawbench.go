@@ -58,7 +58,7 @@ func Build() (string, error) {
 
 // Params shape one run of the reference.
 type Params struct {
-	Mech     string // pipe, vmsplice, cma, shm
+	Mech     string // pipe, vmsplice, cma, cma-write, cma-split, cma-split-preset, shm
 	PingPong bool
 	Size     int
 	Iters    int

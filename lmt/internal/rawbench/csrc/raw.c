@@ -2,7 +2,7 @@
 // the Go benchmarks are held against (target: Go >= 0.9x raw).
 //
 //   raw MECH SHAPE SIZE ITERS [CHUNK SLOTS SLOTSIZE PIPESIZE]
-//   MECH  pipe | vmsplice | cma | cma-split | shm
+//   MECH  pipe | vmsplice | cma | cma-write | cma-split | cma-split-preset | shm
 //   SHAPE stream (one way, back to back) | pingpong (separate buffers)
 //
 // Parent and child run after fork, pinned to CPU 0 and 1 when
@@ -40,6 +40,7 @@ struct counter {
 struct flags {
 	struct counter ready[2];	/* by side: messages published */
 	struct counter taken[2];	/* by side: messages consumed */
+	struct counter cts[2];		/* by sending side: receiver's address given */
 	struct counter written[2];	/* shm ring: slots filled, per direction */
 	struct counter read[2];		/* shm ring: slots emptied, per direction */
 	char *buf[2][2];	/* each side's buffers (same addresses in both) */
@@ -151,7 +152,12 @@ static void cma_pull(pid_t peer, char *dst, char *src)
 	cma_copy(peer, dst, src, 0, size, 0);
 }
 
-/* cma-split: the receiver reads [0, split), the sender writes the rest. */
+/*
+ * cma-split: the receiver reads [0, split), the sender writes the rest.
+ * A sender may write only once the receiver has said where (the cts flag,
+ * the CTS of a rendezvous); cma-split-preset skips that crossing, as if the
+ * sender had known the address before the message existed.
+ */
 static long split_point(void)
 {
 	return size / 2 & ~4095L;
@@ -169,9 +175,16 @@ static void send_msg(int me, long i)
 	} else if (!strcmp(mech, "cma")) {
 		atomic_store(&fl->ready[me].v, i + 1);
 		WAIT_UNTIL(atomic_load(&fl->taken[me].v) >= i + 1);
-	} else if (!strcmp(mech, "cma-split")) {
+	} else if (!strcmp(mech, "cma-write")) {
 		atomic_store(&fl->ready[me].v, i + 1);
+		WAIT_UNTIL(atomic_load(&fl->cts[me].v) >= i + 1);
 		/* dst has the same address in both processes */
+		cma_copy(peer_pid, src_of(me, i), dst_of(i), 0, size, 1);
+		atomic_store(&fl->written[me].v, i + 1);
+	} else if (!strncmp(mech, "cma-split", 9)) {
+		atomic_store(&fl->ready[me].v, i + 1);
+		if (strcmp(mech, "cma-split-preset"))
+			WAIT_UNTIL(atomic_load(&fl->cts[me].v) >= i + 1);
 		cma_copy(peer_pid, src_of(me, i), dst_of(i), split_point(), size, 1);
 		atomic_store(&fl->written[me].v, i + 1);
 		WAIT_UNTIL(atomic_load(&fl->taken[me].v) >= i + 1);
@@ -202,8 +215,13 @@ static void recv_msg(int me, long i, pid_t peer)
 		WAIT_UNTIL(atomic_load(&fl->ready[from].v) >= i + 1);
 		cma_pull(peer, dst, src_of(from, i));
 		atomic_store(&fl->taken[from].v, i + 1);
-	} else if (!strcmp(mech, "cma-split")) {
+	} else if (!strcmp(mech, "cma-write")) {
 		WAIT_UNTIL(atomic_load(&fl->ready[from].v) >= i + 1);
+		atomic_store(&fl->cts[from].v, i + 1);
+		WAIT_UNTIL(atomic_load(&fl->written[from].v) >= i + 1);
+	} else if (!strncmp(mech, "cma-split", 9)) {
+		WAIT_UNTIL(atomic_load(&fl->ready[from].v) >= i + 1);
+		atomic_store(&fl->cts[from].v, i + 1);
 		cma_copy(peer, dst, src_of(from, i), 0, split_point(), 0);
 		WAIT_UNTIL(atomic_load(&fl->written[from].v) >= i + 1);
 		atomic_store(&fl->taken[from].v, i + 1);
@@ -224,10 +242,16 @@ static void recv_msg(int me, long i, pid_t peer)
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
-		fprintf(stderr, "usage: raw pipe|vmsplice|cma|cma-split|shm stream|pingpong SIZE ITERS [CHUNK SLOTS SLOTSIZE PIPESIZE]\n");
+		fprintf(stderr, "usage: raw pipe|vmsplice|cma|cma-write|cma-split|cma-split-preset|shm stream|pingpong SIZE ITERS [CHUNK SLOTS SLOTSIZE PIPESIZE]\n");
 		return 2;
 	}
 	mech = argv[1];
+	if (strcmp(mech, "pipe") && strcmp(mech, "vmsplice") && strcmp(mech, "cma") &&
+	    strcmp(mech, "cma-write") && strcmp(mech, "cma-split") &&
+	    strcmp(mech, "cma-split-preset") && strcmp(mech, "shm")) {
+		fprintf(stderr, "raw: unknown mechanism %s\n", mech);
+		return 2;
+	}
 	int pingpong = !strcmp(argv[2], "pingpong");
 	size = atol(argv[3]);
 	iters = atol(argv[4]);
