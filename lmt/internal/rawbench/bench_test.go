@@ -316,7 +316,9 @@ func benchRaw(b *testing.B, shape, backend string, size int) {
 }
 
 // TestReference checks that the C reference builds and moves data for
-// every mechanism, so that a broken reference fails CI, not only benchmarks.
+// every mechanism (raw.c checks every receive buffer, guard byte included,
+// and fails otherwise), so that a broken reference fails CI, not only
+// benchmarks.
 func TestReference(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("gcc not installed: cannot build the C reference")

@@ -239,6 +239,22 @@ static void recv_msg(int me, long i, pid_t peer)
 	}
 }
 
+/*
+ * Side d's buffers hold the byte 1 + d and receive buffers the byte 3: a
+ * mechanism that moved the wrong bytes, too few or past the end shows here.
+ */
+static int received_intact(int from)
+{
+	for (int k = 0; k < nbufs; k++) {
+		for (long j = 0; j < size; j++)
+			if (dsts[k][j] != 1 + from)
+				return 0;
+		if (dsts[k][size] != 3)
+			return 0;
+	}
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
@@ -327,11 +343,18 @@ int main(int argc, char **argv)
 			WAIT_UNTIL(atomic_load(&fl->ready[1].v) == -(round + 1) || pingpong || !strncmp(mech, "cma", 3));
 		}
 	}
-	if (me == 1)
-		_exit(0);
 	double t = now() - t0;
+	/* Only the child receives in a stream; both do in ping-pong. */
+	int bad = (pingpong || me == 1) && !received_intact(1 - me);
+	int status;
 
-	waitpid(child, 0, 0);
+	if (me == 1)
+		_exit(bad ? 3 : 0);
+
+	if (waitpid(child, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) || bad) {
+		fprintf(stderr, "raw %s: a receive buffer does not hold what was sent\n", mech);
+		return 3;
+	}
 	double bytes = (double)size * iters * (pingpong ? 2 : 1);
 
 	printf("raw %s %s %ld %ld %.6f %.6g\n", mech, argv[2], size, iters, t, bytes / t / 1e9);
