@@ -51,6 +51,21 @@
 // delivering small messages while a gigabyte moves — the responsiveness
 // argument of the paper for 64 KiB vmsplice chunks.
 //
+// # What a message costs
+//
+// Beside the copy, a message pays its rendezvous: building the RTS,
+// matching it, starting the receive, the CTS for push and split flows, the
+// DONE, and completing both requests. Timestamped on both ranks of a 64 KiB
+// ping-pong on a 2-vCPU VM whose two vCPUs shared a core (Go 1.26, medians
+// of 20000 messages), this is 1.0-1.7 µs a message: StartSend with its
+// fastbox RTS about 0.3 µs, the receiver's match and StartRecv (with its
+// CTS) 0.2-0.3 µs, DONE and completion 0.4-0.6 µs, the rest cache-line
+// crossings between the ranks. The C reference, which exchanges bare flags
+// and matches nothing, spends 0.1-0.8 µs beside the same system calls. At
+// 64 KiB, where the copy itself takes 4-7 µs, the CMA backends therefore
+// reach 0.7-0.9 of the C rate; from 1 MiB, 0.8-1.0 (measure it yourself
+// with `go test -bench LMT ./lmt/internal/rawbench`).
+//
 // # Using it
 //
 // Inside a job, package lmt/attach installs an Engine as the LMT of a Nemesis
