@@ -86,9 +86,10 @@ type peer struct {
 	recvSeq uint32 // next sequence number expected from this rank
 	asm     assembly
 	pid     int
-	dead    error // set once the rank is known gone
-	expectN int32 // posted receives naming this rank
-	expectI int32 // index in Endpoint.expected, or -1
+	dead    error  // set once the rank is known gone
+	expectN int32  // posted receives naming this rank
+	expectI int32  // index in Endpoint.expected, or -1
+	probes  uint16 // LineLatency calls with this rank so far
 }
 
 // assembly tracks a multi-cell message from one source whose continuation

@@ -22,6 +22,7 @@ var (
 	ErrNoLMT         = errors.New("nemesis: RTS received but no LMT is set")
 	ErrSegmentInUse  = errors.New("nemesis: segment name in use by a live job")
 	ErrNotSupported  = errors.New("nemesis: not supported")
+	ErrProbeTimeout  = errors.New("nemesis: peer did not take part in the latency probe")
 	errInternalState = errors.New("nemesis: internal state")
 )
 

@@ -70,8 +70,12 @@ type procBlock struct {
 	closed atomic.Uint32 // 1 once the rank called Close
 	reaper atomic.Int32  // 1 + rank of the survivor that drains this rank's receive queue once it is gone
 	_      [lineSize - 12]byte
-	recv   queueShared
-	free   queueShared
+	// probe is written by this rank only, during Endpoint.LineLatency:
+	// 1 + the partner's rank in the high half, the round in the low.
+	probe atomic.Uint64
+	_     [lineSize - 8]byte
+	recv  queueShared
+	free  queueShared
 }
 
 // cellHdr starts every cell. Only next is written by a process other than
@@ -107,8 +111,8 @@ var (
 	_ [unsafe.Sizeof(fboxHdr{}) - fboxHdrSize]byte
 	_ [unsafe.Sizeof(segHeader{}) - 3*lineSize]byte
 	_ [3*lineSize - unsafe.Sizeof(segHeader{})]byte
-	_ [unsafe.Sizeof(procBlock{}) - 5*lineSize]byte
-	_ [5*lineSize - unsafe.Sizeof(procBlock{})]byte
+	_ [unsafe.Sizeof(procBlock{}) - 6*lineSize]byte
+	_ [6*lineSize - unsafe.Sizeof(procBlock{})]byte
 )
 
 // layout is the geometry every rank must agree on.
