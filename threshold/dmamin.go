@@ -3,6 +3,7 @@ package threshold
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // DMAMinBytes is the formula of §3.5: a receiver copying a message through
@@ -31,7 +32,20 @@ type Placement struct {
 	// Concurrent is the number of large transfers each process has in
 	// flight at once (collectives, §4.4); 0 or 1 is a lone transfer.
 	Concurrent int
+	// LineLatency is how long a cache line took, one way, between the
+	// two processes when measured (nemesis.Endpoint.LineLatency); 0 when
+	// not measured. Above SharedLineMax it overrules a topology that says
+	// they share a cache (see Build).
+	LineLatency time.Duration
 }
+
+// SharedLineMax is the longest one-way cache-line time between two CPUs
+// that Build believes share a cache. Two hardware threads of one core
+// measure 0.05 µs here, and cores sharing an L3 0.03-0.1 µs on the
+// machines we know; this VM's vCPUs on different cores, which sysfs
+// still says share the L3, 0.18-0.23 µs, and there the double copy runs
+// at 5 GB/s where cma-split reaches 8-13.
+const SharedLineMax = 150 * time.Nanosecond
 
 // Threshold is a size in bytes and where it came from.
 type Threshold struct {

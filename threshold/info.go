@@ -125,6 +125,9 @@ func (i *Info) Describe(w io.Writer) error {
 	if t.Shared {
 		shared = t.Cache.Name() + " shared"
 	}
+	if t.LineLatency > 0 {
+		shared += fmt.Sprintf("; a cache line crosses in %v (measured)", t.LineLatency)
+	}
 	p("pair\t%s\n", shared)
 	p("eager→LMT\t%s\n", t.LMTMin)
 	p("DMA_min\t%s\n", t.DMAMin)

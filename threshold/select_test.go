@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDMAMinPaperCases(t *testing.T) {
@@ -91,11 +92,19 @@ func TestSelectionTables(t *testing.T) {
 		{"xeon no shared cache, knem+DMA", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1, JobCPUs: []int{0, 1}}, Knem: true, DMA: true},
 			"eager<16 KiB | knem≥16 KiB | knem+dma>2 MiB"},
 		{"xeon no shared cache, no module", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1}},
+			"eager<64 KiB | cma-split≥64 KiB"},
+		{"xeon no shared cache, cma-split refused", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{CMASplit}},
 			"eager<64 KiB | cma≥64 KiB"},
-		{"xeon no shared cache, CMA refused", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{CMA}},
+		{"xeon no shared cache, CMA refused", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{CMA, CMASplit}},
 			"eager<64 KiB | vmsplice≥64 KiB"},
-		{"xeon no shared cache, only copies", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{CMA, Vmsplice}},
+		{"xeon no shared cache, only copies", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{CMA, CMASplit, Vmsplice}},
 			"eager<64 KiB | shm≥64 KiB"},
+		// A measured cache line overrules the topology only toward
+		// sharing less.
+		{"xeon shared L2, measured far", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 4, LineLatency: 210 * time.Nanosecond}},
+			"eager<64 KiB | cma-split≥64 KiB"},
+		{"xeon no shared cache, measured near", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 50 * time.Nanosecond}},
+			"eager<64 KiB | cma-split≥64 KiB"},
 		{"xeon Alltoall, knem+DMA, 5 in flight", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1, JobCPUs: all8, Concurrent: 5}, Knem: true, DMA: true},
 			"eager<4 KiB | knem≥4 KiB | knem+dma≥209716 B"},
 		// AMD, L3 per CCX of 4 SMT-2 cores.
@@ -104,7 +113,7 @@ func TestSelectionTables(t *testing.T) {
 		{"amd same CCX, two processes", Env{Topology: amd, Placement: Placement{Sender: 0, Receiver: 1, JobCPUs: []int{0, 1}}},
 			"eager<64 KiB | shm≥64 KiB"},
 		{"amd across CCXs, no module", Env{Topology: amd, Placement: Placement{Sender: 0, Receiver: 4}},
-			"eager<64 KiB | cma≥64 KiB"},
+			"eager<64 KiB | cma-split≥64 KiB"},
 		{"amd across CCXs, knem+DMA", Env{Topology: amd, Placement: Placement{Sender: 0, Receiver: 4}, Knem: true, DMA: true},
 			"eager<16 KiB | knem≥16 KiB | knem+dma>1 MiB"},
 		// This machine: the pair shares 32 MiB of L3, so the double copy
@@ -112,6 +121,14 @@ func TestSelectionTables(t *testing.T) {
 		// baselines.md); only DMA, above DMA_min = 8 MiB, takes over.
 		{"epyc-kvm, no module", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}},
 			"eager<64 KiB | shm≥64 KiB"},
+		// The same vCPUs measured on one core, then on two: sysfs says
+		// the same in both placements.
+		{"epyc-kvm, measured near", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 52 * time.Nanosecond}},
+			"eager<64 KiB | shm≥64 KiB"},
+		{"epyc-kvm, measured far", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 204 * time.Nanosecond}},
+			"eager<64 KiB | cma-split≥64 KiB"},
+		{"epyc-kvm, measured far, knem+DMA", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 204 * time.Nanosecond}, Knem: true, DMA: true},
+			"eager<16 KiB | knem≥16 KiB | knem+dma>8 MiB"},
 		{"epyc-kvm, knem without DMA", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}, Knem: true},
 			"eager<64 KiB | shm≥64 KiB"},
 		{"epyc-kvm, knem+DMA", Env{Topology: kvm, Placement: Placement{Sender: 1, Receiver: 0}, Knem: true, DMA: true},
@@ -119,7 +136,7 @@ func TestSelectionTables(t *testing.T) {
 		// A caller that rules shm out gets the next mechanism even
 		// where the double copy would win.
 		{"epyc-kvm, shm ruled out", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{Shm}},
-			"eager<64 KiB | cma≥64 KiB"},
+			"eager<64 KiB | cma-split≥64 KiB"},
 		{"epyc-kvm, only pipe", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{Shm, CMA, CMASplit, Vmsplice}},
 			"eager<64 KiB | pipe≥64 KiB"},
 		{"epyc-kvm, DMA bit without module access", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}, Knem: true, DMA: true, Unavailable: []Backend{Knem}},
@@ -192,4 +209,26 @@ func BenchmarkChoose(b *testing.B) {
 		sink = table.Choose(int64(i&(1<<22-1)) * 8)
 	}
 	_ = fmt.Sprint(sink)
+}
+
+// TestMeasuredLineOverrulesTopology: a pair measured slower than
+// SharedLineMax is built as sharing nothing, with a note saying why; one
+// measured at the bound still shares.
+func TestMeasuredLineOverrulesTopology(t *testing.T) {
+	kvm := mustSysfs(t, "epyc-kvm")
+	far, err := Build(Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 204 * time.Nanosecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if far.Shared || far.LineLatency != 204*time.Nanosecond || len(far.Notes) != 1 ||
+		!strings.Contains(far.Notes[0], "shares its L3, but a cache line takes 204ns one way") {
+		t.Errorf("far pair: shared %v, line %v, notes %q", far.Shared, far.LineLatency, far.Notes)
+	}
+	edge, err := Build(Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: SharedLineMax}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !edge.Shared || len(edge.Notes) != 0 || compact(edge) != "eager<64 KiB | shm≥64 KiB" {
+		t.Errorf("pair at SharedLineMax: shared %v, notes %q, %s", edge.Shared, edge.Notes, compact(edge))
+	}
 }
