@@ -35,6 +35,11 @@ type Options struct {
 	Concurrent int
 	// TableOnly sends every message by the table, without measurement.
 	TableOnly bool
+	// NoProbe skips timing a cache line to each peer (see probe.go's
+	// comment): the tables then believe the topology. Every rank must
+	// skip it alike, or each pair with one that does not costs the other
+	// a 100 ms wait once.
+	NoProbe bool
 	// Attach is passed to attach.Attach. Its EagerMax, when set,
 	// overrides the table's switch; its Select must be nil: choosing is
 	// Attach's job.
@@ -111,7 +116,7 @@ func (o *Options) validate(ep *nemesis.Endpoint) error {
 	if o.Attach.Select != nil {
 		return errors.New("auto: Options.Attach.Select is set: Attach installs its own selectors (call attach.Attach to choose yourself)")
 	}
-	if p := o.Threshold.Env.Placement; p.Sender != 0 || p.Receiver != 0 || p.JobCPUs != nil || p.Concurrent != 0 {
+	if p := o.Threshold.Env.Placement; p.Sender != 0 || p.Receiver != 0 || p.JobCPUs != nil || p.Concurrent != 0 || p.LineLatency != 0 {
 		return errors.New("auto: Options.Threshold.Env.Placement is set: Attach places each pair itself; give Options.CPUs and Options.Concurrent")
 	}
 	if o.Concurrent < 0 {
@@ -133,6 +138,10 @@ func (s *Selection) decide(ep *nemesis.Endpoint, o Options) error {
 	me := ep.Rank()
 	var job []int
 	s.cpus, s.sources, job = placeRanks(ep, o.CPUs)
+	lat := make([]time.Duration, ep.Size())
+	if !o.NoProbe {
+		lat = probePeers(ep)
+	}
 	var first *threshold.Info
 	lmtMin := int64(-1)
 	for peer := range ep.Size() {
@@ -140,7 +149,7 @@ func (s *Selection) decide(ep *nemesis.Endpoint, o Options) error {
 			continue
 		}
 		env := o.Threshold.Env
-		env.Placement = threshold.Placement{Sender: s.cpus[me], Receiver: s.cpus[peer], JobCPUs: job, Concurrent: o.Concurrent}
+		env.Placement = threshold.Placement{Sender: s.cpus[me], Receiver: s.cpus[peer], JobCPUs: job, Concurrent: o.Concurrent, LineLatency: lat[peer]}
 		env.Unavailable, env.Knem = s.refused(peer, o.Threshold.Env.Unavailable)
 		var info *threshold.Info
 		var err error

@@ -32,10 +32,12 @@ var here = threshold.Machine{CPUModel: "AMD EPYC", CPUs: 2, Caches: "L1d 32 KiB 
 	Kernel: "6.18.44", HostHash: "0123456789abcdef"}
 
 // options selects on the fixture with the tuning file at path (written by
-// tuning, or absent) and the ranks on cpus.
+// tuning, or absent) and the ranks on cpus, believing the fixture's caches:
+// without a probe, whatever the placement of the machine running the test.
 func options(path string, cpus ...int) auto.Options {
 	return auto.Options{
-		CPUs: cpus,
+		CPUs:    cpus,
+		NoProbe: true,
 		Threshold: threshold.Config{
 			Detect:     threshold.DetectOptions{Sysfs: os.DirFS(fixture), Override: threshold.CacheOverride{}},
 			TuningPath: path,

@@ -23,8 +23,9 @@
 //     measured switches; without one, or when it was measured on another
 //     machine (another CPU model, kernel, cache layout or host:
 //     [threshold.ErrForeignTuning]), the paper's rules: the shm double copy while the pair shares a cache,
-//     else the one-copy mechanism (KNEM, CMA, vmsplice, the first usable),
-//     and KNEM with DMA offload above DMA_min = cache / (2 × its users).
+//     else the one-copy mechanism (KNEM, cma-split, CMA, vmsplice, the first
+//     usable), and KNEM with DMA offload above DMA_min = cache / (2 × its
+//     users).
 //     A foreign file is ignored with a warning in [Selection.Warnings].
 //   - Correction by measurement. Unless Options.TableOnly, each peer gets
 //     its own [threshold.Adaptive]: it starts from the table's choice and,
@@ -51,6 +52,18 @@
 // Options.Concurrent says how many large transfers each rank has in flight
 // (collectives), which lowers DMA_min and, with KNEM, the switch.
 //
+// Whether a pair really shares its cache is also measured: Attach times a
+// cache line between the two ranks of every pair
+// ([nemesis.Endpoint.LineLatency], pairs meeting in the rounds of a
+// round-robin tournament, about 0.1 ms each) and a pair whose line takes
+// longer than [threshold.SharedLineMax] gets the table of a pair sharing
+// nothing, whatever the topology says. On this project's VM sysfs reports
+// one L3 for both vCPUs wherever the hypervisor runs them: 0.07 µs one
+// way when they share a core, where the double copy moves 20 GB/s, and
+// 0.2 µs when they do not, where it moves 5 and cma-split 8-13.
+// Options.NoProbe skips it (every rank alike: a peer that does not take
+// part costs the others 100 ms once, then its pairs use the topology).
+//
 // Availability is checked per peer with the engine (lmt.Engine.Check): a
 // peer whose CMA is refused (ptrace rules, another user namespace) gets a
 // table and candidates without cma and cma-split, while other peers keep
@@ -63,7 +76,8 @@
 //   - Thresholds and backends: a tuning file (`lmtbench tune`), its path in
 //     $KNEMESIS_TUNING or Options.Threshold.TuningPath.
 //   - Backends never to use: Options.Threshold.Env.Unavailable.
-//   - Placement: Options.CPUs; concurrency: Options.Concurrent.
+//   - Placement: Options.CPUs; concurrency: Options.Concurrent; the
+//     cache-line probe: Options.NoProbe.
 //   - The eager limit: Options.Attach.EagerMax.
 //   - One message: [attach.LMT.Isend] with a backend name (the Selection
 //     is an *attach.LMT).
