@@ -36,3 +36,25 @@ func TestAffinity(t *testing.T) {
 		t.Errorf("Affinity of a pid that names no process: %v, want ESRCH", err)
 	}
 }
+
+// TestReadCPUIDLeavesProcessMask: reading CPUID pins threads one CPU at a
+// time; the mask the kernel reports for the process (its main thread's,
+// which the runtime parks rather than ends when a locked goroutine exits
+// on it) must come out as it went in, or every peer reading this process's
+// affinity would think it pinned.
+func TestReadCPUIDLeavesProcessMask(t *testing.T) {
+	before, err := Affinity(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if _, err := ReadCPUID(before); errors.Is(err, ErrNoCPUID) {
+			t.Skip("no CPUID instruction on this architecture")
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after, err := Affinity(os.Getpid()); err != nil || !slices.Equal(after, before) {
+		t.Errorf("process mask %v before 20 ReadCPUID, %v after (%v)", before, after, err)
+	}
+}
