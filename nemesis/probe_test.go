@@ -74,7 +74,7 @@ func TestLineLatencyBadArguments(t *testing.T) {
 	}{
 		{0, 64, time.Second, ErrInvalidRank},
 		{5, 64, time.Second, ErrInvalidRank},
-		{1, 4, time.Second, ErrInvalidArg},
+		{1, 15, time.Second, ErrInvalidArg},
 		{1, 64, 0, ErrInvalidArg},
 	} {
 		if _, err := ep.LineLatency(c.peer, c.rounds, c.timeout); !errors.Is(err, c.want) {

@@ -1,6 +1,7 @@
 package auto
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -38,8 +39,13 @@ type Options struct {
 	// NoProbe skips timing a cache line to each peer (see probe.go's
 	// comment): the tables then believe the topology. Every rank must
 	// skip it alike, or each pair with one that does not costs the other
-	// a 100 ms wait once.
+	// a ProbeTimeout wait once.
 	NoProbe bool
+	// ProbeTimeout is how long Attach waits for each peer to reach its
+	// probe (default 100 ms: ranks started by one launcher reach Attach
+	// within milliseconds of each other). A pair that misses it is built
+	// from the topology alone.
+	ProbeTimeout time.Duration
 	// Attach is passed to attach.Attach. Its EagerMax, when set,
 	// overrides the table's switch; its Select must be nil: choosing is
 	// Attach's job.
@@ -119,6 +125,9 @@ func (o *Options) validate(ep *nemesis.Endpoint) error {
 	if p := o.Threshold.Env.Placement; p.Sender != 0 || p.Receiver != 0 || p.JobCPUs != nil || p.Concurrent != 0 || p.LineLatency != 0 {
 		return errors.New("auto: Options.Threshold.Env.Placement is set: Attach places each pair itself; give Options.CPUs and Options.Concurrent")
 	}
+	if o.ProbeTimeout < 0 {
+		return fmt.Errorf("auto: Options.ProbeTimeout is %v, want 0 (the default) or more", o.ProbeTimeout)
+	}
 	if o.Concurrent < 0 {
 		return fmt.Errorf("auto: Options.Concurrent is %d, want 0 or more transfers", o.Concurrent)
 	}
@@ -140,7 +149,7 @@ func (s *Selection) decide(ep *nemesis.Endpoint, o Options) error {
 	s.cpus, s.sources, job = placeRanks(ep, o.CPUs)
 	lat := make([]time.Duration, ep.Size())
 	if !o.NoProbe {
-		lat = probePeers(ep)
+		lat = probePeers(ep, cmp.Or(o.ProbeTimeout, defaultProbeTimeout))
 	}
 	var first *threshold.Info
 	lmtMin := int64(-1)

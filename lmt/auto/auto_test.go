@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/lmt/auto"
@@ -264,6 +265,10 @@ func TestOptionErrors(t *testing.T) {
 		withPlacement.Threshold.Env.Placement.Receiver = 1
 		negative := options("")
 		negative.Concurrent = -1
+		negativeProbe := options("")
+		negativeProbe.ProbeTimeout = -time.Second
+		measured := options("")
+		measured.Threshold.Env.Placement.LineLatency = time.Microsecond
 		for _, c := range []struct {
 			o    auto.Options
 			want string
@@ -271,6 +276,8 @@ func TestOptionErrors(t *testing.T) {
 			{withSelect, "auto: Options.Attach.Select is set: Attach installs its own selectors (call attach.Attach to choose yourself)"},
 			{withPlacement, "auto: Options.Threshold.Env.Placement is set: Attach places each pair itself; give Options.CPUs and Options.Concurrent"},
 			{negative, "auto: Options.Concurrent is -1, want 0 or more transfers"},
+			{negativeProbe, "auto: Options.ProbeTimeout is -1s, want 0 (the default) or more"},
+			{measured, "auto: Options.Threshold.Env.Placement is set: Attach places each pair itself; give Options.CPUs and Options.Concurrent"},
 			{options("", 0, 1, 1), "auto: Options.CPUs has 3 entries for a job of 2 ranks: give one CPU per rank"},
 			{options("", 0, -1), "auto: Options.CPUs[1] is -1, not a CPU number"},
 		} {

@@ -20,24 +20,24 @@ const (
 	// probeRounds round trips take 25 µs between hardware threads of one
 	// core and 0.1 ms between two cores here.
 	probeRounds = 256
-	// probeTimeout is how long a rank waits for a peer to reach its
-	// probe: ranks started by one launcher reach Attach within
+	// defaultProbeTimeout is how long a rank waits for a peer to reach
+	// its probe: ranks started by one launcher reach Attach within
 	// milliseconds; a peer that never probes (it attached with
 	// lmt/attach, or NoProbe) costs this once per pair, and the pair is
 	// then built from the topology alone.
-	probeTimeout = 100 * time.Millisecond
+	defaultProbeTimeout = 100 * time.Millisecond
 )
 
 // probePeers measures the one-way cache-line time to every peer, 0 where a
 // peer did not take part. Pairs meet in the rounds of a round-robin
 // tournament, so that every rank probes at once with a different peer.
-func probePeers(ep *nemesis.Endpoint) []time.Duration {
+func probePeers(ep *nemesis.Endpoint, timeout time.Duration) []time.Duration {
 	lat := make([]time.Duration, ep.Size())
 	for _, peer := range probeOrder(ep.Rank(), ep.Size()) {
 		if peer < 0 {
 			continue // this round's bye
 		}
-		if d, err := ep.LineLatency(peer, probeRounds, probeTimeout); err == nil {
+		if d, err := ep.LineLatency(peer, probeRounds, timeout); err == nil {
 			lat[peer] = d
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -57,7 +58,9 @@ func TestProbeReachesTable(t *testing.T) {
 			return err
 		}
 		defer ep.Close()
-		o := Options{Threshold: threshold.Config{TuningPath: filepath.Join(t.TempDir(), "none.json")}, NoProbe: p.Rank == 2}
+		// A long timeout: a loaded machine may start the ranks far
+		// apart, and 0 and 1 must meet.
+		o := Options{Threshold: threshold.Config{TuningPath: filepath.Join(t.TempDir(), "none.json")}, NoProbe: p.Rank == 2, ProbeTimeout: 3 * time.Second}
 		sel, err := Attach(ep, o)
 		if err != nil {
 			return err
