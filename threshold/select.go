@@ -15,6 +15,18 @@ const (
 	// KnemLMTMin is where the KNEM kernel copy starts to beat the eager
 	// double copy in ping-pong (§3.5: "near 16 KiB"; §4.2 saw 8 KiB).
 	KnemLMTMin = 16 << 10
+	// CMALMTMin is where process_vm_readv starts to beat the eager copy
+	// between two CPUs sharing no cache. Measured on this VM with its
+	// vCPUs on two cores (lmtbench pingpong, 100 ms samples): at 16 KiB
+	// one process_vm_readv moved 3.56-3.58 GB/s and the Nemesis cells
+	// 3.30; at 24 KiB cma-split 4.67-4.70 against 3.67-3.70; at 32 KiB
+	// cma-split 5.59-5.85 against 4.07-4.16. Where they share a core the
+	// cells win up to 64 KiB (Nemesis' switch) by 1.4-1.7 times.
+	CMALMTMin = 16 << 10
+	// CMASplitMin is where cma-split, whose second half waits for the
+	// CTS, overtakes a single process_vm_readv (same measurements: 3.24
+	// vs 3.56 GB/s at 16 KiB, 4.70 vs 4.40 at 24 KiB).
+	CMASplitMin = 24 << 10
 	// KnemLMTMinConcurrent is the same switch in a memory-bound collective
 	// (§4.4: KNEM pays from 4 KiB in an 8-process Alltoall).
 	KnemLMTMinConcurrent = 4 << 10
@@ -106,11 +118,11 @@ func (t *Table) Choose(size int64) Choice {
 //     (CMA, the KNEM kernel copy) runs at half the double copy's rate
 //     (8.6 vs 20 GB/s at 1 MiB).
 //   - Pair sharing no cache: the KNEM module when loaded, from 16 KiB
-//     (4 KiB with concurrent transfers); else CMA, else vmsplice, from
-//     Nemesis' 64 KiB. Of CMA, cma-split, whose two halves two CPUs copy
-//     at once: on this VM with its vCPUs on different cores it moved
-//     1-64 MiB 1.7-1.9 times as fast as one process_vm_readv, and as fast
-//     at 64 KiB.
+//     (4 KiB with concurrent transfers); else CMA from 16 KiB (CMALMTMin,
+//     measured), cma-split from 24 KiB, whose two halves two CPUs copy at
+//     once: on this VM with its vCPUs on different cores it moved 1-64 MiB
+//     1.7-1.9 times as fast as one process_vm_readv; else vmsplice from
+//     Nemesis' 64 KiB.
 //   - A pair the topology says shares a cache, but whose measured
 //     cache-line time (Placement.LineLatency) exceeds SharedLineMax, is
 //     taken to share none: a VM's sysfs and CPUID describe the vCPUs, not
@@ -158,11 +170,14 @@ func Build(env Env) (*Table, error) {
 		}
 	}
 	t.LMTMin = Threshold{Bytes: NemesisLMTMin, Source: SourceDefault, Why: "MPICH2-Nemesis hardwired LMT switch"}
-	if single == Knem && !shared {
+	switch {
+	case single == Knem && !shared:
 		t.LMTMin = Threshold{Bytes: KnemLMTMin, Source: SourceDefault, Why: "KNEM beats the eager copy from ~16 KiB (§3.5)"}
 		if concurrent {
 			t.LMTMin = Threshold{Bytes: KnemLMTMinConcurrent, Source: SourceDefault, Why: "KNEM pays from 4 KiB in collectives (§4.4)"}
 		}
+	case (single == CMASplit || single == CMA) && !shared:
+		t.LMTMin = Threshold{Bytes: CMALMTMin, Source: SourceDefault, Why: "one process_vm_readv beats the eager copy from ~16 KiB between CPUs sharing no cache (measured, like KNEM's §3.5)"}
 	}
 
 	if tuned := env.Tuning.table(shared, concurrent); tuned != nil {
@@ -171,7 +186,7 @@ func Build(env Env) (*Table, error) {
 		}
 	}
 	if len(t.Rules) == 0 {
-		t.formulaRules(single, shared, env.available(Shm))
+		t.formulaRules(single, shared, env.available(Shm), env.available(CMA))
 	}
 	if env.DMA && env.available(Knem) {
 		t.add(Rule{From: max(dmaMin.Bytes+1, t.LMTMin.Bytes), Backend: Knem, DMA: true, Source: SourceFormula,
@@ -182,9 +197,14 @@ func Build(env Env) (*Table, error) {
 
 // formulaRules writes the formula's LMT rules: the double copy when the
 // pair shares a cache and may use shm, else the single-copy mechanism.
-func (t *Table) formulaRules(single Backend, shared, shm bool) {
+func (t *Table) formulaRules(single Backend, shared, shm, cma bool) {
 	lmt := t.LMTMin.Bytes
 	switch {
+	case !shared && single == CMASplit && cma && lmt < CMASplitMin:
+		t.add(Rule{From: lmt, Backend: CMA, Source: SourceFormula,
+			Why: "no shared cache: one copy beats the double copy (§4.1, §4.2); cma-split's CTS does not pay yet"})
+		t.add(Rule{From: CMASplitMin, Backend: CMASplit, Source: SourceFormula,
+			Why: "no shared cache: one copy, its two halves copied by the two CPUs at once (measured)"})
 	case !shared:
 		t.add(Rule{From: lmt, Backend: single, Source: SourceFormula,
 			Why: "no shared cache: one copy beats the double copy (§4.1, §4.2)"})

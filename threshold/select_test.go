@@ -92,9 +92,11 @@ func TestSelectionTables(t *testing.T) {
 		{"xeon no shared cache, knem+DMA", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1, JobCPUs: []int{0, 1}}, Knem: true, DMA: true},
 			"eager<16 KiB | knem≥16 KiB | knem+dma>2 MiB"},
 		{"xeon no shared cache, no module", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1}},
-			"eager<64 KiB | cma-split≥64 KiB"},
+			"eager<16 KiB | cma≥16 KiB | cma-split≥24 KiB"},
 		{"xeon no shared cache, cma-split refused", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{CMASplit}},
-			"eager<64 KiB | cma≥64 KiB"},
+			"eager<16 KiB | cma≥16 KiB"},
+		{"xeon no shared cache, only cma-split", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{CMA}},
+			"eager<16 KiB | cma-split≥16 KiB"},
 		{"xeon no shared cache, CMA refused", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{CMA, CMASplit}},
 			"eager<64 KiB | vmsplice≥64 KiB"},
 		{"xeon no shared cache, only copies", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{CMA, CMASplit, Vmsplice}},
@@ -102,9 +104,9 @@ func TestSelectionTables(t *testing.T) {
 		// A measured cache line overrules the topology only toward
 		// sharing less.
 		{"xeon shared L2, measured far", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 4, LineLatency: 210 * time.Nanosecond}},
-			"eager<64 KiB | cma-split≥64 KiB"},
+			"eager<16 KiB | cma≥16 KiB | cma-split≥24 KiB"},
 		{"xeon no shared cache, measured near", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 50 * time.Nanosecond}},
-			"eager<64 KiB | cma-split≥64 KiB"},
+			"eager<16 KiB | cma≥16 KiB | cma-split≥24 KiB"},
 		{"xeon Alltoall, knem+DMA, 5 in flight", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1, JobCPUs: all8, Concurrent: 5}, Knem: true, DMA: true},
 			"eager<4 KiB | knem≥4 KiB | knem+dma≥209716 B"},
 		// AMD, L3 per CCX of 4 SMT-2 cores.
@@ -113,7 +115,7 @@ func TestSelectionTables(t *testing.T) {
 		{"amd same CCX, two processes", Env{Topology: amd, Placement: Placement{Sender: 0, Receiver: 1, JobCPUs: []int{0, 1}}},
 			"eager<64 KiB | shm≥64 KiB"},
 		{"amd across CCXs, no module", Env{Topology: amd, Placement: Placement{Sender: 0, Receiver: 4}},
-			"eager<64 KiB | cma-split≥64 KiB"},
+			"eager<16 KiB | cma≥16 KiB | cma-split≥24 KiB"},
 		{"amd across CCXs, knem+DMA", Env{Topology: amd, Placement: Placement{Sender: 0, Receiver: 4}, Knem: true, DMA: true},
 			"eager<16 KiB | knem≥16 KiB | knem+dma>1 MiB"},
 		// This machine: the pair shares 32 MiB of L3, so the double copy
@@ -126,7 +128,7 @@ func TestSelectionTables(t *testing.T) {
 		{"epyc-kvm, measured near", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 52 * time.Nanosecond}},
 			"eager<64 KiB | shm≥64 KiB"},
 		{"epyc-kvm, measured far", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 204 * time.Nanosecond}},
-			"eager<64 KiB | cma-split≥64 KiB"},
+			"eager<16 KiB | cma≥16 KiB | cma-split≥24 KiB"},
 		{"epyc-kvm, measured far, knem+DMA", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 204 * time.Nanosecond}, Knem: true, DMA: true},
 			"eager<16 KiB | knem≥16 KiB | knem+dma>8 MiB"},
 		{"epyc-kvm, knem without DMA", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}, Knem: true},

@@ -136,7 +136,7 @@ func TestTuningFileRoundTripAndForeign(t *testing.T) {
 	}
 	// A pair that does not share a cache has no measured table: formula.
 	table, err = Build(Env{Topology: mustSysfs(t, "xeon-e5345"), Placement: Placement{Sender: 0, Receiver: 1}, Tuning: got})
-	if err != nil || compact(table) != "eager<64 KiB | cma-split≥64 KiB" || table.Rules[0].Source != SourceFormula {
+	if err != nil || compact(table) != "eager<16 KiB | cma≥16 KiB | cma-split≥24 KiB" || table.Rules[0].Source != SourceFormula {
 		t.Errorf("unshared pair with shared-only tuning: %v %v", table, err)
 	}
 	// A measured backend that is not available now voids the table.
