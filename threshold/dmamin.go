@@ -41,10 +41,11 @@ type Placement struct {
 
 // SharedLineMax is the longest one-way cache-line time between two CPUs
 // that Build believes share a cache. Two hardware threads of one core
-// measure 0.05 µs here, and cores sharing an L3 0.03-0.1 µs on the
-// machines we know; this VM's vCPUs on different cores, which sysfs
-// still says share the L3, 0.18-0.23 µs, and there the double copy runs
-// at 5 GB/s where cma-split reaches 8-13.
+// measure 67-70 ns here (LineLatency; 0.05 µs with the C placement
+// probe), and cores sharing an L3 30-100 ns on the machines we know; this
+// VM's vCPUs on different cores, which sysfs still says share the L3,
+// 237-268 ns (0.18-0.23 µs in C), and there the double copy runs at 5
+// GB/s where cma-split reaches 8-13.
 const SharedLineMax = 150 * time.Nanosecond
 
 // Threshold is a size in bytes and where it came from.

@@ -58,9 +58,9 @@
 // round-robin tournament, about 0.1 ms each) and a pair whose line takes
 // longer than [threshold.SharedLineMax] gets the table of a pair sharing
 // nothing, whatever the topology says. On this project's VM sysfs reports
-// one L3 for both vCPUs wherever the hypervisor runs them: 0.07 µs one
+// one L3 for both vCPUs wherever the hypervisor runs them: 67-70 ns one
 // way when they share a core, where the double copy moves 20 GB/s, and
-// 0.2 µs when they do not, where it moves 5 and cma-split 8-13.
+// 237-268 ns when they do not, where it moves 5 and cma-split 8-13.
 // Options.NoProbe skips it (every rank alike: a peer that does not take
 // part costs the others 100 ms once, then its pairs use the topology).
 //

@@ -8,13 +8,14 @@ import (
 
 // Probing. A VM's topology describes its vCPUs, not where the hypervisor
 // runs them: this project's VM reports one L3 for its two vCPUs whether
-// they sit on one core (a cache line crosses in 0.05 µs) or on two (0.2
-// µs, where the double copy falls from 20 to 5 GB/s). So Attach times a
-// cache line between the ranks of each pair (nemesis.Endpoint.LineLatency)
-// and hands it to the table (threshold.Placement.LineLatency), which stops
-// believing a shared cache the line does not cross like one. A job started
-// in one placement and run in the other is the adaptive selector's to
-// follow; a short job gets the right start.
+// they sit on one core (a cache line crosses in 67-70 ns) or on two
+// (237-268 ns, where the double copy falls from 20 to 5 GB/s). So Attach
+// times a cache line between the ranks of each pair
+// (nemesis.Endpoint.LineLatency) and hands it to the table
+// (threshold.Placement.LineLatency), which stops believing a shared cache
+// the line does not cross like one. A job started in one placement and
+// run in the other is the adaptive selector's to follow; a short job gets
+// the right start.
 
 const (
 	// probeRounds round trips take 25 µs between hardware threads of one
