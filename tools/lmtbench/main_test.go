@@ -517,6 +517,14 @@ func TestTuneWritesAFileTheSelectorLoads(t *testing.T) {
 	if info.code != 0 || !strings.Contains(info.stdout, path+": loaded") {
 		t.Errorf("info with the tuning file: exit %d\n%s%s", info.code, info.stdout, info.stderr)
 	}
+	// A pair sharing a cache also shows the table auto falls back to when
+	// its probe measures the ranks apart: the formula's, the tuning file
+	// holding no measurement of such a pair.
+	_, shared := topo.SharedCache(0, 1)
+	apart := "measured apart (lmt/auto finds a cache line slower than 150ns between the ranks):\n    < 16 KiB  eager\n    ≥ 16 KiB  cma\n    ≥ 24 KiB  cma-split\n"
+	if strings.Contains(info.stdout, apart) != shared {
+		t.Errorf("info for a pair sharing a cache %v: measured-apart table %v, want %v\n%s", shared, !shared, shared, info.stdout)
+	}
 }
 
 // TestAlltoallSchema runs a two-process Alltoall over shm: every rank sends

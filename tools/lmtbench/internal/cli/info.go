@@ -88,9 +88,8 @@ func writeSelector(w io.Writer, o *options) error {
 	if cpus == nil {
 		cpus = []int{0, 1}
 	}
-	info, err := threshold.Load(threshold.Config{Env: threshold.Env{
-		Placement: threshold.Placement{Sender: cpus[0], Receiver: cpus[1], JobCPUs: cpus},
-	}})
+	env := threshold.Env{Placement: threshold.Placement{Sender: cpus[0], Receiver: cpus[1], JobCPUs: cpus}}
+	info, err := threshold.Load(threshold.Config{Env: env})
 	if err != nil {
 		fmt.Fprintf(w, "selector:  unavailable: %v\n", err)
 		return nil
@@ -102,6 +101,21 @@ func writeSelector(w io.Writer, o *options) error {
 	}
 	for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
 		fmt.Fprintf(w, "  %s\n", line)
+	}
+	if !info.Table.Shared {
+		return nil
+	}
+	// lmt/auto times a cache line between the ranks at Attach: a pair
+	// the topology says shares a cache may still be measured apart.
+	env.LineLatency = threshold.SharedLineMax + 1
+	apart, err := info.For(env)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  measured apart (lmt/auto finds a cache line slower than %v between the ranks):\n", threshold.SharedLineMax)
+	fmt.Fprintf(w, "    < %s  eager\n", threshold.FormatSize(apart.Table.LMTMin.Bytes))
+	for _, r := range apart.Table.Rules {
+		fmt.Fprintf(w, "    %s  %s\n", r.Range(), r.Backend)
 	}
 	return nil
 }
