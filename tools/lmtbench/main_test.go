@@ -527,6 +527,51 @@ func TestTuneWritesAFileTheSelectorLoads(t *testing.T) {
 	}
 }
 
+// TestTuneSplitsPlacements gives tune a placement probe that says far for
+// the first round and near for the second: on a machine whose only pair
+// shares a cache (as this VM's sysfs says, wherever its vCPUs run), the
+// near round makes the table of pairs sharing a cache and the far round
+// that of pairs measured apart, each from its own samples.
+func TestTuneSplitsPlacements(t *testing.T) {
+	topo, err := threshold.Detect(threshold.DetectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, hasShared, hasUnshared := topo.Pairs(); !hasShared || hasUnshared {
+		t.Skipf("tune splits placements only where every pair of CPUs shares a cache (here: a sharing pair %v, a pair sharing none %v)", hasShared, hasUnshared)
+	}
+	dir := t.TempDir()
+	probe, path := filepath.Join(dir, "probe"), filepath.Join(dir, "tuning.json")
+	// 2 backends × 2 sizes a round, each job probing before and after.
+	script := "#!/bin/sh\nn=$(( $(cat \"$0.count\" 2>/dev/null || echo 0) + 1 ))\necho $n > \"$0.count\"\n" +
+		"if [ $n -le 8 ]; then echo far 0.28; else echo near 0.06; fi\n"
+	if err := os.WriteFile(probe, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "tune", "--backends", "eager,shm", "--sizes", "64K,256K", "--iters", "10", "--samples", "2",
+		"--placement-probe", probe, "--tuning-file", path)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	f, err := threshold.LoadTuning(path, threshold.ThisMachine(topo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[bool]int{}
+	for _, tt := range f.Tables {
+		kinds[tt.SharedCache]++
+		if len(tt.Points) != 4 {
+			t.Errorf("table sharing %v has %d points, want 4 (2 backends × 2 sizes)", tt.SharedCache, len(tt.Points))
+		}
+	}
+	if len(f.Tables) != 2 || kinds[true] != 1 || kinds[false] != 1 {
+		t.Errorf("%d tables, by sharing a cache %v; want one of each", len(f.Tables), kinds)
+	}
+	if !strings.Contains(r.stdout, "(measured apart: far samples, filed as sharing no cache)") {
+		t.Errorf("tune does not say it filed the far samples apart:\n%s", r.stdout)
+	}
+}
+
 // TestAlltoallSchema runs a two-process Alltoall over shm: every rank sends
 // to every other, latency is the time of one collective.
 func TestAlltoallSchema(t *testing.T) {

@@ -19,7 +19,8 @@ import (
 
 // runTune is `lmtbench tune`: measure the ping-pong throughput of every
 // LMT backend and of the eager path on each kind of CPU pair this machine
-// has (sharing a cache, not sharing one), let package threshold pick the
+// has (sharing a cache, not sharing one, or one pair in both placements:
+// see splitPlacements), let package threshold pick the
 // crossovers (threshold.Tune), and write the tuning file the selector
 // loads at start. It then replays the measurements through the formula's
 // table and the tuned one, so the user sees what tuning changed.
@@ -78,7 +79,12 @@ func runTune(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	probe := o.probePath()
 	bar := newProgress(stderr, o.progress, len(pairs)*len(backends)*len(sizes)*o.samples)
 	var all []report.Result
-	var summaries []string
+	type tuned struct {
+		cpus          [2]int
+		shared, apart bool // the table's kind; apart: measured so, on a pair the topology says shares
+		summary       string
+	}
+	var done []tuned
 	for _, p := range pairs {
 		cpus := []int{p.cpus[0], p.cpus[1]}
 		spec := harness.Spec{Mode: harness.PingPong, Iters: o.iters, SampleTime: o.sampleTime, CPUs: cpus, Probe: probe}
@@ -89,28 +95,16 @@ func runTune(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		}
 		skipped = append(skipped, more...)
 		all = append(all, results...)
-		bps := map[string]map[int]float64{}
-		for _, r := range results {
-			if bps[r.Backend] == nil {
-				bps[r.Backend] = map[int]float64{}
+		for _, part := range splitPlacements(results, p.shared && !hasUnshared) {
+			tt, err := threshold.Tune(measured(part.results), sizes, toThreshold(backends)...)
+			if err != nil {
+				bar.done()
+				return err
 			}
-			bps[r.Backend][r.Size] = r.BytesPerSec
+			tt.SharedCache, tt.Pair, tt.Concurrent = p.shared && !part.apart, p.cpus, 1
+			file.Put(*tt)
+			done = append(done, tuned{p.cpus, tt.SharedCache, part.apart, describeTuned(*tt, sizes[len(sizes)-1])})
 		}
-		measure := func(backend string, size int) (float64, error) {
-			v, ok := bps[backend][size]
-			if !ok {
-				return 0, fmt.Errorf("%s at %d bytes: %w", backend, size, threshold.ErrBackendUnavailable)
-			}
-			return v, nil
-		}
-		tt, err := threshold.Tune(measure, sizes, toThreshold(backends)...)
-		if err != nil {
-			bar.done()
-			return err
-		}
-		tt.SharedCache, tt.Pair, tt.Concurrent = p.shared, p.cpus, 1
-		file.Put(*tt)
-		summaries = append(summaries, describeTuned(*tt, sizes[len(sizes)-1]))
 	}
 	bar.done()
 	file.Measured = time.Now().UTC()
@@ -121,9 +115,13 @@ func runTune(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		return o.write(stdout, all)
 	}
 	fmt.Fprintf(stdout, "tuning file written: %s (machine: %s, %s)\n", path, here.CPUModel, here.Caches)
-	for i, p := range pairs {
-		fmt.Fprintf(stdout, "\ncpus %d,%d (%s): %s\n", p.cpus[0], p.cpus[1], map[bool]string{true: "sharing a cache", false: "sharing no cache"}[p.shared], summaries[i])
-		if err := writeVerdicts(stdout, topo, p.cpus, file, file.Tables[tableIndex(file, p.shared)].Points); err != nil {
+	for _, d := range done {
+		kind := map[bool]string{true: "sharing a cache", false: "sharing no cache"}[d.shared]
+		if d.apart {
+			kind = "measured apart: far samples, filed as sharing no cache"
+		}
+		fmt.Fprintf(stdout, "\ncpus %d,%d (%s): %s\n", d.cpus[0], d.cpus[1], kind, d.summary)
+		if err := writeVerdicts(stdout, topo, d.cpus, d.apart, file, file.Tables[tableIndex(file, d.shared)].Points); err != nil {
 			return err
 		}
 	}
@@ -131,6 +129,64 @@ func runTune(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "not measured: %v\n", why)
 	}
 	return nil
+}
+
+// tunedPart is the measurements one tuned table is made from.
+type tunedPart struct {
+	results []report.Result
+	apart   bool // far samples of a pair the topology says shares a cache
+}
+
+// splitPlacements sorts a pair's measurements by placement. On a VM whose
+// vCPUs the hypervisor moves between one core and two, a pair the topology
+// says shares a cache behaves as one only in near placement; its far
+// samples are what a pair sharing nothing does, which lmt/auto detects
+// with its cache-line probe and serves from the "no shared cache" table.
+// When the placement probe saw both placements for every point (and the
+// machine has no real unshared pair to measure), each placement makes its
+// own table; otherwise the results make one table, as measured.
+func splitPlacements(results []report.Result, vmPair bool) []tunedPart {
+	if !vmPair {
+		return []tunedPart{{results: results}}
+	}
+	var near, far []report.Result
+	for i := range results {
+		if n, ok := results[i].In("near"); ok {
+			near = append(near, n)
+		}
+		if f, ok := results[i].In("far"); ok {
+			far = append(far, f)
+		}
+	}
+	var parts []tunedPart
+	if len(near) == len(results) {
+		parts = append(parts, tunedPart{results: near})
+	}
+	if len(far) == len(results) {
+		parts = append(parts, tunedPart{results: far, apart: true})
+	}
+	if len(parts) == 0 {
+		parts = append(parts, tunedPart{results: results})
+	}
+	return parts
+}
+
+// measured serves a tuning's measurements to threshold.Tune.
+func measured(results []report.Result) func(backend string, size int) (float64, error) {
+	bps := map[string]map[int]float64{}
+	for _, r := range results {
+		if bps[r.Backend] == nil {
+			bps[r.Backend] = map[int]float64{}
+		}
+		bps[r.Backend][r.Size] = r.BytesPerSec
+	}
+	return func(backend string, size int) (float64, error) {
+		v, ok := bps[backend][size]
+		if !ok {
+			return 0, fmt.Errorf("%s at %d bytes: %w", backend, size, threshold.ErrBackendUnavailable)
+		}
+		return v, nil
+	}
 }
 
 // tuneBackends are the backends package threshold can put in a table, and
@@ -203,8 +259,11 @@ func describeTuned(tt threshold.TunedTable, largest int) string {
 // writeVerdicts replays the measured points through the formula's table
 // and the tuned one (threshold.Compare) and prints, per size, what each
 // picks and how close it comes to the best backend measured.
-func writeVerdicts(w io.Writer, topo *threshold.Topology, cpus [2]int, file *threshold.TuningFile, points []threshold.Point) error {
+func writeVerdicts(w io.Writer, topo *threshold.Topology, cpus [2]int, apart bool, file *threshold.TuningFile, points []threshold.Point) error {
 	env := threshold.Env{Topology: topo, Placement: threshold.Placement{Sender: cpus[0], Receiver: cpus[1], JobCPUs: cpus[:]}}
+	if apart {
+		env.LineLatency = threshold.SharedLineMax + 1 // as lmt/auto would measure them
+	}
 	formula, err := threshold.Build(env)
 	if err != nil {
 		return err

@@ -125,6 +125,23 @@ func Aggregate(mode, backend string, reference bool, samples []harness.Sample) R
 // KeptSamples returns the samples the result's median was taken over.
 func (r *Result) KeptSamples() []harness.Sample { return r.kept }
 
+// In returns r aggregated over only its samples that began and ended in
+// placement class ("near", "far"), and false when it has none.
+func (r *Result) In(class string) (Result, bool) {
+	var in []harness.Sample
+	for _, s := range r.all {
+		if s.Before.Class == class && s.After.Class == class {
+			in = append(in, s)
+		}
+	}
+	if len(in) == 0 {
+		return Result{}, false
+	}
+	out := Aggregate(r.Mode, r.Backend, r.Reference, in)
+	out.CPUs, out.Machine, out.Procs = r.CPUs, r.Machine, r.Procs
+	return out, true
+}
+
 func cpuList(cpus []int) string {
 	s := make([]string, len(cpus))
 	for i, c := range cpus {
