@@ -175,7 +175,8 @@ func explainEPERM(name string, peer Peer) *Unavailable {
 			return u
 		}
 	}
-	if peerUID, ok := statusUID(pid); ok {
+	peerUID, uidKnown := statusUID(pid)
+	if uidKnown {
 		var st syscall.Stat_t
 		if err := syscall.Stat("/proc/"+pid, &st); err == nil && peerUID != 0 && st.Uid == 0 {
 			// /proc/<pid> belongs to root when the task is not dumpable.
@@ -203,12 +204,10 @@ func explainEPERM(name string, peer Peer) *Unavailable {
 		u.Fix = "allow process_vm_readv/process_vm_writev in the profile (docker: --security-opt seccomp=<profile> or --cap-add SYS_PTRACE)"
 		return u
 	}
-	if peerUID, ok := statusUID(pid); ok {
-		if peerUID == os.Getuid() && !hasCap(unix.CAP_SYS_PTRACE) {
-			u.Reason = fmt.Sprintf("the peer runs as uid %d like this process, so it is not dumpable (prctl(PR_SET_DUMPABLE, 0), setuid exec) or holds capabilities this process lacks, and this process has no CAP_SYS_PTRACE", peerUID)
-			u.Fix = "keep the ranks dumpable and with the same capabilities, or grant CAP_SYS_PTRACE"
-			return u
-		}
+	if uidKnown && peerUID == os.Getuid() && !hasCap(unix.CAP_SYS_PTRACE) {
+		u.Reason = fmt.Sprintf("the peer runs as uid %d like this process, so it is not dumpable (prctl(PR_SET_DUMPABLE, 0), setuid exec) or holds capabilities this process lacks, and this process has no CAP_SYS_PTRACE", peerUID)
+		u.Fix = "keep the ranks dumpable and with the same capabilities, or grant CAP_SYS_PTRACE"
+		return u
 	}
 	u.Reason = "the kernel refused ptrace access to the peer (an LSM such as SELinux or AppArmor?)"
 	u.Fix = "allow ptrace read access between the ranks in the security policy"

@@ -147,9 +147,9 @@ func (s *Selection) decide(ep *nemesis.Endpoint, o Options) error {
 	me := ep.Rank()
 	var job []int
 	s.cpus, s.sources, job = placeRanks(ep, o.CPUs)
-	lat := make([]time.Duration, ep.Size())
+	lat := make([]time.Duration, ep.Size()) // 0: not measured
 	if !o.NoProbe {
-		lat = probePeers(ep, cmp.Or(o.ProbeTimeout, defaultProbeTimeout))
+		probePeers(ep, cmp.Or(o.ProbeTimeout, defaultProbeTimeout), lat)
 	}
 	var first *threshold.Info
 	lmtMin := int64(-1)

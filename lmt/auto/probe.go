@@ -29,11 +29,11 @@ const (
 	defaultProbeTimeout = 100 * time.Millisecond
 )
 
-// probePeers measures the one-way cache-line time to every peer, 0 where a
-// peer did not take part. Pairs meet in the rounds of a round-robin
-// tournament, so that every rank probes at once with a different peer.
-func probePeers(ep *nemesis.Endpoint, timeout time.Duration) []time.Duration {
-	lat := make([]time.Duration, ep.Size())
+// probePeers measures the one-way cache-line time to every peer into lat,
+// by rank, leaving 0 where a peer did not take part. Pairs meet in the
+// rounds of a round-robin tournament, so that every rank probes at once
+// with a different peer.
+func probePeers(ep *nemesis.Endpoint, timeout time.Duration, lat []time.Duration) {
 	for _, peer := range probeOrder(ep.Rank(), ep.Size()) {
 		if peer < 0 {
 			continue // this round's bye
@@ -42,7 +42,6 @@ func probePeers(ep *nemesis.Endpoint, timeout time.Duration) []time.Duration {
 			lat[peer] = d
 		}
 	}
-	return lat
 }
 
 // probeOrder returns rank me's partner in each round of the circle method
