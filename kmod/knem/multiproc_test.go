@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -145,10 +146,15 @@ func exchangeAll(p launch.Proc, b board) error {
 			return fmt.Errorf("COPY from rank %d: checksum %#x, want %#x", left, checksum(scratch.body), checksum(want))
 		}
 	}
-	// Keep the regions until everybody is done with them.
+	// Keep the regions until everybody is done with them, and the memory
+	// under src with them: mine is not read here after the write above, and
+	// without this the collector may free it and the next allocation (the
+	// COPY's scratch buffer) overwrite the pages the region pins while the
+	// right neighbour still COPYs from them.
 	if err := b.barrier(p.Rank, p.Size, "written"); err != nil {
 		return err
 	}
+	runtime.KeepAlive(mine)
 	if want := payload(uint64(1000+left), size(left)); checksum(inbox.body) != checksum(want) {
 		return fmt.Errorf("inbox from rank %d: checksum %#x, want %#x", left, checksum(inbox.body), checksum(want))
 	}
