@@ -124,6 +124,19 @@ type Early interface {
 	Kept(t *Transfer) bool
 }
 
+// Buffered is implemented by Stream backends whose channel holds a copy of
+// what the sender put in (the shm ring; a pipe filled with writev). Once
+// its last byte is in and the receiver has committed to the message with
+// its CTS, the sender's buffer is free again, so the send completes for its
+// user then, without the round trip to the receiver's DONE: MPICH completes
+// its shm LMT sends when the last chunk is in the copy buffer. A stream
+// sender then runs ahead by as much as the channel holds, not by one
+// message per DONE. vmsplice answers false: its pipe references the
+// sender's pages until the receiver has read them.
+type Buffered interface {
+	Buffered() bool
+}
+
 // Blocker is implemented by backends whose channel is a file descriptor
 // (pipe, vmsplice): a waiter with nothing to do may sleep in poll(2) on it,
 // and be woken by the kernel when the peer has made room or data, instead of

@@ -33,7 +33,14 @@
 //
 // DONE completes both sides: the sender never reuses its buffer before the
 // receiver said the data is out of it, which vmsplice (pages referenced, not
-// copied) and CMA require. The receiver has the last word on the backend: a
+// copied) and CMA require. A channel that holds a copy is the exception
+// ([Buffered]: the shm ring, the pipe): its sender completes once its last
+// byte is in and the CTS has committed the receiver to it, as MPICH
+// completes its shm LMT sends, and the DONE that follows only brings the
+// receiver's time to the selector. A streaming sender then runs ahead of
+// its receiver by what the channel holds; lmt/attach's Close waits for
+// such sends to be taken, so a rank may close and exit right after one.
+// The receiver has the last word on the backend: a
 // receiver that cannot use the one chosen by the sender (CMA across user
 // namespaces is one-way) answers with a CTS naming a fallback.
 //
@@ -42,7 +49,9 @@
 // RTS is out, instead of a round trip later: a 64 KiB message then waits in
 // the ring when the receiver matches it. If the receiver matches a later
 // message first, it skips the early pieces and the sender starts that
-// message over after its CTS; [Stats].Early says what was kept.
+// message over after its CTS; [Stats].Early says what was kept. One message
+// per peer fills early at a time, the oldest waiting for its CTS: each CTS
+// passes the right to the next, which fills the ring behind it.
 //
 // # Progress
 //

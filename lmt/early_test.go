@@ -192,3 +192,136 @@ func TestEarlyFillBehindCommitted(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlyFillPassedOn: a message started while an earlier one still fills
+// the ring waits; the earlier one's CTS passes it the right, and it fills
+// the ring behind the earlier one's bytes before its own CTS, so that a
+// sender running ahead of its receiver keeps the channel full.
+func TestEarlyFillPassedOn(t *testing.T) {
+	l := newLoop(t, "shm")
+	first := sendEarly(t, l, 1<<20+11, 1)
+	second := sendEarly(t, l, 65536+17, 2)
+	if second.tr.Moved() != 0 {
+		t.Fatalf("second message moved %d early while the first was filling", second.tr.Moved())
+	}
+	buf1 := make([]byte, len(first.msg))
+	r1 := recvInto(t, l, first, buf1)
+	l.wait(t, first.tr, r1)
+	for range 2 * lmt.DefaultShmSlots {
+		if err := l.engs[0].Progress(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := second.tr.Moved(); got != int64(len(second.msg)) {
+		t.Fatalf("second message moved %d of %d before its CTS, want all", got, len(second.msg))
+	}
+	buf2 := make([]byte, len(second.msg))
+	r2 := recvInto(t, l, second, buf2)
+	l.wait(t, second.tr, r2)
+	if !bytes.Equal(buf1, first.msg) || !bytes.Equal(buf2, second.msg) || r1.Err() != nil || r2.Err() != nil {
+		t.Fatalf("payloads equal %v %v, receivers %v %v", bytes.Equal(buf1, first.msg), bytes.Equal(buf2, second.msg), r1.Err(), r2.Err())
+	}
+	if e := second.tr.Stats().Early; e != int64(len(second.msg)) {
+		t.Errorf("second message: Early = %d, want all %d bytes", e, len(second.msg))
+	}
+}
+
+// TestEarlyFillStream: a sender keeping two messages in flight and
+// refilling each buffer with the next message as soon as its send
+// completes, and a receiver matching them in order, two at a time. Every
+// message arrives intact (a send that completed early must not have
+// left bytes in the buffer it gave back), nothing stalls, and a good part
+// of the messages were all in the ring before their CTS (this lockstep
+// schedule matches each message about as soon as it is sent).
+func TestEarlyFillStream(t *testing.T) {
+	const n, msgs, window = 64<<10 + 3, 300, 2
+	l := newLoop(t, "shm")
+	var snd, rcv [window]*lmt.Transfer
+	var src, dst [window][]byte
+	var rts [msgs][]byte
+	for k := range window {
+		src[k], dst[k] = make([]byte, n), make([]byte, n)
+	}
+	sent, matched, received, fullyEarly := 0, 0, 0, 0
+	for steps := 0; received < msgs; steps++ {
+		if steps > 1e6 {
+			t.Fatalf("stalled: %d sent, %d matched, %d received", sent, matched, received)
+		}
+		if k := sent % window; sent < msgs && (snd[k] == nil || snd[k].Done()) {
+			if snd[k] != nil && snd[k].Stats().Early == n {
+				fullyEarly++
+			}
+			lmttest.Fill(src[k], sent)
+			buf := make([]byte, 4096)
+			tr, m, err := l.engs[0].StartSend(1, [][]byte{src[k]}, "", buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snd[k], rts[sent] = tr, buf[:m]
+			sent++
+		}
+		if k := matched % window; matched < sent && rcv[k] == nil {
+			tr, err := l.engs[1].StartRecv(0, rts[matched], [][]byte{dst[k]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rcv[k] = tr
+			matched++
+		}
+		if k := received % window; rcv[k] != nil && rcv[k].Done() {
+			if err := lmttest.Check(dst[k], received); err != nil || rcv[k].Err() != nil {
+				t.Fatalf("message %d: %v, %v", received, err, rcv[k].Err())
+			}
+			rcv[k] = nil
+			received++
+		}
+		l.step(t)
+	}
+	if fullyEarly < msgs/4 {
+		t.Errorf("%d of %d messages were all in the ring before their CTS, want a good part", fullyEarly, msgs)
+	}
+}
+
+// TestEarlyFillOneUncommitted: the ring names the sender whose pieces the
+// receiver skipped in one word, so only one sender at a time may have early
+// pieces awaiting their CTS. Here p fills early, q (sent later) is matched
+// first, which ends p's filling, and the right passes to r: r must not fill
+// while p's skipped pieces await p's CTS, or the receiver, skipping r's
+// pieces after sending p's CTS, would overwrite the word that tells p to
+// start over.
+func TestEarlyFillOneUncommitted(t *testing.T) {
+	l := newLoop(t, "shm")
+	p := sendEarly(t, l, 64<<10+5, 1)
+	q := sendEarly(t, l, 8<<10+1, 2)
+	r := sendEarly(t, l, 16<<10+3, 3)
+	if p.tr.Moved() != int64(len(p.msg)) || q.tr.Moved() != 0 || r.tr.Moved() != 0 {
+		t.Fatalf("moved early: %d, %d, %d; want all of the first, none of the others", p.tr.Moved(), q.tr.Moved(), r.tr.Moved())
+	}
+	bufQ := make([]byte, len(q.msg))
+	rQ := recvInto(t, l, q, bufQ)
+	for range 16 {
+		l.only(t, 0) // the sender alone: q's CTS, q's bytes, then r's chance
+	}
+	if got := r.tr.Moved(); got != 0 {
+		t.Fatalf("r moved %d early while p's pieces awaited p's CTS", got)
+	}
+	l.wait(t, q.tr, rQ)
+	bufP := make([]byte, len(p.msg))
+	rP := recvInto(t, l, p, bufP)
+	for range 16 {
+		l.only(t, 1) // the receiver reads on before p's sender sees the CTS
+	}
+	l.wait(t, p.tr, rP)
+	bufR := make([]byte, len(r.msg))
+	rR := recvInto(t, l, r, bufR)
+	l.wait(t, r.tr, rR)
+	for i, c := range []struct {
+		s   sent
+		rt  *lmt.Transfer
+		buf []byte
+	}{{p, rP, bufP}, {q, rQ, bufQ}, {r, rR, bufR}} {
+		if c.s.tr.Err() != nil || c.rt.Err() != nil || !bytes.Equal(c.buf, c.s.msg) {
+			t.Errorf("message %d: %v, %v, payload equal %v", i+1, c.s.tr.Err(), c.rt.Err(), bytes.Equal(c.buf, c.s.msg))
+		}
+	}
+}

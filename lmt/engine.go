@@ -48,6 +48,9 @@ type Config struct {
 	// NoEarly keeps senders from filling a channel before the CTS (see
 	// [Early]); for measuring what early filling saves.
 	NoEarly bool
+	// NoBuffered makes senders on [Buffered] backends wait for the
+	// receiver's DONE like the others; for measuring what it saves.
+	NoBuffered bool
 	// PipeSize is the pipe capacity the pipe and vmsplice backends ask for
 	// with F_SETPIPE_SZ (default 1 MiB); MinPipeSize is the smallest
 	// they accept before refusing (default 64 KiB, the kernel default).
@@ -64,7 +67,14 @@ type Config struct {
 	MaxSegments int
 	// OnComplete, when set, is called when a transfer completes on this
 	// side, from within StartRecv, HandleControl, Progress or PeerFailed.
+	// A sender on a [Buffered] backend completes once its bytes are in
+	// the channel, before the receiver's DONE says how long they took.
 	OnComplete func(t *Transfer)
+	// OnMeasured, when set, is called for such a sender when the DONE
+	// arrives, with Stats.Moving filled in (a selector learning from
+	// measurements wants the receiver's time, not the sender's copy into
+	// the channel). It is not called if the receiver failed or died.
+	OnMeasured func(t *Transfer)
 }
 
 // Defaults.
@@ -198,12 +208,19 @@ type backendSlot struct {
 	// each rank and those waiting for it, in the order they matched.
 	busy  []*Transfer
 	queue [][]*Transfer
-	// Sender side: live transfers per rank, and the one filling the
-	// channel before its CTS (only ever the sole live one: the receiver
-	// must find the channel's pieces in the order it reads them).
-	early    Early
-	pushing  []int // senders per rank with bytes not yet in the channel
-	earlyFor []*Transfer
+	// Sender side: the one transfer per rank that may fill the channel
+	// before its CTS (see countSender: the receiver must find the
+	// channel's pieces in the order it reads them).
+	early   Early
+	pushing []int // senders per rank past their CTS with bytes not yet in the channel
+	// uncommitted counts senders per rank with early pieces in the
+	// channel and no CTS yet. The ring says which one the receiver
+	// skipped in a single word, so only one may have pieces at a time.
+	uncommitted []int
+	earlyFor    []*Transfer
+	// buffered: a sender completes once its bytes are in the channel
+	// (see [Buffered]).
+	buffered bool
 }
 
 type peerState struct {
@@ -260,11 +277,15 @@ func New(cfg Config) (*Engine, error) {
 		if r.flow != Stream || cfg.NoEarly {
 			early = nil
 		}
+		buf, _ := b.(Buffered)
+		buffered := r.flow == Stream && buf != nil && buf.Buffered() && !cfg.NoBuffered
 		e.slots[r.id] = &backendSlot{
 			id: r.id, name: r.name, flow: r.flow, b: b, blocker: blocker,
 			check: make([]error, cfg.Size), known: make([]bool, cfg.Size),
 			busy: make([]*Transfer, cfg.Size), queue: make([][]*Transfer, cfg.Size),
 			early: early, pushing: make([]int, cfg.Size), earlyFor: make([]*Transfer, cfg.Size),
+			uncommitted: make([]int, cfg.Size),
+			buffered:    buffered,
 		}
 		e.named = append(e.named, e.slots[r.id])
 	}
@@ -376,24 +397,41 @@ func (e *Engine) StartSend(dst int, iov [][]byte, backend string, rts []byte) (*
 	return t, hdrLen + n, nil
 }
 
-// countSender puts sender t on slot s and makes it the one transfer to
-// rank t.peer that may fill the channel before its CTS. It fills only while
-// every other sender to that rank on the slot has had its CTS and pushed
-// all its bytes: the receiver is then committed to those, and finds t's
-// early pieces after theirs. If it matches a later message before t, it
-// finds all of t's pieces ahead of that message's and skips them, because a
-// later transfer ends t's early filling for good before its RTS leaves.
+// countSender puts sender t on slot s. One transfer to rank t.peer at a
+// time may fill the channel before its CTS: the oldest still waiting for
+// its CTS that has not lost the right. t takes it when nobody holds it;
+// otherwise the holder's CTS passes it on (passEarly), so that a sender
+// running ahead of its receiver keeps the channel full. It fills only while
+// every other sender to that rank on the slot that has had its CTS has
+// pushed all its bytes, and no other one's early pieces await their CTS:
+// the receiver is then committed to those, and finds t's early pieces after
+// theirs. If the
+// receiver matches a later message first, that message's CTS ends t's
+// filling for good before the later message pushes a byte (HandleControl):
+// all of t's pieces lie ahead of the later one's, the receiver skips them,
+// and t starts over at its own CTS.
 func (e *Engine) countSender(t *Transfer, s *backendSlot) {
 	t.setSlot(s)
-	t.pushing = true
-	s.pushing[t.peer]++
-	if prev := s.earlyFor[t.peer]; prev != nil {
-		prev.early = false
+	if s.early == nil || t.length == 0 || s.earlyFor[t.peer] != nil {
+		return // the holder's CTS passes the right on
 	}
-	s.earlyFor[t.peer] = nil
-	if s.early != nil && t.length > 0 {
-		t.early = true
-		s.earlyFor[t.peer] = t
+	t.early = true
+	s.earlyFor[t.peer] = t
+}
+
+// passEarly gives the right to fill before the CTS, when nobody holds it,
+// to the oldest sender to peer on s still waiting for its CTS that never
+// lost it. e.live is in start order.
+func (e *Engine) passEarly(s *backendSlot, peer int) {
+	if s.early == nil || s.earlyFor[peer] != nil {
+		return
+	}
+	for _, t := range e.live {
+		if t.side == Sender && t.peer == peer && t.s == s && t.state == stWaitCTS && !t.earlyLost && t.moved < t.length {
+			t.early = true
+			s.earlyFor[peer] = t
+			return
+		}
 	}
 }
 
@@ -408,10 +446,12 @@ func (e *Engine) pushed(t *Transfer) {
 // uncountSender takes sender t off its slot.
 func (e *Engine) uncountSender(t *Transfer) {
 	e.pushed(t)
+	e.committed(t)
+	t.early = false
 	if t.s.earlyFor[t.peer] == t {
 		t.s.earlyFor[t.peer] = nil
+		e.passEarly(t.s, t.peer)
 	}
-	t.early = false
 }
 
 func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot, error) {
@@ -623,6 +663,15 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 		if prev.earlyFor[src] == t {
 			prev.earlyFor[src] = nil
 		}
+		if h := t.s.earlyFor[src]; h != nil && h != t {
+			// The receiver matched t before the holder, whose pieces
+			// must all lie ahead of t's: it stops filling for good.
+			h.early, h.earlyLost = false, true
+		}
+		t.s.earlyFor[src] = nil
+		e.committed(t)
+		t.pushing = true // later early fillers wait for its bytes
+		t.s.pushing[src]++
 		if t.moved > 0 {
 			if t.s == prev && prev.early.Kept(t) {
 				t.stats.Early = t.moved
@@ -643,6 +692,7 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 			t.skip(SplitPoint(t.length)) // the receiver copies the first half
 		}
 		e.activate(t)
+		e.passEarly(t.s, src)
 	case pktDone:
 		if h.status != statusOK {
 			e.complete(t, &RemoteError{Rank: src, Msg: string(payload)})
@@ -725,7 +775,9 @@ func (e *Engine) Progress() error {
 // fill moves the next chunk of a sender waiting for its CTS into the
 // channel, while there is room.
 func (e *Engine) fill(t *Transfer) {
-	if t.s.pushing[t.peer] != 1 { // an earlier transfer is still pushing
+	if t.s.pushing[t.peer] != 0 || t.s.uncommitted[t.peer] != 0 && !t.inRing {
+		// A committed transfer is still pushing, or another one's
+		// early pieces await their CTS.
 		e.idle(t)
 		return
 	}
@@ -738,9 +790,21 @@ func (e *Engine) fill(t *Transfer) {
 		e.idle(t)
 		return
 	}
+	if !t.inRing {
+		t.inRing = true
+		t.s.uncommitted[t.peer]++
+	}
 	t.idleVisits = 0
 	e.bytes += uint64(n)
 	t.advance(n)
+}
+
+// committed is called when t's early pieces, if any, no longer await a CTS.
+func (e *Engine) committed(t *Transfer) {
+	if t.inRing {
+		t.inRing = false
+		t.s.uncommitted[t.peer]--
+	}
 }
 
 func (e *Engine) idle(t *Transfer) {
@@ -777,6 +841,9 @@ func (e *Engine) sideDone(t *Transfer) {
 	if t.side == Sender && t.s.flow == Stream {
 		t.state = stWaitDone // the data may still sit in the channel
 		e.pushed(t)
+		if t.s.buffered {
+			e.handBack(t)
+		}
 		return
 	}
 	if t.s.flow == Split {
@@ -797,6 +864,20 @@ func (e *Engine) sideDone(t *Transfer) {
 	binary.LittleEndian.PutUint64(t.packet()[hdrLen:], uint64(now-t.moveStart))
 	e.send(t, pktDone, statusOK, 8, t.moved)
 	e.completeAt(t, e.truncation(t), now)
+}
+
+// handBack completes a sender on a Buffered backend for its user: every
+// byte is in the channel, which holds a copy, and the receiver committed to
+// them with its CTS (a sender is active only after it). The transfer stays
+// live until the receiver's DONE, which completeAt then takes quietly.
+func (e *Engine) handBack(t *Transfer) {
+	t.handedBack = true
+	t.stats.Elapsed = monotonic() - t.started
+	t.stats.Bytes = t.length
+	e.uncountSender(t)
+	if e.cfg.OnComplete != nil {
+		e.cfg.OnComplete(t)
+	}
 }
 
 // finishSplit completes a Split receiver once both halves are in.
@@ -833,6 +914,16 @@ func (e *Engine) complete(t *Transfer, err error) { e.completeAt(t, err, monoton
 // 30 ns on this kind of VM, and the receiver's DONE path needs it anyway.
 func (e *Engine) completeAt(t *Transfer, err error, now time.Duration) {
 	if t.state == stDone {
+		return
+	}
+	if t.handedBack {
+		// Its user saw it succeed: the bytes were in the channel. A
+		// receiver failing now reports that on its own side.
+		t.state = stDone
+		e.unregister(t)
+		if err == nil && e.cfg.OnMeasured != nil {
+			e.cfg.OnMeasured(t)
+		}
 		return
 	}
 	prev := t.state
@@ -988,7 +1079,7 @@ func (e *Engine) flush() {
 // Wait drives the Engine (and poll, which should deliver control packets
 // to HandleControl) until t completes, and returns its error.
 func (e *Engine) Wait(t *Transfer, poll func() error) error {
-	for t.state != stDone {
+	for !t.Done() {
 		if poll != nil {
 			if err := poll(); err != nil {
 				return err
@@ -1032,6 +1123,20 @@ func (e *Engine) CheckPeer(rank int) error {
 
 // Pending reports how many transfers are in flight.
 func (e *Engine) Pending() int { return len(e.live) }
+
+// InChannel returns how many sends completed for their users while their
+// bytes are still in a [Buffered] channel, before the receiver's DONE. A
+// caller about to Close drives the Engine until there are none, so that
+// the receivers can finish reading.
+func (e *Engine) InChannel() int {
+	n := 0
+	for _, t := range e.live {
+		if t.handedBack && t.state != stDone {
+			n++
+		}
+	}
+	return n
+}
 
 // Close fails the transfers in flight and releases every backend.
 func (e *Engine) Close() error {
@@ -1105,7 +1210,7 @@ func (e *Engine) Release(t *Transfer) error {
 	if t == nil || t.e != e {
 		return errors.New("lmt: Release of a transfer this engine did not start")
 	}
-	if t.state != stDone {
+	if !t.Done() {
 		return fmt.Errorf("lmt: Release of %v still in flight", t)
 	}
 	if t.released {

@@ -62,12 +62,22 @@ func TestCMAPerCallLimit(t *testing.T) {
 // newLoopConfig is newLoop with the caller's Config for both engines.
 func newLoopConfig(t *testing.T, cfg lmt.Config) *loop {
 	t.Helper()
+	return newLoopConfigEach(t, cfg, nil)
+}
+
+// newLoopConfigEach is newLoopConfig with each (if not nil) adjusting the
+// Config of each rank.
+func newLoopConfigEach(t *testing.T, cfg lmt.Config, each func(rank int, cfg *lmt.Config)) *loop {
+	t.Helper()
 	l := &loop{}
 	cfg.Size, cfg.Job = 2, launch.NewJobName()
 	cfg.PeerPID = func(int) int { return os.Getpid() }
 	for r := range l.engs {
 		c := cfg
 		c.Rank, c.Control = r, loopEnd{l, r}
+		if each != nil {
+			each(r, &c)
+		}
 		e, err := lmt.New(c)
 		if err != nil {
 			t.Fatal(err)

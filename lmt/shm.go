@@ -91,6 +91,9 @@ func newShm(env *Env) (Backend, error) {
 		out: make([]*ring, env.Size), in: make([]*ring, env.Size)}, nil
 }
 
+// Buffered implements [Buffered]: the ring holds a copy.
+func (s *shm) Buffered() bool { return true }
+
 func (s *shm) Name() string                                { return "shm" }
 func (s *shm) Flow() Flow                                  { return Stream }
 func (s *shm) Handle(t *Transfer, dst []byte) (int, error) { return 0, nil }

@@ -44,6 +44,9 @@ type Transfer struct {
 	early      bool          // a sender filling its channel before the CTS
 	peerDone   bool          // a Split receiver whose sender's half is in
 	pushing    bool          // a sender with bytes not yet in its channel
+	handedBack bool          // a Buffered sender its user saw complete
+	earlyLost  bool          // a sender that may never fill before its CTS again
+	inRing     bool          // a sender with early pieces awaiting its CTS
 
 	pkt        []byte // outgoing control packet, allocated on first use
 	pktLen     int
@@ -86,8 +89,9 @@ func (t *Transfer) Moved() int64 { return t.moved }
 // Buffers returns the transfer's iovec list.
 func (t *Transfer) Buffers() [][]byte { return t.iov }
 
-// Done reports whether the transfer has completed on this side.
-func (t *Transfer) Done() bool { return t.state == stDone }
+// Done reports whether the transfer has completed on this side. A sender
+// on a [Buffered] backend is done once its bytes are in the channel.
+func (t *Transfer) Done() bool { return t.state == stDone || t.handedBack }
 
 // Err returns the completion error (nil while in flight or on success).
 func (t *Transfer) Err() error { return t.err }

@@ -41,6 +41,10 @@ func NewBackend(name string, splice bool) lmt.Factory {
 	}
 }
 
+// Buffered implements lmt.Buffered: writev copies into the pipe, while
+// vmsplice leaves the sender's pages referenced there.
+func (b *Backend) Buffered() bool { return !b.splice }
+
 func (b *Backend) Name() string   { return b.name }
 func (b *Backend) Flow() lmt.Flow { return lmt.Stream }
 

@@ -107,6 +107,7 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 		},
 		Prefer:     o.Prefer,
 		OnComplete: l.complete,
+		OnMeasured: l.observe,
 	}
 	if o.Tune != nil {
 		o.Tune(&cfg)
@@ -188,7 +189,20 @@ func (l *LMT) Wait(r *nemesis.Request) error {
 func (l *LMT) Engine() *lmt.Engine { return l.eng }
 
 // Close detaches the LMT from the endpoint and releases its backends.
+//
+// Sends that completed once their bytes were in a buffered channel (shm,
+// pipe) may still be on their way: Close first drives the endpoint until
+// their receivers have taken them or died, as MPI_Finalize delivers every
+// completed send, so that a rank may close and exit right after a send.
 func (l *LMT) Close() error {
+	for idle := 0; l.eng.InChannel() > 0; idle++ {
+		if err := l.ep.Poll(); err != nil {
+			break
+		}
+		if idle >= spinBeforeYield {
+			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+	}
 	l.ep.SetLMT(nil, 0)
 	return l.eng.Close()
 }
@@ -314,16 +328,26 @@ func (l *LMT) complete(t *lmt.Transfer) {
 		return
 	}
 	err := t.Err()
-	if err == nil && t.Side() == lmt.Sender && l.selectors != nil {
-		if s := l.selectors[t.Peer()]; s != nil {
-			st := t.Stats()
-			s.Observe(st.Backend, t.MessageLen(), st.Moving)
-		}
+	if err == nil && t.Stats().Moving > 0 {
+		// A sender on a buffered channel completes before its Moving
+		// is known; OnMeasured brings it.
+		l.observe(t)
 	}
 	if errors.Is(err, lmt.ErrTruncated) {
 		err = nil // the endpoint reports its own ErrTruncated
 	}
 	l.ep.Complete(r, int(t.Stats().Bytes), err)
+}
+
+// observe tells the peer's selector how long a sent message took to move.
+func (l *LMT) observe(t *lmt.Transfer) {
+	if t.Side() != lmt.Sender || l.selectors == nil {
+		return
+	}
+	if s := l.selectors[t.Peer()]; s != nil {
+		st := t.Stats()
+		s.Observe(st.Backend, t.MessageLen(), st.Moving)
+	}
 }
 
 type control struct{ ep *nemesis.Endpoint }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	_ "github.com/knemesis/knemesis/pipe"
 	"github.com/knemesis/knemesis/threshold"
 	_ "github.com/knemesis/knemesis/vmsplice"
+	"golang.org/x/sys/unix"
 )
 
 var all = []string{"shm", "cma", "cma-write", "cma-split", "pipe", "vmsplice"}
@@ -453,6 +455,150 @@ func TestNoAllocPerMessage(t *testing.T) {
 					}
 				}
 				return ep.Send(1-p.Rank, 99, nil)
+			})
+		})
+	}
+}
+
+// TestCloseDeliversBufferedSends: a send on shm or pipe completes once its
+// bytes are in the channel and the receiver's CTS is in, so a rank may
+// close and leave right after it; its Close must wait until the receiver
+// has taken them. Rank 1 matches the message (its CTS goes out) and then
+// stops polling for 300 ms: rank 0's Send returns meanwhile, and rank 1
+// must find rank 0 still there when it resumes, and the payload intact.
+func TestCloseDeliversBufferedSends(t *testing.T) {
+	for _, b := range []string{"shm", "pipe"} {
+		t.Run(b, func(t *testing.T) {
+			launchtest.Run(t, 2, func(p launch.Proc) error {
+				ep, l, err := join(p, attach.Options{Prefer: []string{b}})
+				if err != nil {
+					return err
+				}
+				const n = 200<<10 + 3 // within the ring and the pipe
+				if p.Rank == 0 {
+					if err := ep.Send(1, 0, lmttest.Message(n, 5)); err != nil {
+						return err
+					}
+					if err := l.Close(); err != nil {
+						return err
+					}
+					return ep.Close()
+				}
+				defer ep.Close()
+				defer l.Close()
+				pid, err := ep.PeerPID(0)
+				if err != nil {
+					return err
+				}
+				fd, err := unix.PidfdOpen(pid, 0)
+				if err != nil {
+					return fmt.Errorf("pidfd of rank 0: %w", err)
+				}
+				defer unix.Close(fd)
+				buf := make([]byte, n)
+				var r nemesis.Request
+				if err := ep.Irecv(&r, 0, 0, buf); err != nil {
+					return err
+				}
+				for r.LMTData == nil { // until the RTS matched and the CTS left
+					if err := ep.Poll(); err != nil {
+						return err
+					}
+				}
+				time.Sleep(300 * time.Millisecond)
+				pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+				if k, err := unix.Poll(pfd, 0); err != nil || k != 0 {
+					return fmt.Errorf("rank 0 left (poll %d, %v) while its send was still in the %s channel", k, err, b)
+				}
+				if err := ep.Wait(&r); err != nil {
+					return err
+				}
+				if st, _ := attach.Stats(&r); st.Backend != b {
+					return fmt.Errorf("message went via %s, want %s", st.Backend, b)
+				}
+				return lmttest.Check(buf, 5)
+			})
+		})
+	}
+}
+
+// TestSendCompletesInChannel: a send on shm or pipe completes before its
+// receiver reads a byte, once its bytes are in the channel and the CTS is
+// in; a vmsplice send, whose pipe references the sender's pages, does not.
+// Rank 1 matches the message (the CTS goes out) and stops polling until
+// rank 0 has reported, in a file, whether its send completed: any Poll of
+// rank 1 would also read the channel.
+func TestSendCompletesInChannel(t *testing.T) {
+	for _, tc := range []struct {
+		backend string
+		early   bool
+	}{{"shm", true}, {"pipe", true}, {"vmsplice", false}} {
+		t.Run(tc.backend, func(t *testing.T) {
+			launchtest.Run(t, 2, func(p launch.Proc) error {
+				ep, l, err := join(p, attach.Options{Prefer: []string{tc.backend}})
+				if err != nil {
+					return err
+				}
+				defer ep.Close()
+				defer l.Close()
+				const n = 100<<10 + 9
+				reportPath := filepath.Join(os.TempDir(), "knemesis-"+ep.Job()+"-report")
+				if p.Rank == 1 {
+					defer os.Remove(reportPath)
+				}
+				var r nemesis.Request
+				if p.Rank == 1 {
+					buf := make([]byte, n)
+					if err := ep.Irecv(&r, 0, 0, buf); err != nil {
+						return err
+					}
+					for r.LMTData == nil { // until the RTS matched and the CTS left
+						if err := ep.Poll(); err != nil {
+							return err
+						}
+					}
+					var report []byte
+					for deadline := time.Now().Add(20 * time.Second); len(report) == 0; time.Sleep(time.Millisecond) {
+						if time.Now().After(deadline) {
+							return errors.New("rank 0 never reported")
+						}
+						report, _ = os.ReadFile(reportPath)
+					}
+					if done := report[0] == 1; done != tc.early {
+						return fmt.Errorf("%s send done before its receiver read: %v, want %v", tc.backend, done, tc.early)
+					}
+					if err := ep.Wait(&r); err != nil {
+						return err
+					}
+					return lmttest.Check(buf, 3)
+				}
+				if err := ep.Isend(&r, 1, 0, lmttest.Message(n, 3)); err != nil {
+					return err
+				}
+				for tr, _ := r.LMTData.(*lmt.Transfer); tr.Moved() < n; {
+					if err := ep.Poll(); err != nil {
+						return err
+					}
+				}
+				// All bytes are in the pipe or ring: the CTS is in, or,
+				// for shm, on its way.
+				deadline := time.Now().Add(10 * time.Second)
+				for polls := 0; !r.Done() && (tc.early && time.Now().Before(deadline) || polls < 10000); polls++ {
+					if err := ep.Poll(); err != nil {
+						return err
+					}
+				}
+				report := []byte{0}
+				if r.Done() {
+					report[0] = 1
+				}
+				if err := os.WriteFile(reportPath+".tmp", report, 0o600); err != nil {
+					return err
+				}
+				if err := os.Rename(reportPath+".tmp", reportPath); err != nil {
+					return err
+				}
+				return ep.Wait(&r)
 			})
 		})
 	}

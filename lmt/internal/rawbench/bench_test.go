@@ -97,6 +97,7 @@ func newSide(job string, rank int) (*side, error) {
 			c.ShmSlotSize = v
 		}
 		c.NoEarly = os.Getenv("KNEMESIS_BENCH_NOEARLY") != ""
+		c.NoBuffered = os.Getenv("KNEMESIS_BENCH_NOBUFFERED") != ""
 	}})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,159 @@
+package lmt_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/lmt/lmttest"
+	_ "github.com/knemesis/knemesis/pipe"
+)
+
+// counted records the engine callbacks of one rank.
+type counted struct {
+	completed, measured int
+	moving              int64 // Stats.Moving seen by OnMeasured, in ns
+}
+
+func newCountedLoop(t *testing.T, backend string, noBuffered bool) (*loop, *[2]counted) {
+	var c [2]counted
+	cfg := lmt.Config{Prefer: []string{backend}, NoBuffered: noBuffered}
+	l := newLoopConfigEach(t, cfg, func(rank int, cfg *lmt.Config) {
+		cfg.OnComplete = func(*lmt.Transfer) { c[rank].completed++ }
+		cfg.OnMeasured = func(tr *lmt.Transfer) {
+			c[rank].measured++
+			c[rank].moving = int64(tr.Stats().Moving)
+		}
+	})
+	return l, &c
+}
+
+// only delivers rank's control packets and progresses rank alone, as when
+// its peer is busy elsewhere.
+func (l *loop) only(t *testing.T, rank int) {
+	t.Helper()
+	for len(l.queue[rank]) > 0 {
+		p := l.queue[rank][0]
+		l.queue[rank] = l.queue[rank][1:]
+		if err := l.engs[rank].HandleControl(1-rank, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.engs[rank].Progress(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBufferedSendCompletesInChannel: a send on shm or pipe completes for
+// its user once its bytes are in the channel and the receiver's CTS is in,
+// before the receiver has read a byte; the receiver's DONE later brings
+// the time the move took (OnMeasured), without completing it twice. Any
+// send with NoBuffered waits for the DONE (vmsplice's, whose pipe
+// references the sender's pages, always does: see lmt/attach's
+// TestSendCompletesInChannel).
+func TestBufferedSendCompletesInChannel(t *testing.T) {
+	const n = 100<<10 + 7 // within the shm ring and the pipe
+	for _, tc := range []struct {
+		backend    string
+		noBuffered bool
+		early      bool // done before the receiver reads
+	}{
+		{"shm", false, true},
+		{"pipe", false, true},
+		{"shm", true, false},
+		{"pipe", true, false},
+	} {
+		name := tc.backend
+		if tc.noBuffered {
+			name += "/NoBuffered"
+		}
+		t.Run(name, func(t *testing.T) {
+			l, c := newCountedLoop(t, tc.backend, tc.noBuffered)
+			msg := make([]byte, n)
+			lmttest.Fill(msg, n)
+			rts := make([]byte, 4096)
+			snd, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "", rts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, n)
+			rcv, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{buf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 64 {
+				l.only(t, 0)
+			}
+			if rcv.Moved() != 0 {
+				t.Fatalf("receiver moved %d bytes without a Progress", rcv.Moved())
+			}
+			if snd.Done() != tc.early {
+				t.Fatalf("sender done %v before the receiver read (moved %d of %d), want %v", snd.Done(), snd.Moved(), n, tc.early)
+			}
+			if tc.early {
+				st := snd.Stats()
+				if snd.Err() != nil || st.Bytes != n || st.Moving != 0 || c[0].completed != 1 || c[0].measured != 0 || l.engs[0].InChannel() != 1 {
+					t.Fatalf("handed back: err %v, stats %+v, OnComplete %d, OnMeasured %d, InChannel %d; want nil, %d bytes, Moving 0, 1, 0, 1",
+						snd.Err(), st, c[0].completed, c[0].measured, l.engs[0].InChannel(), n)
+				}
+				lmttest.Fill(msg, 0) // the buffer is the user's again
+			}
+			l.wait(t, snd, rcv)
+			for i := 0; l.engs[0].Pending() > 0; i++ {
+				if i > 1e6 {
+					t.Fatal("sender never heard the receiver's DONE")
+				}
+				l.step(t)
+			}
+			if rcv.Err() != nil || snd.Err() != nil || lmttest.Check(buf, n) != nil {
+				t.Fatalf("receiver %v, sender %v, payload: %v", rcv.Err(), snd.Err(), lmttest.Check(buf, n))
+			}
+			wantMeasured := 0
+			if tc.early {
+				wantMeasured = 1
+			}
+			if c[0].completed != 1 || c[0].measured != wantMeasured || c[1].completed != 1 || c[1].measured != 0 {
+				t.Fatalf("callbacks %+v, want OnComplete once per side and OnMeasured %d times on the sender", *c, wantMeasured)
+			}
+			if tc.early && c[0].moving <= 0 {
+				t.Fatalf("OnMeasured saw Moving %d, want the receiver's positive time", c[0].moving)
+			}
+			if l.engs[0].InChannel() != 0 {
+				t.Fatalf("InChannel %d after the DONE", l.engs[0].InChannel())
+			}
+			if err := l.engs[0].Release(snd); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestBufferedReceiverFails: a receiver that fails after the sender was
+// handed back (here: it dies) leaves the sender's success alone: no second
+// completion, no measurement, nothing left in the channel count.
+func TestBufferedReceiverFails(t *testing.T) {
+	l, c := newCountedLoop(t, "shm", false)
+	msg := bytes.Repeat([]byte{7}, 64<<10)
+	rts := make([]byte, 4096)
+	snd, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{make([]byte, len(msg))}); err != nil {
+		t.Fatal(err)
+	}
+	for range 64 {
+		l.only(t, 0)
+	}
+	if !snd.Done() || snd.Err() != nil {
+		t.Fatalf("sender done %v (%v), want handed back", snd.Done(), snd.Err())
+	}
+	l.engs[0].PeerFailed(1, &lmt.PeerError{Rank: 1, PID: 1, Err: lmt.ErrPeerGone})
+	if err := l.engs[0].Progress(); err != nil { // sweeps the completed
+		t.Fatal(err)
+	}
+	if snd.Err() != nil || c[0].completed != 1 || c[0].measured != 0 || l.engs[0].InChannel() != 0 || l.engs[0].Pending() != 0 {
+		t.Fatalf("after the receiver's death: err %v, OnComplete %d, OnMeasured %d, InChannel %d, Pending %d; want nil, 1, 0, 0, 0",
+			snd.Err(), c[0].completed, c[0].measured, l.engs[0].InChannel(), l.engs[0].Pending())
+	}
+}
