@@ -218,9 +218,8 @@ func TestEarlyFillPassedOn(t *testing.T) {
 	buf2 := make([]byte, len(second.msg))
 	r2 := recvInto(t, l, second, buf2)
 	l.wait(t, second.tr, r2)
-	if !bytes.Equal(buf1, first.msg) || !bytes.Equal(buf2, second.msg) || r1.Err() != nil || r2.Err() != nil {
-		t.Fatalf("payloads equal %v %v, receivers %v %v", bytes.Equal(buf1, first.msg), bytes.Equal(buf2, second.msg), r1.Err(), r2.Err())
-	}
+	delivered(t, "first", first, r1, buf1)
+	delivered(t, "second", second, r2, buf2)
 	if e := second.tr.Stats().Early; e != int64(len(second.msg)) {
 		t.Errorf("second message: Early = %d, want all %d bytes", e, len(second.msg))
 	}
@@ -315,13 +314,15 @@ func TestEarlyFillOneUncommitted(t *testing.T) {
 	bufR := make([]byte, len(r.msg))
 	rR := recvInto(t, l, r, bufR)
 	l.wait(t, r.tr, rR)
-	for i, c := range []struct {
-		s   sent
-		rt  *lmt.Transfer
-		buf []byte
-	}{{p, rP, bufP}, {q, rQ, bufQ}, {r, rR, bufR}} {
-		if c.s.tr.Err() != nil || c.rt.Err() != nil || !bytes.Equal(c.buf, c.s.msg) {
-			t.Errorf("message %d: %v, %v, payload equal %v", i+1, c.s.tr.Err(), c.rt.Err(), bytes.Equal(c.buf, c.s.msg))
-		}
+	delivered(t, "p", p, rP, bufP)
+	delivered(t, "q", q, rQ, bufQ)
+	delivered(t, "r", r, rR, bufR)
+}
+
+// delivered checks that a message arrived intact, both sides without error.
+func delivered(t *testing.T, name string, s sent, r *lmt.Transfer, buf []byte) {
+	t.Helper()
+	if s.tr.Err() != nil || r.Err() != nil || !bytes.Equal(buf, s.msg) {
+		t.Errorf("message %s: %v, %v, payload equal %v", name, s.tr.Err(), r.Err(), bytes.Equal(buf, s.msg))
 	}
 }
