@@ -88,6 +88,16 @@ func TestEarlyFillRevoked(t *testing.T) {
 	buf2 := make([]byte, len(second.msg))
 	r2 := recvInto(t, l, second, buf2)
 	l.wait(t, second.tr, r2)
+	// The first one's pieces lie ahead of the second's, skipped: it must
+	// not add more behind them before its own CTS.
+	for range 2 * lmt.DefaultShmSlots {
+		if err := l.engs[0].Progress(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := first.tr.Moved(); got != ringBytes {
+		t.Fatalf("first message moved %d before its CTS, want only its %d early bytes", got, ringBytes)
+	}
 	buf1 := make([]byte, len(first.msg))
 	r1 := recvInto(t, l, first, buf1)
 	l.wait(t, first.tr, r1)

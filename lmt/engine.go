@@ -399,7 +399,7 @@ func (e *Engine) StartSend(dst int, iov [][]byte, backend string, rts []byte) (*
 
 // countSender puts sender t on slot s. One transfer to rank t.peer at a
 // time may fill the channel before its CTS: the oldest still waiting for
-// its CTS that has not lost the right. t takes it when nobody holds it;
+// its CTS with nothing in the channel yet. t takes it when nobody holds it;
 // otherwise the holder's CTS passes it on (passEarly), so that a sender
 // running ahead of its receiver keeps the channel full. It fills only while
 // every other sender to that rank on the slot that has had its CTS has
@@ -420,14 +420,15 @@ func (e *Engine) countSender(t *Transfer, s *backendSlot) {
 }
 
 // passEarly gives the right to fill before the CTS, when nobody holds it,
-// to the oldest sender to peer on s still waiting for its CTS that never
-// lost it. e.live is in start order.
+// to the oldest sender to peer on s still waiting for its CTS that has
+// nothing in the channel yet: one that lost the right after filling must
+// not add pieces behind a later message's. e.live is in start order.
 func (e *Engine) passEarly(s *backendSlot, peer int) {
 	if s.early == nil || s.earlyFor[peer] != nil {
 		return
 	}
 	for _, t := range e.live {
-		if t.side == Sender && t.peer == peer && t.s == s && t.state == stWaitCTS && !t.earlyLost && t.moved < t.length {
+		if t.side == Sender && t.peer == peer && t.s == s && t.state == stWaitCTS && t.moved == 0 && t.length > 0 {
 			t.early = true
 			s.earlyFor[peer] = t
 			return
@@ -665,8 +666,10 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 		}
 		if h := t.s.earlyFor[src]; h != nil && h != t {
 			// The receiver matched t before the holder, whose pieces
-			// must all lie ahead of t's: it stops filling for good.
-			h.early, h.earlyLost = false, true
+			// must all lie ahead of t's: it stops filling, and
+			// passEarly never gives the right back to a sender
+			// with pieces in the channel.
+			h.early = false
 		}
 		t.s.earlyFor[src] = nil
 		e.committed(t)

@@ -45,7 +45,6 @@ type Transfer struct {
 	peerDone   bool          // a Split receiver whose sender's half is in
 	pushing    bool          // a sender with bytes not yet in its channel
 	handedBack bool          // a Buffered sender its user saw complete
-	earlyLost  bool          // a sender that may never fill before its CTS again
 	inRing     bool          // a sender with early pieces awaiting its CTS
 
 	pkt        []byte // outgoing control packet, allocated on first use

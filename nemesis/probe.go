@@ -16,8 +16,8 @@ const probeBatch = 8
 // round trips, halved, is returned. It tells what the topology cannot: on
 // a VM the hypervisor moves vCPUs between placements that share a core or
 // not (67-70 against 237-268 ns measured here) while sysfs reports the
-// same caches, and
-// on bare metal it tells a pair sharing a cache from one that does not.
+// same caches; on bare metal it tells a pair sharing a cache from one
+// that does not.
 //
 // Both ranks must call it with each other, about at once (package
 // lmt/auto does, in Attach); each pair's calls are numbered, so a rank
