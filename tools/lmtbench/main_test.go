@@ -639,3 +639,58 @@ func TestRoundsInterleaveBackends(t *testing.T) {
 		t.Errorf("near %+v; want 1 round with a ratio", near)
 	}
 }
+
+// TestBuiltinPlacementProbe: --placement-probe builtin brackets every sample
+// of a ping-pong and of an alltoall job with a cache line timed between
+// ranks 0 and 1, and a result's placement is then what the readings said.
+func TestBuiltinPlacementProbe(t *testing.T) {
+	for _, args := range [][]string{
+		{"pingpong", "--backends", "memcpy,shm", "--sizes", "4K,64K"},
+		{"alltoall", "-n", "2", "--backends", "shm", "--sizes", "64K"},
+	} {
+		r := run(t, append(args, "--iters", "20", "--samples", "2", "--copies=false", "--placement-probe", "builtin", "--json")...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+		}
+		var results []report.Result
+		if err := json.Unmarshal([]byte(r.stdout), &results); err != nil || len(results) == 0 {
+			t.Fatalf("%v: want results: %v\n%s", args, err, r.stdout)
+		}
+		for _, res := range results {
+			if !slices.Contains([]string{"near", "far", "mixed"}, res.Placement) || res.Samples != 2 {
+				t.Errorf("%v: %s %d: placement %q over %d samples; want near, far or mixed over 2", args, res.Backend, res.Size, res.Placement, res.Samples)
+			}
+		}
+	}
+}
+
+// TestPlacementProbeDefaultsToBuiltin: run where no ../shared/tools probe
+// can be found (outside any module), lmtbench brackets its samples with
+// the built-in probe and says so, in info as in a sweep.
+func TestPlacementProbeDefaultsToBuiltin(t *testing.T) {
+	for _, args := range [][]string{
+		{"pingpong", "--backends", "memcpy", "--sizes", "4K", "--iters", "20", "--samples", "1", "--copies=false"},
+		{"info"},
+	} {
+		cmd := exec.Command(lmtbench(t), args...)
+		cmd.Dir = t.TempDir()
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "LMTBENCH_PLACEMENT_PROBE=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		if !regexp.MustCompile(`(?m)^placement: .*built-in probe`).Match(out) {
+			t.Errorf("%v: no word of the built-in probe:\n%s", args, out)
+		}
+		if args[0] == "pingpong" && !regexp.MustCompile(`(?m)^ +4K +memcpy .* (near|far) 1/1`).Match(out) {
+			t.Errorf("%v: the sample is not classed near or far:\n%s", args, out)
+		}
+		if args[0] == "info" && !regexp.MustCompile(`(?m)^placement: (near|far) \d+\.\d{3} µs`).Match(out) {
+			t.Errorf("info: no reading of the built-in probe:\n%s", out)
+		}
+	}
+}

@@ -23,10 +23,13 @@ func writeInfo(w io.Writer, o *options, full bool) error {
 	f := machine.Detect()
 	fmt.Fprintf(w, "machine:   %s, %d CPUs usable (%s), kernel %s, %s\n", f.CPUModel, len(f.CPUs), cpuRange(f.CPUs), f.Kernel, f.Go)
 	fmt.Fprintf(w, "caches:    %s\n", f.Caches)
-	probe := o.probePath()
-	if probe == "" {
-		fmt.Fprintln(w, "placement: unknown (no placement probe at ../shared/tools/placement-probe)")
-	} else {
+	switch probe := o.probePath(); probe {
+	case "":
+		fmt.Fprintln(w, "placement: not probed (--placement-probe none)")
+	case machine.Builtin:
+		p := harness.ProbePlacement(context.Background())
+		fmt.Fprintf(w, "placement: %s %.3f µs cache-line one-way now (built-in probe between two processes; near up to %v)\n", p.Class, p.LatencyUs, threshold.SharedLineMax)
+	default:
 		p := machine.Probe(probe)
 		fmt.Fprintf(w, "placement: %s %.3f µs cache-line one-way now (%s)\n", p.Class, p.LatencyUs, probe)
 	}

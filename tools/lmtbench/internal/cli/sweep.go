@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/knemesis/knemesis/nemesis"
+	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
@@ -132,8 +133,11 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 		if copiesNote != "" {
 			fmt.Fprintln(stdout, copiesNote)
 		}
-		if probe == "" {
-			fmt.Fprintln(stdout, "placement: unknown — no placement probe (../shared/tools/placement-probe); samples were not bracketed")
+		switch probe {
+		case "":
+			fmt.Fprintln(stdout, "placement: unknown — --placement-probe none; samples were not bracketed")
+		case machine.Builtin:
+			fmt.Fprintf(stdout, "placement: built-in probe, a cache line timed between the two ranks around each sample (near up to %v one way)\n", threshold.SharedLineMax)
 		}
 	}
 	return nil

@@ -59,10 +59,15 @@ func alltoallWorker(p launch.Proc, spec Spec, out io.Writer) error {
 			c.send[r][i], c.recv[r][i] = 1, 2 // fault the pages in now
 		}
 	}
-	if c.me == 0 {
-		return lead(spec, c, json.NewEncoder(out))
+	line, err := openLineProbe(spec, c.me)
+	if err != nil {
+		return err
 	}
-	return follow(c)
+	defer line.close()
+	if c.me == 0 {
+		return lead(spec, c, placer{path: spec.Probe, line: line, tell: c.tell}, json.NewEncoder(out))
+	}
+	return follow(c, line)
 }
 
 func (c *collective) tell(cmd, size, iters int64) error {

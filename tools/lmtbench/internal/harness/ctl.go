@@ -25,6 +25,7 @@ const (
 	cmdVerify = iota + 1
 	cmdSample
 	cmdDone
+	cmdProbe // take part in the built-in placement probe
 )
 
 type ctl struct {

@@ -11,8 +11,9 @@
 // number times the size divided by the elapsed time; so ping-pong latency is
 // half the round trip, as in IMB.
 //
-// Every sample is bracketed by the placement probe (run by rank 0 while
-// rank 1 sleeps in a blocking read), and every size is first checked: the
+// Every sample is bracketed by the placement probe: ../shared/tools's, run
+// by rank 0 while rank 1 sleeps in a blocking read, or the built-in one,
+// a cache line timed between ranks 0 and 1 (placement.go). Every size is first checked: the
 // receiver verifies each byte of a patterned message, in both directions,
 // before anything is timed.
 package harness
@@ -43,6 +44,9 @@ const (
 	NetPIPE = "netpipe"
 	Bidir   = "bidir"
 	Stream  = "stream"
+	// Placement moves nothing: rank 0 reports one reading of the
+	// built-in placement probe (ProbePlacement).
+	Placement = "placement"
 )
 
 // MessagesPerIteration is how many messages one iteration of a mode moves.
@@ -73,7 +77,7 @@ type Spec struct {
 	SampleTime time.Duration `json:"sample_time"` // target length of one sample
 	Samples    int           `json:"samples"`     // samples per size
 	CPUs       []int         `json:"cpus"`        // CPU of each rank; nil leaves them unpinned
-	Probe      string        `json:"probe"`       // placement probe path; "" for none
+	Probe      string        `json:"probe"`       // placement probe path, machine.Builtin, or "" for none
 	WorkingSet int           `json:"working_set"` // pollution: bytes rank 1 re-reads
 	Procs      int           `json:"procs"`       // alltoall: ranks in the job (2 otherwise)
 }
@@ -120,6 +124,11 @@ type PollutionSample struct {
 func (s *Spec) Validate() error {
 	switch s.Mode {
 	case PingPong, NetPIPE, Bidir, Stream, Pollution, Latency, Alltoall:
+	case Placement:
+		if s.Probe != machine.Builtin {
+			return fmt.Errorf("a placement job reads the built-in probe, not %q", s.Probe)
+		}
+		return nil
 	default:
 		return fmt.Errorf("unknown mode %q", s.Mode)
 	}

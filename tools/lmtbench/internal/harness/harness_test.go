@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/knemesis/knemesis/threshold"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
 
 // chanEngine moves messages through Go channels, so that the harness's
@@ -62,10 +65,17 @@ func pair(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The built-in probe runs on words in this process's memory, where
+	// the job maps them from its shared memory.
+	var line0, line1 *lineProbe
+	if spec.Probe == machine.Builtin {
+		words := new(lineWords)
+		line0, line1 = &lineProbe{words: words, me: 0}, &lineProbe{words: words, me: 1}
+	}
 	done1 := make(chan error, 1)
-	go func() { done1 <- follow(r1) }()
+	go func() { done1 <- follow(r1, line1) }()
 	var out bytes.Buffer
-	err0 := lead(spec, r0, json.NewEncoder(&out))
+	err0 := lead(spec, r0, placer{path: spec.Probe, line: line0, tell: r0.tell}, json.NewEncoder(&out))
 	if err0 != nil {
 		w01.Close() // unblocks rank 1's read of the next command
 	}
@@ -104,6 +114,34 @@ func TestSamplesPerSizeAndMessageCounts(t *testing.T) {
 			if s.Before.Class != "unknown" || s.After.Class != "unknown" {
 				t.Errorf("%s sample %d: placement %v→%v without a probe; want unknown", mode, i, s.Before, s.After)
 			}
+		}
+	}
+}
+
+// TestBuiltinProbeBracketsEverySample: with the built-in probe, rank 1 takes
+// part in every reading (one before each size, one after each sample), and
+// each reading is a class with the line's time.
+func TestBuiltinProbeBracketsEverySample(t *testing.T) {
+	spec := Spec{Mode: PingPong, Backend: "chan", Sizes: []int{1, 4096}, Iters: 7, Samples: 3, Probe: machine.Builtin}
+	samples, err0, err1 := pair(t, spec, -1)
+	if err0 != nil || err1 != nil {
+		t.Fatalf("rank errors %v, %v", err0, err1)
+	}
+	if len(samples) != 6 {
+		t.Fatalf("%d samples, want 3 per size", len(samples))
+	}
+	for i, s := range samples {
+		for _, p := range []machine.Placement{s.Before, s.After} {
+			if (p.Class != "near" && p.Class != "far") || p.LatencyUs <= 0 {
+				t.Errorf("sample %d: placement %+v, want near or far with a positive time", i, p)
+			}
+			want := p.LatencyUs*1000 <= float64(threshold.SharedLineMax.Nanoseconds())
+			if (p.Class == "near") != want {
+				t.Errorf("sample %d: %.3f µs classed %s against threshold.SharedLineMax %v", i, p.LatencyUs, p.Class, threshold.SharedLineMax)
+			}
+		}
+		if i%3 > 0 && s.Before != samples[i-1].After {
+			t.Errorf("sample %d: before %+v is not the previous sample's after %+v", i, s.Before, samples[i-1].After)
 		}
 	}
 }

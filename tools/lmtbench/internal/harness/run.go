@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,19 +29,21 @@ func Run(ctx context.Context, spec Spec, timeout time.Duration, onSample func(Sa
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	b, err := engine.Lookup(spec.Backend)
-	if err != nil {
-		return err
-	}
-	if err := b.Check(); err != nil {
-		return err
+	if spec.Mode != Placement {
+		b, err := engine.Lookup(spec.Backend)
+		if err != nil {
+			return err
+		}
+		if err := b.Check(); err != nil {
+			return err
+		}
 	}
 	js, err := json.Marshal(spec)
 	if err != nil {
 		return err
 	}
 	procs := spec.procs()
-	perRank, files, err := jobFiles(procs, b.SharedBytes(slices.Max(spec.Sizes)))
+	perRank, files, err := jobFiles(procs, sharedBytes(spec))
 	if err != nil {
 		return err
 	}

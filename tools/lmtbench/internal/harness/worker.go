@@ -65,6 +65,9 @@ func worker(p launch.Proc, out io.Writer) error {
 	}
 	// The timed loops read this thread's CPU time, so they must stay on it.
 	runtime.LockOSThread()
+	if spec.Mode == Placement {
+		return placementWorker(spec, p.Rank, out)
+	}
 	if spec.Mode == Alltoall {
 		return alltoallWorker(p, spec, out)
 	}
@@ -85,10 +88,15 @@ func worker(p launch.Proc, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if p.Rank == 0 {
-		return lead(spec, r, json.NewEncoder(out))
+	line, err := openLineProbe(spec, p.Rank)
+	if err != nil {
+		return err
 	}
-	return follow(r)
+	defer line.close()
+	if p.Rank == 0 {
+		return lead(spec, r, placer{path: spec.Probe, line: line, tell: r.tell}, json.NewEncoder(out))
+	}
+	return follow(r, line)
 }
 
 // newRank prepares rank me's buffers for the largest size of spec.
@@ -136,8 +144,9 @@ type follower interface {
 
 // lead is rank 0: for each size it has the ranks verify a message, then
 // calibrates the iteration count and takes the samples, each bracketed by
-// the placement probe while the other ranks sleep on their pipes.
-func lead(spec Spec, l leader, enc *json.Encoder) error {
+// the placement probe while the other ranks sleep on their pipes (or, the
+// built-in probe, rank 1 takes part).
+func lead(spec Spec, l leader, probe placer, enc *json.Encoder) error {
 	for _, size := range spec.Sizes {
 		if err := l.tell(cmdVerify, int64(size), 0); err != nil {
 			return err
@@ -152,14 +161,19 @@ func lead(spec Spec, l leader, enc *json.Encoder) error {
 				return err
 			}
 		}
-		before := machine.Probe(spec.Probe)
+		before, err := probe.measure()
+		if err != nil {
+			return err
+		}
 		for range spec.Samples {
 			s, err := l.leadSample(size, iters)
 			if err != nil {
 				return err
 			}
 			s.Before = before
-			s.After = machine.Probe(spec.Probe)
+			if s.After, err = probe.measure(); err != nil {
+				return err
+			}
 			before = s.After
 			if err := enc.Encode(s); err != nil {
 				return err
@@ -169,8 +183,9 @@ func lead(spec Spec, l leader, enc *json.Encoder) error {
 	return l.tell(cmdDone, 0, 0)
 }
 
-// follow is every other rank: it obeys rank 0 until told it is done.
-func follow(f follower) error {
+// follow is every other rank: it obeys rank 0 until told it is done. line
+// is rank 1's side of the built-in probe (nil for other ranks and probes).
+func follow(f follower, line *lineProbe) error {
 	for {
 		cmd, size, iters, err := f.command()
 		if err != nil {
@@ -181,6 +196,10 @@ func follow(f follower) error {
 			return nil
 		case cmdVerify:
 			err = f.verify(int(size))
+		case cmdProbe:
+			if line != nil {
+				line.measure()
+			}
 		case cmdSample:
 			var cpu time.Duration
 			if cpu, err = f.loop(int(size), int(iters)); err == nil {

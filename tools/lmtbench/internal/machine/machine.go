@@ -132,6 +132,22 @@ type Placement struct {
 // Unknown is the placement reported when no probe is available.
 var Unknown = Placement{Class: "unknown"}
 
+// Builtin names lmtbench's own placement probe in place of a program's
+// path: a cache line timed between the two ranks of the job (package
+// internal/lineprobe), classed by threshold.SharedLineMax.
+const Builtin = "builtin"
+
+// LinePlacement classes a one-way cache-line time as lmt/auto does: near
+// (the two CPUs share a cache as the double copy needs) up to
+// threshold.SharedLineMax, far above.
+func LinePlacement(oneWay time.Duration) Placement {
+	class := "far"
+	if oneWay <= threshold.SharedLineMax {
+		class = "near"
+	}
+	return Placement{Class: class, LatencyUs: float64(oneWay) / float64(time.Microsecond)}
+}
+
 // ProbePath finds the placement probe: $LMTBENCH_PLACEMENT_PROBE, else
 // shared/tools/placement-probe beside the repository holding the working
 // directory (../shared/tools/placement-probe) or beside one of its parent
