@@ -1,10 +1,13 @@
 package lineprobe
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // words gives each side a word on a 128-byte block of its own, as the
@@ -58,6 +61,47 @@ func TestMeasure(t *testing.T) {
 		if l.timed < 31 || l.timed > 32 || f.timed != 31 {
 			t.Fatalf("probe %d: leader timed %d batches, follower %d; want 31-32 and 31", call, l.timed, f.timed)
 		}
+	}
+}
+
+// TestMeasureOneCPU: two sides whose threads share one CPU still finish
+// (they yield to each other instead of spinning out their time slices),
+// and the line they measure is the context switch's, well above what any
+// two CPUs sharing a cache show.
+func TestMeasureOneCPU(t *testing.T) {
+	var mask unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &mask); err != nil {
+		t.Fatal(err)
+	}
+	cpu := 0
+	for !mask.IsSet(cpu) {
+		cpu++
+	}
+	var one unix.CPUSet
+	one.Set(cpu)
+	pinned := func(r Run, res *result, done *sync.WaitGroup) {
+		defer done.Done()
+		runtime.LockOSThread() // the thread ends with the goroutine
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			res.d = -1
+			return
+		}
+		res.d, res.timed, res.ok = r.Measure()
+	}
+	var w words
+	lead, follow := pair(&w, 1, 2048, time.Now().Add(2*time.Second))
+	var l, f result
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go pinned(lead, &l, &wg)
+	go pinned(follow, &f, &wg)
+	wg.Wait()
+	if !l.ok || !f.ok {
+		t.Fatalf("on cpu%d alone: leader %+v, follower %+v; want both ok within the deadline", cpu, l, f)
+	}
+	t.Logf("cpu%d alone: %v one way", cpu, l.d)
+	if l.d < time.Microsecond/2 {
+		t.Fatalf("on cpu%d alone the line took %v one way; a context switch each way takes far longer than a cache line", cpu, l.d)
 	}
 }
 
