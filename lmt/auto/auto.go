@@ -80,10 +80,14 @@ type Pair struct {
 // the attach.LMT (Wait, Isend, Engine, Close) plus what was decided.
 type Selection struct {
 	*attach.LMT
+	ep       *nemesis.Endpoint
+	opts     Options
 	pairs    []Pair     // by peer rank; the own rank's is zero
 	slots    []selector // by peer rank, handed to attach as Selectors
 	cpus     []int
 	sources  []CPUSource
+	job      []int           // CPUs of the whole job, when all are known
+	first    *threshold.Info // the first pair's: the others derive from it
 	eagerMax int
 }
 
@@ -101,14 +105,14 @@ func Attach(ep *nemesis.Endpoint, o Options) (*Selection, error) {
 	if err := o.validate(ep); err != nil {
 		return nil, err
 	}
-	s := &Selection{slots: make([]selector, ep.Size()), pairs: make([]Pair, ep.Size())}
+	s := &Selection{ep: ep, opts: o, slots: make([]selector, ep.Size()), pairs: make([]Pair, ep.Size())}
 	ao := o.Attach
 	ao.Select = func(peer int) attach.Selector { return &s.slots[peer] }
 	var err error
 	if s.LMT, err = attach.Attach(ep, ao); err != nil {
 		return nil, fmt.Errorf("auto: attaching the LMT: %w", err)
 	}
-	if err := s.decide(ep, o); err != nil {
+	if err := s.decide(); err != nil {
 		s.LMT.Close()
 		return nil, err
 	}
@@ -143,64 +147,120 @@ func (o *Options) validate(ep *nemesis.Endpoint) error {
 }
 
 // decide builds every peer's table and selector, then sets the eager limit.
-func (s *Selection) decide(ep *nemesis.Endpoint, o Options) error {
-	me := ep.Rank()
-	var job []int
-	s.cpus, s.sources, job = placeRanks(ep, o.CPUs)
-	lat := make([]time.Duration, ep.Size()) // 0: not measured
-	if !o.NoProbe {
-		probePeers(ep, cmp.Or(o.ProbeTimeout, defaultProbeTimeout), lat)
+func (s *Selection) decide() error {
+	s.cpus, s.sources, s.job = placeRanks(s.ep, s.opts.CPUs)
+	lat := make([]time.Duration, s.ep.Size()) // 0: not measured
+	if !s.opts.NoProbe {
+		probePeers(s.ep, cmp.Or(s.opts.ProbeTimeout, defaultProbeTimeout), lat)
 	}
-	var first *threshold.Info
-	lmtMin := int64(-1)
-	for peer := range ep.Size() {
-		if peer == me {
+	for peer := range s.ep.Size() {
+		if peer == s.ep.Rank() {
 			continue
 		}
-		env := o.Threshold.Env
-		env.Placement = threshold.Placement{Sender: s.cpus[me], Receiver: s.cpus[peer], JobCPUs: job, Concurrent: o.Concurrent, LineLatency: lat[peer]}
-		env.Unavailable, env.Knem = s.refused(peer, o.Threshold.Env.Unavailable)
-		var info *threshold.Info
-		var err error
-		if first == nil {
-			cfg := o.Threshold
-			cfg.Env = env
-			info, err = threshold.Load(cfg)
-			first = info
-		} else {
-			info, err = first.For(env)
+		if err := s.build(peer, lat[peer]); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("auto: the table for rank %d (cpu%d→cpu%d): %w", peer, s.cpus[me], s.cpus[peer], err)
+	}
+	return s.setEagerMax()
+}
+
+// build makes peer's table and selector for a cache line measured at lat
+// (0: not measured).
+func (s *Selection) build(peer int, lat time.Duration) error {
+	me, o := s.ep.Rank(), s.opts
+	env := o.Threshold.Env
+	env.Placement = threshold.Placement{Sender: s.cpus[me], Receiver: s.cpus[peer], JobCPUs: s.job, Concurrent: o.Concurrent, LineLatency: lat}
+	env.Unavailable, env.Knem = s.refused(peer, o.Threshold.Env.Unavailable)
+	var info *threshold.Info
+	var err error
+	if s.first == nil {
+		cfg := o.Threshold
+		cfg.Env = env
+		info, err = threshold.Load(cfg)
+		s.first = info
+	} else {
+		info, err = s.first.For(env)
+	}
+	if err != nil {
+		return fmt.Errorf("auto: the table for rank %d (cpu%d→cpu%d): %w", peer, s.cpus[me], s.cpus[peer], err)
+	}
+	p := Pair{Peer: peer, Placement: env.Placement, Unavailable: slices.Clone(env.Unavailable), Info: info}
+	if !env.Knem {
+		p.Unavailable = append(p.Unavailable, threshold.Knem)
+	}
+	if !o.TableOnly {
+		if p.Adaptive, err = threshold.NewAdaptive(info.Table, candidates(env)); err != nil {
+			return fmt.Errorf("auto: the selector for rank %d: %w", peer, err)
 		}
-		p := Pair{Peer: peer, Placement: env.Placement, Unavailable: slices.Clone(env.Unavailable), Info: info}
-		if !env.Knem {
-			p.Unavailable = append(p.Unavailable, threshold.Knem)
-		}
-		if !o.TableOnly {
-			if p.Adaptive, err = threshold.NewAdaptive(info.Table, candidates(env)); err != nil {
-				return fmt.Errorf("auto: the selector for rank %d: %w", peer, err)
-			}
-		}
-		s.pairs[peer] = p
-		s.slots[peer].set(info.Table, p.Adaptive)
-		if lmtMin < 0 || info.Table.LMTMin.Bytes < lmtMin {
-			lmtMin = info.Table.LMTMin.Bytes
+	}
+	s.pairs[peer] = p
+	s.slots[peer].set(info.Table, p.Adaptive)
+	return nil
+}
+
+// setEagerMax sets the endpoint's eager limit: Options.Attach.EagerMax, else
+// the smallest switch of the peers' tables, minus one.
+func (s *Selection) setEagerMax() error {
+	lmtMin := int64(-1)
+	for _, p := range s.pairs {
+		if p.Info != nil && (lmtMin < 0 || p.Info.Table.LMTMin.Bytes < lmtMin) {
+			lmtMin = p.Info.Table.LMTMin.Bytes
 		}
 	}
 	switch {
-	case o.Attach.EagerMax > 0:
-		s.eagerMax = o.Attach.EagerMax
+	case s.opts.Attach.EagerMax > 0:
+		s.eagerMax = s.opts.Attach.EagerMax
 	case lmtMin >= 0:
 		s.eagerMax = int(max(lmtMin-1, 0))
 	default: // a job of one rank: nothing to decide
 		s.eagerMax = attach.DefaultEagerMax
 	}
-	if err := ep.SetLMT(s.LMT, s.eagerMax); err != nil {
+	if err := s.ep.SetLMT(s.LMT, s.eagerMax); err != nil {
 		return fmt.Errorf("auto: eager limit %d: %w", s.eagerMax, err)
 	}
 	return nil
 }
+
+// Reprobe times the cache line to every peer again, as Attach did, and
+// rebuilds the table of each pair whose placement changed side of
+// threshold.SharedLineMax: on a VM the hypervisor may move the vCPUs after
+// Attach (here between one core and two, every few seconds to hours), and
+// a pair that no longer shares a core should leave the double copy. A
+// rebuilt pair gets a fresh Adaptive (the costs it had learned belong to
+// the other placement), and the eager limit follows the new tables. A
+// peer that does not answer within the probe timeout keeps its table.
+//
+// Like Attach, every rank must call it, about at once, at a point where
+// no rank needs another to progress a message (after a barrier, between a
+// job's phases): the probe spins, moving no messages, about 0.1 ms per
+// pair. It returns the peers whose table changed, in rank order.
+func (s *Selection) Reprobe() ([]int, error) {
+	lat := make([]time.Duration, s.ep.Size())
+	probePeers(s.ep, cmp.Or(s.opts.ProbeTimeout, defaultProbeTimeout), lat)
+	var changed []int
+	for peer, p := range s.pairs {
+		if p.Info == nil || lat[peer] == 0 {
+			continue
+		}
+		if apart(lat[peer]) == apart(p.Placement.LineLatency) {
+			s.pairs[peer].Placement.LineLatency = lat[peer]
+			continue
+		}
+		if err := s.build(peer, lat[peer]); err != nil {
+			return changed, err
+		}
+		changed = append(changed, peer)
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	return changed, s.setEagerMax()
+}
+
+// apart tells whether a measured line says the pair shares no cache the
+// double copy could use, as threshold's selection reads it (0: not
+// measured, the topology decides).
+func apart(lat time.Duration) bool { return lat > threshold.SharedLineMax }
 
 // refused lists the backends of threshold.Backends the engine cannot use
 // with peer, after those the caller ruled out, and whether KNEM can

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -641,4 +642,98 @@ func TestPeersDifferentSwitches(t *testing.T) {
 		}
 		return expect(ep, sel, 2, 1, 20, []via{{64 << 10, "eager"}, {128<<10 - 1, "eager"}, {128 << 10, "vmsplice"}})
 	})
+}
+
+// TestReprobeFollowsPlacement: a pair built as sharing its cache (the
+// fixture's topology, no probe at Attach) is moved to the table of a pair
+// sharing nothing when Reprobe finds the line slow, here because both
+// ranks' threads are pinned to one CPU, where the line takes two context
+// switches. Messages then take the new table's backend, intact. Unpinned
+// again, Reprobe files the pair by what this machine's line says now.
+func TestReprobeFollowsPlacement(t *testing.T) {
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		o := measuring(options(filepath.Join(t.TempDir(), "none.json"), 0, 1), false)
+		o.ProbeTimeout = 5 * time.Second
+		ep, sel, done, err := join(p, o)
+		if err != nil {
+			return err
+		}
+		defer done()
+		peer := 1 - p.Rank
+		const size = 1 << 20
+		check := func(when string, tag int) error {
+			pair := sel.Pair(peer)
+			want := string(pair.Info.Table.Choose(size).Backend)
+			for src := range 2 {
+				got, err := exchange(ep, sel, src, 1-src, tag+src, size, tag+src)
+				if err != nil {
+					return fmt.Errorf("%s: %w", when, err)
+				}
+				if got != want {
+					return fmt.Errorf("%s: %d bytes from rank %d went via %s, the table says %s", when, size, src, got, want)
+				}
+			}
+			return nil
+		}
+		if b := sel.Pair(peer).Info.Table.Choose(size).Backend; b != threshold.Shm {
+			return fmt.Errorf("the fixture's pair takes %s at 1 MiB, want shm (the test needs a sharing pair to start)", b)
+		}
+		if err := check("after Attach", 10); err != nil {
+			return err
+		}
+
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var all, one unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &all); err != nil {
+			return err
+		}
+		one.Set(mask(t)[0])
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			return err
+		}
+		changed, err := sel.Reprobe()
+		if err != nil {
+			return err
+		}
+		pair := sel.Pair(peer)
+		if lat := pair.Placement.LineLatency; lat <= threshold.SharedLineMax || !slices.Equal(changed, []int{peer}) {
+			return fmt.Errorf("on one CPU: line %v, changed %v; want over %v and [%d]", lat, changed, threshold.SharedLineMax, peer)
+		}
+		if b := pair.Info.Table.Choose(size).Backend; b == threshold.Shm {
+			return fmt.Errorf("on one CPU the pair still takes shm at 1 MiB:\n%s", describe(sel))
+		}
+		if !strings.Contains(describe(sel), "treated as sharing no cache") {
+			return fmt.Errorf("Describe does not say the pair is treated as sharing no cache:\n%s", describe(sel))
+		}
+		if want := int(pair.Info.Table.LMTMin.Bytes) - 1; sel.EagerMax() != want {
+			return fmt.Errorf("on one CPU: eager limit %d, want the new table's switch %d minus one", sel.EagerMax(), want+1)
+		}
+		if err := check("pinned to one CPU", 20); err != nil {
+			return err
+		}
+
+		if err := unix.SchedSetaffinity(0, &all); err != nil {
+			return err
+		}
+		changed, err = sel.Reprobe()
+		if err != nil {
+			return err
+		}
+		lat := sel.Pair(peer).Placement.LineLatency
+		shared := lat <= threshold.SharedLineMax
+		if lat <= 0 || shared != slices.Equal(changed, []int{peer}) || !shared && changed != nil {
+			return fmt.Errorf("unpinned: line %v, changed %v; want the pair back to the shared table exactly when the line is within %v", lat, changed, threshold.SharedLineMax)
+		}
+		if b := sel.Pair(peer).Info.Table.Choose(size).Backend; shared != (b == threshold.Shm) {
+			return fmt.Errorf("unpinned: line %v, the pair takes %s at 1 MiB", lat, b)
+		}
+		return check("unpinned", 30)
+	})
+}
+
+func describe(sel *auto.Selection) string {
+	var b strings.Builder
+	sel.Describe(&b)
+	return b.String()
 }

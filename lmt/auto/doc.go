@@ -63,6 +63,12 @@
 // 237-268 ns when they do not, where it moves 5 and cma-split 8-13.
 // Options.NoProbe skips it (every rank alike: a peer that does not take
 // part costs the others 100 ms once, then its pairs use the topology).
+// The hypervisor may move the vCPUs later: [Selection.Reprobe], called by
+// every rank at once between a job's phases, times every pair again and
+// rebuilds the tables (and the eager limit) of the pairs whose line
+// crossed SharedLineMax either way. Two ranks on one CPU measure the
+// context switch, a couple of µs: they share nothing the double copy
+// could use.
 //
 // Availability is checked per peer with the engine (lmt.Engine.Check): a
 // peer whose CMA is refused (ptrace rules, another user namespace) gets a

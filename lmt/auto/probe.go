@@ -14,8 +14,9 @@ import (
 // (nemesis.Endpoint.LineLatency) and hands it to the table
 // (threshold.Placement.LineLatency), which stops believing a shared cache
 // the line does not cross like one. A job started in one placement and
-// run in the other is the adaptive selector's to follow; a short job gets
-// the right start.
+// run in the other is the adaptive selector's to follow within the LMT
+// backends; Selection.Reprobe, called by every rank between phases, moves
+// the tables and the eager limit too; a short job gets the right start.
 
 const (
 	// probeRounds round trips take 25 µs between hardware threads of one
