@@ -405,11 +405,10 @@ func (e *Engine) StartSend(dst int, iov [][]byte, backend string, rts []byte) (*
 // every other sender to that rank on the slot that has had its CTS has
 // pushed all its bytes, and no other one's early pieces await their CTS:
 // the receiver is then committed to those, and finds t's early pieces after
-// theirs. If the
-// receiver matches a later message first, that message's CTS ends t's
-// filling for good before the later message pushes a byte (HandleControl):
-// all of t's pieces lie ahead of the later one's, the receiver skips them,
-// and t starts over at its own CTS.
+// theirs. If the receiver matches a later message first, that message's
+// CTS ends t's filling for good before the later message pushes a byte
+// (HandleControl): all of t's pieces lie ahead of the later one's, the
+// receiver skips them, and t starts over at its own CTS.
 func (e *Engine) countSender(t *Transfer, s *backendSlot) {
 	t.setSlot(s)
 	if s.early == nil || t.length == 0 || s.earlyFor[t.peer] != nil {

@@ -70,9 +70,8 @@ type procBlock struct {
 	closed atomic.Uint32 // 1 once the rank called Close
 	reaper atomic.Int32  // 1 + rank of the survivor that drains this rank's receive queue once it is gone
 	_      [lineSize - 12]byte
-	// probe is written by this rank only, during Endpoint.LineLatency:
-	// the call's number with this partner in bits 48-63, 1 + the
-	// partner's rank in bits 32-47, the round in the low half.
+	// probe is written by this rank only, during Endpoint.LineLatency
+	// (encoded as internal/lineprobe says).
 	probe atomic.Uint64
 	_     [lineSize - 8]byte
 	recv  queueShared
