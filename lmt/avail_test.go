@@ -72,7 +72,7 @@ func TestCMAUserNamespace(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		defer eng.Close()
+		defer ch.Close()
 		err = eng.Check("cma", 1-p.Rank)
 		if p.Rank == 0 && err != nil {
 			return fmt.Errorf("rank 0 into the inner namespace: %v, want CMA allowed", err)
@@ -135,7 +135,7 @@ func TestCMANonDumpable(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				defer eng.Close()
+				defer ch.Close()
 				peer := lmt.Peer{Rank: 0, PID: ch.PeerPID(0)}
 				if p.Rank == 1 {
 					if err := lmt.Check("cma", peer); err != nil {
@@ -219,7 +219,7 @@ func TestCMAPIDNamespace(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		defer eng.Close()
+		defer ch.Close()
 		if p.Rank == 1 && unix.Getpid() != 1 {
 			return fmt.Errorf("rank 1 has pid %d, not 1: no new PID namespace", unix.Getpid())
 		}
@@ -270,7 +270,7 @@ func TestCMASeccomp(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		defer eng.Close()
+		defer ch.Close()
 		err = eng.Check("cma", 1-p.Rank)
 		var u *lmt.Unavailable
 		if p.Rank == 0 && err != nil {

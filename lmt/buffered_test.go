@@ -2,10 +2,14 @@ package lmt_test
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
+	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 	_ "github.com/knemesis/knemesis/pipe"
 )
 
@@ -156,4 +160,80 @@ func TestBufferedReceiverFails(t *testing.T) {
 		t.Fatalf("after the receiver's death: err %v, OnComplete %d, OnMeasured %d, InChannel %d, Pending %d; want nil, 1, 0, 0, 0",
 			snd.Err(), c[0].completed, c[0].measured, l.engs[0].InChannel(), l.engs[0].Pending())
 	}
+}
+
+// TestDrainDeliversBufferedSends: a sender on shm or pipe completes with
+// its bytes still in the channel and may then close and exit at once:
+// Channel.Close (Engine.Drain) waits until the receiver, which only starts
+// reading 300 ms later, has taken them. A receiver that exits without
+// reading releases the sender's Close instead of holding it.
+func TestDrainDeliversBufferedSends(t *testing.T) {
+	const size = 200 << 10 // fits the shm ring (256 KiB) and the pipe
+	for _, backend := range []string{"shm", "pipe"} {
+		for _, reads := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/reads=%v", backend, reads), func(t *testing.T) {
+				job := lmttest.NewJob(2)
+				launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup}, func(p launch.Proc) error {
+					ch, eng, err := lmttest.Open(p, backend, nil)
+					if err != nil {
+						return err
+					}
+					if p.Rank == 0 {
+						return sendAndClose(ch, eng, backend, size)
+					}
+					defer ch.Close()
+					r, err := ch.NextRTS(0)
+					if err != nil {
+						return err
+					}
+					got := make([]byte, size)
+					tr, err := eng.StartRecv(0, r, [][]byte{got})
+					if err != nil {
+						return err
+					}
+					// The sender meanwhile fills the channel, completes
+					// and closes.
+					time.Sleep(300 * time.Millisecond)
+					if !reads {
+						return nil // this process exits, its message unread
+					}
+					// Gone, the sender would leave the receiver to
+					// tell its death from the end of the data.
+					if err := eng.CheckPeer(0); err != nil {
+						return fmt.Errorf("the sender left before its message was read: %w", err)
+					}
+					if err := ch.Wait(tr); err != nil {
+						return fmt.Errorf("receiving after the sender closed: %w", err)
+					}
+					return lmttest.Check(got, 7)
+				})
+			})
+		}
+	}
+}
+
+// sendAndClose sends one message of size to rank 1, checks that it
+// completed while its bytes were still in the channel, and closes.
+func sendAndClose(ch *lmttest.Channel, eng *lmt.Engine, backend string, size int) error {
+	rts := make([]byte, 4096)
+	tr, n, err := eng.StartSend(1, [][]byte{lmttest.Message(size, 7)}, backend, rts)
+	if err != nil {
+		return err
+	}
+	if err := ch.SendRTS(1, rts[:n]); err != nil {
+		return err
+	}
+	if err := ch.Wait(tr); err != nil {
+		return err
+	}
+	if eng.InChannel() != 1 {
+		return fmt.Errorf("%s send completed with %d sends in the channel, want 1 (the test needs it to complete before the receiver reads)", backend, eng.InChannel())
+	}
+	if err := ch.Close(); err != nil {
+		return fmt.Errorf("Close: %w", err)
+	}
+	if eng.InChannel() != 0 {
+		return fmt.Errorf("Close returned with %d sends still in the channel", eng.InChannel())
+	}
+	return nil
 }

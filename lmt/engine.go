@@ -1140,6 +1140,35 @@ func (e *Engine) InChannel() int {
 	return n
 }
 
+// Drain drives the Engine (and poll, as for Wait) until no send that
+// completed with its bytes in a [Buffered] channel still awaits its
+// receiver's DONE, or that receiver is found gone (Progress checks the
+// peers of idle transfers): a caller about to Close (and its process about
+// to exit) calls it first, so that the receiver can read what the send
+// promised, as MPI_Finalize delivers every completed send. A receiver that
+// lives but never reads holds it, as it would hold MPI_Finalize. Once polls
+// stop making progress it yields the CPU between them, to the receiver it
+// waits for.
+func (e *Engine) Drain(poll func() error) error {
+	for idle := 0; e.InChannel() > 0; idle++ {
+		if poll != nil {
+			if err := poll(); err != nil {
+				return err
+			}
+		}
+		if err := e.Progress(); err != nil {
+			return err
+		}
+		if idle >= drainSpin {
+			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+	}
+	return nil
+}
+
+// drainSpin is how many polls Drain makes before it starts yielding.
+const drainSpin = 200
+
 // Close fails the transfers in flight and releases every backend.
 func (e *Engine) Close() error {
 	if e.closed {

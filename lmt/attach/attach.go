@@ -195,14 +195,7 @@ func (l *LMT) Engine() *lmt.Engine { return l.eng }
 // their receivers have taken them or died, as MPI_Finalize delivers every
 // completed send, so that a rank may close and exit right after a send.
 func (l *LMT) Close() error {
-	for idle := 0; l.eng.InChannel() > 0; idle++ {
-		if err := l.ep.Poll(); err != nil {
-			break
-		}
-		if idle >= spinBeforeYield {
-			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-		}
-	}
+	_ = l.eng.Drain(l.ep.Poll) // a failing endpoint ends the wait: nothing more can arrive
 	l.ep.SetLMT(nil, 0)
 	return l.eng.Close()
 }

@@ -306,6 +306,17 @@ func (c *Channel) next(q [][][]byte, src int) ([]byte, error) {
 // Wait drives channel and engine until t completes.
 func (c *Channel) Wait(t *lmt.Transfer) error { return c.Engine.Wait(t, c.Poll) }
 
+// Close drains the engine (lmt.Engine.Drain: sends on shm and pipe complete
+// while their bytes are still in the channel) and closes it, so that a rank
+// may return right after its last send.
+func (c *Channel) Close() error {
+	err := c.Engine.Drain(c.Poll)
+	if cerr := c.Engine.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // Barrier waits until every rank has reached it (messages "B").
 func (c *Channel) Barrier() error {
 	for k := range c.fds {

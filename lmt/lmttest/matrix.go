@@ -323,7 +323,7 @@ func RunMatrix(t *testing.T, backend string, tune func(*lmt.Config)) {
 		if err != nil {
 			return err
 		}
-		defer eng.Close()
+		defer ch.Close()
 		for _, c := range Cases(Sizes) {
 			if err := Transfer(ch, eng, backend, 0, 1, c); err != nil {
 				return err
@@ -347,7 +347,7 @@ func RunTruncation(t *testing.T, backend string) {
 		if err != nil {
 			return err
 		}
-		defer eng.Close()
+		defer ch.Close()
 		const size, short = 1<<20 + 5, 1<<20 + 5 - 4099
 		for _, iov := range []bool{false, true} {
 			rts := make([]byte, 4096)
@@ -458,7 +458,7 @@ func RunManyPairs(t *testing.T, backend string) {
 		if err != nil {
 			return err
 		}
-		defer eng.Close()
+		defer ch.Close()
 		size := func(src, dst int) int { return 3<<20 + src*procs + dst }
 		var sends, recvs []*lmt.Transfer
 		var bufs []*Buffer
@@ -520,7 +520,7 @@ func RunManySegments(t *testing.T, backend string) {
 		if err != nil {
 			return err
 		}
-		defer eng.Close()
+		defer ch.Close()
 		const size = 3000 * 97
 		cut := func(b []byte, piece int) [][]byte {
 			var iov [][]byte
