@@ -168,7 +168,7 @@ func TestBufferedReceiverFails(t *testing.T) {
 // reading 300 ms later, has taken them. A receiver that exits without
 // reading releases the sender's Close instead of holding it.
 func TestDrainDeliversBufferedSends(t *testing.T) {
-	const size = 200 << 10 // fits the shm ring (256 KiB) and the pipe
+	const size = 200 << 10 // fits the shm ring (512 KiB) and the pipe
 	for _, backend := range []string{"shm", "pipe"} {
 		for _, reads := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/reads=%v", backend, reads), func(t *testing.T) {

@@ -43,7 +43,8 @@ type Config struct {
 	// removal covers a rank killed between making a FIFO and its peer
 	// opening it, so a Dir of the caller's own needs the same care.
 	Dir string
-	// ShmSlots and ShmSlotSize shape the shm ring (default 8 × 32 KiB).
+	// ShmSlots and ShmSlotSize shape the shm ring (default 16 × 32 KiB:
+	// 512 KiB per ordered pair of ranks that use it, mapped on first use).
 	ShmSlots, ShmSlotSize int
 	// NoEarly keeps senders from filling a channel before the CTS (see
 	// [Early]); for measuring what early filling saves.
@@ -80,7 +81,7 @@ type Config struct {
 // Defaults.
 const (
 	DefaultChunk       = 64 << 10
-	DefaultShmSlots    = 8
+	DefaultShmSlots    = 16 // see shm.go for why not MPICH's 8
 	DefaultShmSlotSize = 32 << 10
 	DefaultPipeSize    = 1 << 20
 	DefaultMinPipeSize = 64 << 10
