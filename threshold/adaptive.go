@@ -183,21 +183,24 @@ func (a *Adaptive) Choose(size int64) Choice {
 }
 
 // explorePeriod is every how many cycles a candidate last measured at cost
-// is measured again while the best costs best. An exploration costs two
-// messages at the candidate's speed: (cost/best - 1) two-message losses
-// per cycle of ExploreEvery messages. Spacing the explorations in
-// proportion keeps each candidate's share of the loss near 1%: at 4 MiB
-// in near placement here cma-split and vmsplice cost 1.8 and 2.2 times
-// shm, and exploring both every cycle cost auto 16%. A slower best is
-// noticed without exploring (its own cost, measured on every message,
-// rises past the others'); a faster candidate only by exploring it, so
-// the period stops at 8 cycles: in far placement shm, at 2.2-2.7 times
-// cma-split, is measured again within 200 messages of 16 MiB.
+// is measured again while the best costs best. An exploration sends two
+// messages by the candidate, the first of them cold (its ring or pipe out
+// of the caches, up to twice its warm time and more), then returns to a
+// best that has gone cold in turn: about 3(cost/best - 1) messages lost,
+// not the 2(cost/best - 1) of two warm ones. Spacing the explorations as
+// 1 + 10(cost/best - 1) cycles of ExploreEvery (24) messages keeps each
+// candidate's share near 1%. With 1 + 5(cost/best - 1), lmtbench's 60 ms
+// ping-pong samples at 4-32 MiB, near placement, put auto at 0.91-0.94 of
+// the best backend where the table alone reached 0.97-1.05. A slower best
+// is noticed without exploring (its own cost, measured on every message,
+// rises past the others'); a faster candidate only by exploring it, so the
+// period stops at 12 cycles: in far placement shm, at 2.2 times cma-split,
+// is measured again within 300 messages, a third of a second at 16 MiB.
 func explorePeriod(cost, best float64) uint32 {
 	if cost == 0 || best == 0 || cost <= best {
 		return 1
 	}
-	return uint32(min(1+5*(cost/best-1)+1e-9, 8)) // 1e-9: 1.4-1 is 0.3999...
+	return uint32(min(1+10*(cost/best-1)+1e-9, 12)) // 1e-9: 1.4-1 is 0.3999...
 }
 
 // send returns candidate i as the choice, and marks its message as not

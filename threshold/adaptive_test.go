@@ -62,8 +62,8 @@ func TestAdaptiveLearnsAndFollows(t *testing.T) {
 		}
 	}
 	// Then the cheapest. Each candidate is explored every
-	// explorePeriod cycles: vmsplice (1.6x) every 4th, cma (2.4x) and
-	// knem (4x) every 8th, so 10 cycles see three explorations of 2.
+	// explorePeriod cycles: vmsplice (1.6x) every 7th, cma (2.4x) and
+	// knem (4x) every 12th, so these 10 cycles see three explorations of 2.
 	used := run(a, 650, size, near)
 	if used[Shm] != 650-6 || used[Vmsplice] != 4 || used[CMA]+used[Knem] != 2 {
 		t.Fatalf("steady state near: %v, want 644 shm, vmsplice twice and cma or knem once, each for 2 messages", used)
@@ -72,8 +72,8 @@ func TestAdaptiveLearnsAndFollows(t *testing.T) {
 	// vmsplice. Within a few explorations the choice follows.
 	far := map[Backend]float64{Shm: 0.18, CMA: 0.14, Vmsplice: 0.10, Knem: 0.2}
 	run(a, 3*65*3, size, far)
-	if used := run(a, 65, size, far); used[Vmsplice] != 63 {
-		t.Fatalf("after the change: %v (costs %v), want vmsplice but for one exploration", used, a.Costs(size))
+	if used := run(a, 65, size, far); used[Vmsplice] < 63 {
+		t.Fatalf("after the change: %v (costs %v), want vmsplice but for one exploration at most", used, a.Costs(size))
 	}
 	// Other size classes learn on their own.
 	if c := a.Choose(128 << 10); c.Backend != Shm {
@@ -165,7 +165,7 @@ func TestAdaptiveIgnoresColdFirstMessage(t *testing.T) {
 	a.ExploreEvery, a.ExploreBytes = 64, 0 // by message count only
 	const size = 64 << 10
 	// Candidates close to shm are explored every cycle (explorePeriod).
-	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.035, Vmsplice: 0.035}
+	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.032, Vmsplice: 0.032}
 	var last Backend
 	used := map[Backend]int{}
 	for n := range 1000 {
@@ -189,7 +189,7 @@ func TestAdaptiveIgnoresColdFirstMessage(t *testing.T) {
 // message twice, so it waits for ExploreBytes to pass as well.
 func TestAdaptiveExploresByBytes(t *testing.T) {
 	a := shmFirst(t, CMASplit)
-	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.035} // explored every cycle
+	cost := map[Backend]float64{Shm: 0.03, CMASplit: 0.032} // explored every cycle
 	run(a, 100, 64<<10, cost)
 	// 64 MiB in 64 KiB messages: one exploration per 1024 messages.
 	if used := run(a, 4096, 64<<10, cost); used[CMASplit] != 8 {
@@ -228,20 +228,20 @@ func TestAdaptiveLargeMessagesExploreByCount(t *testing.T) {
 }
 
 // A candidate measured at 2.16 times the best's cost is re-measured one
-// cycle in six (explorePeriod), and still found within eight cycles when the
-// best slows down.
+// cycle in twelve (explorePeriod), and still found within twelve cycles
+// when the best slows down.
 func TestAdaptiveExploresFarWorseCandidatesLess(t *testing.T) {
 	a := shmFirst(t, CMASplit)
 	const size = 4 << 20
 	far := map[Backend]float64{Shm: 0.16, CMASplit: 0.074}
 	run(a, 200, size, far) // settles on cma-split, shm measured at 2.2x
-	if used := run(a, 25*16, size, far); used[Shm] != 2*3 {
-		t.Errorf("16 cycles: %v, want shm re-measured in 3 of them", used)
+	if used := run(a, 25*16, size, far); used[Shm] != 2*1 && used[Shm] != 2*2 {
+		t.Errorf("16 cycles: %v, want shm re-measured in 1 or 2 of them", used)
 	}
 	// The placement changes: now cma-split is the slow one. shm is
-	// re-measured within 8 cycles and takes over.
+	// re-measured within 12 cycles and takes over.
 	near := map[Backend]float64{Shm: 0.047, CMASplit: 0.14}
-	run(a, 25*8, size, near)
+	run(a, 25*12, size, near)
 	if used := run(a, 25, size, near); used[Shm] < 23 {
 		t.Errorf("after the change: %v (costs %v), want shm", used, a.Costs(size))
 	}
@@ -252,14 +252,15 @@ func TestExplorePeriod(t *testing.T) {
 		cost, best float64
 		want       uint32
 	}{
-		{0, 1, 1},   // never measured: at once
-		{0.9, 1, 1}, // cheaper than the best (stale): at once
-		{1.1, 1, 1}, // within 20%: every cycle
-		{1.4, 1, 3}, // cma-split against shm, near, 1 MiB
-		{1.8, 1, 5}, // cma-split against shm, near, 4 MiB
-		{2.2, 1, 7}, // shm against cma-split, far
-		{4, 1, 8},   // capped: a faster candidate is never unseen for long
-		{1, 0, 1},   // no best measured yet
+		{0, 1, 1},    // never measured: at once
+		{0.9, 1, 1},  // cheaper than the best (stale): at once
+		{1.05, 1, 1}, // within 10%: every cycle
+		{1.1, 1, 2},
+		{1.4, 1, 5},  // cma-split against shm, near, 1 MiB
+		{1.8, 1, 9},  // cma-split against shm, near, 4 MiB
+		{2.2, 1, 12}, // shm against cma-split, far
+		{4, 1, 12},   // capped: a faster candidate is never unseen for long
+		{1, 0, 1},    // no best measured yet
 	} {
 		if got := explorePeriod(c.cost, c.best); got != c.want {
 			t.Errorf("explorePeriod(%v, %v) = %d, want %d", c.cost, c.best, got, c.want)
