@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 type chanEngine struct {
 	out, in chan []byte
 	corrupt int
+	sent    *atomic.Int64 // messages sent by both ranks
 }
 
 func (c *chanEngine) SendBuffer(n int) ([]byte, error) { return make([]byte, n), nil }
@@ -30,6 +32,7 @@ func (c *chanEngine) Send(b []byte) error {
 		m[c.corrupt] ^= 0xff
 	}
 	c.out <- m
+	c.sent.Add(1)
 	return nil
 }
 
@@ -52,16 +55,23 @@ func (c *chanEngine) SendRecv(out, in []byte) error {
 // pair runs spec between two in-process ranks and returns rank 0's samples
 // and both ranks' errors.
 func pair(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, error) {
+	samples, err0, err1, _ := pairCounting(t, spec, corruptBy1)
+	return samples, err0, err1
+}
+
+// pairCounting is pair that also returns how many messages the ranks sent.
+func pairCounting(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, error, int64) {
 	t.Helper()
+	sent := new(atomic.Int64)
 	a, b := make(chan []byte, 1024), make(chan []byte, 1024)
 	r01, w01, _ := os.Pipe()
 	r10, w10, _ := os.Pipe()
 	defer closeAll(r01, w01, r10, w10)
-	r0, err := newRank(spec, &chanEngine{out: a, in: b, corrupt: -1}, newCtl(w01, r10), 0)
+	r0, err := newRank(spec, &chanEngine{out: a, in: b, corrupt: -1, sent: sent}, newCtl(w01, r10), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1, err := newRank(spec, &chanEngine{out: b, in: a, corrupt: corruptBy1}, newCtl(w10, r01), 1)
+	r1, err := newRank(spec, &chanEngine{out: b, in: a, corrupt: corruptBy1, sent: sent}, newCtl(w10, r01), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +104,7 @@ func pair(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, error) {
 		}
 		samples = append(samples, s)
 	}
-	return samples, err0, err1
+	return samples, err0, err1, sent.Load()
 }
 
 func TestSamplesPerSizeAndMessageCounts(t *testing.T) {
@@ -115,6 +125,38 @@ func TestSamplesPerSizeAndMessageCounts(t *testing.T) {
 				t.Errorf("%s sample %d: placement %v→%v without a probe; want unknown", mode, i, s.Before, s.After)
 			}
 		}
+	}
+}
+
+// TestWarmupPrecedesEverySize: before the samples of each size, untimed,
+// the job moves its verification messages and WarmupIterations of the
+// mode; the samples report only their own.
+func TestWarmupPrecedesEverySize(t *testing.T) {
+	for _, mode := range []string{PingPong, NetPIPE, Bidir, Stream} {
+		for _, iters := range []int{7, 100} {
+			spec := Spec{Mode: mode, Backend: "chan", Sizes: []int{1, 4096}, Iters: iters, Samples: 2}
+			samples, err0, err1, sent := pairCounting(t, spec, -1)
+			if err0 != nil || err1 != nil {
+				t.Fatalf("%s: rank errors %v, %v", mode, err0, err1)
+			}
+			warm := max(8, iters/4)
+			if got := WarmupIterations(mode, iters); got != warm {
+				t.Fatalf("WarmupIterations(%s, %d) = %d, want %d", mode, iters, got, warm)
+			}
+			perSize := VerifyMessages(mode) + (warm+2*iters)*MessagesPerIteration(mode)
+			if sent != int64(2*perSize) {
+				t.Errorf("%s, %d iterations: %d messages sent, want %d per size (verify %d, warm-up %d iterations, 2 samples)",
+					mode, iters, sent, perSize, VerifyMessages(mode), warm)
+			}
+			for i, s := range samples {
+				if s.Iterations != iters || s.Messages != iters*MessagesPerIteration(mode) {
+					t.Errorf("%s sample %d: %+v; want %d iterations", mode, i, s, iters)
+				}
+			}
+		}
+	}
+	if WarmupIterations(Pollution, 100) != 0 || WarmupIterations(Placement, 100) != 0 {
+		t.Error("pollution and placement jobs are warmed up; want not")
 	}
 }
 

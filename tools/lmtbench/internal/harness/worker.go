@@ -161,6 +161,11 @@ func lead(spec Spec, l leader, probe placer, enc *json.Encoder) error {
 				return err
 			}
 		}
+		if warm := WarmupIterations(spec.Mode, iters); warm > 0 {
+			if _, err := l.leadSample(size, warm); err != nil {
+				return err
+			}
+		}
 		before, err := probe.measure()
 		if err != nil {
 			return err
