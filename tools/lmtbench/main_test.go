@@ -667,6 +667,24 @@ func TestBuiltinPlacementProbe(t *testing.T) {
 // TestPlacementProbeDefaultsToBuiltin: run where no ../shared/tools probe
 // can be found (outside any module), lmtbench brackets its samples with
 // the built-in probe and says so, in info as in a sweep.
+// TestBuiltinProbeWithLargeBuffers: the worker's large buffers bring a
+// garbage collection before the probe page is mapped; the shared memory's
+// descriptor must survive it. It used to be closed by the finalizer of an
+// *os.File the engine had dropped: "mapping the placement probe's page: bad
+// file descriptor" from 8 MiB on, in every sweep that used the built-in probe.
+func TestBuiltinProbeWithLargeBuffers(t *testing.T) {
+	out, err := exec.Command(lmtbench(t), "pingpong", "--backends", "shm,memcpy", "--sizes", "8M",
+		"--iters", "2", "--samples", "1", "--copies=false", "--placement-probe", "builtin").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, b := range []string{"shm", "memcpy"} {
+		if !regexp.MustCompile(`(?m)^ +8M +` + b + ` .* (near|far) 1/1`).Match(out) {
+			t.Errorf("no 8M %s sample classed near or far:\n%s", b, out)
+		}
+	}
+}
+
 func TestPlacementProbeDefaultsToBuiltin(t *testing.T) {
 	for _, args := range [][]string{
 		{"pingpong", "--backends", "memcpy", "--sizes", "4K", "--iters", "20", "--samples", "1", "--copies=false"},

@@ -44,7 +44,7 @@ type Peer struct {
 	Proc    launch.Proc
 	MaxSize int      // largest message the run will send
 	CPUs    []int    // CPU of each rank, nil when unpinned
-	Shared  *os.File // memory shared by both ranks, Backend.SharedBytes(MaxSize) long
+	Shared  *os.File // memory shared by both ranks, Backend.SharedBytes(MaxSize) long; the harness closes it
 }
 
 // Backend describes one transfer mechanism lmtbench can measure.

@@ -78,8 +78,19 @@ func worker(p launch.Proc, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The shared memory's *os.File must stay reachable until the end: its
+	// finalizer closes fd 5, and the garbage collection that newRank's
+	// buffers bring about used to run it between the engine's Open, which
+	// kept no reference, and the probe's mmap of the same fd.
+	shared := os.NewFile(fdShared, "shared")
+	defer shared.Close()
+	line, err := openLineProbe(spec, p.Rank)
+	if err != nil {
+		return err
+	}
+	defer line.close()
 	maxSize := slices.Max(spec.Sizes)
-	e, err := b.Open(engine.Peer{Proc: p, MaxSize: maxSize, CPUs: spec.CPUs, Shared: os.NewFile(fdShared, "shared")})
+	e, err := b.Open(engine.Peer{Proc: p, MaxSize: maxSize, CPUs: spec.CPUs, Shared: shared})
 	if err != nil {
 		return err
 	}
@@ -88,11 +99,6 @@ func worker(p launch.Proc, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	line, err := openLineProbe(spec, p.Rank)
-	if err != nil {
-		return err
-	}
-	defer line.close()
 	if p.Rank == 0 {
 		return lead(spec, r, placer{path: spec.Probe, line: line, tell: r.tell}, json.NewEncoder(out))
 	}
