@@ -16,7 +16,7 @@ import (
 // says: the table's backend until measurement shows another candidate
 // moving that size class faster. The table is a prediction from the
 // caches; on this VM the best backend changes with the vCPUs' placement
-// every few seconds (near: shm about 21 GB/s at 1-4 MiB, cma-split 14; far:
+// every few seconds (near: shm about 24-25 GB/s at 1-4 MiB, cma-split 14; far:
 // cma-split 10-13, shm 5-6), which only measurement can follow.
 //
 // "table" is the table alone (auto.Options.TableOnly), for comparison.
