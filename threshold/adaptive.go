@@ -67,6 +67,7 @@ type sizeClass struct {
 	again uint8 // 1 + the candidate to send once more, 0 for none
 	last  uint8 // 1 + the candidate of the previous message
 	warm  [maxCandidates]bool
+	tried uint8 // candidates explored at least once, by index
 }
 
 // NewAdaptive returns a selector starting from t and weighing candidates
@@ -162,7 +163,16 @@ func (a *Adaptive) Choose(size int64) Choice {
 	pick := -1
 	k.since++
 	k.sinceBytes += size
-	if k.since >= max(a.ExploreEvery, 2) && k.sinceBytes >= a.ExploreBytes {
+	if i := a.untried(k, best); k.cycle > 0 && i >= 0 {
+		// The first round of explorations runs back to back: once
+		// the first is due, the candidates never tried follow at
+		// once, so that a job has measured all of them within its
+		// first dozen messages of a class, not one per cycle: a short
+		// job (or a 15 ms lmtbench sample) otherwise paid a candidate's
+		// first, coldest messages in the middle of its run.
+		pick = i
+		k.next = uint8((i + 1) % len(a.cands))
+	} else if k.since >= max(a.ExploreEvery, 2) && k.sinceBytes >= a.ExploreBytes {
 		k.since, k.sinceBytes = 0, 0
 		k.cycle++
 		bc := k.cost[a.index(best)]
@@ -178,6 +188,7 @@ func (a *Adaptive) Choose(size int64) Choice {
 	if pick < 0 {
 		return a.send(k, a.index(best))
 	}
+	k.tried |= 1 << pick
 	k.again = uint8(pick + 1)
 	return a.send(k, pick)
 }
@@ -217,6 +228,17 @@ func (a *Adaptive) send(k *sizeClass, i int) Choice {
 		k.last = uint8(i + 1)
 	}
 	return Choice{Backend: a.cands[i]}
+}
+
+// untried returns a candidate of class k other than best that was never
+// explored nor measured, or -1.
+func (a *Adaptive) untried(k *sizeClass, best Backend) int {
+	for i, c := range a.cands {
+		if c != best && k.tried&(1<<i) == 0 && k.cost[i] == 0 {
+			return i
+		}
+	}
+	return -1
 }
 
 // best is the cheapest measured candidate of class k, or fallback while

@@ -2,6 +2,7 @@ package threshold
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -224,6 +225,33 @@ func TestAdaptiveLargeMessagesExploreByCount(t *testing.T) {
 	}
 	if used := run(a, 25, size, far); used[CMASplit] != 25 {
 		t.Errorf("next 25 messages: %v (costs %v), want cma-split measured at once and kept", used, a.Costs(size))
+	}
+}
+
+// The first round of explorations runs back to back: after the table's
+// first six messages, two by each candidate never tried, then the cheapest.
+// A candidate whose measurement has not come back yet (a stream with many
+// messages in flight) is not explored again before its turn.
+func TestAdaptiveFirstRoundBackToBack(t *testing.T) {
+	a := shmFirst(t, CMASplit, Vmsplice)
+	const size = 4 << 20
+	var got []Backend
+	for range 12 {
+		got = append(got, a.Choose(size).Backend) // no Observe: all in flight
+	}
+	want := []Backend{Shm, Shm, Shm, Shm, Shm, Shm, CMASplit, CMASplit, Vmsplice, Vmsplice, Shm, Shm}
+	if !slices.Equal(got, want) {
+		t.Fatalf("first 12 messages, none measured yet: %v, want %v", got, want)
+	}
+	b := shmFirst(t, CMASplit, Vmsplice)
+	cost := map[Backend]float64{Shm: 0.047, CMASplit: 0.075, Vmsplice: 0.085}
+	if used := run(b, 34, size, cost); used[CMASplit] != 2 || used[Vmsplice] != 2 {
+		t.Fatalf("first 34 messages: %v, want each candidate twice", used)
+	}
+	for i, c := range b.Costs(size) {
+		if want := cost[b.Candidates()[i]]; math.Abs(c-want) > 1e-6 {
+			t.Fatalf("costs after the first round %v, want %v", b.Costs(size), cost)
+		}
 	}
 }
 
