@@ -68,17 +68,19 @@ func VerifyMessages(mode string) int {
 }
 
 // WarmupIterations is how many untimed iterations a job runs at a size
-// before its first sample there: a quarter of a sample's, at least 8. A
+// before its first sample there: a quarter of a sample's, at least 12. A
 // job's first messages open its channels (a ring, a FIFO), fault their
-// pages in and give auto its first explorations, which an application pays
-// once per run and a 60 ms sample in a fresh job would pay every time.
-// OSU's benchmarks skip 10 to 100 iterations for the same reason. Pollution
-// is not warmed up: its rounds time a cache, not a transfer.
+// pages in and give auto its first round of explorations (messages 7 to 12
+// of a size with three other candidates, threshold.Adaptive), which an
+// application pays once per run and a 15 ms sample in a fresh job would
+// pay every time. OSU's benchmarks skip 10 to 100 iterations for the same
+// reason. Pollution is not warmed up: its rounds time a cache, not a
+// transfer.
 func WarmupIterations(mode string, iters int) int {
 	if mode == Pollution || mode == Placement {
 		return 0
 	}
-	return max(8, iters/4)
+	return max(12, iters/4)
 }
 
 // Spec is what the parent asks a job to measure. It travels to the ranks

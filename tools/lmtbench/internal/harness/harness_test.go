@@ -139,7 +139,7 @@ func TestWarmupPrecedesEverySize(t *testing.T) {
 			if err0 != nil || err1 != nil {
 				t.Fatalf("%s: rank errors %v, %v", mode, err0, err1)
 			}
-			warm := max(8, iters/4)
+			warm := max(12, iters/4)
 			if got := WarmupIterations(mode, iters); got != warm {
 				t.Fatalf("WarmupIterations(%s, %d) = %d, want %d", mode, iters, got, warm)
 			}
