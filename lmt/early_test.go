@@ -54,9 +54,7 @@ func TestEarlyFillKept(t *testing.T) {
 		if got := s.tr.Moved(); got != early {
 			t.Fatalf("%d bytes: sender moved %d before the CTS, want %d", n, got, early)
 		}
-		buf := make([]byte, n)
-		r := recvInto(t, l, s, buf)
-		l.wait(t, s.tr, r)
+		r, buf := receive(t, l, s)
 		if s.tr.Err() != nil || r.Err() != nil || !bytes.Equal(buf, s.msg) {
 			t.Fatalf("%d bytes: %v, %v, payload equal %v", n, s.tr.Err(), r.Err(), bytes.Equal(buf, s.msg))
 		}
@@ -81,35 +79,24 @@ func TestEarlyFillRevoked(t *testing.T) {
 	if second.tr.Moved() != 0 {
 		t.Fatalf("second message moved %d early, want 0 while the first is live", second.tr.Moved())
 	}
-	buf2 := make([]byte, len(second.msg))
-	r2 := recvInto(t, l, second, buf2)
-	l.wait(t, second.tr, r2)
+	r2, buf2 := receive(t, l, second)
 	// The first one's pieces lie ahead of the second's, skipped: it must
 	// not add more behind them before its own CTS.
 	driveSender(t, l)
 	if got := first.tr.Moved(); got != ringBytes {
 		t.Fatalf("first message moved %d before its CTS, want only its %d early bytes", got, ringBytes)
 	}
-	buf1 := make([]byte, len(first.msg))
-	r1 := recvInto(t, l, first, buf1)
-	l.wait(t, first.tr, r1)
-	for i, c := range []struct {
-		s   sent
-		r   *lmt.Transfer
-		buf []byte
-	}{{first, r1, buf1}, {second, r2, buf2}} {
-		if c.s.tr.Err() != nil || c.r.Err() != nil || !bytes.Equal(c.buf, c.s.msg) {
-			t.Errorf("message %d: %v, %v, payload equal %v", i+1, c.s.tr.Err(), c.r.Err(), bytes.Equal(c.buf, c.s.msg))
-		}
-		if e := c.s.tr.Stats().Early; e != 0 {
+	r1, buf1 := receive(t, l, first)
+	delivered(t, "1", first, r1, buf1)
+	delivered(t, "2", second, r2, buf2)
+	for i, s := range []sent{first, second} {
+		if e := s.tr.Stats().Early; e != 0 {
 			t.Errorf("message %d: Early = %d, want 0 (discarded or never filled)", i+1, e)
 		}
 	}
 	// The ring is in order again: the next message fills early and keeps it.
 	third := sendEarly(t, l, 4097, 3)
-	buf3 := make([]byte, 4097)
-	r3 := recvInto(t, l, third, buf3)
-	l.wait(t, third.tr, r3)
+	_, buf3 := receive(t, l, third)
 	if !bytes.Equal(buf3, third.msg) || third.tr.Stats().Early != 4097 {
 		t.Errorf("third message: payload equal %v, stats %+v", bytes.Equal(buf3, third.msg), third.tr.Stats())
 	}
@@ -142,12 +129,8 @@ func TestEarlyFillTruncated(t *testing.T) {
 		}
 	}
 	next := sendEarly(t, l, 300<<10+1, 6)
-	buf2 := make([]byte, len(next.msg))
-	r2 := recvInto(t, l, next, buf2)
-	l.wait(t, next.tr, r2)
-	if next.tr.Err() != nil || r2.Err() != nil || !bytes.Equal(buf2, next.msg) {
-		t.Errorf("next message: %v, %v, payload equal %v", next.tr.Err(), r2.Err(), bytes.Equal(buf2, next.msg))
-	}
+	r2, buf2 := receive(t, l, next)
+	delivered(t, "next", next, r2, buf2)
 }
 
 // TestEarlyFillBehindCommitted: once the receiver has granted a message and
@@ -206,16 +189,12 @@ func TestEarlyFillPassedOn(t *testing.T) {
 	if second.tr.Moved() != 0 {
 		t.Fatalf("second message moved %d early while the first was filling", second.tr.Moved())
 	}
-	buf1 := make([]byte, len(first.msg))
-	r1 := recvInto(t, l, first, buf1)
-	l.wait(t, first.tr, r1)
+	r1, buf1 := receive(t, l, first)
 	driveSender(t, l)
 	if got := second.tr.Moved(); got != int64(len(second.msg)) {
 		t.Fatalf("second message moved %d of %d before its CTS, want all", got, len(second.msg))
 	}
-	buf2 := make([]byte, len(second.msg))
-	r2 := recvInto(t, l, second, buf2)
-	l.wait(t, second.tr, r2)
+	r2, buf2 := receive(t, l, second)
 	delivered(t, "first", first, r1, buf1)
 	delivered(t, "second", second, r2, buf2)
 	if e := second.tr.Stats().Early; e != int64(len(second.msg)) {
@@ -309,9 +288,7 @@ func TestEarlyFillOneUncommitted(t *testing.T) {
 		l.only(t, 1) // the receiver reads on before p's sender sees the CTS
 	}
 	l.wait(t, p.tr, rP)
-	bufR := make([]byte, len(r.msg))
-	rR := recvInto(t, l, r, bufR)
-	l.wait(t, r.tr, rR)
+	rR, bufR := receive(t, l, r)
 	delivered(t, "p", p, rP, bufP)
 	delivered(t, "q", q, rQ, bufQ)
 	delivered(t, "r", r, rR, bufR)
@@ -323,6 +300,16 @@ func delivered(t *testing.T, name string, s sent, r *lmt.Transfer, buf []byte) {
 	if s.tr.Err() != nil || r.Err() != nil || !bytes.Equal(buf, s.msg) {
 		t.Errorf("message %s: %v, %v, payload equal %v", name, s.tr.Err(), r.Err(), bytes.Equal(buf, s.msg))
 	}
+}
+
+// receive posts on rank 1 a receive of all of s and drives both ranks
+// until s completes on both sides.
+func receive(t *testing.T, l *loop, s sent) (*lmt.Transfer, []byte) {
+	t.Helper()
+	buf := make([]byte, len(s.msg))
+	r := recvInto(t, l, s, buf)
+	l.wait(t, s.tr, r)
+	return r, buf
 }
 
 // driveSender runs rank 0's Progress alone, as a sender polling with no
