@@ -81,7 +81,7 @@ func (c *copyCounter) count(ctx context.Context, o *options, mode, backend strin
 	if err != nil {
 		return nil, err
 	}
-	messages := harness.VerifyMessages(mode) + (harness.WarmupIterations(mode, iters)+iters)*harness.MessagesPerIteration(mode)
+	messages := harness.VerifyMessages(mode) + (harness.WarmupIterations(mode, iters)+harness.RewarmIterations(mode, iters)+iters)*harness.MessagesPerIteration(mode)
 	per := rep.CopiesPerByte(uint64(messages) * uint64(size))
 	out := map[string]float64{}
 	for who, v := range map[string]float64{"user": per.User, "kernel": per.Kernel, "dma": per.DMA} {

@@ -68,7 +68,8 @@ func VerifyMessages(mode string) int {
 }
 
 // WarmupIterations is how many untimed iterations a job runs at a size
-// before its first sample there: a quarter of a sample's, at least 12. A
+// before its first sample there: a quarter of a sample's, at least 12, and
+// 12 before calibrating when the sample's count is not given (worker.go). A
 // job's first messages open its channels (a ring, a FIFO), fault their
 // pages in and give auto its first round of explorations (messages 7 to 12
 // of a size with three other candidates, threshold.Adaptive), which an
@@ -81,6 +82,22 @@ func WarmupIterations(mode string, iters int) int {
 		return 0
 	}
 	return max(12, iters/4)
+}
+
+// RewarmIterations is how many untimed iterations run between a placement
+// reading and the sample it brackets: a quarter of the sample's, at least
+// 2. The probe runs while the ranks sleep on their pipes (an external probe
+// is a process of its own on both CPUs, 20 ms here), and the messages after
+// it run up to three times slower than before for 2 to 3 ms: the ranks'
+// caches, TLBs and ring went cold meanwhile. Timed, that transient took a
+// 15 ms shm sample at 4 MiB from 25 to 22 GB/s, and more from a sample of
+// fewer iterations. The reading still brackets the sample: nothing but the
+// re-warm runs between them.
+func RewarmIterations(mode string, iters int) int {
+	if mode == Pollution || mode == Placement {
+		return 0
+	}
+	return max(2, iters/4)
 }
 
 // Spec is what the parent asks a job to measure. It travels to the ranks

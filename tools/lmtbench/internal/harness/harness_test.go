@@ -21,6 +21,9 @@ type chanEngine struct {
 	out, in chan []byte
 	corrupt int
 	sent    *atomic.Int64 // messages sent by both ranks
+	// slowFirst makes the job's first sends take a millisecond each, as
+	// a cold channel or auto's first explorations do.
+	slowFirst int64
 }
 
 func (c *chanEngine) SendBuffer(n int) ([]byte, error) { return make([]byte, n), nil }
@@ -31,8 +34,10 @@ func (c *chanEngine) Send(b []byte) error {
 	if c.corrupt >= 0 && c.corrupt < len(m) {
 		m[c.corrupt] ^= 0xff
 	}
+	if c.sent.Add(1) <= c.slowFirst {
+		time.Sleep(time.Millisecond)
+	}
 	c.out <- m
-	c.sent.Add(1)
 	return nil
 }
 
@@ -62,16 +67,23 @@ func pair(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, error) {
 // pairCounting is pair that also returns how many messages the ranks sent.
 func pairCounting(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, error, int64) {
 	t.Helper()
+	return pairSlowFirst(t, spec, corruptBy1, 0)
+}
+
+// pairSlowFirst is pairCounting with the job's first slowFirst messages
+// taking a millisecond each.
+func pairSlowFirst(t *testing.T, spec Spec, corruptBy1 int, slowFirst int64) ([]Sample, error, error, int64) {
+	t.Helper()
 	sent := new(atomic.Int64)
 	a, b := make(chan []byte, 1024), make(chan []byte, 1024)
 	r01, w01, _ := os.Pipe()
 	r10, w10, _ := os.Pipe()
 	defer closeAll(r01, w01, r10, w10)
-	r0, err := newRank(spec, &chanEngine{out: a, in: b, corrupt: -1, sent: sent}, newCtl(w01, r10), 0)
+	r0, err := newRank(spec, &chanEngine{out: a, in: b, corrupt: -1, sent: sent, slowFirst: slowFirst}, newCtl(w01, r10), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1, err := newRank(spec, &chanEngine{out: b, in: a, corrupt: corruptBy1, sent: sent}, newCtl(w10, r01), 1)
+	r1, err := newRank(spec, &chanEngine{out: b, in: a, corrupt: corruptBy1, sent: sent, slowFirst: slowFirst}, newCtl(w10, r01), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +142,8 @@ func TestSamplesPerSizeAndMessageCounts(t *testing.T) {
 
 // TestWarmupPrecedesEverySize: before the samples of each size, untimed,
 // the job moves its verification messages and WarmupIterations of the
-// mode; the samples report only their own.
+// mode, and before each sample RewarmIterations; the samples report only
+// their own.
 func TestWarmupPrecedesEverySize(t *testing.T) {
 	for _, mode := range []string{PingPong, NetPIPE, Bidir, Stream} {
 		for _, iters := range []int{7, 100} {
@@ -143,10 +156,14 @@ func TestWarmupPrecedesEverySize(t *testing.T) {
 			if got := WarmupIterations(mode, iters); got != warm {
 				t.Fatalf("WarmupIterations(%s, %d) = %d, want %d", mode, iters, got, warm)
 			}
-			perSize := VerifyMessages(mode) + (warm+2*iters)*MessagesPerIteration(mode)
+			rewarm := max(2, iters/4)
+			if got := RewarmIterations(mode, iters); got != rewarm {
+				t.Fatalf("RewarmIterations(%s, %d) = %d, want %d", mode, iters, got, rewarm)
+			}
+			perSize := VerifyMessages(mode) + (warm+2*(rewarm+iters))*MessagesPerIteration(mode)
 			if sent != int64(2*perSize) {
-				t.Errorf("%s, %d iterations: %d messages sent, want %d per size (verify %d, warm-up %d iterations, 2 samples)",
-					mode, iters, sent, perSize, VerifyMessages(mode), warm)
+				t.Errorf("%s, %d iterations: %d messages sent, want %d per size (verify %d, warm-up %d iterations, 2 samples of %d after %d re-warm)",
+					mode, iters, sent, perSize, VerifyMessages(mode), warm, iters, rewarm)
 			}
 			for i, s := range samples {
 				if s.Iterations != iters || s.Messages != iters*MessagesPerIteration(mode) {
@@ -157,6 +174,26 @@ func TestWarmupPrecedesEverySize(t *testing.T) {
 	}
 	if WarmupIterations(Pollution, 100) != 0 || WarmupIterations(Placement, 100) != 0 {
 		t.Error("pollution and placement jobs are warmed up; want not")
+	}
+	if RewarmIterations(Pollution, 100) != 0 || RewarmIterations(Placement, 100) != 0 {
+		t.Error("pollution and placement jobs are re-warmed; want not")
+	}
+}
+
+// TestCalibrationFollowsWarmup: a job whose first messages are slow (a cold
+// channel, auto's first explorations) is calibrated on its warm ones. The
+// verification and the warm-up's 12 iterations here take 26 ms; calibrated
+// on them, a 20 ms sample would get about 10 iterations, where warm 64-byte
+// exchanges through a Go channel take a few microseconds each.
+func TestCalibrationFollowsWarmup(t *testing.T) {
+	spec := Spec{Mode: PingPong, Backend: "chan", Sizes: []int{64}, SampleTime: 20 * time.Millisecond, Samples: 1}
+	slow := int64(VerifyMessages(PingPong) + WarmupIterations(PingPong, 0)*MessagesPerIteration(PingPong))
+	samples, err0, err1, _ := pairSlowFirst(t, spec, -1, slow)
+	if err0 != nil || err1 != nil || len(samples) != 1 {
+		t.Fatalf("errors %v, %v; %d samples", err0, err1, len(samples))
+	}
+	if s := samples[0]; s.Iterations < 200 {
+		t.Errorf("calibrated to %d iterations (%.6f s): the slow first messages were timed", s.Iterations, s.Seconds)
 	}
 }
 

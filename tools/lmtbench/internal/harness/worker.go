@@ -162,21 +162,33 @@ func lead(spec Spec, l leader, probe placer, enc *json.Encoder) error {
 		}
 		iters := spec.Iters
 		if iters == 0 && spec.Mode != Pollution {
+			// Calibrated after the warm-up's first iterations, not
+			// before: auto's explorations and the channel's cold
+			// first messages made calibration see it up to twice
+			// as slow as it runs, and gave its samples half the
+			// iterations of shm's at 4 MiB. Calibration's last run,
+			// a quarter of a sample or more, is the rest of the
+			// warm-up.
+			if err := warmUp(l, spec.Mode, size, 0); err != nil {
+				return err
+			}
 			var err error
 			if iters, err = calibrate(spec, l, size); err != nil {
 				return err
 			}
-		}
-		if warm := WarmupIterations(spec.Mode, iters); warm > 0 {
-			if _, err := l.leadSample(size, warm); err != nil {
-				return err
-			}
+		} else if err := warmUp(l, spec.Mode, size, iters); err != nil {
+			return err
 		}
 		before, err := probe.measure()
 		if err != nil {
 			return err
 		}
 		for range spec.Samples {
+			if rewarm := RewarmIterations(spec.Mode, iters); rewarm > 0 {
+				if _, err := l.leadSample(size, rewarm); err != nil {
+					return err
+				}
+			}
 			s, err := l.leadSample(size, iters)
 			if err != nil {
 				return err
@@ -192,6 +204,16 @@ func lead(spec Spec, l leader, probe placer, enc *json.Encoder) error {
 		}
 	}
 	return l.tell(cmdDone, 0, 0)
+}
+
+// warmUp runs WarmupIterations of a sample of iters, untimed.
+func warmUp(l leader, mode string, size, iters int) error {
+	if warm := WarmupIterations(mode, iters); warm > 0 {
+		if _, err := l.leadSample(size, warm); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // follow is every other rank: it obeys rank 0 until told it is done. line
