@@ -20,7 +20,8 @@ import (
 // messages of a class, two by another candidate in turn, so that a change
 // is noticed within a few dozen messages. A candidate far costlier than the
 // best waits more cycles for its turn (explorePeriod): the two messages
-// cost it more. Open MPI and MPICH fix their choice at startup; UCX's
+// cost it more. When the best changes, the one it displaced is measured
+// again a few messages later, once: the change rested on a single look. Open MPI and MPICH fix their choice at startup; UCX's
 // protocol selection estimates costs from a static performance model. This
 // learns from the pair's own transfers.
 //
@@ -68,6 +69,11 @@ type sizeClass struct {
 	last  uint8 // 1 + the candidate of the previous message
 	warm  [maxCandidates]bool
 	tried uint8 // candidates explored at least once, by index
+	// recheck is 1 + a displaced best to measure again in recheckIn
+	// messages (see Observe), 0 for none; rechecking is 1 + the
+	// candidate such a measurement is under way for.
+	recheck, rechecking uint8
+	recheckIn           uint32
 }
 
 // NewAdaptive returns a selector starting from t and weighing candidates
@@ -163,7 +169,16 @@ func (a *Adaptive) Choose(size int64) Choice {
 	pick := -1
 	k.since++
 	k.sinceBytes += size
-	if i := a.untried(k, best); k.cycle > 0 && i >= 0 {
+	if k.recheckIn > 0 {
+		k.recheckIn--
+	}
+	if i := int(k.recheck) - 1; i >= 0 && k.recheckIn == 0 {
+		k.recheck = 0
+		if a.cands[i] != best {
+			pick = i
+			k.rechecking = uint8(i + 1)
+		}
+	} else if i := a.untried(k, best); k.cycle > 0 && i >= 0 {
 		// The first round of explorations runs back to back: once
 		// the first is due, the candidates never tried follow at
 		// once, so that a job has measured all of them within its
@@ -244,16 +259,22 @@ func (a *Adaptive) untried(k *sizeClass, best Backend) int {
 // best is the cheapest measured candidate of class k, or fallback while
 // none is measured.
 func (a *Adaptive) best(k *sizeClass, fallback Backend) Backend {
+	if bi := a.bestIndex(k); bi >= 0 {
+		return a.cands[bi]
+	}
+	return fallback
+}
+
+// bestIndex is the index of the cheapest measured candidate of class k, or
+// -1 while none is measured.
+func (a *Adaptive) bestIndex(k *sizeClass) int {
 	bi, bc := -1, 0.0
 	for i := range a.cands {
 		if c := k.cost[i]; c != 0 && (bi < 0 || c < bc) {
 			bi, bc = i, c
 		}
 	}
-	if bi < 0 {
-		return fallback
-	}
-	return a.cands[bi]
+	return bi
 }
 
 // Backend is Choose for package lmt/attach's Selector: the backend's name,
@@ -280,20 +301,39 @@ func (a *Adaptive) Observe(backend string, size int64, elapsed time.Duration) {
 		return
 	}
 	x := float64(elapsed) / float64(size)
+	prev := a.bestIndex(k)
+	recheck := k.rechecking == uint8(i+1)
+	if recheck {
+		k.rechecking = 0
+	}
 	if k.cost[i] == 0 || !a.isBest(k, i) {
 		// A candidate off the best is measured once in a while: its
 		// latest message says more about now than an average of old
 		// ones (the first ones also fault in a ring or a pipe's pages).
 		k.cost[i] = x
-		return
+	} else {
+		// The best one is measured on every message: a mean over the
+		// last few follows the placement quickly. A sample counts for
+		// at most twice the mean, so that one preempted message (here
+		// up to 50 times a 64 KiB message's usual time) moves it by a
+		// quarter, not enough to hand the class to a slower backend
+		// until its next exploration; a lasting slowdown still
+		// doubles it within a few messages.
+		k.cost[i] += (min(x, 2*k.cost[i]) - k.cost[i]) / 4
 	}
-	// The best one is measured on every message: a mean over the last
-	// few follows the placement quickly. A sample counts for at most
-	// twice the mean, so that one preempted message (here up to 50 times
-	// a 64 KiB message's usual time) moves it by a quarter, not enough to
-	// hand the class to a slower backend until its next exploration; a
-	// lasting slowdown still doubles it within a few messages.
-	k.cost[i] += (min(x, 2*k.cost[i]) - k.cost[i]) / 4
+	if prev >= 0 && a.bestIndex(k) != prev && !recheck {
+		// The best changed on one exploration's message, or because
+		// its own mean rose past another's old figure: either way on
+		// a single look at the other, while a disturbance of a few
+		// messages may have raised the displaced one's cost. Without
+		// a second look at it, a class could stay with the wrong
+		// backend until that one's next exploration, a whole cycle
+		// (64 MiB: 512 messages at 128 KiB) at up to twice the cost.
+		// The recheck's own result stands, so two close candidates
+		// do not take turns rechecking each other.
+		k.recheck = uint8(prev + 1)
+		k.recheckIn = a.ExploreEvery / 4
+	}
 }
 
 // isBest reports whether candidate i has the lowest measured cost of k.

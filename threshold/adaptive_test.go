@@ -223,8 +223,38 @@ func TestAdaptiveLargeMessagesExploreByCount(t *testing.T) {
 	if used := run(a, 6, size, far); used[Shm] != 6 {
 		t.Fatalf("first 6 messages: %v, want the table's shm", used)
 	}
+	// shm, displaced on one look at cma-split, is looked at again
+	// ExploreEvery/4 messages later (two messages), then left alone.
+	if used := run(a, 25, size, far); used[CMASplit] != 23 || used[Shm] != 2 {
+		t.Errorf("next 25 messages: %v (costs %v), want cma-split measured at once and kept, shm rechecked once", used, a.Costs(size))
+	}
 	if used := run(a, 25, size, far); used[CMASplit] != 25 {
-		t.Errorf("next 25 messages: %v (costs %v), want cma-split measured at once and kept", used, a.Costs(size))
+		t.Errorf("next 25 messages: %v (costs %v), want cma-split", used, a.Costs(size))
+	}
+}
+
+// A disturbance of a few messages raises the best's mean past another
+// candidate's older figure, and the class goes to that one. The displaced
+// best is measured again ExploreEvery/4 messages later and, as cheap as
+// before, takes the class back: without the recheck it waited for its next
+// exploration, 512 messages at 128 KiB (seen in lmtbench: auto at 0.64 of
+// shm over a 15 ms sample).
+func TestAdaptiveRechecksADisplacedBest(t *testing.T) {
+	a := shmFirst(t, Vmsplice)
+	const size = 128 << 10
+	calm := map[Backend]float64{Shm: 0.045, Vmsplice: 0.08}
+	if used := run(a, 1000, size, calm); used[Vmsplice] != 2 {
+		t.Fatalf("calm: %v, want vmsplice explored once", used)
+	}
+	disturbed := map[Backend]float64{Shm: 0.2, Vmsplice: 0.08}
+	if used := run(a, 8, size, disturbed); used[Vmsplice] == 0 {
+		t.Fatalf("disturbed: %v (costs %v), want the class handed to vmsplice", used, a.Costs(size))
+	}
+	if used := run(a, int(a.ExploreEvery/4+2), size, calm); used[Shm] < 2 {
+		t.Fatalf("after the disturbance: %v (costs %v), want shm measured again", used, a.Costs(size))
+	}
+	if used := run(a, 50, size, calm); used[Shm] != 50 {
+		t.Errorf("then: %v (costs %v), want shm back, vmsplice not rechecked in turn", used, a.Costs(size))
 	}
 }
 
