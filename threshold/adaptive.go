@@ -21,9 +21,10 @@ import (
 // is noticed within a few dozen messages. A candidate far costlier than the
 // best waits more cycles for its turn (explorePeriod): the two messages
 // cost it more. When the best changes, the one it displaced is measured
-// again a few messages later, once: the change rested on a single look. Open MPI and MPICH fix their choice at startup; UCX's
-// protocol selection estimates costs from a static performance model. This
-// learns from the pair's own transfers.
+// again a few messages later, once: the change rested on a single look.
+// Open MPI and MPICH fix their choice at startup; UCX's protocol selection
+// estimates costs from a static performance model. This learns from the
+// pair's own transfers.
 //
 // One Adaptive serves one pair of processes (costs differ between pairs)
 // from one goroutine. Choose and Observe allocate nothing and take no lock.
