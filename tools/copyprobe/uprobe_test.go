@@ -2,39 +2,113 @@ package copyprobe
 
 import (
 	"os"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"testing"
 
 	"github.com/knemesis/knemesis/internal/memcopy"
 )
 
-// deep recurses n frames and then calls memcopy.Copy, so that over a sweep
-// of n some call finds the stack exhausted right at Copy's own prologue.
+// deep recurses n frames and then calls memcopy.Copy through last, so that
+// over a sweep of n some call finds the stack exhausted right at Copy's own
+// prologue.
 //
 //go:noinline
-func deep(n int, dst, src []byte) int {
+func deep(n int, last func(n int, dst, src []byte) int, dst, src []byte) int {
 	var pad [4]uint64
 	if n == 0 {
-		return memcopy.Copy(dst, src)
+		return last(n, dst, src)
 	}
 	pad[n%4] = uint64(n)
-	return deep(n-1, dst, src) + int(pad[(n+1)%4])
+	return deep(n-1, last, dst, src) + int(pad[(n+1)%4])
 }
 
-// sweep calls memcopy.Copy once per depth, each on a fresh goroutine and
-// so a fresh small stack, and returns the bytes it copied.
+// The lasts call Copy from frames 8 bytes apart in size. deep's frames are
+// larger than the window in which Copy, and not its caller, is the function
+// whose prologue finds the stack exhausted: recursion alone steps over that
+// window at some stack sizes, and then no call grows the stack in Copy.
+//
+//go:noinline
+func last1(n int, dst, src []byte) int {
+	var pad [1]uint64
+	pad[n%1] = uint64(n)
+	return memcopy.Copy(dst, src) + int(pad[(n+1)%1])
+}
+
+//go:noinline
+func last2(n int, dst, src []byte) int {
+	var pad [2]uint64
+	pad[n%2] = uint64(n)
+	return memcopy.Copy(dst, src) + int(pad[(n+1)%2])
+}
+
+//go:noinline
+func last3(n int, dst, src []byte) int {
+	var pad [3]uint64
+	pad[n%3] = uint64(n)
+	return memcopy.Copy(dst, src) + int(pad[(n+1)%3])
+}
+
+//go:noinline
+func last4(n int, dst, src []byte) int {
+	var pad [4]uint64
+	pad[n%4] = uint64(n)
+	return memcopy.Copy(dst, src) + int(pad[(n+1)%4])
+}
+
+//go:noinline
+func last5(n int, dst, src []byte) int {
+	var pad [5]uint64
+	pad[n%5] = uint64(n)
+	return memcopy.Copy(dst, src) + int(pad[(n+1)%5])
+}
+
+//go:noinline
+func last6(n int, dst, src []byte) int {
+	var pad [6]uint64
+	pad[n%6] = uint64(n)
+	return memcopy.Copy(dst, src) + int(pad[(n+1)%6])
+}
+
+//go:noinline
+func last7(n int, dst, src []byte) int {
+	var pad [7]uint64
+	pad[n%7] = uint64(n)
+	return memcopy.Copy(dst, src) + int(pad[(n+1)%7])
+}
+
+//go:noinline
+func last8(n int, dst, src []byte) int {
+	var pad [8]uint64
+	pad[n%8] = uint64(n)
+	return memcopy.Copy(dst, src) + int(pad[(n+1)%8])
+}
+
+var lasts = []func(n int, dst, src []byte) int{last1, last2, last3, last4, last5, last6, last7, last8}
+
+// sweep calls memcopy.Copy once per depth and last frame, each on a fresh
+// goroutine and so a fresh small stack, and returns the bytes it copied.
+// Garbage collection is off meanwhile: the runtime sizes new goroutines'
+// stacks by the average it scanned at the last collection, and one run
+// while a deep goroutine lived started the rest with stacks larger than
+// the deepest call, which then grew nowhere (seen once in a CI guest).
 func sweep(depths int) uint64 {
 	dst, src := make([]byte, 4096), make([]byte, 4096)
+	runtime.GC()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	var wg sync.WaitGroup
 	for n := range depths {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			deep(n, dst, src)
-		}()
-		wg.Wait() // one at a time: dst is shared
+		for _, last := range lasts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				deep(n, last, dst, src)
+			}()
+			wg.Wait() // one at a time: dst is shared
+		}
 	}
-	return uint64(depths) * 4096
+	return uint64(depths*len(lasts)) * 4096
 }
 
 // A Go function whose stack must grow runs its entry twice: morestack jumps
@@ -67,7 +141,7 @@ func TestUprobeCountsACallThatGrowsTheStackOnce(t *testing.T) {
 		}
 	}
 
-	want := sweep(600)
+	want := sweep(1000)
 
 	got, err := p.Read()
 	if err != nil {
