@@ -75,16 +75,10 @@ func TestBufferedSendCompletesInChannel(t *testing.T) {
 			l, c := newCountedLoop(t, tc.backend, tc.noBuffered)
 			msg := make([]byte, n)
 			lmttest.Fill(msg, n)
-			rts := make([]byte, 4096)
-			snd, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "", rts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := startSend(t, l, msg)
+			snd := s.tr
 			buf := make([]byte, n)
-			rcv, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{buf})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rcv := recvInto(t, l, s, buf)
 			for range 64 {
 				l.only(t, 0)
 			}
@@ -137,15 +131,9 @@ func TestBufferedSendCompletesInChannel(t *testing.T) {
 // completion, no measurement, nothing left in the channel count.
 func TestBufferedReceiverFails(t *testing.T) {
 	l, c := newCountedLoop(t, "shm", false)
-	msg := bytes.Repeat([]byte{7}, 64<<10)
-	rts := make([]byte, 4096)
-	snd, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "", rts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{make([]byte, len(msg))}); err != nil {
-		t.Fatal(err)
-	}
+	s := startSend(t, l, bytes.Repeat([]byte{7}, 64<<10))
+	snd := s.tr
+	recvInto(t, l, s, make([]byte, len(s.msg)))
 	for range 64 {
 		l.only(t, 0)
 	}

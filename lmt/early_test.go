@@ -19,19 +19,26 @@ type sent struct {
 	msg []byte
 }
 
+// startSend starts sending m from rank 0 to rank 1 by the loop's backend.
+func startSend(t *testing.T, l *loop, m []byte) sent {
+	t.Helper()
+	rts := make([]byte, 4096)
+	tr, k, err := l.engs[0].StartSend(1, [][]byte{m}, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sent{tr, rts[:k], m}
+}
+
 // sendEarly starts a message of n bytes (pattern seed) and lets the sender
 // alone progress, as it does while its RTS travels.
 func sendEarly(t *testing.T, l *loop, n, seed int) sent {
 	t.Helper()
 	m := make([]byte, n)
 	lmttest.Fill(m, seed)
-	rts := make([]byte, 4096)
-	tr, k, err := l.engs[0].StartSend(1, [][]byte{m}, "", rts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := startSend(t, l, m)
 	driveSender(t, l)
-	return sent{tr, rts[:k], m}
+	return s
 }
 
 func recvInto(t *testing.T, l *loop, s sent, buf []byte) *lmt.Transfer {

@@ -1147,9 +1147,9 @@ func (e *Engine) InChannel() int {
 // peers of idle transfers): a caller about to Close (and its process about
 // to exit) calls it first, so that the receiver can read what the send
 // promised, as MPI_Finalize delivers every completed send. A receiver that
-// lives but never reads holds it, as it would hold MPI_Finalize. Once polls
-// stop making progress it yields the CPU between them, to the receiver it
-// waits for.
+// lives but never reads holds it, as it would hold MPI_Finalize. After
+// drainSpin polls it yields the CPU between them, to the receiver it waits
+// for.
 func (e *Engine) Drain(poll func() error) error {
 	for idle := 0; e.InChannel() > 0; idle++ {
 		if poll != nil {
