@@ -228,6 +228,10 @@ type peerState struct {
 	pidfd int // -1 until opened
 	pid   int
 	gone  error
+	// exited is the peer's death as an idle transfer found it, before
+	// its transfers fail: graceLeft more Progress calls first.
+	exited    error
+	graceLeft int
 }
 
 // Engine runs the large-message transfers of one process. It is driven by
@@ -244,12 +248,13 @@ type Engine struct {
 	gens  []uint32
 	free  []uint32
 
-	live   []*Transfer
-	outbox []*Transfer
-	pool   []*Transfer // released transfers, their buffers kept
-	bytes  uint64      // moved by this side, all transfers
-	pfd    [1]unix.PollFd
-	closed bool
+	live    []*Transfer
+	exiting int // peers whose exited is set and not yet failed
+	outbox  []*Transfer
+	pool    []*Transfer // released transfers, their buffers kept
+	bytes   uint64      // moved by this side, all transfers
+	pfd     [1]unix.PollFd
+	closed  bool
 }
 
 // New creates an Engine with every registered backend.
@@ -745,6 +750,9 @@ func (e *Engine) Progress() error {
 	if len(e.outbox) > 0 {
 		e.flush()
 	}
+	if e.exiting > 0 {
+		e.failExited()
+	}
 	for _, t := range e.live {
 		if t.state != stActive {
 			if t.early {
@@ -819,7 +827,43 @@ func (e *Engine) idle(t *Transfer) {
 		return
 	}
 	if err := e.peerAlive(t.peer); err != nil {
-		e.PeerFailed(t.peer, err)
+		e.peerExited(t.peer, err)
+	}
+}
+
+// exitGrace is how many Progress calls pass between the sight of a peer's
+// exit and the failure of its transfers. A peer may send its DONE and
+// exit at once: the packet then sits in the control channel while the
+// pidfd already says exited, and the poll that precedes each Progress
+// (the endpoint's, which the engine does not see) must hand it over
+// before a completed transfer is failed. The endpoint needs two polls at
+// most (one for its queue, one for a fastbox holding the next message).
+const exitGrace = 4
+
+// peerExited starts rank's grace, once.
+func (e *Engine) peerExited(rank int, err error) {
+	p := &e.peers[rank]
+	if p.exited != nil || p.gone != nil {
+		return
+	}
+	p.exited, p.graceLeft = err, exitGrace
+	e.exiting++
+}
+
+// failExited fails the transfers of the peers whose grace ran out.
+func (e *Engine) failExited() {
+	for rank := range e.peers {
+		p := &e.peers[rank]
+		if p.exited == nil {
+			continue
+		}
+		if p.graceLeft--; p.graceLeft > 0 {
+			continue
+		}
+		err := p.exited
+		p.exited = nil
+		e.exiting--
+		e.PeerFailed(rank, err)
 	}
 }
 
@@ -981,6 +1025,10 @@ func (e *Engine) PeerFailed(rank int, err error) {
 	}
 	if e.peers[rank].gone == nil {
 		e.peers[rank].gone = err
+	}
+	if e.peers[rank].exited != nil {
+		e.peers[rank].exited = nil // failed now, not after its grace
+		e.exiting--
 	}
 	for _, t := range e.live {
 		if t.peer == rank && t.state != stDone {

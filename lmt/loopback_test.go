@@ -3,7 +3,9 @@ package lmt_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -36,12 +38,17 @@ func (c loopEnd) Send(dst int, pkt []byte) (bool, error) {
 }
 
 func newLoop(t *testing.T, prefer ...string) *loop {
+	return newLoopPIDs(t, [2]int{os.Getpid(), os.Getpid()}, prefer...)
+}
+
+// newLoopPIDs makes the loop's engine r take pid[r] for its peer's process.
+func newLoopPIDs(t *testing.T, pid [2]int, prefer ...string) *loop {
 	t.Helper()
 	l := &loop{}
 	job := launch.NewJobName()
 	for r := range l.engs {
 		e, err := lmt.New(lmt.Config{Rank: r, Size: 2, Job: job, Control: loopEnd{l, r}, Prefer: prefer,
-			PeerPID: func(int) int { return os.Getpid() }})
+			PeerPID: func(int) int { return pid[r] }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,5 +253,87 @@ func TestRelease(t *testing.T) {
 			l.step(t) // drain the outbox and the live lists
 		}
 		prevS, prevR = s, r
+	}
+}
+
+// TestDoneThenExit: a receiver may send its DONE and exit at once, so that
+// the sender's idle check finds the process gone while the DONE still
+// sits in the control channel. The send must complete when the DONE comes
+// in during the grace that follows, and fail with a *PeerError naming the
+// peer exactly ExitGrace Progress calls after the exit was seen when no
+// DONE comes.
+func TestDoneThenExit(t *testing.T) {
+	for _, done := range []bool{true, false} {
+		t.Run(fmt.Sprintf("done=%v", done), func(t *testing.T) {
+			// The sender's peer process; the receiving engine reads
+			// from this one.
+			peer := exec.Command("sleep", "60")
+			if err := peer.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer peer.Wait()
+			defer peer.Process.Kill()
+			l := newLoopPIDs(t, [2]int{peer.Process.Pid, os.Getpid()}, "cma")
+			msg := lmttest.Message(64<<10, 5)
+			rts := make([]byte, 4096)
+			send, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "cma", rts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done {
+				buf := make([]byte, len(msg))
+				recv, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{buf})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for !recv.Done() {
+					if err := l.engs[1].Progress(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := recv.Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := lmttest.Check(buf, 5); err != nil {
+					t.Fatal(err)
+				}
+				if len(l.queue[0]) != 1 {
+					t.Fatalf("%d packets for the sender, want its DONE", len(l.queue[0]))
+				}
+			}
+			peer.Process.Kill()
+			peer.Wait()
+			// The sender's transfer is idle at every call: the last
+			// one checks the peer and finds it gone.
+			for range lmt.IdleCheckEvery {
+				if err := l.engs[0].Progress(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if send.Done() {
+				t.Fatalf("send ended (%v) as its peer's exit was seen, before the control channel was read", send.Err())
+			}
+			if done {
+				if err := l.engs[0].HandleControl(1, l.queue[0][0]); err != nil {
+					t.Fatal(err)
+				}
+				if !send.Done() || send.Err() != nil {
+					t.Fatalf("send after its DONE: done %v, err %v; want done, nil", send.Done(), send.Err())
+				}
+				return
+			}
+			for i := 1; i <= lmt.ExitGrace; i++ {
+				if err := l.engs[0].Progress(); err != nil {
+					t.Fatal(err)
+				}
+				if send.Done() != (i == lmt.ExitGrace) {
+					t.Fatalf("after %d Progress calls past the exit: send done %v, want %v", i, send.Done(), i == lmt.ExitGrace)
+				}
+			}
+			var pe *lmt.PeerError
+			if !errors.As(send.Err(), &pe) || pe.Rank != 1 || pe.PID != peer.Process.Pid {
+				t.Fatalf("send to an exited peer: %v, want a PeerError for rank 1, pid %d", send.Err(), peer.Process.Pid)
+			}
+		})
 	}
 }

@@ -175,14 +175,33 @@ func (l *LMT) Wait(r *nemesis.Request) error {
 		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		if idle%livenessEvery == 0 {
 			if err := l.eng.CheckPeer(r.Peer()); err != nil {
-				l.eng.PeerFailed(r.Peer(), err)
-				if done, err := l.ep.Test(r); done {
-					return err
-				}
-				return err
+				return l.peerExited(r, err)
 			}
 		}
 	}
+}
+
+// exitPolls is how many polls a waiter makes, once it saw its peer exit,
+// before it fails what the peer left undone: the endpoint needs two at
+// most to hand over all the peer sent (its queue, then a fastbox holding
+// the next message).
+const exitPolls = 4
+
+// peerExited ends r's wait on a peer whose process exited (err). The peer
+// may have sent r's DONE and left at once: what it sent before exiting is
+// delivered first, so that r completes if it did, and fails with err if
+// not.
+func (l *LMT) peerExited(r *nemesis.Request, err error) error {
+	for range exitPolls {
+		if done, terr := l.ep.Test(r); done || terr != nil {
+			return terr
+		}
+	}
+	l.eng.PeerFailed(r.Peer(), err)
+	if done, terr := l.ep.Test(r); done {
+		return terr
+	}
+	return err
 }
 
 // Engine returns the engine (for statistics and availability checks).

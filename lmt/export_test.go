@@ -1,0 +1,7 @@
+package lmt
+
+// What tests count Progress calls by.
+const (
+	IdleCheckEvery = idleCheckEvery
+	ExitGrace      = exitGrace
+)
