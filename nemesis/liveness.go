@@ -13,7 +13,15 @@ import (
 // arrives within a few microseconds), then yields at every round, to other
 // goroutines and to other processes, so that a job with more ranks than
 // cores still progresses: the rank it waits for may need this core.
-const spinBeforeYield = 200
+//
+// The spin outlasts the copies a rank typically waits for: an idle Poll
+// takes about 13 ns here, so 4096 of them are some 50 µs, the time a
+// 64 KiB to 512 KiB copy takes (the C reference spins 4096 pauses, MPICH
+// 1000 polls). With 200 a rank waiting for a 64 KiB process_vm_readv
+// started yielding after 2.6 µs, and each sched_yield costs 0.7 µs on
+// this VM: a message that landed during one waited for it to return
+// (cma ping-pong at 64 KiB went from 8.0 to 8.45 GB/s).
+const spinBeforeYield = 4096
 
 type waiter struct {
 	spins int

@@ -299,7 +299,7 @@ func (l *meteredLMT) BytesMoved() uint64 { return l.moved }
 // many chunks never yields; through one that does not, Wait cannot tell and
 // yields at every poll past its spin budget.
 func TestWaitSpinsThroughLMTChunks(t *testing.T) {
-	const chunks = 2000
+	const chunks = spinBeforeYield + 2000
 	for _, metered := range []bool{true, false} {
 		t.Run(fmt.Sprintf("metered=%v", metered), func(t *testing.T) {
 			eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 4})

@@ -128,9 +128,10 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 	return l, nil
 }
 
-// spinBeforeYield matches the endpoint's: polls that moved nothing before a
-// waiter gives its CPU away.
-const spinBeforeYield = 200
+// spinBeforeYield matches the endpoint's (see nemesis/liveness.go for the
+// figures behind it): polls that moved nothing before a waiter gives its
+// CPU away.
+const spinBeforeYield = 4096
 
 // spinBeforePoll is how many idle polls pass before a transfer waiting on
 // a pipe sleeps in poll(2) on it.
