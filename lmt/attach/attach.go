@@ -144,7 +144,7 @@ const livenessEvery = 4096
 // Wait is Endpoint.Wait (which sees the chunks go by through BytesMoved)
 // plus what only the engine knows: a transfer waiting on a pipe sleeps in
 // poll(2) on it, and the engine checks its peer's pidfd. It spins while
-// chunks go through and yields only after 200 polls that moved nothing. A
+// chunks go through and yields only after 4096 polls that moved nothing. A
 // peer that dies fails the wait with a *lmt.PeerError; an eager request
 // left pending then is abandoned.
 func (l *LMT) Wait(r *nemesis.Request) error {
