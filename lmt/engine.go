@@ -836,8 +836,10 @@ func (e *Engine) idle(t *Transfer) {
 // exit at once: the packet then sits in the control channel while the
 // pidfd already says exited, and the poll that precedes each Progress
 // (the endpoint's, which the engine does not see) must hand it over
-// before a completed transfer is failed. The endpoint needs two polls at
-// most (one for its queue, one for a fastbox holding the next message).
+// before a completed transfer is failed. A nemesis endpoint takes up to 64
+// cells from its queue a poll, and then a fastbox holding the next
+// message: with its default 64 cells per rank, two polls hand over all a
+// dead peer left; 4 leave room for more.
 const exitGrace = 4
 
 // peerExited starts rank's grace, once.
@@ -1215,8 +1217,9 @@ func (e *Engine) Drain(poll func() error) error {
 	return nil
 }
 
-// drainSpin is how many polls Drain makes before it starts yielding.
-const drainSpin = 200
+// drainSpin is how many polls Drain makes before it starts yielding: as
+// many as the endpoint's waiters (nemesis/liveness.go says why).
+const drainSpin = 4096
 
 // Close fails the transfers in flight and releases every backend.
 func (e *Engine) Close() error {

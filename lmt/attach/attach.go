@@ -183,9 +183,8 @@ func (l *LMT) Wait(r *nemesis.Request) error {
 }
 
 // exitPolls is how many polls a waiter makes, once it saw its peer exit,
-// before it fails what the peer left undone: the endpoint needs two at
-// most to hand over all the peer sent (its queue, then a fastbox holding
-// the next message).
+// before it fails what the peer left undone: as many as the engine's
+// grace (lmt's exitGrace says why).
 const exitPolls = 4
 
 // peerExited ends r's wait on a peer whose process exited (err). The peer
