@@ -60,18 +60,12 @@ func (c *chanEngine) SendRecv(out, in []byte) error {
 // pair runs spec between two in-process ranks and returns rank 0's samples
 // and both ranks' errors.
 func pair(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, error) {
-	samples, err0, err1, _ := pairCounting(t, spec, corruptBy1)
+	samples, err0, err1, _ := pairSlowFirst(t, spec, corruptBy1, 0)
 	return samples, err0, err1
 }
 
-// pairCounting is pair that also returns how many messages the ranks sent.
-func pairCounting(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, error, int64) {
-	t.Helper()
-	return pairSlowFirst(t, spec, corruptBy1, 0)
-}
-
-// pairSlowFirst is pairCounting with the job's first slowFirst messages
-// taking a millisecond each.
+// pairSlowFirst is pair with the job's first slowFirst messages taking a
+// millisecond each; it also returns how many messages the ranks sent.
 func pairSlowFirst(t *testing.T, spec Spec, corruptBy1 int, slowFirst int64) ([]Sample, error, error, int64) {
 	t.Helper()
 	sent := new(atomic.Int64)
@@ -148,7 +142,7 @@ func TestWarmupPrecedesEverySize(t *testing.T) {
 	for _, mode := range []string{PingPong, NetPIPE, Bidir, Stream} {
 		for _, iters := range []int{7, 100} {
 			spec := Spec{Mode: mode, Backend: "chan", Sizes: []int{1, 4096}, Iters: iters, Samples: 2}
-			samples, err0, err1, sent := pairCounting(t, spec, -1)
+			samples, err0, err1, sent := pairSlowFirst(t, spec, -1, 0)
 			if err0 != nil || err1 != nil {
 				t.Fatalf("%s: rank errors %v, %v", mode, err0, err1)
 			}
