@@ -836,9 +836,9 @@ func (e *Engine) idle(t *Transfer) {
 // exit at once: the packet then sits in the control channel while the
 // pidfd already says exited, and the poll that precedes each Progress
 // (the endpoint's, which the engine does not see) must hand it over
-// before a completed transfer is failed. A nemesis endpoint takes up to 64
-// cells from its queue a poll, and then a fastbox holding the next
-// message: with its default 64 cells per rank, two polls hand over all a
+// before a completed transfer is failed. A nemesis endpoint takes, a poll,
+// what its two fastboxes from a peer hold next and up to 64 cells from its
+// queue: with its default 64 cells per rank, two polls hand over all a
 // dead peer left; 4 leave room for more.
 const exitGrace = 4
 

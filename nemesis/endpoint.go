@@ -18,7 +18,8 @@ const (
 	DefaultCellSize = 8192 // see BenchmarkCellSize and the package doc
 	DefaultCells    = 64   // cells per process
 	// DefaultFastboxSize is one fastbox (32-byte header + payload): a 1 KiB
-	// message still fits, and 8 ranks use 64 × 2 KiB = 128 KiB of boxes.
+	// message still fits, and 8 ranks use 64 pairs × 2 boxes × 2 KiB =
+	// 256 KiB of boxes.
 	DefaultFastboxSize = 2048
 	// fastboxProcLimit: above this many ranks the default is no fastboxes,
 	// whose number grows as the square of the job size (§3.2).
@@ -65,10 +66,22 @@ const (
 	kindControl = 4 // LMT packet
 )
 
-// postFbox hands the fastbox to the rank, its payload written: n bytes of
-// a packet of kind whose message is total bytes long, next in sequence.
-func (p *peer) postFbox(kind uint32, tag, n, total int) {
-	fb := p.fbOut
+// outBox returns the fastbox the next message to the rank may take, with
+// its payload area: the slot of its sequence number, nil when fastboxes
+// are off or that box still holds an earlier message.
+func (p *peer) outBox() (*fboxHdr, []byte) {
+	k := p.sendSeq % fboxSlots
+	fb := p.fbOut[k]
+	if fb == nil || fb.full.Load() != 0 {
+		return nil, nil
+	}
+	return fb, p.fbOutPl[k]
+}
+
+// postFbox hands fb, the box outBox returned, to the rank, its payload
+// written: n bytes of a packet of kind whose message is total bytes long,
+// next in sequence.
+func (p *peer) postFbox(fb *fboxHdr, kind uint32, tag, n, total int) {
 	fb.seq, fb.tag, fb.len, fb.kind, fb.total = p.sendSeq, int32(tag), uint32(n), kind, uint64(total)
 	p.sendSeq++
 	fb.full.Store(1)
@@ -78,10 +91,10 @@ func (p *peer) postFbox(kind uint32, tag, n, total int) {
 type peer struct {
 	recvQ   queue // the rank's receive queue (we enqueue on it)
 	freeQ   queue // the rank's free queue (we return its cells there)
-	fbOut   *fboxHdr
-	fbOutPl []byte
-	fbIn    *fboxHdr
-	fbInPl  []byte
+	fbOut   [fboxSlots]*fboxHdr
+	fbOutPl [fboxSlots][]byte
+	fbIn    [fboxSlots]*fboxHdr
+	fbInPl  [fboxSlots][]byte
 	sendSeq uint32 // next sequence number to this rank
 	recvSeq uint32 // next sequence number expected from this rank
 	asm     assembly
@@ -145,7 +158,7 @@ type Stats struct {
 	Cells         uint64 // cells sent (messages, continuations, RTS, control)
 	RTS           uint64 // messages handed to the LMT
 	Unexpected    uint64 // messages that arrived before their receive
-	SeqFromFbox   uint64 // queue cells that found their predecessor in the fastbox
+	SeqFromFbox   uint64 // fastbox messages a queue cell found ahead of it
 	FullFboxScans uint64 // Polls that visited every fastbox
 	Reaped        uint64 // cells taken back from the queues of gone ranks
 	Yields        uint64 // times a blocked call gave its CPU away
@@ -226,8 +239,10 @@ func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
 		p.recvQ, p.freeQ = queue{sh: &pb.recv}, queue{sh: &pb.free}
 		p.expectI = -1
 		if s.fastboxSize > 0 {
-			p.fbOut, p.fbOutPl = s.fbox(rank, i)
-			p.fbIn, p.fbInPl = s.fbox(i, rank)
+			for k := range fboxSlots {
+				p.fbOut[k], p.fbOutPl[k] = s.fbox(rank, i, k)
+				p.fbIn[k], p.fbInPl[k] = s.fbox(i, rank, k)
+			}
 		}
 	}
 	return ep
@@ -636,16 +651,18 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 		if n > ep.eagerMax {
 			return ep.sendRTS(r)
 		}
-		if p.fbOut != nil && n <= s.fboxPayload && p.fbOut.full.Load() == 0 {
-			if r.vec {
-				r.gather(p.fbOutPl[:n])
-			} else {
-				memcopy.Copy(p.fbOutPl, r.buf[0])
+		if n <= s.fboxPayload {
+			if fb, pl := p.outBox(); fb != nil {
+				if r.vec {
+					r.gather(pl[:n])
+				} else {
+					memcopy.Copy(pl, r.buf[0])
+				}
+				p.postFbox(fb, kindMsg, r.tag, n, n)
+				r.seqd = true
+				ep.stats.FastboxMsgs++
+				return sendDone, nil
 			}
-			p.postFbox(kindMsg, r.tag, n, n)
-			r.seqd = true
-			ep.stats.FastboxMsgs++
-			return sendDone, nil
 		}
 	}
 	for {
@@ -692,21 +709,23 @@ const (
 
 func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 	p := &ep.peers[r.peer]
-	if fb := p.fbOut; fb != nil && len(p.fbOutPl) >= fboxRTSMin && (!r.vec || len(r.iov) <= fboxRTSEntries) && fb.full.Load() == 0 {
+	s := ep.seg
+	if s.fboxPayload >= fboxRTSMin && (!r.vec || len(r.iov) <= fboxRTSEntries) {
 		// Like any short packet (MPICH's send_header does the same),
 		// the RTS goes through the fastbox when it is free: one line
 		// to poll instead of a queue to walk, on both sides.
-		k, err := ep.startLMTSend(r, p.fbOutPl)
-		if err != nil {
-			return sendBlocked, err
+		if fb, pl := p.outBox(); fb != nil {
+			k, err := ep.startLMTSend(r, pl)
+			if err != nil {
+				return sendBlocked, err
+			}
+			p.postFbox(fb, kindRTS, r.tag, k, r.msgLen)
+			r.seqd = true
+			ep.stats.RTS++
+			ep.stats.FastboxRTS++
+			return sendHanded, nil
 		}
-		p.postFbox(kindRTS, r.tag, k, r.msgLen)
-		r.seqd = true
-		ep.stats.RTS++
-		ep.stats.FastboxRTS++
-		return sendHanded, nil
 	}
-	s := ep.seg
 	off, c, err := ep.freeQ.dequeue(s)
 	if err != nil {
 		return sendBlocked, ep.fail(err)

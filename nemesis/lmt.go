@@ -129,11 +129,13 @@ func (ep *Endpoint) SendControl(dst int, pkt []byte) (ok bool, err error) {
 		return false, nil
 	}
 	p := &ep.peers[dst]
-	if fb := p.fbOut; fb != nil && len(pkt) <= len(p.fbOutPl) && fb.full.Load() == 0 {
-		memcopy.Copy(p.fbOutPl, pkt)
-		p.postFbox(kindControl, 0, len(pkt), 0)
-		ep.stats.FastboxCtrl++
-		return true, nil
+	if len(pkt) <= ep.seg.fboxPayload {
+		if fb, pl := p.outBox(); fb != nil {
+			memcopy.Copy(pl, pkt)
+			p.postFbox(fb, kindControl, 0, len(pkt), 0)
+			ep.stats.FastboxCtrl++
+			return true, nil
+		}
 	}
 	return ep.sendCell(dst, kindControl, 0, pkt, 0)
 }

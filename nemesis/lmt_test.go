@@ -372,62 +372,64 @@ func TestLMTDataKept(t *testing.T) {
 	}
 }
 
-// TestLMTPacketsViaFastbox: an RTS and the LMT's control packets take the
-// fastbox when it is free, as eager messages do, and a cell otherwise: when
-// the fastbox still holds an earlier message, or is too small for an RTS.
-// Either way the receiver sees everything in send order.
+// TestLMTPacketsViaFastbox: an RTS and the LMT's control packets take a
+// fastbox when the one their sequence number names is free, as eager
+// messages do, and a cell otherwise: when that box still holds an earlier
+// message, or is too small for an RTS. One eager message in flight leaves
+// the other box to the RTS (a DONE followed by the next RTS is the case
+// this is for); two fill both. Either way the receiver sees everything in
+// send order.
 func TestLMTPacketsViaFastbox(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		fbox      int
-		busy      bool // an eager message occupies the fastbox first
+		busy      int // eager messages sent first, each taking a fastbox
 		fboxRTS   uint64
-		cells     uint64 // sender's: RTS cells (the eager message takes the fastbox)
+		cells     uint64 // sender's: RTS cells
 		fboxCtrl  uint64 // receiver's DONE
 		ctrlCells uint64
 	}{
 		{name: "free", fbox: DefaultFastboxSize, fboxRTS: 1, fboxCtrl: 1},
-		{name: "busy", fbox: DefaultFastboxSize, busy: true, cells: 1, fboxCtrl: 1},
+		{name: "one-busy", fbox: DefaultFastboxSize, busy: 1, fboxRTS: 1, fboxCtrl: 1},
+		{name: "both-busy", fbox: DefaultFastboxSize, busy: fboxSlots, cells: 1, fboxCtrl: 1},
 		{name: "small", fbox: 256, cells: 1, fboxCtrl: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, b, _ := fakePair(t, &Options{FastboxSize: c.fbox})
-			var sends, recvs [2]Request
-			msgs := [][]byte{make([]byte, 7), make([]byte, 3000)}
-			bufs := [][]byte{make([]byte, 7), make([]byte, 3000)}
-			first := 1
-			if c.busy {
-				first = 0
-			}
-			for i := first; i < 2; i++ {
+			n := c.busy + 1
+			sends, recvs := make([]Request, n), make([]Request, n)
+			msgs, bufs := make([][]byte, n), make([][]byte, n)
+			for i := range n {
+				size := 7
+				if i == c.busy {
+					size = 3000 // above the fake LMT's eager limit
+				}
+				msgs[i], bufs[i] = make([]byte, size), make([]byte, size)
 				stamp(msgs[i], i, i)
 				if err := b.Irecv(&recvs[i], 0, AnyTag, bufs[i]); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if c.busy {
-				if err := a.Isend(&sends[0], 1, 0, msgs[0]); err != nil {
+			for i := range n {
+				if err := a.Isend(&sends[i], 1, i, msgs[i]); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := a.Isend(&sends[1], 1, 1, msgs[1]); err != nil {
-				t.Fatal(err)
-			}
-			drive(t, a, b, sends[first:], recvs[first:])
-			for i := first; i < 2; i++ {
+			drive(t, a, b, sends, recvs)
+			for i := range n {
 				if st := recvs[i].Status(); st.Tag != i || !bytes.Equal(bufs[i], msgs[i]) {
 					t.Errorf("receive %d: tag %d, data intact %v", i, st.Tag, bytes.Equal(bufs[i], msgs[i]))
 				}
 			}
 			as, bs := a.Stats(), b.Stats()
 			if as.RTS != 1 || as.FastboxRTS != c.fboxRTS || as.Cells != c.cells {
-				t.Errorf("sender: %d RTS, %d through the fastbox, %d cells; want 1, %d, %d", as.RTS, as.FastboxRTS, as.Cells, c.fboxRTS, c.cells)
+				t.Errorf("sender: %d RTS, %d through a fastbox, %d cells; want 1, %d, %d", as.RTS, as.FastboxRTS, as.Cells, c.fboxRTS, c.cells)
 			}
 			if bs.FastboxCtrl != c.fboxCtrl || bs.Cells != c.ctrlCells {
-				t.Errorf("receiver: %d control packets through the fastbox, %d cells; want %d, %d", bs.FastboxCtrl, bs.Cells, c.fboxCtrl, c.ctrlCells)
+				t.Errorf("receiver: %d control packets through a fastbox, %d cells; want %d, %d", bs.FastboxCtrl, bs.Cells, c.fboxCtrl, c.ctrlCells)
 			}
-			if c.busy && as.FastboxMsgs != 1 {
-				t.Errorf("the eager message went through the fastbox %d times, want 1", as.FastboxMsgs)
+			if as.FastboxMsgs != uint64(c.busy) {
+				t.Errorf("%d eager messages went through a fastbox, want %d", as.FastboxMsgs, c.busy)
 			}
 		})
 	}

@@ -132,3 +132,37 @@ func randomOrder(t *testing.T, a, b *Endpoint, rng *rand.Rand) {
 		t.Fatalf("the interleaving did not exercise both paths and their reordering: %+v %+v", sa, sb)
 	}
 }
+
+// TestCellBehindBothFastboxes: two messages fill both fastboxes to a rank
+// that polls neither (no receive names the sender), and a third takes a
+// cell. The cell's sequence number is two ahead: the receiver must take
+// both boxes first, in order, before the cell.
+func TestCellBehindBothFastboxes(t *testing.T) {
+	eps := joinLocal(t, 2, &Options{CellSize: 512, Cells: 4, FastboxSize: 128})
+	a, b := eps[0], eps[1]
+	msgs := [][]byte{make([]byte, 5), make([]byte, 9), make([]byte, 300)}
+	for i, m := range msgs {
+		stamp(m, 0, i)
+		if err := a.Send(1, i, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := a.Stats(); st.FastboxMsgs != fboxSlots || st.QueueMsgs != 1 {
+		t.Fatalf("sender stats %+v: want %d messages through fastboxes and 1 through the queue", st, fboxSlots)
+	}
+	// One Poll: the fastboxes of unexpected sources are scanned only every
+	// 64, so the cell is what finds them.
+	if err := b.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.SeqFromFbox != fboxSlots || st.Unexpected != 3 {
+		t.Fatalf("receiver stats %+v: want the cell to pull %d fastbox messages ahead of it, 3 unexpected", st, fboxSlots)
+	}
+	for i, m := range msgs {
+		buf := make([]byte, len(m))
+		st, err := b.Recv(0, AnyTag, buf)
+		if err != nil || st.Tag != i || !bytes.Equal(buf, m) {
+			t.Fatalf("receive %d: tag %d, %v, intact %v", i, st.Tag, err, bytes.Equal(buf, m))
+		}
+	}
+}

@@ -29,7 +29,7 @@ func (ep *Endpoint) Poll() error {
 				ep.unexpect(i) // swaps the last one in: look at i again
 				continue
 			}
-			if _, err := ep.pollFbox(src); err != nil {
+			if err := ep.pollFboxes(src); err != nil {
 				return err
 			}
 			i++
@@ -41,7 +41,7 @@ func (ep *Endpoint) Poll() error {
 		if ep.polls&mask == 0 {
 			ep.stats.FullFboxScans++
 			for src := range ep.peers {
-				if _, err := ep.pollFbox(src); err != nil {
+				if err := ep.pollFboxes(src); err != nil {
 					return err
 				}
 			}
@@ -101,33 +101,46 @@ func (ep *Endpoint) dropSendDst(i int) {
 	ep.sendDsts = ep.sendDsts[:last]
 }
 
-// pollFbox consumes the fastbox from src if it is full and holds the next
-// message in src's sequence; a message with a later number waits there
-// until the queue has delivered those before it (§3.2).
+// pollFboxes consumes what src's fastboxes hold next in its sequence.
+func (ep *Endpoint) pollFboxes(src int) error {
+	for range fboxSlots {
+		if ok, err := ep.pollFbox(src); !ok || err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pollFbox consumes the fastbox from src where the next message in src's
+// sequence would be, if it is full and holds that message; a message with a
+// later number waits there until the queue has delivered those before it
+// (§3.2).
 func (ep *Endpoint) pollFbox(src int) (bool, error) {
 	p := &ep.peers[src]
-	fb := p.fbIn
+	k := p.recvSeq % fboxSlots
+	fb := p.fbIn[k]
 	if fb == nil || fb.full.Load() == 0 || fb.seq != p.recvSeq {
 		return false, nil
 	}
+	pl := p.fbInPl[k]
 	if p.asm.req != nil || p.asm.ux != nil {
 		return false, ep.fail(errorf(ErrCorrupt, "fastbox message from rank %d inside a multi-cell message", src))
 	}
 	n, kind := int(fb.len), fb.kind
 	switch {
-	case n > len(p.fbInPl):
+	case n > len(pl):
 	case kind == kindMsg && uint64(n) == fb.total, kind == kindRTS && fb.total <= uint64(maxInt):
 		p.recvSeq++
-		err := ep.arrive(src, int(fb.tag), kind, int(fb.total), p.fbInPl[:n])
+		err := ep.arrive(src, int(fb.tag), kind, int(fb.total), pl[:n])
 		fb.full.Store(0)
 		return true, err
 	case kind == kindControl && ep.lmt != nil:
 		p.recvSeq++
-		err := ep.lmt.HandleControl(src, p.fbInPl[:n])
+		err := ep.lmt.HandleControl(src, pl[:n])
 		fb.full.Store(0)
 		return true, err
 	}
-	return false, ep.fail(errorf(ErrCorrupt, "fastbox from rank %d: kind %d, %d bytes of %d (max %d)", src, kind, n, fb.total, len(p.fbInPl)))
+	return false, ep.fail(errorf(ErrCorrupt, "fastbox from rank %d: kind %d, %d bytes of %d (max %d)", src, kind, n, fb.total, len(pl)))
 }
 
 // handleCell delivers one cell taken from the receive queue and returns it
@@ -139,17 +152,23 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 		return errorf(ErrCorrupt, "cell %#x names source %d, owner %d in a job of %d", off, src, owner, ep.size)
 	}
 	p := &ep.peers[src]
-	if c.seq != p.recvSeq {
-		// The message before this one went through the fastbox, and is
+	for range fboxSlots {
+		if c.seq == p.recvSeq {
+			break
+		}
+		// The message before this one went through a fastbox, and is
 		// there now: the sender filled it before enqueueing this cell.
 		ok, err := ep.pollFbox(src)
-		if err == nil && (!ok || c.seq != p.recvSeq) {
-			err = errorf(ErrCorrupt, "cell from rank %d has sequence %d, expected %d", src, c.seq, p.recvSeq)
-		}
 		if err != nil {
 			return err
 		}
+		if !ok {
+			break
+		}
 		ep.stats.SeqFromFbox++
+	}
+	if c.seq != p.recvSeq {
+		return errorf(ErrCorrupt, "cell from rank %d has sequence %d, expected %d", src, c.seq, p.recvSeq)
 	}
 	p.recvSeq++
 	n := int(c.len)

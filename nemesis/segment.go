@@ -18,12 +18,12 @@ import (
 //
 //	0              header (one page): magic, layout version, sizes, offsets
 //	procOff        one procBlock per rank: pid, receive queue, free queue
-//	fastboxOff     nprocs×nprocs fastboxes, grouped by receiver
+//	fastboxOff     nprocs×nprocs pairs of fastboxes, grouped by receiver
 //	cellOff        nprocs×cellsPerProc cells, grouped by owner (sender)
 const (
 	lineSize      = 64
 	segMagic      = 0x5349_5345_4d45_4e4b // "KNEMESIS" read as little-endian
-	layoutVersion = 4
+	layoutVersion = 5
 	headerSize    = 4096
 	// A cell's payload follows its 40-byte header in the same line, so a
 	// message of up to 24 bytes costs the receiver one miss for the cell.
@@ -31,6 +31,11 @@ const (
 	// A fastbox's payload starts in the line of its flag: a message of up
 	// to 32 bytes then costs the receiver a single cache miss.
 	fboxHdrSize = 32
+	// fboxSlots fastboxes per ordered pair, used in turn by sequence
+	// number: an LMT packet (a DONE) still in one box leaves the other
+	// free for the next message (the RTS a ping-pong answers with), which
+	// would otherwise take a cell through both queues.
+	fboxSlots = 2
 )
 
 type segHeader struct {
@@ -124,7 +129,7 @@ func (l layout) offsets() (procOff, fboxOff, cellOff, size uint64) {
 	procOff = headerSize
 	fboxOff = procOff + uint64(l.nprocs)*uint64(unsafe.Sizeof(procBlock{}))
 	fboxOff = (fboxOff + 4095) &^ 4095
-	cellOff = fboxOff + uint64(l.nprocs)*uint64(l.nprocs)*uint64(l.fastboxSize)
+	cellOff = fboxOff + uint64(l.nprocs)*uint64(l.nprocs)*fboxSlots*uint64(l.fastboxSize)
 	cellOff = (cellOff + 4095) &^ 4095
 	size = cellOff + uint64(l.nprocs)*uint64(l.cellsPerProc)*uint64(l.cellSize)
 	return
@@ -180,9 +185,11 @@ func (s *segment) payload(off uint64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(s.base, off+cellHdrSize)), s.payloadSize)
 }
 
-// fbox returns the fastbox from src to dst and its payload area.
-func (s *segment) fbox(src, dst int) (*fboxHdr, []byte) {
-	off := s.fboxOff + (uint64(dst)*uint64(s.nprocs)+uint64(src))*uint64(s.fastboxSize)
+// fbox returns fastbox slot of the pair from src to dst and its payload
+// area.
+func (s *segment) fbox(src, dst, slot int) (*fboxHdr, []byte) {
+	pair := uint64(dst)*uint64(s.nprocs) + uint64(src)
+	off := s.fboxOff + (pair*fboxSlots+uint64(slot))*uint64(s.fastboxSize)
 	p := unsafe.Add(s.base, off)
 	return (*fboxHdr)(p), unsafe.Slice((*byte)(unsafe.Add(p, fboxHdrSize)), s.fboxPayload)
 }

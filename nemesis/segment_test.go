@@ -243,7 +243,7 @@ func TestCorruptFastbox(t *testing.T) {
 	if err := eps[0].Send(1, 0, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	eps[1].peers[0].fbIn.len = 1 << 30
+	eps[1].peers[0].fbIn[0].len = 1 << 30
 	if _, err := eps[1].Recv(0, 0, make([]byte, 8)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("got %v, want ErrCorrupt", err)
 	}
