@@ -69,10 +69,22 @@ const (
 // outBox returns the fastbox the next message to the rank may take, with
 // its payload area: the slot of its sequence number, nil when fastboxes
 // are off or that box still holds an earlier message.
-func (p *peer) outBox() (*fboxHdr, []byte) {
+//
+// The box last held message sendSeq-fboxSlots or an earlier one. Once the
+// rank has acknowledged all those, the box is known empty without a look
+// at its flag, a line the receiver wrote last: in a ping-pong every
+// message finds its box acknowledged by the reply to the one before, and
+// skips a cache miss that costs 0.1-0.2 µs when the two CPUs sit far
+// apart.
+func (p *peer) outBox(stats *Stats) (*fboxHdr, []byte) {
 	k := p.sendSeq % fboxSlots
 	fb := p.fbOut[k]
-	if fb == nil || fb.full.Load() != 0 {
+	if fb == nil {
+		return nil, nil
+	}
+	if p.sendSeq-p.acked < fboxSlots {
+		stats.AckedBoxes++
+	} else if fb.full.Load() != 0 {
 		return nil, nil
 	}
 	return fb, p.fbOutPl[k]
@@ -82,7 +94,7 @@ func (p *peer) outBox() (*fboxHdr, []byte) {
 // written: n bytes of a packet of kind whose message is total bytes long,
 // next in sequence.
 func (p *peer) postFbox(fb *fboxHdr, kind uint32, tag, n, total int) {
-	fb.seq, fb.tag, fb.len, fb.kind, fb.total = p.sendSeq, int32(tag), uint32(n), kind, uint64(total)
+	fb.seq, fb.tag, fb.len, fb.kind, fb.ack, fb.total = p.sendSeq, int32(tag), uint32(n), kind, p.released, uint64(total)
 	p.sendSeq++
 	fb.full.Store(1)
 }
@@ -97,6 +109,13 @@ type peer struct {
 	fbInPl  [fboxSlots][]byte
 	sendSeq uint32 // next sequence number to this rank
 	recvSeq uint32 // next sequence number expected from this rank
+	// released counts the rank's messages consumed here, their fastboxes
+	// emptied: the acknowledgment every fastbox to the rank carries. It
+	// moves only once a message's handler has returned, and no handler
+	// polls, so it never covers a box still full.
+	released uint32
+	// acked is the rank's latest acknowledgment of our messages.
+	acked   uint32
 	asm     assembly
 	pid     int
 	dead    error  // set once the rank is known gone
@@ -152,6 +171,7 @@ type Endpoint struct {
 // Stats counts what went which way, for tests and tuning.
 type Stats struct {
 	FastboxMsgs   uint64 // messages sent through a fastbox
+	AckedBoxes    uint64 // fastboxes known empty by the receiver's acknowledgment, flag unread
 	FastboxRTS    uint64 // LMT RTS sent through a fastbox (also counted in RTS)
 	FastboxCtrl   uint64 // LMT control packets sent through a fastbox
 	QueueMsgs     uint64 // messages sent through the queue (eager, one or more cells)
@@ -652,7 +672,7 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 			return ep.sendRTS(r)
 		}
 		if n <= s.fboxPayload {
-			if fb, pl := p.outBox(); fb != nil {
+			if fb, pl := p.outBox(&ep.stats); fb != nil {
 				if r.vec {
 					r.gather(pl[:n])
 				} else {
@@ -714,7 +734,7 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 		// Like any short packet (MPICH's send_header does the same),
 		// the RTS goes through the fastbox when it is free: one line
 		// to poll instead of a queue to walk, on both sides.
-		if fb, pl := p.outBox(); fb != nil {
+		if fb, pl := p.outBox(&ep.stats); fb != nil {
 			k, err := ep.startLMTSend(r, pl)
 			if err != nil {
 				return sendBlocked, err

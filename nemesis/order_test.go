@@ -29,9 +29,54 @@ func TestOrderRandomInterleavings(t *testing.T) {
 }
 
 func randomOrder(t *testing.T, a, b *Endpoint, rng *rand.Rand) {
-	const total = 2000
+	f := newFlow(a, b, rng)
+	for f.received < f.total {
+		switch rng.IntN(5) {
+		case 0:
+			f.send(t)
+		case 1:
+			if err := a.Poll(); err != nil {
+				t.Fatal(err)
+			}
+		case 2, 3:
+			if err := b.Poll(); err != nil {
+				t.Fatal(err)
+			}
+		case 4:
+			f.post(t)
+		}
+		f.check(t)
+	}
+	sa, sb := a.Stats(), b.Stats()
+	t.Logf("sender %+v; receiver %+v", sa, sb)
+	if sa.FastboxMsgs == 0 || sa.QueueMsgs == 0 || sb.SeqFromFbox == 0 || sb.Unexpected == 0 {
+		t.Fatalf("the interleaving did not exercise both paths and their reordering: %+v %+v", sa, sb)
+	}
+}
+
+// flow is a stream of random messages from a to b, sent and received in
+// steps a test interleaves at random, each receive checked against the
+// earliest-sent message it must match.
+type flow struct {
+	a, b     *Endpoint
+	rng      *rand.Rand
+	total    int
+	randSize func() int
+	sends    [4]Request
+	sendBufs [4][]byte
+	unrecv   []sentMsg // sent, not yet received, in send order
+	nsent    int
+	recv     Request
+	rbuf     []byte
+	want     sentMsg
+	posted   bool
+	received int
+}
+
+func newFlow(a, b *Endpoint, rng *rand.Rand) *flow {
 	fb, cell := a.FastboxPayload(), a.CellPayload()
-	randSize := func() int {
+	f := &flow{a: a, b: b, rng: rng, total: 2000, rbuf: make([]byte, 4*cell+8)}
+	f.randSize = func() int {
 		switch rng.IntN(4) {
 		case 0:
 			return rng.IntN(fb + 1)
@@ -42,94 +87,118 @@ func randomOrder(t *testing.T, a, b *Endpoint, rng *rand.Rand) {
 		}
 		return rng.IntN(9)
 	}
-	var (
-		sends    [4]Request
-		sendBufs [4][]byte
-		unrecv   []sentMsg // sent, not yet received, in send order
-		nsent    int
-		recv     Request
-		rbuf     = make([]byte, 4*cell+8)
-		want     sentMsg
-		posted   bool
-		received int
-	)
-	for received < total {
-		switch rng.IntN(5) {
-		case 0: // send the next message, if a request slot is free
-			if nsent == total {
-				break
-			}
-			slot := nsent % len(sends)
-			if sends[slot].state == statePending {
-				break
-			}
-			m := sentMsg{idx: nsent, tag: rng.IntN(3), size: randSize()}
-			sendBufs[slot] = make([]byte, m.size)
-			stamp(sendBufs[slot], m.tag, m.idx)
-			if err := a.Isend(&sends[slot], 1, m.tag, sendBufs[slot]); err != nil {
-				t.Fatal(err)
-			}
-			unrecv = append(unrecv, m)
-			nsent++
-		case 1:
-			if err := a.Poll(); err != nil {
-				t.Fatal(err)
-			}
-		case 2, 3:
-			if err := b.Poll(); err != nil {
-				t.Fatal(err)
-			}
-		case 4:
-			if posted || len(unrecv) == 0 {
-				break
-			}
-			// Ask for a tag some unreceived message has, or any tag: the
-			// receive then must get the earliest such message.
-			tag := AnyTag
-			if rng.IntN(3) > 0 {
-				tag = unrecv[rng.IntN(len(unrecv))].tag
-			}
-			for i, m := range unrecv {
-				if tag == AnyTag || m.tag == tag {
-					want = m
-					unrecv = append(unrecv[:i], unrecv[i+1:]...)
-					break
-				}
-			}
-			src := 0
-			if rng.IntN(2) == 0 {
-				src = AnySource
-			}
-			if err := b.Irecv(&recv, src, tag, rbuf); err != nil {
-				t.Fatal(err)
-			}
-			posted = true
-		}
-		for i := range sends {
-			if sends[i].state == stateDone && sends[i].err != nil {
-				t.Fatal(sends[i].err)
-			}
-		}
-		if posted && recv.Done() {
-			posted = false
-			received++
-			st := recv.Status()
-			expect := make([]byte, want.size)
-			stamp(expect, want.tag, want.idx)
-			if recv.err != nil || st.Source != 0 || st.Tag != want.tag || st.Len != want.size || !bytes.Equal(rbuf[:st.Count], expect) {
-				got := -1
-				if st.Count >= 8 {
-					got = int(binary.LittleEndian.Uint32(rbuf[4:]))
-				}
-				t.Fatalf("receive %d: got tag %d len %d (message %d), err %v; want message %d (tag %d, %d bytes)",
-					received, st.Tag, st.Len, got, recv.err, want.idx, want.tag, want.size)
-			}
+	return f
+}
+
+// send sends the next message, if a request slot is free.
+func (f *flow) send(t *testing.T) {
+	if f.nsent == f.total {
+		return
+	}
+	slot := f.nsent % len(f.sends)
+	if f.sends[slot].state == statePending {
+		return
+	}
+	m := sentMsg{idx: f.nsent, tag: f.rng.IntN(3), size: f.randSize()}
+	f.sendBufs[slot] = make([]byte, m.size)
+	stamp(f.sendBufs[slot], m.tag, m.idx)
+	if err := f.a.Isend(&f.sends[slot], f.b.Rank(), m.tag, f.sendBufs[slot]); err != nil {
+		t.Fatal(err)
+	}
+	f.unrecv = append(f.unrecv, m)
+	f.nsent++
+}
+
+// post posts the next receive, for a tag some unreceived message has or
+// any tag: it then must get the earliest such message.
+func (f *flow) post(t *testing.T) {
+	if f.posted || len(f.unrecv) == 0 {
+		return
+	}
+	tag := AnyTag
+	if f.rng.IntN(3) > 0 {
+		tag = f.unrecv[f.rng.IntN(len(f.unrecv))].tag
+	}
+	for i, m := range f.unrecv {
+		if tag == AnyTag || m.tag == tag {
+			f.want = m
+			f.unrecv = append(f.unrecv[:i], f.unrecv[i+1:]...)
+			break
 		}
 	}
-	sa, sb := a.Stats(), b.Stats()
-	t.Logf("sender %+v; receiver %+v", sa, sb)
-	if sa.FastboxMsgs == 0 || sa.QueueMsgs == 0 || sb.SeqFromFbox == 0 || sb.Unexpected == 0 {
-		t.Fatalf("the interleaving did not exercise both paths and their reordering: %+v %+v", sa, sb)
+	src := f.a.Rank()
+	if f.rng.IntN(2) == 0 {
+		src = AnySource
+	}
+	if err := f.b.Irecv(&f.recv, src, tag, f.rbuf); err != nil {
+		t.Fatal(err)
+	}
+	f.posted = true
+}
+
+func (f *flow) check(t *testing.T) {
+	for i := range f.sends {
+		if f.sends[i].state == stateDone && f.sends[i].err != nil {
+			t.Fatal(f.sends[i].err)
+		}
+	}
+	if !f.posted || !f.recv.Done() {
+		return
+	}
+	f.posted = false
+	f.received++
+	st := f.recv.Status()
+	expect := make([]byte, f.want.size)
+	stamp(expect, f.want.tag, f.want.idx)
+	if f.recv.err != nil || st.Source != f.a.Rank() || st.Tag != f.want.tag || st.Len != f.want.size || !bytes.Equal(f.rbuf[:st.Count], expect) {
+		got := -1
+		if st.Count >= 8 {
+			got = int(binary.LittleEndian.Uint32(f.rbuf[4:]))
+		}
+		t.Fatalf("rank %d, receive %d: got tag %d len %d (message %d), err %v; want message %d (tag %d, %d bytes)",
+			f.b.Rank(), f.received, st.Tag, st.Len, got, f.recv.err, f.want.idx, f.want.tag, f.want.size)
+	}
+}
+
+// TestOrderBothWays runs a flow each way between two ranks, interleaved at
+// random: each rank's messages carry its acknowledgment of the other's, by
+// which a sender knows a fastbox empty without reading its flag. A wrong
+// acknowledgment would let a sender overwrite a message its receiver has
+// not consumed, which the checks of every receive catch.
+func TestOrderBothWays(t *testing.T) {
+	for seed := uint64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			eps := joinLocal(t, 2, &Options{CellSize: 512, Cells: 3, FastboxSize: 128})
+			a, b := eps[0], eps[1]
+			rng := rand.New(rand.NewPCG(seed, 7))
+			ab, ba := newFlow(a, b, rng), newFlow(b, a, rng)
+			for ab.received < ab.total || ba.received < ba.total {
+				switch rng.IntN(6) {
+				case 0:
+					ab.send(t)
+				case 1:
+					ba.send(t)
+				case 2:
+					ab.post(t)
+				case 3:
+					ba.post(t)
+				case 4:
+					if err := a.Poll(); err != nil {
+						t.Fatal(err)
+					}
+				case 5:
+					if err := b.Poll(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				ab.check(t)
+				ba.check(t)
+			}
+			sa, sb := a.Stats(), b.Stats()
+			if sa.AckedBoxes == 0 || sb.AckedBoxes == 0 || sa.FastboxMsgs == sa.AckedBoxes || sb.SeqFromFbox == 0 {
+				t.Fatalf("acknowledgments untested: a %+v, b %+v", sa, sb)
+			}
+		})
 	}
 }
 

@@ -123,6 +123,8 @@ func (ep *Endpoint) pollFbox(src int) (bool, error) {
 		return false, nil
 	}
 	pl := p.fbInPl[k]
+	seq := fb.seq
+	p.acked = fb.ack
 	if p.asm.req != nil || p.asm.ux != nil {
 		return false, ep.fail(errorf(ErrCorrupt, "fastbox message from rank %d inside a multi-cell message", src))
 	}
@@ -133,11 +135,13 @@ func (ep *Endpoint) pollFbox(src int) (bool, error) {
 		p.recvSeq++
 		err := ep.arrive(src, int(fb.tag), kind, int(fb.total), pl[:n])
 		fb.full.Store(0)
+		p.released = seq + 1
 		return true, err
 	case kind == kindControl && ep.lmt != nil:
 		p.recvSeq++
 		err := ep.lmt.HandleControl(src, pl[:n])
 		fb.full.Store(0)
+		p.released = seq + 1
 		return true, err
 	}
 	return false, ep.fail(errorf(ErrCorrupt, "fastbox from rank %d: kind %d, %d bytes of %d (max %d)", src, kind, n, fb.total, len(pl)))
@@ -167,8 +171,9 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 		}
 		ep.stats.SeqFromFbox++
 	}
-	if c.seq != p.recvSeq {
-		return errorf(ErrCorrupt, "cell from rank %d has sequence %d, expected %d", src, c.seq, p.recvSeq)
+	seq := c.seq
+	if seq != p.recvSeq {
+		return errorf(ErrCorrupt, "cell from rank %d has sequence %d, expected %d", src, seq, p.recvSeq)
 	}
 	p.recvSeq++
 	n := int(c.len)
@@ -197,6 +202,7 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 	default:
 		return errorf(ErrCorrupt, "cell from rank %d has unknown kind %d", src, c.kind)
 	}
+	p.released = seq + 1
 	if qerr := ep.peers[owner].freeQ.enqueue(s, off, c); qerr != nil {
 		return qerr
 	}

@@ -23,7 +23,7 @@ import (
 const (
 	lineSize      = 64
 	segMagic      = 0x5349_5345_4d45_4e4b // "KNEMESIS" read as little-endian
-	layoutVersion = 5
+	layoutVersion = 6
 	headerSize    = 4096
 	// A cell's payload follows its 40-byte header in the same line, so a
 	// message of up to 24 bytes costs the receiver one miss for the cell.
@@ -97,14 +97,16 @@ type cellHdr struct {
 }
 
 // fboxHdr starts every fastbox. full is the flag of §3.2; the sender sets it
-// after writing the rest, the receiver clears it after consuming.
+// after writing the rest, the receiver clears it after consuming. ack is
+// the sender's acknowledgment of the messages the receiver sent it: every
+// one numbered below ack is consumed and its fastbox empty again.
 type fboxHdr struct {
 	full  atomic.Uint32
 	seq   uint32
 	tag   int32
 	len   uint32
 	kind  uint32
-	_     uint32
+	ack   uint32
 	total uint64
 }
 
