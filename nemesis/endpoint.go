@@ -656,12 +656,12 @@ type sendResult int
 
 const (
 	sendBlocked sendResult = iota // out of free cells or fastbox busy
-	sendDone                      // all payload is in cells or the fastbox
+	sendDone                      // all payload is in cells or a fastbox
 	sendHanded                    // RTS sent; the LMT completes the request
 )
 
-// trySend puts as much of r as it can on its way: into the fastbox to the
-// destination when it fits and the box is empty, else into cells taken from
+// trySend puts as much of r as it can on its way: into the destination's
+// fastbox of its sequence number when it fits and the box is empty, else into cells taken from
 // this rank's free queue, or as an RTS to the LMT.
 func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 	s := ep.seg
@@ -718,7 +718,7 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 	}
 }
 
-// An RTS goes through the fastbox only when the fastbox has room for the
+// An RTS goes through a fastbox only when the fastbox has room for the
 // LMT's handle of any list of up to fboxRTSEntries entries, with its header,
 // at any backend: with less room the LMT would choose its backend for lack
 // of it.
@@ -732,7 +732,7 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 	s := ep.seg
 	if s.fboxPayload >= fboxRTSMin && (!r.vec || len(r.iov) <= fboxRTSEntries) {
 		// Like any short packet (MPICH's send_header does the same),
-		// the RTS goes through the fastbox when it is free: one line
+		// the RTS goes through its fastbox when it is free: one line
 		// to poll instead of a queue to walk, on both sides.
 		if fb, pl := p.outBox(&ep.stats); fb != nil {
 			k, err := ep.startLMTSend(r, pl)

@@ -52,7 +52,7 @@ func init() {
 }
 
 // openEager joins the Nemesis job without an LMT: every message, however
-// long, goes through the cells (and the fastbox when it fits).
+// long, goes through the cells (and a fastbox when it fits).
 func openEager(p Peer) (Engine, error) {
 	if p.Proc.Size != 2 {
 		return nil, fmt.Errorf("eager: runs between exactly 2 processes, job has %d", p.Proc.Size)
