@@ -160,8 +160,9 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 		if c.seq == p.recvSeq {
 			break
 		}
-		// The message before this one went through a fastbox, and is
-		// there now: the sender filled it before enqueueing this cell.
+		// The messages before this one went through the fastboxes,
+		// and are there now: the sender filled them before enqueueing
+		// this cell.
 		ok, err := ep.pollFbox(src)
 		if err != nil {
 			return err
