@@ -30,62 +30,18 @@ func deep(n int, last func(n int, dst, src []byte) int, dst, src []byte) int {
 // window at some stack sizes, and then no call grows the stack in Copy.
 //
 //go:noinline
-func last1(n int, dst, src []byte) int {
-	var pad [1]uint64
-	pad[n%1] = uint64(n)
-	return memcopy.Copy(dst, src) + int(pad[(n+1)%1])
+func last[Pad [1]uint64 | [2]uint64 | [3]uint64 | [4]uint64 | [5]uint64 | [6]uint64 | [7]uint64 | [8]uint64](n int, dst, src []byte) int {
+	var pad Pad
+	pad[n%len(pad)] = uint64(n)
+	return memcopy.Copy(dst, src) + int(pad[(n+1)%len(pad)])
 }
 
-//go:noinline
-func last2(n int, dst, src []byte) int {
-	var pad [2]uint64
-	pad[n%2] = uint64(n)
-	return memcopy.Copy(dst, src) + int(pad[(n+1)%2])
+// Each array type is its own instantiation (a GC shape of its own), so
+// each has its own frame size.
+var lasts = []func(n int, dst, src []byte) int{
+	last[[1]uint64], last[[2]uint64], last[[3]uint64], last[[4]uint64],
+	last[[5]uint64], last[[6]uint64], last[[7]uint64], last[[8]uint64],
 }
-
-//go:noinline
-func last3(n int, dst, src []byte) int {
-	var pad [3]uint64
-	pad[n%3] = uint64(n)
-	return memcopy.Copy(dst, src) + int(pad[(n+1)%3])
-}
-
-//go:noinline
-func last4(n int, dst, src []byte) int {
-	var pad [4]uint64
-	pad[n%4] = uint64(n)
-	return memcopy.Copy(dst, src) + int(pad[(n+1)%4])
-}
-
-//go:noinline
-func last5(n int, dst, src []byte) int {
-	var pad [5]uint64
-	pad[n%5] = uint64(n)
-	return memcopy.Copy(dst, src) + int(pad[(n+1)%5])
-}
-
-//go:noinline
-func last6(n int, dst, src []byte) int {
-	var pad [6]uint64
-	pad[n%6] = uint64(n)
-	return memcopy.Copy(dst, src) + int(pad[(n+1)%6])
-}
-
-//go:noinline
-func last7(n int, dst, src []byte) int {
-	var pad [7]uint64
-	pad[n%7] = uint64(n)
-	return memcopy.Copy(dst, src) + int(pad[(n+1)%7])
-}
-
-//go:noinline
-func last8(n int, dst, src []byte) int {
-	var pad [8]uint64
-	pad[n%8] = uint64(n)
-	return memcopy.Copy(dst, src) + int(pad[(n+1)%8])
-}
-
-var lasts = []func(n int, dst, src []byte) int{last1, last2, last3, last4, last5, last6, last7, last8}
 
 // sweep calls memcopy.Copy once per depth and last frame, each on a fresh
 // goroutine and so a fresh small stack, and returns the bytes it copied.
