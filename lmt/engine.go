@@ -831,7 +831,7 @@ func (e *Engine) idle(t *Transfer) {
 	}
 }
 
-// exitGrace is how many Progress calls pass between the sight of a peer's
+// ExitGrace is how many Progress calls pass between the sight of a peer's
 // exit and the failure of its transfers. A peer may send its DONE and
 // exit at once: the packet then sits in the control channel while the
 // pidfd already says exited, and the poll that precedes each Progress
@@ -839,8 +839,9 @@ func (e *Engine) idle(t *Transfer) {
 // before a completed transfer is failed. A nemesis endpoint takes, a poll,
 // what its two fastboxes from a peer hold next and up to 64 cells from its
 // queue: with its default 64 cells per rank, two polls hand over all a
-// dead peer left; 4 leave room for more.
-const exitGrace = 4
+// dead peer left; 4 leave room for more. A waiter that sees the exit
+// itself (lmt/attach) polls as many times before it calls PeerFailed.
+const ExitGrace = 4
 
 // peerExited starts rank's grace, once.
 func (e *Engine) peerExited(rank int, err error) {
@@ -848,7 +849,7 @@ func (e *Engine) peerExited(rank int, err error) {
 	if p.exited != nil || p.gone != nil {
 		return
 	}
-	p.exited, p.graceLeft = err, exitGrace
+	p.exited, p.graceLeft = err, ExitGrace
 	e.exiting++
 }
 

@@ -3,5 +3,4 @@ package lmt
 // What tests count Progress calls by.
 const (
 	IdleCheckEvery = idleCheckEvery
-	ExitGrace      = exitGrace
 )

@@ -182,17 +182,12 @@ func (l *LMT) Wait(r *nemesis.Request) error {
 	}
 }
 
-// exitPolls is how many polls a waiter makes, once it saw its peer exit,
-// before it fails what the peer left undone: as many as the engine's
-// grace (lmt's exitGrace says why).
-const exitPolls = 4
-
 // peerExited ends r's wait on a peer whose process exited (err). The peer
 // may have sent r's DONE and left at once: what it sent before exiting is
 // delivered first, so that r completes if it did, and fails with err if
 // not.
 func (l *LMT) peerExited(r *nemesis.Request, err error) error {
-	for range exitPolls {
+	for range lmt.ExitGrace { // as many polls as the engine's grace, for the same reason
 		if done, terr := l.ep.Test(r); done || terr != nil {
 			return terr
 		}
