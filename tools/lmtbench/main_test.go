@@ -664,9 +664,6 @@ func TestBuiltinPlacementProbe(t *testing.T) {
 	}
 }
 
-// TestPlacementProbeDefaultsToBuiltin: run where no ../shared/tools probe
-// can be found (outside any module), lmtbench brackets its samples with
-// the built-in probe and says so, in info as in a sweep.
 // TestBuiltinProbeWithLargeBuffers: the worker's large buffers bring a
 // garbage collection before the probe page is mapped; the shared memory's
 // descriptor must survive it. It used to be closed by the finalizer of an
@@ -685,6 +682,9 @@ func TestBuiltinProbeWithLargeBuffers(t *testing.T) {
 	}
 }
 
+// TestPlacementProbeDefaultsToBuiltin: run where no ../shared/tools probe
+// can be found (outside any module), lmtbench brackets its samples with
+// the built-in probe and says so, in info as in a sweep.
 func TestPlacementProbeDefaultsToBuiltin(t *testing.T) {
 	for _, args := range [][]string{
 		{"pingpong", "--backends", "memcpy", "--sizes", "4K", "--iters", "20", "--samples", "1", "--copies=false"},
