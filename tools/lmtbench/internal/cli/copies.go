@@ -65,10 +65,9 @@ func (c *copyCounter) Close() error { return c.probe.Close() }
 // per payload byte by each copier that the probes could attach to; a
 // copier they could not attach to is absent, never zero.
 func (c *copyCounter) count(ctx context.Context, o *options, mode, backend string, size int, cpus []int) (map[string]float64, error) {
-	// At least 8 iterations: the uprobe sits on memcopy.Copy's entry,
-	// before Go's stack check, so a call that the runtime preempts or
-	// whose stack grows enters twice and counts twice (rarely more than
-	// once per job); over 18+ messages that stays within a few percent.
+	// At least 8 iterations, and about copyBytes in all. The uprobe sits
+	// past memcopy.Copy's stack check (copyprobe), so a call whose stack
+	// grows counts once, not twice as it did on the entry.
 	iters := max(8, copyBytes/size/harness.MessagesPerIteration(mode))
 	spec := harness.Spec{Mode: mode, Backend: backend, Sizes: []int{size}, Iters: iters, Samples: 1, CPUs: cpus}
 	if err := c.probe.Reset(); err != nil {
