@@ -1,0 +1,24 @@
+//go:build amd64 && !race
+
+package lineops
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// StoreRelease stores v in *p with release ordering: no earlier load or
+// store of this goroutine is seen after it.
+func StoreRelease(p *atomic.Uint32, v uint32) { storeRelease32((*uint32)(unsafe.Pointer(p)), v) }
+
+// Prefetch asks for the cache line holding p, without waiting for it.
+func Prefetch(p unsafe.Pointer) { prefetch(p) }
+
+// Assembly, so that the compiler can neither reorder memory accesses across
+// the store nor drop the prefetch.
+
+//go:noescape
+func storeRelease32(p *uint32, v uint32)
+
+//go:noescape
+func prefetch(p unsafe.Pointer)

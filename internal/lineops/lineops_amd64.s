@@ -1,0 +1,16 @@
+//go:build amd64 && !race
+
+#include "textflag.h"
+
+// func storeRelease32(p *uint32, v uint32)
+TEXT ·storeRelease32(SB), NOSPLIT, $0-12
+	MOVQ	p+0(FP), AX
+	MOVL	v+8(FP), BX
+	MOVL	BX, 0(AX)
+	RET
+
+// func prefetch(p unsafe.Pointer)
+TEXT ·prefetch(SB), NOSPLIT, $0-8
+	MOVQ	p+0(FP), AX
+	PREFETCHT0	0(AX)
+	RET

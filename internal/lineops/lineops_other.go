@@ -1,0 +1,14 @@
+//go:build !amd64 || race
+
+package lineops
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// StoreRelease stores v in *p with (at least) release ordering.
+func StoreRelease(p *atomic.Uint32, v uint32) { p.Store(v) }
+
+// Prefetch does nothing here.
+func Prefetch(p unsafe.Pointer) {}
