@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"fmt"
+	"github.com/knemesis/knemesis/internal/lineops"
 	"math"
 	"os"
 	"time"
@@ -96,7 +97,7 @@ func (p *peer) outBox(stats *Stats) (*fboxHdr, []byte) {
 func (p *peer) postFbox(fb *fboxHdr, kind uint32, tag, n, total int) {
 	fb.seq, fb.tag, fb.len, fb.kind, fb.ack, fb.total = p.sendSeq, int32(tag), uint32(n), kind, p.released, uint64(total)
 	p.sendSeq++
-	fb.full.Store(1)
+	lineops.StoreRelease(&fb.full, 1)
 }
 
 // peer is what an endpoint knows about one rank, itself included.

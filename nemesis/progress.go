@@ -1,6 +1,9 @@
 package nemesis
 
 import (
+	"unsafe"
+
+	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/internal/memcopy"
 )
 
@@ -123,6 +126,11 @@ func (ep *Endpoint) pollFbox(src int) (bool, error) {
 		return false, nil
 	}
 	pl := p.fbInPl[k]
+	if fb.len > lineSize-fboxHdrSize {
+		// The payload runs into the box's second line (an RTS with
+		// its handle): ask for it now, while the packet is matched.
+		lineops.Prefetch(unsafe.Pointer(&pl[lineSize-fboxHdrSize]))
+	}
 	seq := fb.seq
 	p.acked = fb.ack
 	if p.asm.req != nil || p.asm.ux != nil {
@@ -134,13 +142,13 @@ func (ep *Endpoint) pollFbox(src int) (bool, error) {
 	case kind == kindMsg && uint64(n) == fb.total, kind == kindRTS && fb.total <= uint64(maxInt):
 		p.recvSeq++
 		err := ep.arrive(src, int(fb.tag), kind, int(fb.total), pl[:n])
-		fb.full.Store(0)
+		lineops.StoreRelease(&fb.full, 0)
 		p.released = seq + 1
 		return true, err
 	case kind == kindControl && ep.lmt != nil:
 		p.recvSeq++
 		err := ep.lmt.HandleControl(src, pl[:n])
-		fb.full.Store(0)
+		lineops.StoreRelease(&fb.full, 0)
 		p.released = seq + 1
 		return true, err
 	}
