@@ -1,7 +1,6 @@
 package lmt
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -706,8 +705,8 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 			e.complete(t, &RemoteError{Rank: src, Msg: string(payload)})
 			return nil
 		}
-		if len(payload) == 8 && t.side == Sender {
-			t.stats.Moving = time.Duration(binary.LittleEndian.Uint64(payload))
+		if t.side == Sender && h.src != 0 {
+			t.stats.Moving = time.Duration(h.src) // see sendDone
 		}
 		if t.side == Receiver && t.s.flow == Split {
 			// The sender's half is in; the transfer is done when ours is.
@@ -900,7 +899,7 @@ func (e *Engine) sideDone(t *Transfer) {
 		if t.side == Sender {
 			// Our half is in; the receiver's DONE completes us.
 			t.state = stWaitDone
-			e.send(t, pktDone, statusOK, 0, t.moved)
+			e.sendWithSource(t, pktDone, statusOK, 0, t.moved, 0) // not timed: see sendDone
 			return
 		}
 		t.state = stWaitDone
@@ -911,8 +910,7 @@ func (e *Engine) sideDone(t *Transfer) {
 	}
 	// The DONE tells the sender how long the move took here.
 	now := monotonic()
-	binary.LittleEndian.PutUint64(t.packet()[hdrLen:], uint64(now-t.moveStart))
-	e.send(t, pktDone, statusOK, 8, t.moved)
+	e.sendDone(t, t.moved, now-t.moveStart)
 	e.completeAt(t, e.truncation(t), now)
 }
 
@@ -935,8 +933,7 @@ func (e *Engine) finishSplit(t *Transfer) {
 	t.moved = t.length
 	t.stats.Bytes = t.length
 	now := monotonic()
-	binary.LittleEndian.PutUint64(t.packet()[hdrLen:], uint64(now-t.moveStart))
-	e.send(t, pktDone, statusOK, 8, t.length)
+	e.sendDone(t, t.length, now-t.moveStart)
 	e.completeAt(t, e.truncation(t), now)
 }
 
@@ -1084,12 +1081,25 @@ func (e *Engine) openPidfd(rank int) bool {
 // send queues a control packet for t's peer; the packet buffer of t holds
 // the payload (n bytes after the header) already.
 func (e *Engine) send(t *Transfer, typ pktType, status uint8, n int, length int64) {
+	e.sendWithSource(t, typ, status, n, length, t.id)
+}
+
+// sendDone sends the DONE of a transfer that moved length bytes here in
+// moving. The time goes in the header's source word, which no DONE needs
+// (the receiver looks the transfer up by its own id), rather than in a
+// payload: a 32-byte DONE fits in the line of its fastbox's flag, and the
+// peer reads it with one cache miss, not two.
+func (e *Engine) sendDone(t *Transfer, length int64, moving time.Duration) {
+	e.sendWithSource(t, pktDone, statusOK, 0, length, uint64(max(moving, 1)))
+}
+
+func (e *Engine) sendWithSource(t *Transfer, typ pktType, status uint8, n int, length int64, src uint64) {
 	p := t.packet()
 	var kind uint8 // 0: no backend (the RTS named one unknown here)
 	if t.s != nil {
 		kind = t.s.id
 	}
-	putHeader(p, typ, kind, status, n, t.id, t.peerID, length)
+	putHeader(p, typ, kind, status, n, src, t.peerID, length)
 	t.pktLen = hdrLen + n
 	if t.pktPending {
 		return // already in the outbox: the newer packet replaces it

@@ -4,3 +4,11 @@ package lmt
 const (
 	IdleCheckEvery = idleCheckEvery
 )
+
+// PacketType names the type of a control packet ("RTS", "CTS", "DONE").
+func PacketType(pkt []byte) string {
+	if len(pkt) == 0 {
+		return ""
+	}
+	return pktType(pkt[0]).String()
+}

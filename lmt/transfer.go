@@ -314,7 +314,10 @@ func segHandleLen(n int) int { return 16 + 16*n }
 // backend handle in RTS and CTS, the error text in a failed DONE).
 //
 //	0 type  1 backend id  2 status  3 zero  4..8 payload length
-//	8..16 sender's transfer id  16..24 receiver's transfer id
+//	8..16 the packet sender's transfer id (a successful DONE: the
+//	      nanoseconds the move took on the side sending it, at least 1,
+//	      or 0 when not timed, as by the sender of a Split transfer)
+//	16..24 the packet receiver's transfer id
 //	24..32 length (RTS: message; CTS: bytes accepted; DONE: bytes moved)
 const hdrLen = 32
 
