@@ -836,7 +836,7 @@ func (e *Engine) idle(t *Transfer) {
 // pidfd already says exited, and the poll that precedes each Progress
 // (the endpoint's, which the engine does not see) must hand it over
 // before a completed transfer is failed. A nemesis endpoint takes, a poll,
-// what its two fastboxes from a peer hold next and up to 64 cells from its
+// what its fastboxes from a peer hold next and up to 64 cells from its
 // queue: with its default 64 cells per rank, two polls hand over all a
 // dead peer left; 4 leave room for more. A waiter that sees the exit
 // itself (lmt/attach) polls as many times before it calls PeerFailed.

@@ -10,8 +10,8 @@
 //   - a receive queue, the only place it polls for messages from anyone;
 //   - a free queue of fixed-size cells (Options.Cells of Options.CellSize
 //     bytes), from which it takes a cell whenever it sends;
-//   - two fastboxes from each other process: single-message mailboxes with
-//     a full/empty flag, taken in turn.
+//   - three fastboxes from each other process: single-message mailboxes
+//     with a full/empty flag, taken in turn.
 //
 // To send, a process dequeues a cell from its own free queue, copies the
 // message into it and enqueues it on the receiver's receive queue. The

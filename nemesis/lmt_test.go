@@ -391,7 +391,7 @@ func TestLMTPacketsViaFastbox(t *testing.T) {
 	}{
 		{name: "free", fbox: DefaultFastboxSize, fboxRTS: 1, fboxCtrl: 1},
 		{name: "one-busy", fbox: DefaultFastboxSize, busy: 1, fboxRTS: 1, fboxCtrl: 1},
-		{name: "both-busy", fbox: DefaultFastboxSize, busy: fboxSlots, cells: 1, fboxCtrl: 1},
+		{name: "all-busy", fbox: DefaultFastboxSize, busy: fboxSlots, cells: 1, fboxCtrl: 1},
 		{name: "small", fbox: 256, cells: 1, fboxCtrl: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -202,14 +202,18 @@ func TestOrderBothWays(t *testing.T) {
 	}
 }
 
-// TestCellBehindBothFastboxes: two messages fill both fastboxes to a rank
-// that polls neither (no receive names the sender), and a third takes a
-// cell. The cell's sequence number is two ahead: the receiver must take
-// both boxes first, in order, before the cell.
-func TestCellBehindBothFastboxes(t *testing.T) {
+// TestCellBehindAllFastboxes: small messages fill every fastbox to a rank
+// that polls none (no receive names the sender), and one more takes a
+// cell. The cell's sequence number is fboxSlots ahead: the receiver must
+// take every box first, in order, before the cell.
+func TestCellBehindAllFastboxes(t *testing.T) {
 	eps := joinLocal(t, 2, &Options{CellSize: 512, Cells: 4, FastboxSize: 128})
 	a, b := eps[0], eps[1]
-	msgs := [][]byte{make([]byte, 5), make([]byte, 9), make([]byte, 300)}
+	var msgs [][]byte
+	for i := range fboxSlots {
+		msgs = append(msgs, make([]byte, 5+4*i))
+	}
+	msgs = append(msgs, make([]byte, 300)) // too long for a 128-byte box
 	for i, m := range msgs {
 		stamp(m, 0, i)
 		if err := a.Send(1, i, m); err != nil {
@@ -224,8 +228,8 @@ func TestCellBehindBothFastboxes(t *testing.T) {
 	if err := b.Poll(); err != nil {
 		t.Fatal(err)
 	}
-	if st := b.Stats(); st.SeqFromFbox != fboxSlots || st.Unexpected != 3 {
-		t.Fatalf("receiver stats %+v: want the cell to pull %d fastbox messages ahead of it, 3 unexpected", st, fboxSlots)
+	if st := b.Stats(); st.SeqFromFbox != fboxSlots || st.Unexpected != uint64(len(msgs)) {
+		t.Fatalf("receiver stats %+v: want the cell to pull %d fastbox messages ahead of it, %d unexpected", st, fboxSlots, len(msgs))
 	}
 	for i, m := range msgs {
 		buf := make([]byte, len(m))

@@ -23,7 +23,7 @@ import (
 const (
 	lineSize      = 64
 	segMagic      = 0x5349_5345_4d45_4e4b // "KNEMESIS" read as little-endian
-	layoutVersion = 6
+	layoutVersion = 7
 	headerSize    = 4096
 	// A cell's payload follows its 40-byte header in the same line, so a
 	// message of up to 24 bytes costs the receiver one miss for the cell.
@@ -32,10 +32,14 @@ const (
 	// to 32 bytes then costs the receiver a single cache miss.
 	fboxHdrSize = 32
 	// fboxSlots fastboxes per ordered pair, used in turn by sequence
-	// number: an LMT packet (a DONE) still in one box leaves the other
+	// number: an LMT packet (a DONE) still in one box leaves the others
 	// free for the next message (the RTS a ping-pong answers with), which
-	// would otherwise take a cell through both queues.
-	fboxSlots = 2
+	// would otherwise take a cell through both queues. Three, because a
+	// rendezvous on a streaming backend sends three packets each way per
+	// ping-pong round (RTS, then CTS and DONE for the answer): with two,
+	// every RTS found its box holding the CTS its peer had not yet
+	// acknowledged, and read the flag across the cores to see it empty.
+	fboxSlots = 3
 )
 
 type segHeader struct {
