@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/knemesis/knemesis/internal/lineops"
 	"golang.org/x/sys/unix"
 )
 
@@ -213,9 +214,11 @@ func (s *shm) push(r *ring, t *Transfer, max int) (int, error) {
 			break
 		}
 		n += c
-		r.owners[w%s.slots].Store(t.id)
+		// Release stores: the next slot's copy starts while these
+		// lines travel to the receiver's core (see internal/lineops).
+		lineops.StoreRelease64(&r.owners[w%s.slots].Uint64, t.id)
 		w++
-		r.written.Store(w)
+		lineops.StoreRelease64(r.written, w)
 		if w-rd == s.slots {
 			rd = r.read.Load()
 		}
@@ -230,9 +233,9 @@ func (s *shm) pull(r *ring, t *Transfer, max int) (int, error) {
 		if o := r.owners[rd%s.slots].Load(); o != t.peerID {
 			// Filled early for a message matched later, or left by a
 			// truncated one: not ours.
-			r.revoked.Store(o)
+			lineops.StoreRelease64(r.revoked, o)
 			rd++
-			r.read.Store(rd)
+			lineops.StoreRelease64(r.read, rd)
 			if rd == w {
 				w = r.written.Load()
 			}
@@ -245,7 +248,7 @@ func (s *shm) pull(r *ring, t *Transfer, max int) (int, error) {
 		}
 		n += c
 		rd++
-		r.read.Store(rd)
+		lineops.StoreRelease64(r.read, rd)
 		if rd == w {
 			w = r.written.Load()
 		}

@@ -18,7 +18,11 @@
 // line at once, and the miss overlaps the work done before the payload is
 // read instead of following it.
 //
+// The shm ring's counters and owner words are handed over the same way, with
+// StoreRelease64.
+//
 // On other architectures, and under the race detector (which must see the
 // release to know the payload's writes happened before its reads),
-// StoreRelease is atomic.Uint32.Store and Prefetch does nothing.
+// StoreRelease and StoreRelease64 are the atomic Stores and Prefetch does
+// nothing.
 package lineops

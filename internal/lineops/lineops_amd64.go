@@ -11,6 +11,9 @@ import (
 // store of this goroutine is seen after it.
 func StoreRelease(p *atomic.Uint32, v uint32) { storeRelease32((*uint32)(unsafe.Pointer(p)), v) }
 
+// StoreRelease64 is StoreRelease for a 64-bit word.
+func StoreRelease64(p *atomic.Uint64, v uint64) { storeRelease64((*uint64)(unsafe.Pointer(p)), v) }
+
 // Prefetch asks for the cache line holding p, without waiting for it.
 func Prefetch(p unsafe.Pointer) { prefetch(p) }
 
@@ -19,6 +22,9 @@ func Prefetch(p unsafe.Pointer) { prefetch(p) }
 
 //go:noescape
 func storeRelease32(p *uint32, v uint32)
+
+//go:noescape
+func storeRelease64(p *uint64, v uint64)
 
 //go:noescape
 func prefetch(p unsafe.Pointer)

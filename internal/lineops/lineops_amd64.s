@@ -9,6 +9,13 @@ TEXT ·storeRelease32(SB), NOSPLIT, $0-12
 	MOVL	BX, 0(AX)
 	RET
 
+// func storeRelease64(p *uint64, v uint64)
+TEXT ·storeRelease64(SB), NOSPLIT, $0-16
+	MOVQ	p+0(FP), AX
+	MOVQ	v+8(FP), BX
+	MOVQ	BX, 0(AX)
+	RET
+
 // func prefetch(p unsafe.Pointer)
 TEXT ·prefetch(SB), NOSPLIT, $0-8
 	MOVQ	p+0(FP), AX

@@ -17,6 +17,14 @@ func TestStoreReleaseStoresOnlyItsWord(t *testing.T) {
 	if a, b, c := words[0].Load(), words[1].Load(), words[2].Load(); a != 0xdeadbeef || b != 7 || c != 0xdeadbeef {
 		t.Fatalf("words after StoreRelease(&words[1], 7) = %#x %#x %#x", a, b, c)
 	}
+	var wide [3]atomic.Uint64
+	for i := range wide {
+		wide[i].Store(0xdeadbeefdeadbeef)
+	}
+	StoreRelease64(&wide[1], 1<<40+7)
+	if a, b, c := wide[0].Load(), wide[1].Load(), wide[2].Load(); a != 0xdeadbeefdeadbeef || b != 1<<40+7 || c != 0xdeadbeefdeadbeef {
+		t.Fatalf("words after StoreRelease64(&wide[1], 1<<40+7) = %#x %#x %#x", a, b, c)
+	}
 }
 
 // TestStoreReleasePublishes hands a payload from one goroutine to another
