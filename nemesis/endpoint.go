@@ -2,11 +2,11 @@ package nemesis
 
 import (
 	"fmt"
-	"github.com/knemesis/knemesis/internal/lineops"
 	"math"
 	"os"
 	"time"
 
+	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/internal/memcopy"
 	"github.com/knemesis/knemesis/nemesis/launch"
 )
