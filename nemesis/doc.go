@@ -62,17 +62,22 @@
 // share a cache line. Because a sender may then have messages to the same
 // receiver both in the queue and in a fastbox, every message carries a
 // per-pair sequence number, and the number names the box: each ordered pair
-// has two, the even messages' and the odd ones'. A sender whose previous
-// message still sits in one box (an LMT DONE, say, followed at once by the
-// RTS of a reply) thus finds the other free, where with a single box the
-// second message would take a cell through both queues: several cache
-// misses more, which on this kind of VM cost 0.5 µs when the two vCPUs sit
-// far apart. A fastbox whose message is not the next expected one is left
-// alone; a queue cell that is not the next expected one proves that its
-// predecessors sit in the fastboxes (the sender filled them before
+// has three, taken in turn (message n uses box n mod 3). A sender whose
+// previous messages still sit in their boxes (an LMT DONE, say, followed at
+// once by the RTS of a reply) thus finds the next one free, where with a
+// single box the message would take a cell through both queues: several
+// cache misses more, which on this kind of VM cost 0.5 µs when the two
+// vCPUs sit far apart. Every box also carries its sender's acknowledgment
+// of what it has consumed, so that a box known empty is written without
+// reading its flag, a line the other core wrote last; flags are set and
+// cleared with release stores (internal/lineops), not sequentially
+// consistent ones. A fastbox whose message is not the next expected one is
+// left alone; a queue cell that is not the next expected one proves that
+// its predecessors sit in the fastboxes (the sender filled them before
 // enqueueing the cell), which are consumed first. Receivers poll the
-// fastboxes of the sources their posted receives name at every Poll, and all
-// fastboxes every 64 Polls (every 8 while a wildcard receive is posted).
+// fastboxes of the sources their posted receives name at every Poll, and
+// all fastboxes every 64 Polls (every 8 while a wildcard receive is
+// posted).
 // Fastboxes cost N² space; above 64 processes they are off by default.
 //
 // # Endpoint

@@ -19,8 +19,8 @@ const (
 	DefaultCellSize = 8192 // see BenchmarkCellSize and the package doc
 	DefaultCells    = 64   // cells per process
 	// DefaultFastboxSize is one fastbox (32-byte header + payload): a 1 KiB
-	// message still fits, and 8 ranks use 64 pairs × 2 boxes × 2 KiB =
-	// 256 KiB of boxes.
+	// message still fits, and 8 ranks use 64 pairs × 3 boxes × 2 KiB =
+	// 384 KiB of boxes.
 	DefaultFastboxSize = 2048
 	// fastboxProcLimit: above this many ranks the default is no fastboxes,
 	// whose number grows as the square of the job size (§3.2).
@@ -662,8 +662,8 @@ const (
 )
 
 // trySend puts as much of r as it can on its way: into the destination's
-// fastbox of its sequence number when it fits and the box is empty, else into cells taken from
-// this rank's free queue, or as an RTS to the LMT.
+// fastbox of its sequence number when it fits and the box is empty, else
+// into cells taken from this rank's free queue, or as an RTS to the LMT.
 func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 	s := ep.seg
 	p := &ep.peers[r.peer]

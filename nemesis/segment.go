@@ -18,7 +18,7 @@ import (
 //
 //	0              header (one page): magic, layout version, sizes, offsets
 //	procOff        one procBlock per rank: pid, receive queue, free queue
-//	fastboxOff     nprocs×nprocs pairs of fastboxes, grouped by receiver
+//	fastboxOff     nprocs×nprocs×fboxSlots fastboxes, grouped by receiver
 //	cellOff        nprocs×cellsPerProc cells, grouped by owner (sender)
 const (
 	lineSize      = 64
