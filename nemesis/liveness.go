@@ -9,10 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Waiting. A blocked call spins on Poll for a while (a message usually
-// arrives within a few microseconds), then yields at every round, to other
-// goroutines and to other processes, so that a job with more ranks than
-// cores still progresses: the rank it waits for may need this core.
+// SpinBeforeYield is how many Polls in a row that moved nothing a blocked
+// call makes before it yields. It spins on Poll for a while (a message
+// usually arrives within a few microseconds), then yields at every round,
+// to other goroutines and to other processes, so that a job with more ranks
+// than cores still progresses: the rank it waits for may need this core.
 //
 // The spin outlasts the copies a rank typically waits for: an idle Poll
 // takes about 13 ns here, so 4096 of them are some 50 µs, the time a
@@ -20,8 +21,9 @@ import (
 // 1000 polls). With 200 a rank waiting for a 64 KiB process_vm_readv
 // started yielding after 2.6 µs, and each sched_yield costs 0.7 µs on
 // this VM: a message that landed during one waited for it to return
-// (cma ping-pong at 64 KiB went from 8.0 to 8.45 GB/s).
-const spinBeforeYield = 4096
+// (cma ping-pong at 64 KiB went from 8.0 to 8.45 GB/s). Layers that wait
+// on an endpoint by their own loop (lmt/attach) spin as long.
+const SpinBeforeYield = 4096
 
 type waiter struct {
 	spins int
@@ -44,7 +46,7 @@ func (ep *Endpoint) busy(w *waiter) error {
 // for them. Every LivenessInterval it checks whether peers still live.
 func (ep *Endpoint) idle(w *waiter) error {
 	w.spins++
-	if w.spins < spinBeforeYield {
+	if w.spins < SpinBeforeYield {
 		return nil
 	}
 	ep.stats.Yields++

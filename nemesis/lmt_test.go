@@ -299,7 +299,7 @@ func (l *meteredLMT) BytesMoved() uint64 { return l.moved }
 // many chunks never yields; through one that does not, Wait cannot tell and
 // yields at every poll past its spin budget.
 func TestWaitSpinsThroughLMTChunks(t *testing.T) {
-	const chunks = spinBeforeYield + 2000
+	const chunks = SpinBeforeYield + 2000
 	for _, metered := range []bool{true, false} {
 		t.Run(fmt.Sprintf("metered=%v", metered), func(t *testing.T) {
 			eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 4})
@@ -328,8 +328,8 @@ func TestWaitSpinsThroughLMTChunks(t *testing.T) {
 			want := uint64(0)
 			if !metered {
 				// Idle after each of the first chunks-1 polls; the
-				// spin budget covers spinBeforeYield-1 of them.
-				want = uint64(chunks - 1 - (spinBeforeYield - 1))
+				// spin budget covers SpinBeforeYield-1 of them.
+				want = uint64(chunks - 1 - (SpinBeforeYield - 1))
 			}
 			if got := a.Stats().Yields; got != want {
 				t.Fatalf("Wait yielded %d times over %d chunks, want %d", got, chunks, want)

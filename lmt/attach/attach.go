@@ -128,11 +128,6 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 	return l, nil
 }
 
-// spinBeforeYield matches the endpoint's (see nemesis/liveness.go for the
-// figures behind it): polls that moved nothing before a waiter gives its
-// CPU away.
-const spinBeforeYield = 4096
-
 // spinBeforePoll is how many idle polls pass before a transfer waiting on
 // a pipe sleeps in poll(2) on it.
 const spinBeforePoll = 16
@@ -144,9 +139,10 @@ const livenessEvery = 4096
 // Wait is Endpoint.Wait (which sees the chunks go by through BytesMoved)
 // plus what only the engine knows: a transfer waiting on a pipe sleeps in
 // poll(2) on it, and the engine checks its peer's pidfd. It spins while
-// chunks go through and yields only after 4096 polls that moved nothing. A
-// peer that dies fails the wait with a *lmt.PeerError; an eager request
-// left pending then is abandoned.
+// chunks go through and yields only after nemesis.SpinBeforeYield polls
+// that moved nothing, as Endpoint.Wait does. A peer that dies fails the
+// wait with a *lmt.PeerError; an eager request left pending then is
+// abandoned.
 func (l *LMT) Wait(r *nemesis.Request) error {
 	idle := 0
 	last := l.eng.BytesMoved()
@@ -170,7 +166,7 @@ func (l *LMT) Wait(r *nemesis.Request) error {
 				continue
 			}
 		}
-		if idle < spinBeforeYield {
+		if idle < nemesis.SpinBeforeYield {
 			continue
 		}
 		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
