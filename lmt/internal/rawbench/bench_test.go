@@ -31,12 +31,37 @@ const envPeer = "KNEMESIS_LMT_BENCH_PEER"
 // window is how many messages the streaming sender keeps in flight.
 const window = 2
 
-// eagerMax keeps 64 KiB messages on the LMT path.
-const eagerMax = 32 << 10
+// eagerMax keeps 64 KiB messages on the LMT path, and a message of
+// KNEMESIS_BENCH_SIZE bytes too.
+var eagerMax = func() int {
+	if benchSize > 1 {
+		return min(32<<10, benchSize-1)
+	}
+	return 32 << 10
+}()
+
+// benchSize, from KNEMESIS_BENCH_SIZE, replaces the benchmark's sizes with
+// one: a message of a few bytes forced through the LMT shows the protocol's
+// fixed cost per message, which a 64 KiB copy dilutes.
+var benchSize, _ = strconv.Atoi(os.Getenv("KNEMESIS_BENCH_SIZE"))
 
 const tagCmd = 1000
 
 var sizes = []int{64 << 10, 1 << 20, 4 << 20, 16 << 20}
+
+func benchSizes() []int {
+	if benchSize > 1 {
+		return []int{benchSize}
+	}
+	return sizes
+}
+
+func sizeName(size int) string {
+	if size%1024 != 0 {
+		return fmt.Sprintf("%dB", size)
+	}
+	return fmt.Sprintf("%dKiB", size>>10)
+}
 
 // mechanism of each backend in the C reference. The pushing ones (cma-write,
 // cma-split) wait in C as in Go for the receiver to say where to write, the
@@ -246,8 +271,8 @@ func startPeer() (*side, error) {
 func BenchmarkLMT(b *testing.B) {
 	for _, shape := range []string{"stream", "pingpong"} {
 		for _, backend := range []string{"shm", "cma", "cma-write", "cma-split", "vmsplice", "pipe"} {
-			for _, size := range sizes {
-				name := fmt.Sprintf("%s/%s/%dKiB", shape, backend, size>>10)
+			for _, size := range benchSizes() {
+				name := fmt.Sprintf("%s/%s/%s", shape, backend, sizeName(size))
 				b.Run(name+"/go", func(b *testing.B) { benchGo(b, shape, backend, size) })
 				b.Run(name+"/raw", func(b *testing.B) { benchRaw(b, shape, backend, size) })
 			}
