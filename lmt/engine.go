@@ -503,7 +503,8 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 	if src < 0 || src >= e.cfg.Size || src == e.cfg.Rank {
 		return nil, fmt.Errorf("lmt: source rank %d is not a peer", src)
 	}
-	h, payload, err := parseHeader(rts)
+	var h header
+	payload, err := parseHeader(rts, &h)
 	if err != nil {
 		return nil, err
 	}
@@ -637,7 +638,8 @@ func (e *Engine) finishIfEmpty(t *Transfer) {
 
 // HandleControl takes a packet the Engine of rank src sent through Control.
 func (e *Engine) HandleControl(src int, pkt []byte) error {
-	h, payload, err := parseHeader(pkt)
+	var h header
+	payload, err := parseHeader(pkt, &h)
 	if err != nil {
 		return err
 	}
