@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/knemesis/knemesis/internal/fastclock"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"golang.org/x/sys/unix"
 )
@@ -178,10 +179,9 @@ type Stats struct {
 	Moving time.Duration
 }
 
-// epoch anchors the engines' monotonic timestamps.
-var epoch = time.Now()
-
-func monotonic() time.Duration { return time.Since(epoch) }
+// monotonic is the engines' clock, read some five times per message:
+// fastclock's, which on this kind of machine costs a third of time.Now.
+func monotonic() time.Duration { return time.Duration(fastclock.Nanotime()) }
 
 type tstate uint8
 

@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package fastclock
+
+const haveTSC = false
+
+func readTSC() uint64 { return 0 }
