@@ -53,7 +53,9 @@ func TestNanotimeNeverGoesBack(t *testing.T) {
 
 type backwards struct{ last, now int64 }
 
-func (b *backwards) Error() string { return "Nanotime went from " + itoa(b.last) + " back to " + itoa(b.now) }
+func (b *backwards) Error() string {
+	return "Nanotime went from " + itoa(b.last) + " back to " + itoa(b.now)
+}
 
 func itoa(v int64) string { return time.Duration(v).String() }
 
