@@ -266,6 +266,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, errors.New("lmt: Config needs a Job name and a Control channel")
 	}
 	e := &Engine{cfg: cfg}
+	_ = monotonic() // calibrates the clock (2 ms, once a process) now, not on the first message
 	e.env = Env{Rank: cfg.Rank, Size: cfg.Size, Job: cfg.Job, Dir: cfg.Dir, Config: &e.cfg, PeerPID: e.peerPID}
 	e.peers = make([]peerState, cfg.Size)
 	for i := range e.peers {

@@ -26,8 +26,8 @@ import (
 // clocksourceFile names the kernel's current clocksource.
 const clocksourceFile = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
 
-// calibration is how long the counter's rate is measured for: the two
-// clock reads at each end err by some 30 ns, a few parts in 100000.
+// calibration is how long the counter's rate is measured for: each end is
+// known to some 30 ns (see stamp), a few parts in 100000.
 const calibration = 2 * time.Millisecond
 
 var (
@@ -62,18 +62,38 @@ func setup() {
 	if !haveTSC || !kernelUsesTSC(clocksourceFile) {
 		return
 	}
-	start, c0 := time.Since(origin), readTSC()
+	start, c0, ok := stamp()
+	if !ok {
+		return
+	}
 	var now time.Duration
 	for now = time.Since(origin); now-start < calibration; now = time.Since(origin) {
 	}
-	c1 := readTSC()
-	if c1 <= c0 {
+	end, c1, ok := stamp()
+	if !ok || c1 <= c0 {
 		return
 	}
 	// ns per tick = elapsed / ticks, kept with 32 fraction bits.
-	q, _ := bits.Div64(uint64(now-start)>>32, uint64(now-start)<<32, c1-c0)
+	q, _ := bits.Div64(uint64(end-start)>>32, uint64(end-start)<<32, c1-c0)
 	mult, tsc0, useTSC = q, c0, true
 }
+
+// stamp reads the runtime clock and the counter at one instant: between
+// two runtime readings at most stampSlack apart, so that a preemption in
+// the middle cannot skew the rate.
+func stamp() (time.Duration, uint64, bool) {
+	for range 100 {
+		before := time.Since(origin)
+		c := readTSC()
+		after := time.Since(origin)
+		if after-before <= stampSlack {
+			return before + (after-before)/2, c, true
+		}
+	}
+	return 0, 0, false
+}
+
+const stampSlack = 500 * time.Nanosecond
 
 func kernelUsesTSC(path string) bool {
 	b, err := os.ReadFile(path)
