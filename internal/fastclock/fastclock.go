@@ -66,8 +66,7 @@ func setup() {
 	if !ok {
 		return
 	}
-	var now time.Duration
-	for now = time.Since(origin); now-start < calibration; now = time.Since(origin) {
+	for time.Since(origin)-start < calibration {
 	}
 	end, c1, ok := stamp()
 	if !ok || c1 <= c0 {

@@ -17,7 +17,7 @@ func TestNanotimeTracksTheRuntimeClock(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		n1, s1 := Nanotime(), time.Now()
 		got, want := time.Duration(n1-n0), s1.Sub(s0)
-		if d := got - want; d < 0 && -d < want/200 || d >= 0 && d < want/200 {
+		if (got - want).Abs() < want/200 {
 			return
 		}
 		if try == 4 {
