@@ -70,10 +70,16 @@
 // fastbox RTS about 0.3 µs, the receiver's match and StartRecv (with its
 // CTS) 0.2-0.3 µs, DONE and completion 0.4-0.6 µs, the rest cache-line
 // crossings between the ranks. The C reference, which exchanges bare flags
-// and matches nothing, spends 0.1-0.8 µs beside the same system calls. At
-// 64 KiB, where the copy itself takes 4-7 µs, the CMA backends therefore
-// reach 0.7-0.9 of the C rate; from 1 MiB, 0.8-1.0 (measure it yourself
-// with `go test -bench LMT ./lmt/internal/rawbench`).
+// and matches nothing, spends 0.1-0.8 µs beside the same system calls. The
+// engine's own instructions are the smaller part: BenchmarkProtocol, which
+// runs both engines of an empty message in one process with a control
+// channel that costs nothing, takes 0.25 µs for cma and 0.35 µs for
+// cma-split, both sides together; the rest is the fastbox crossings and the
+// time each side takes to see a packet and act on it. At 64 KiB, where the
+// copy itself takes 4-7 µs, the CMA backends therefore reach 0.8-1.0 of the
+// C rate (cma-split, with four packets a message, 0.8-0.87); from 1 MiB,
+// 0.9-1.0 (measure it yourself with `go test -bench LMT
+// ./lmt/internal/rawbench`).
 //
 // # Using it
 //
