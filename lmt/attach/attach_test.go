@@ -35,6 +35,19 @@ func join(p launch.Proc, o attach.Options) (*nemesis.Endpoint, *attach.LMT, erro
 	return ep, l, nil
 }
 
+// farewell tells peer that this rank is done and waits until peer says the
+// same. A rank must not exit while its peer may still send to it: a send
+// to a rank whose endpoint is gone fails (nemesis' fault rules), so a
+// test's last Send alone would race the peer's exit.
+func farewell(ep *nemesis.Endpoint, peer int) error {
+	const tag = 99
+	if err := ep.Send(peer, tag, nil); err != nil {
+		return err
+	}
+	_, err := ep.Recv(peer, tag, nil)
+	return err
+}
+
 // TestSendRecv: Endpoint.Send and Recv use the LMT above the eager limit,
 // with the backend forced per endpoint, and eager messages stay eager.
 func TestSendRecv(t *testing.T) {
@@ -74,7 +87,7 @@ func TestSendRecv(t *testing.T) {
 						return fmt.Errorf("recv %d bytes: LMT %v, stats %+v; want LMT only above %d bytes, via %s", n, viaLMT, st, attach.DefaultEagerMax, b)
 					}
 				}
-				return ep.Send(1-p.Rank, 99, nil) // neither exits before the other is done
+				return farewell(ep, 1-p.Rank)
 			})
 		})
 	}
@@ -119,7 +132,7 @@ func TestForcePerMessage(t *testing.T) {
 				}
 			}
 		}
-		return ep.Send(1-p.Rank, 99, nil)
+		return farewell(ep, 1-p.Rank)
 	})
 }
 
@@ -412,7 +425,7 @@ func TestWait(t *testing.T) {
 				}
 			}
 		}
-		return ep.Send(1-p.Rank, 99, nil)
+		return farewell(ep, 1-p.Rank)
 	})
 }
 
@@ -454,7 +467,7 @@ func TestNoAllocPerMessage(t *testing.T) {
 						return fmt.Errorf("rank %d: %v allocations per round trip of %d-byte messages via %s (lists: %v), want 0", p.Rank, allocs, n, b, lists)
 					}
 				}
-				return ep.Send(1-p.Rank, 99, nil)
+				return farewell(ep, 1-p.Rank)
 			})
 		})
 	}
