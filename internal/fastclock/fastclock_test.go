@@ -1,6 +1,7 @@
 package fastclock
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -36,7 +37,7 @@ func TestNanotimeNeverGoesBack(t *testing.T) {
 			for i := 0; i < 200000; i++ {
 				now := Nanotime()
 				if now < last {
-					done <- &backwards{last, now}
+					done <- fmt.Errorf("Nanotime went from %d back to %d", last, now)
 					return
 				}
 				last = now
@@ -50,14 +51,6 @@ func TestNanotimeNeverGoesBack(t *testing.T) {
 		}
 	}
 }
-
-type backwards struct{ last, now int64 }
-
-func (b *backwards) Error() string {
-	return "Nanotime went from " + itoa(b.last) + " back to " + itoa(b.now)
-}
-
-func itoa(v int64) string { return time.Duration(v).String() }
 
 // TestTSCOnlyWhereTheKernelKeepsTimeWithIt: the counter is trusted only
 // when the kernel's clocksource is "tsc".
