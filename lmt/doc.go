@@ -28,8 +28,8 @@
 //	Push    receiver sends CTS with its own handle; the sender copies and
 //	        sends DONE
 //	Split   RTS and CTS each carry a handle; the receiver copies the first
-//	        half while the sender copies the second; the sender's DONE says
-//	        its half is in, the receiver's completes both sides
+//	        half while the sender copies the second; each side sends DONE
+//	        when its half is in and completes when it has the other's
 //
 // DONE completes both sides: the sender never reuses its buffer before the
 // receiver said the data is out of it, which vmsplice (pages referenced, not

@@ -711,11 +711,11 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 		if t.side == Sender && h.src != 0 {
 			t.stats.Moving = time.Duration(h.src) // see sendDone
 		}
-		if t.side == Receiver && t.s.flow == Split {
-			// The sender's half is in; the transfer is done when ours is.
+		if t.s.flow == Split {
+			// The peer's half is in; the transfer is done when ours is.
 			t.peerDone = true
 			if t.state == stWaitDone {
-				e.finishSplit(t)
+				e.finishSplit(t, monotonic())
 			}
 			return nil
 		}
@@ -899,16 +899,7 @@ func (e *Engine) sideDone(t *Transfer) {
 		return
 	}
 	if t.s.flow == Split {
-		if t.side == Sender {
-			// Our half is in; the receiver's DONE completes us.
-			t.state = stWaitDone
-			e.sendWithSource(t, pktDone, statusOK, 0, t.moved, 0) // not timed: see sendDone
-			return
-		}
-		t.state = stWaitDone
-		if t.peerDone {
-			e.finishSplit(t)
-		}
+		e.halfDone(t)
 		return
 	}
 	// The DONE tells the sender how long the move took here.
@@ -931,12 +922,47 @@ func (e *Engine) handBack(t *Transfer) {
 	}
 }
 
-// finishSplit completes a Split receiver once both halves are in.
-func (e *Engine) finishSplit(t *Transfer) {
+// halfDone is called when this side of a Split transfer has copied its
+// half. Each side says so with a DONE at once and completes when it also
+// has the other's: the receiver's reaches the sender while the sender is
+// still copying, so that neither waits a crossing for the other's
+// completion. The receiver's DONE carries its time from the match, which
+// stands for the sender's Stats.Moving (both halves move at once); the
+// sender's is not timed (see sendDone).
+//
+// A receiver whose CTS still waits in the outbox keeps its DONE until it
+// completes: a transfer has one packet buffer, and the DONE must not
+// replace the CTS the sender needs to start.
+func (e *Engine) halfDone(t *Transfer) {
+	t.state = stWaitDone
+	now := time.Duration(0)
+	switch {
+	case t.side == Sender:
+		e.sendWithSource(t, pktDone, statusOK, 0, t.moved, 0)
+	case t.pktPending:
+		t.doneOwed = true
+	default:
+		now = monotonic()
+		e.sendDone(t, t.moved, now-t.moveStart)
+	}
+	if !t.peerDone {
+		return
+	}
+	if now == 0 {
+		now = monotonic()
+	}
+	e.finishSplit(t, now)
+}
+
+// finishSplit completes either side of a Split transfer once both halves
+// are in.
+func (e *Engine) finishSplit(t *Transfer, now time.Duration) {
 	t.moved = t.length
 	t.stats.Bytes = t.length
-	now := monotonic()
-	e.sendDone(t, t.length, now-t.moveStart)
+	if t.doneOwed {
+		t.doneOwed = false
+		e.sendDone(t, t.length, now-t.moveStart)
+	}
 	e.completeAt(t, e.truncation(t), now)
 }
 

@@ -42,7 +42,8 @@ type Transfer struct {
 	started    time.Duration // monotonic(), at StartSend or StartRecv
 	moveStart  time.Duration // when the payload could start moving
 	early      bool          // a sender filling its channel before the CTS
-	peerDone   bool          // a Split receiver whose sender's half is in
+	peerDone   bool          // a Split transfer whose peer has copied its half
+	doneOwed   bool          // a Split receiver whose DONE waits for its CTS to leave
 	pushing    bool          // a sender with bytes not yet in its channel
 	handedBack bool          // a Buffered sender its user saw complete
 	inRing     bool          // a sender with early pieces awaiting its CTS
