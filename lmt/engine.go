@@ -174,7 +174,10 @@ type Stats struct {
 	// Moving is how long the payload took to move, without the time the
 	// message waited for its receive to be posted: for the receiver, and
 	// for a sender whose receiver did the moving (its DONE carries it),
-	// from the match to completion; for a pushing sender, from the CTS.
+	// from the match to completion; for a pushing sender, from the CTS;
+	// for the sender of a Split transfer, the receiver's time from the
+	// match to its own half in (the two halves move at once, and the
+	// sender reads no clock on its way to its copy).
 	// A selector learning from measurements weighs this.
 	Moving time.Duration
 }
