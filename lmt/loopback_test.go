@@ -268,17 +268,8 @@ func TestDoneFitsOneLine(t *testing.T) {
 	for _, backend := range []string{"cma", "shm", "cma-split"} {
 		t.Run(backend, func(t *testing.T) {
 			l := newLoop(t, backend)
-			msg, buf := make([]byte, 100003), make([]byte, 100003)
-			lmttest.Fill(msg, 1)
-			rts := make([]byte, 4096)
-			s, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "", rts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{buf})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, rts, msg := l.sendOne(t, 100003, 1)
+			r, buf := l.recvOne(t, rts, len(msg))
 			l.wait(t, s, r)
 			for !s.Done() || s.Stats().Moving == 0 {
 				l.step(t) // a buffered sender completes before the DONE
@@ -312,23 +303,38 @@ func (l *loop) packetTypes(rank int) []string {
 	return types
 }
 
+// sendOne starts sending an n-byte message filled from seed, engine 0 to
+// engine 1, and returns the transfer, its RTS and the message.
+func (l *loop) sendOne(t *testing.T, n, seed int) (*lmt.Transfer, []byte, []byte) {
+	t.Helper()
+	msg, rts := make([]byte, n), make([]byte, 4096)
+	lmttest.Fill(msg, seed)
+	s, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, rts[:k], msg
+}
+
+// recvOne starts engine 1's receive of rts into a fresh n-byte buffer.
+func (l *loop) recvOne(t *testing.T, rts []byte, n int) (*lmt.Transfer, []byte) {
+	t.Helper()
+	buf := make([]byte, n)
+	r, err := l.engs[1].StartRecv(0, rts, [][]byte{buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, buf
+}
+
 // TestSplitDoneEarly: each side of a cma-split transfer sends its DONE as
 // soon as its own half is in, so the receiver's DONE is with the sender
 // before the sender has copied a byte, and the sender completes on its own
 // last chunk without waiting for another packet.
 func TestSplitDoneEarly(t *testing.T) {
 	l := newLoop(t, "cma-split")
-	msg, buf := make([]byte, 1<<20+5), make([]byte, 1<<20+5)
-	lmttest.Fill(msg, 3)
-	rts := make([]byte, 4096)
-	s, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "", rts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{buf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, rts, msg := l.sendOne(t, 1<<20+5, 3)
+	r, buf := l.recvOne(t, rts, len(msg))
 	for i := 0; len(l.sent[0]) < 2; i++ {
 		if i > 1000 {
 			t.Fatalf("the receiver never sent its DONE; packets to the sender: %v", l.packetTypes(0))
@@ -361,18 +367,9 @@ func TestSplitDoneEarly(t *testing.T) {
 // must not take the CTS's place: it follows when the receiver completes.
 func TestSplitDoneWaitsForCTS(t *testing.T) {
 	l := newLoop(t, "cma-split")
-	msg, buf := make([]byte, 100), make([]byte, 100)
-	lmttest.Fill(msg, 5)
-	rts := make([]byte, 4096)
-	s, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "", rts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, rts, msg := l.sendOne(t, 100, 5)
 	l.stingy, l.tick = true, 1 // the next packet, the CTS, finds no room
-	r, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{buf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, buf := l.recvOne(t, rts, len(msg))
 	if len(l.sent[0]) != 0 || r.Done() {
 		t.Fatalf("packets to the sender %v, receiver done %v; want none yet, not done", l.packetTypes(0), r.Done())
 	}
