@@ -128,7 +128,8 @@ func (ep *Endpoint) pollFbox(src int) (bool, error) {
 	pl := p.fbInPl[k]
 	if fb.len > lineSize-fboxHdrSize {
 		// The payload runs into the box's second line (an RTS with
-		// its handle): ask for it now, while the packet is matched.
+		// its handle, or a CTS with one): ask for it now, while the
+		// packet is handled.
 		lineops.Prefetch(unsafe.Pointer(&pl[lineSize-fboxHdrSize]))
 	}
 	seq := fb.seq
