@@ -14,9 +14,9 @@ const (
 	Pull Flow = iota + 1
 	// Stream: after the receiver's CTS both sides Step, the sender putting
 	// bytes into a shared channel and the receiver taking them out; the
-	// receiver sends DONE. A channel carries one message at a time, so a
-	// receiver grants one CTS per peer and backend at a time (pipe,
-	// vmsplice, shm ring).
+	// receiver sends DONE. A channel carries one message at a time: a
+	// receiver reads the messages of one peer and backend one after the
+	// other, in the order it sent their CTSs (pipe, vmsplice, shm ring).
 	Stream
 	// Push: the CTS carries the receiver's handle, the sender copies and
 	// sends DONE (CMA write).
@@ -135,6 +135,20 @@ type Early interface {
 // sender's pages until the receiver has read them.
 type Buffered interface {
 	Buffered() bool
+}
+
+// Ordered is implemented by Stream backends whose channel is a plain FIFO
+// of bytes written by one sender and read by one receiver (a pipe): if
+// senders push whole messages one after the other in the order of their
+// CTSs, the receiver finds each message's bytes right after the previous
+// one's. Its receiver then sends the CTS of every message it matched at
+// once, instead of one when the message ahead has been read, so that a
+// sender can fill the channel while the receiver still reads: in a stream
+// of 64 KiB messages through a pipe the two copies, into the pipe and out
+// of it, then overlap as they do between a plain writer and reader. The
+// shm ring, which tags its pieces (see [Early]), fills ahead its own way.
+type Ordered interface {
+	Ordered() bool
 }
 
 // Blocker is implemented by backends whose channel is a file descriptor

@@ -52,6 +52,10 @@ type Config struct {
 	// NoBuffered makes senders on [Buffered] backends wait for the
 	// receiver's DONE like the others; for measuring what it saves.
 	NoBuffered bool
+	// NoGrantAhead makes receivers on [Ordered] backends grant their
+	// channel to one message at a time; for measuring what granting
+	// ahead saves.
+	NoGrantAhead bool
 	// PipeSize is the pipe capacity the pipe and vmsplice backends ask for
 	// with F_SETPIPE_SZ (default 1 MiB); MinPipeSize is the smallest
 	// they accept before refusing (default 64 KiB, the kernel default).
@@ -224,6 +228,12 @@ type backendSlot struct {
 	// buffered: a sender completes once its bytes are in the channel
 	// (see [Buffered]).
 	buffered bool
+	// ordered: the channel is a plain FIFO (see [Ordered]): a receiver
+	// sends the CTS of the messages queued for it at once, and senders
+	// push in the order their CTSs came, pushQueue[rank] holding those
+	// of rank past their CTS with bytes still to push, oldest first.
+	ordered   bool
+	pushQueue [][]*Transfer
 }
 
 type peerState struct {
@@ -288,6 +298,8 @@ func New(cfg Config) (*Engine, error) {
 		}
 		buf, _ := b.(Buffered)
 		buffered := r.flow == Stream && buf != nil && buf.Buffered() && !cfg.NoBuffered
+		ord, _ := b.(Ordered)
+		ordered := r.flow == Stream && early == nil && ord != nil && ord.Ordered() && !cfg.NoGrantAhead
 		e.slots[r.id] = &backendSlot{
 			id: r.id, name: r.name, flow: r.flow, b: b, blocker: blocker,
 			check: make([]error, cfg.Size), known: make([]bool, cfg.Size),
@@ -295,6 +307,7 @@ func New(cfg Config) (*Engine, error) {
 			early: early, pushing: make([]int, cfg.Size), earlyFor: make([]*Transfer, cfg.Size),
 			uncommitted: make([]int, cfg.Size),
 			buffered:    buffered,
+			ordered:     ordered, pushQueue: make([][]*Transfer, cfg.Size),
 		}
 		e.named = append(e.named, e.slots[r.id])
 	}
@@ -444,11 +457,37 @@ func (e *Engine) passEarly(s *backendSlot, peer int) {
 	}
 }
 
-// pushed is called when sender t has put its last byte in the channel.
+// pushed is called when sender t has put its last byte in the channel, or
+// failed.
 func (e *Engine) pushed(t *Transfer) {
 	if t.pushing {
 		t.pushing = false
 		t.s.pushing[t.peer]--
+		if t.s.ordered {
+			e.passTurn(t)
+		}
+	}
+}
+
+// passTurn takes t off its pushQueue and, if it was pushing, lets the next
+// sender push: the receiver reads their bytes in the order it sent the
+// CTSs, and the control channel keeps that order.
+func (e *Engine) passTurn(t *Transfer) {
+	q := t.s.pushQueue[t.peer]
+	i := 0
+	for i < len(q) && q[i] != t {
+		i++
+	}
+	if i == len(q) {
+		return
+	}
+	copy(q[i:], q[i+1:])
+	q[len(q)-1] = nil
+	q = q[:len(q)-1]
+	t.s.pushQueue[t.peer] = q
+	if i == 0 && len(q) > 0 && q[0].state == stQueued {
+		q[0].state = stActive
+		e.finishIfEmpty(q[0])
 	}
 }
 
@@ -575,6 +614,9 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 		if s.busy[src] != nil {
 			t.state = stQueued
 			s.queue[src] = append(s.queue[src], t)
+			if s.ordered {
+				e.grantAhead(t)
+			}
 		} else {
 			e.grant(t)
 		}
@@ -611,21 +653,42 @@ func (e *Engine) fallback(t *Transfer) *backendSlot {
 	return nil
 }
 
-// grant gives a Stream receiver its channel and tells the sender to go.
+// grant gives a Stream receiver its channel and tells the sender to go,
+// unless grantAhead already did.
 func (e *Engine) grant(t *Transfer) {
 	t.s.busy[t.peer] = t
+	if !t.ctsSent {
+		if err := t.s.b.Start(t); err != nil {
+			e.fail(t, err)
+			return
+		}
+		e.send(t, pktCTS, 0, 0, t.length)
+	}
+	t.state = stActive
+	e.finishIfEmpty(t)
+}
+
+// grantAhead sends the CTS of a receiver queued behind another on an
+// [Ordered] channel. Its sender pushes once the bytes of every earlier CTS
+// are in, so they follow those the receiver reads first: the channel never
+// runs dry between two messages while a CTS crosses, as it would if the
+// CTS left only when the message ahead was read.
+func (e *Engine) grantAhead(t *Transfer) {
 	if err := t.s.b.Start(t); err != nil {
 		e.fail(t, err)
 		return
 	}
-	t.state = stActive
+	t.ctsSent = true
 	e.send(t, pktCTS, 0, 0, t.length)
-	e.finishIfEmpty(t)
 }
 
 func (e *Engine) activate(t *Transfer) {
 	if err := t.s.b.Start(t); err != nil {
 		e.fail(t, err)
+		return
+	}
+	if t.side == Sender && t.s.ordered && t.s.pushQueue[t.peer][0] != t {
+		t.state = stQueued // pushes when the senders whose CTS came first have
 		return
 	}
 	t.state = stActive
@@ -685,6 +748,9 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 		e.committed(t)
 		t.pushing = true // later early fillers wait for its bytes
 		t.s.pushing[src]++
+		if t.s.ordered {
+			t.s.pushQueue[src] = append(t.s.pushQueue[src], t)
+		}
 		if t.moved > 0 {
 			if t.s == prev && prev.early.Kept(t) {
 				t.stats.Early = t.moved

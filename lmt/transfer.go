@@ -47,6 +47,7 @@ type Transfer struct {
 	pushing    bool          // a sender with bytes not yet in its channel
 	handedBack bool          // a Buffered sender its user saw complete
 	inRing     bool          // a sender with early pieces awaiting its CTS
+	ctsSent    bool          // a Stream receiver granted ahead (see grantAhead)
 
 	pkt        []byte // outgoing control packet, allocated on first use
 	pktLen     int

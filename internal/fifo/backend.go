@@ -45,6 +45,9 @@ func NewBackend(name string, splice bool) lmt.Factory {
 // vmsplice leaves the sender's pages referenced there.
 func (b *Backend) Buffered() bool { return !b.splice }
 
+// Ordered implements lmt.Ordered: a pipe is a plain FIFO.
+func (b *Backend) Ordered() bool { return true }
+
 func (b *Backend) Name() string   { return b.name }
 func (b *Backend) Flow() lmt.Flow { return lmt.Stream }
 
@@ -90,7 +93,7 @@ func (b *Backend) SetPeerHandle(t *lmt.Transfer, h []byte) error   { return nil 
 
 func (b *Backend) Start(t *lmt.Transfer) error {
 	if b.broken[t.Peer()] {
-		return fmt.Errorf("lmt: %s pipe with rank %d holds the leftovers of a failed transfer", b.name, t.Peer())
+		return b.leftovers(t.Peer())
 	}
 	if b.pipes.size == 0 {
 		return Check(b.name, b.splice, b.env.Config, lmt.Peer{Rank: t.Peer()})
@@ -105,6 +108,11 @@ func (b *Backend) Start(t *lmt.Transfer) error {
 }
 
 func (b *Backend) Step(t *lmt.Transfer, _ int) (int, error) {
+	if b.broken[t.Peer()] {
+		// A transfer granted ahead, whose bytes would have followed
+		// those of the one that failed.
+		return 0, b.leftovers(t.Peer())
+	}
 	iov, _ := t.Iovecs(b.iov[:], b.chunk)
 	t.CountSyscalls(1)
 	if t.Side() == lmt.Receiver {
@@ -133,6 +141,10 @@ func (b *Backend) Step(t *lmt.Transfer, _ int) (int, error) {
 		return 0, fmt.Errorf("lmt: rank %d closed its %s pipe mid-transfer", t.Peer(), b.name)
 	}
 	return n, err
+}
+
+func (b *Backend) leftovers(peer int) error {
+	return fmt.Errorf("lmt: %s pipe with rank %d holds the leftovers of a failed transfer", b.name, peer)
 }
 
 // PollFd implements lmt.Blocker.

@@ -123,6 +123,7 @@ func newSide(job string, rank int) (*side, error) {
 		}
 		c.NoEarly = os.Getenv("KNEMESIS_BENCH_NOEARLY") != ""
 		c.NoBuffered = os.Getenv("KNEMESIS_BENCH_NOBUFFERED") != ""
+		c.NoGrantAhead = os.Getenv("KNEMESIS_BENCH_NOGRANTAHEAD") != ""
 	}})
 	if err != nil {
 		return nil, err
