@@ -194,7 +194,7 @@ type tstate uint8
 
 const (
 	stWaitCTS tstate = iota + 1
-	stQueued         // receiver of a Stream waiting for its channel
+	stQueued         // a Stream side waiting for its channel (a sender: its turn, see passTurn)
 	stActive
 	stWaitDone
 	stDone
