@@ -53,6 +53,13 @@
 // per peer fills early at a time, the oldest waiting for its CTS: each CTS
 // passes the right to the next, which fills the ring behind it.
 //
+// A Stream backend whose channel is a plain FIFO (the pipes, see [Ordered])
+// cannot tell one message's bytes from another's, so nothing goes in before
+// its CTS; instead the receiver sends the CTS of every message it has
+// matched at once, and senders push them in CTS order, so that the pipe
+// does not run dry while a CTS crosses. A transfer queued behind one that
+// failed fails too rather than read its leftovers.
+//
 // # Progress
 //
 // Nothing blocks. [Engine.Progress] moves at most one chunk (64 KiB by
