@@ -127,10 +127,7 @@ func (b *Backend) Step(t *lmt.Transfer, _ int) (int, error) {
 	var n int
 	var err error
 	if b.splice {
-		n, err = unix.Vmsplice(fd, iov, unix.SPLICE_F_NONBLOCK)
-		if err == unix.EAGAIN || err == unix.EINTR {
-			return 0, nil
-		}
+		n, err = Vmsplice(fd, iov)
 	} else {
 		n, err = Writev(fd, iov)
 	}

@@ -173,11 +173,19 @@ func (p *Pipes) Close() {
 
 // Readv reads into iov from fd without blocking: 0 bytes and a nil error
 // when the pipe is empty, io.EOF-like ErrEOF when no writer is left.
+//
+// Readv, Writev and Vmsplice are raw system calls, not announced to the Go
+// scheduler: on a non-blocking pipe they wait for nothing but the pipe's
+// lock, which the peer holds for one call of its own at most. Announced
+// (entersyscall, exitsyscall), 30000 messages of a 64 KiB pipe stream went
+// with 12408 context switches on the machine and 2859 wake-ups of the
+// runtime's sysmon; raw, 3376 and 449 (rawbench under perf stat). A switch
+// on the CPU of the process holding the lock stalls the one waiting for it.
 func Readv(fd int, iov []unix.Iovec) (int, error) {
 	if len(iov) == 0 {
 		return 0, nil
 	}
-	n, _, e := unix.Syscall(unix.SYS_READV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+	n, _, e := unix.RawSyscall(unix.SYS_READV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
 	switch {
 	case e == unix.EAGAIN || e == unix.EINTR:
 		return 0, nil
@@ -191,10 +199,20 @@ func Readv(fd int, iov []unix.Iovec) (int, error) {
 
 // Writev writes iov to fd without blocking: 0 bytes when the pipe is full.
 func Writev(fd int, iov []unix.Iovec) (int, error) {
+	return write(unix.SYS_WRITEV, fd, iov, 0)
+}
+
+// Vmsplice splices the pages of iov into fd without blocking: 0 bytes when
+// the pipe is full.
+func Vmsplice(fd int, iov []unix.Iovec) (int, error) {
+	return write(unix.SYS_VMSPLICE, fd, iov, unix.SPLICE_F_NONBLOCK)
+}
+
+func write(trap uintptr, fd int, iov []unix.Iovec, flags uintptr) (int, error) {
 	if len(iov) == 0 {
 		return 0, nil
 	}
-	n, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+	n, _, e := unix.RawSyscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)), flags, 0, 0)
 	if e == unix.EAGAIN || e == unix.EINTR {
 		return 0, nil
 	}
