@@ -265,6 +265,7 @@ type Engine struct {
 	outbox  []*Transfer
 	pool    []*Transfer // released transfers, their buffers kept
 	bytes   uint64      // moved by this side, all transfers
+	pass    uint64      // Progress calls so far
 	pfd     [1]unix.PollFd
 	closed  bool
 }
@@ -824,7 +825,15 @@ func (e *Engine) Progress() error {
 	if e.exiting > 0 {
 		e.failExited()
 	}
+	e.pass++
 	for _, t := range e.live {
+		if t.grantedIn == e.pass {
+			// The receive behind one this pass completed: its
+			// user may post the next receive first, whose CTS
+			// lets the sender write while this side reads (see
+			// grantNext).
+			continue
+		}
 		if t.state != stActive {
 			if t.early {
 				e.fill(t)
@@ -1108,6 +1117,11 @@ func (e *Engine) grantNext(s *backendSlot, rank int) {
 		next := s.queue[rank][0]
 		s.queue[rank] = s.queue[rank][1:]
 		e.grant(next)
+		// Read in the next Progress, not this one's pass: reading
+		// on would empty the channel before any new CTS left, and
+		// the sender's copy in and this side's copy out would take
+		// turns instead of overlapping.
+		next.grantedIn = e.pass
 	}
 }
 

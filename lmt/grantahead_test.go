@@ -118,3 +118,42 @@ func TestGrantAheadAfterFailure(t *testing.T) {
 		t.Errorf("send after the failure: no error")
 	}
 }
+
+// TestGrantedWaitsForNextProgress: the Progress that completes a pipe
+// receive does not read the one granted behind it in the same pass, even
+// with its bytes already in the pipe: it returns, so that the application
+// can post its next receive, whose CTS (granted ahead) lets the sender
+// write while this side reads. Reading on would empty the pipe before any
+// new CTS left, and the two copies would take turns instead of overlapping.
+func TestGrantedWaitsForNextProgress(t *testing.T) {
+	l := newLoopConfig(t, lmt.Config{Prefer: []string{"pipe"}})
+	s := startThree(t, l, [3]int{30<<10 + 7, 20<<10 + 1, 1})
+	var recvs [2]*lmt.Transfer
+	var bufs [2][]byte
+	for i := range recvs {
+		bufs[i] = make([]byte, len(s[i].msg))
+		recvs[i] = recvInto(t, l, s[i], bufs[i])
+	}
+	for range 8 {
+		l.only(t, 0) // both messages into the pipe
+	}
+	if !s[0].tr.Done() || !s[1].tr.Done() {
+		t.Fatalf("sends done %v %v: want both in the pipe", s[0].tr.Done(), s[1].tr.Done())
+	}
+	l.only(t, 1)
+	if !recvs[0].Done() || recvs[1].Moved() != 0 {
+		t.Fatalf("after one receiver Progress: first done %v, second moved %d; want done and 0",
+			recvs[0].Done(), recvs[1].Moved())
+	}
+	l.only(t, 1)
+	if !recvs[1].Done() {
+		t.Fatalf("second receive not done after the next Progress (moved %d of %d)", recvs[1].Moved(), len(bufs[1]))
+	}
+	for i := range recvs {
+		delivered(t, string(rune('a'+i)), s[i], recvs[i], bufs[i])
+	}
+	buf2 := make([]byte, 1)
+	r2 := recvInto(t, l, s[2], buf2)
+	l.wait(t, s[2].tr, r2)
+	delivered(t, "c", s[2], r2, buf2)
+}

@@ -39,6 +39,7 @@ type Transfer struct {
 
 	stats      Stats
 	idleVisits int
+	grantedIn  uint64        // Engine.pass in which grantNext activated this receiver
 	started    time.Duration // monotonic(), at StartSend or StartRecv
 	moveStart  time.Duration // when the payload could start moving
 	early      bool          // a sender filling its channel before the CTS
