@@ -57,8 +57,12 @@
 // cannot tell one message's bytes from another's, so nothing goes in before
 // its CTS; instead the receiver sends the CTS of every message it has
 // matched at once, and senders push them in CTS order, so that the pipe
-// does not run dry while a CTS crosses. A transfer queued behind one that
-// failed fails too rather than read its leftovers.
+// does not run dry while a CTS crosses. The receive behind one that
+// completes reads from the next Progress, not the same one: its bytes are
+// in the pipe already, and returning first lets the application post its
+// next receive, whose CTS keeps the sender writing while this side reads.
+// A transfer queued behind one that failed fails too rather than read its
+// leftovers.
 //
 // # Progress
 //
