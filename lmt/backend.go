@@ -151,6 +151,13 @@ type Ordered interface {
 	Ordered() bool
 }
 
+// Chunker is implemented by backends whose Steps should move some other
+// amount than Config.Chunk: the Engine passes each Step at most Chunk()
+// bytes. The CMA backends ask for Config.CMAChunk.
+type Chunker interface {
+	Chunk() int
+}
+
 // Blocker is implemented by backends whose channel is a file descriptor
 // (pipe, vmsplice): a waiter with nothing to do may sleep in poll(2) on it,
 // and be woken by the kernel when the peer has made room or data, instead of

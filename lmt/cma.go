@@ -66,6 +66,9 @@ func (c *cma) Name() string {
 
 func (c *cma) Flow() Flow { return c.flow }
 
+// Chunk implements Chunker.
+func (c *cma) Chunk() int { return c.env.Config.CMAChunk }
+
 func (c *cma) Check(peer Peer) error { return checkCMA(c.Name(), peer) }
 
 func (c *cma) Handle(t *Transfer, dst []byte) (int, error) {
@@ -126,7 +129,7 @@ func (c *cma) Step(t *Transfer, max int) (int, error) {
 }
 
 // processVM is process_vm_readv or process_vm_writev (trap) made as a raw
-// system call: one call copies at most Config.Chunk bytes, a few µs to a
+// system call: one call copies at most Config.CMAChunk bytes, a few µs to a
 // few hundred, and never waits for another process, so the runtime need
 // not be told (entersyscall and exitsyscall cost some 130 ns a call here,
 // 2% of a 64 KiB copy).

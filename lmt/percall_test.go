@@ -1,6 +1,7 @@
 package lmt_test
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -31,7 +32,7 @@ func TestCMAPerCallLimit(t *testing.T) {
 	for _, b := range []string{"cma", "cma-write"} {
 		t.Run(b, func(t *testing.T) {
 			clear(got)
-			l := newLoopConfig(t, lmt.Config{Prefer: []string{b}, Chunk: 1 << 40})
+			l := newLoopConfig(t, lmt.Config{Prefer: []string{b}, CMAChunk: 1 << 40})
 			rts := make([]byte, 4096)
 			send, k, err := l.engs[0].StartSend(1, iov, "", rts)
 			if err != nil {
@@ -53,6 +54,56 @@ func TestCMAPerCallLimit(t *testing.T) {
 				t.Errorf("copying side: %+v, want %s moving %d bytes in 2 calls and 2 chunks", copier, b, n)
 			}
 			if err := lmttest.Check(got, 11); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestCMAChunk: the CMA backends move CMAChunk bytes a call (4 MiB by
+// default), whatever Chunk says, and a Stream backend still moves Chunk
+// bytes a Step. Counted on the copying side of a 10 MiB + 3 message.
+func TestCMAChunk(t *testing.T) {
+	const n = 10<<20 + 3
+	msg := make([]byte, n)
+	lmttest.Fill(msg, 5)
+	got := make([]byte, n)
+	for _, c := range []struct {
+		backend         string
+		chunk, cmaChunk int
+		want            int
+	}{
+		{"cma", 0, 0, 3},
+		{"cma-write", 1 << 20, 0, 3},
+		{"cma", 0, 1 << 20, 11},
+		{"cma-write", 1 << 30, 3 << 20, 4},
+		{"pipe", 0, 1 << 10, 11}, // one pipe-full (1 MiB) a Step
+		{"shm", 0, 1 << 10, 161}, // 64 KiB a Step out of the ring
+	} {
+		t.Run(fmt.Sprintf("%s/chunk=%d/cma=%d", c.backend, c.chunk, c.cmaChunk), func(t *testing.T) {
+			clear(got)
+			l := newLoopConfig(t, lmt.Config{Prefer: []string{c.backend}, Chunk: c.chunk, CMAChunk: c.cmaChunk})
+			rts := make([]byte, 4096)
+			send, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "", rts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recv, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{got})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.wait(t, send, recv)
+			if send.Err() != nil || recv.Err() != nil {
+				t.Fatalf("send: %v, receive: %v", send.Err(), recv.Err())
+			}
+			copier := recv.Stats()
+			if c.backend == "cma-write" {
+				copier = send.Stats()
+			}
+			if copier.Backend != c.backend || copier.Bytes != n || copier.Chunks != c.want {
+				t.Errorf("copying side: %+v, want %s moving %d bytes in %d chunks", copier, c.backend, n, c.want)
+			}
+			if err := lmttest.Check(got, 5); err != nil {
 				t.Error(err)
 			}
 		})

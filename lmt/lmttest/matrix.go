@@ -290,11 +290,11 @@ func Transfer(ch *Channel, eng *lmt.Engine, backend string, src, dst int, c Case
 }
 
 // checkCounts holds the receiver's statistics to what the mechanism must
-// cost: CMA reads one chunk per process_vm_readv when both sides are
-// contiguous; the shm ring makes no system call; the pipes make one per
-// Step that moved data, or more.
+// cost: CMA reads one chunk (Config.CMAChunk) per process_vm_readv when
+// both sides are contiguous; the shm ring makes no system call; the pipes
+// make one per Step that moved data, or more.
 func checkCounts(backend string, c Case, st lmt.Stats) error {
-	chunks := (c.Size + lmt.DefaultChunk - 1) / lmt.DefaultChunk
+	chunks := (c.Size + lmt.DefaultCMAChunk - 1) / lmt.DefaultCMAChunk
 	switch {
 	case backend == "cma" && !c.SendIov && !c.RecvIov && (st.Chunks != chunks || st.Syscalls != chunks):
 		return fmt.Errorf("%v: %d chunks in %d process_vm_readv calls, want %d of each", c, st.Chunks, st.Syscalls, chunks)
@@ -311,7 +311,7 @@ func checkCounts(backend string, c Case, st lmt.Stats) error {
 // splitChunks is how many chunks the receiver of a cma-split transfer of
 // size bytes reads: its half, up to the split point.
 func splitChunks(size int) int {
-	return int((lmt.SplitPoint(int64(size)) + lmt.DefaultChunk - 1) / lmt.DefaultChunk)
+	return int((lmt.SplitPoint(int64(size)) + lmt.DefaultCMAChunk - 1) / lmt.DefaultCMAChunk)
 }
 
 // RunMatrix runs every Case of Sizes from rank 0 to rank 1 with backend,

@@ -200,12 +200,12 @@ func TestScope1Declared(t *testing.T) {
 		if err := ch.Barrier(); err != nil {
 			return err
 		}
-		// 1 MiB + 3 bytes in 64 KiB chunks, one process_vm_readv or
-		// writev per chunk from contiguous buffers: 17 calls by the side
-		// that copies; cma-split's receiver reads the first 512 KiB (8)
-		// and its sender writes the rest (9).
-		const size = 1<<20 + 3
-		calls := map[string][2]int{"cma": {0, 17}, "cma-write": {17, 0}, "cma-split": {9, 8}}
+		// 8 MiB + 3 bytes in 4 MiB chunks (Config.CMAChunk), one
+		// process_vm_readv or writev per chunk from contiguous buffers:
+		// 3 calls by the side that copies; cma-split's receiver reads
+		// the first 4 MiB (1) and its sender writes the rest (2).
+		const size = 8<<20 + 3
+		calls := map[string][2]int{"cma": {0, 3}, "cma-write": {3, 0}, "cma-split": {2, 1}}
 		for _, b := range cmaBackends {
 			st, err := message(ch, eng, b, 0, 1, size)
 			if err != nil {
