@@ -33,23 +33,7 @@ func TestCMAPerCallLimit(t *testing.T) {
 		t.Run(b, func(t *testing.T) {
 			clear(got)
 			l := newLoopConfig(t, lmt.Config{Prefer: []string{b}, CMAChunk: 1 << 40})
-			rts := make([]byte, 4096)
-			send, k, err := l.engs[0].StartSend(1, iov, "", rts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			recv, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{got})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l.wait(t, send, recv)
-			if send.Err() != nil || recv.Err() != nil {
-				t.Fatalf("send: %v, receive: %v", send.Err(), recv.Err())
-			}
-			copier := recv.Stats()
-			if b == "cma-write" {
-				copier = send.Stats()
-			}
+			copier := copyingSide(t, l, iov, got)
 			if copier.Backend != b || copier.Bytes != n || copier.Syscalls != 2 || copier.Chunks != 2 {
 				t.Errorf("copying side: %+v, want %s moving %d bytes in 2 calls and 2 chunks", copier, b, n)
 			}
@@ -83,23 +67,7 @@ func TestCMAChunk(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/chunk=%d/cma=%d", c.backend, c.chunk, c.cmaChunk), func(t *testing.T) {
 			clear(got)
 			l := newLoopConfig(t, lmt.Config{Prefer: []string{c.backend}, Chunk: c.chunk, CMAChunk: c.cmaChunk})
-			rts := make([]byte, 4096)
-			send, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "", rts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			recv, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{got})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l.wait(t, send, recv)
-			if send.Err() != nil || recv.Err() != nil {
-				t.Fatalf("send: %v, receive: %v", send.Err(), recv.Err())
-			}
-			copier := recv.Stats()
-			if c.backend == "cma-write" {
-				copier = send.Stats()
-			}
+			copier := copyingSide(t, l, [][]byte{msg}, got)
 			if copier.Backend != c.backend || copier.Bytes != n || copier.Chunks != c.want {
 				t.Errorf("copying side: %+v, want %s moving %d bytes in %d chunks", copier, c.backend, n, c.want)
 			}
@@ -108,6 +76,30 @@ func TestCMAChunk(t *testing.T) {
 			}
 		})
 	}
+}
+
+// copyingSide moves iov from rank 0 to got on rank 1 of l and returns the
+// statistics of the side that copied: the sender's for cma-write, whose
+// sender pushes, the receiver's otherwise.
+func copyingSide(t *testing.T, l *loop, iov [][]byte, got []byte) lmt.Stats {
+	t.Helper()
+	rts := make([]byte, 4096)
+	send, k, err := l.engs[0].StartSend(1, iov, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{got})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.wait(t, send, recv)
+	if send.Err() != nil || recv.Err() != nil {
+		t.Fatalf("send: %v, receive: %v", send.Err(), recv.Err())
+	}
+	if send.Backend() == "cma-write" {
+		return send.Stats()
+	}
+	return recv.Stats()
 }
 
 // newLoopConfig is newLoop with the caller's Config for both engines.
