@@ -153,7 +153,8 @@ type Ordered interface {
 
 // Chunker is implemented by backends whose Steps should move some other
 // amount than Config.Chunk: the Engine passes each Step at most Chunk()
-// bytes. The CMA backends ask for Config.CMAChunk.
+// bytes. The CMA backends ask for Config.CMAChunk, the pipes for a
+// pipe-full.
 type Chunker interface {
 	Chunk() int
 }

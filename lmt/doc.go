@@ -66,10 +66,13 @@
 //
 // # Progress
 //
-// Nothing blocks. [Engine.Progress] moves at most one chunk (64 KiB by
-// default) per transfer and returns, so that the caller's poll loop keeps
-// delivering small messages while a gigabyte moves — the responsiveness
-// argument of the paper for 64 KiB vmsplice chunks.
+// Nothing blocks. [Engine.Progress] moves at most one chunk per transfer
+// and returns, so that the caller's poll loop keeps delivering small
+// messages while a gigabyte moves — the responsiveness argument of the
+// paper for 64 KiB vmsplice chunks. A chunk is 64 KiB for the shm ring
+// ([Config].Chunk), a pipe-full for the pipes, and 4 MiB for CMA
+// ([Config].CMAChunk), whose every call costs as much again as copying
+// 64 KiB; a backend asks for its own as a [Chunker].
 //
 // # What a message costs
 //
@@ -89,10 +92,10 @@
 // empty message in one process with a control channel that costs nothing,
 // takes 0.25 µs for cma and 0.35 µs for cma-split, both sides together;
 // the rest is the fastbox crossings and the time each side takes to see a
-// packet and act on it. At 64 KiB, where the copy itself takes 4-7 µs, the
-// CMA backends therefore reach 0.8-1.0 of the C rate (cma-split, with
-// four packets a message, 0.82-0.86); from 1 MiB, 0.9-1.0 (measure it
-// yourself with `go test -bench LMT ./lmt/internal/rawbench`).
+// packet and act on it. At 64 KiB, where the copy itself takes 4-7 µs,
+// the CMA backends nonetheless reached 0.99-1.03 of the C rate in far
+// medians of a later session (ping-pong and stream); from 1 MiB, 0.95-1.2
+// (measure it yourself with `go test -bench LMT ./lmt/internal/rawbench`).
 //
 // # Using it
 //

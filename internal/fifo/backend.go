@@ -48,6 +48,10 @@ func (b *Backend) Buffered() bool { return !b.splice }
 // Ordered implements lmt.Ordered: a pipe is a plain FIFO.
 func (b *Backend) Ordered() bool { return true }
 
+// Chunk implements lmt.Chunker: one pipe-full a Step unless
+// Config.PipeChunk says otherwise.
+func (b *Backend) Chunk() int { return b.chunk }
+
 func (b *Backend) Name() string   { return b.name }
 func (b *Backend) Flow() lmt.Flow { return lmt.Stream }
 
@@ -107,13 +111,13 @@ func (b *Backend) Start(t *lmt.Transfer) error {
 	return err
 }
 
-func (b *Backend) Step(t *lmt.Transfer, _ int) (int, error) {
+func (b *Backend) Step(t *lmt.Transfer, max int) (int, error) {
 	if b.broken[t.Peer()] {
 		// A transfer granted ahead, whose bytes would have followed
 		// those of the one that failed.
 		return 0, b.leftovers(t.Peer())
 	}
-	iov, _ := t.Iovecs(b.iov[:], b.chunk)
+	iov, _ := t.Iovecs(b.iov[:], max)
 	t.CountSyscalls(1)
 	if t.Side() == lmt.Receiver {
 		n, err := b.pipes.Read(t.Peer(), iov)
