@@ -21,7 +21,7 @@ type counted struct {
 
 func newCountedLoop(t *testing.T, backend string, noBuffered bool) (*loop, *[2]counted) {
 	var c [2]counted
-	cfg := lmt.Config{Prefer: []string{backend}, NoBuffered: noBuffered}
+	cfg := lmt.WithKnobs(lmt.Config{Prefer: []string{backend}}, lmt.Knobs{NoBuffered: noBuffered})
 	l := newLoopConfigEach(t, cfg, func(rank int, cfg *lmt.Config) {
 		cfg.OnComplete = func(*lmt.Transfer) { c[rank].completed++ }
 		cfg.OnMeasured = func(tr *lmt.Transfer) {

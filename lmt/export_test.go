@@ -1,5 +1,7 @@
 package lmt
 
+import "github.com/knemesis/knemesis/lmt/internal/knobs"
+
 // What tests count Progress calls by.
 const (
 	IdleCheckEvery = idleCheckEvery
@@ -11,4 +13,13 @@ func PacketType(pkt []byte) string {
 		return ""
 	}
 	return pktType(pkt[0]).String()
+}
+
+// Knobs turn the engine's stream scheduling off, one at a time.
+type Knobs = knobs.Knobs
+
+// WithKnobs returns cfg with the knobs k.
+func WithKnobs(cfg Config, k Knobs) Config {
+	cfg.knobs = k
+	return cfg
 }

@@ -40,7 +40,7 @@ func TestGrantAhead(t *testing.T) {
 			name += "/NoGrantAhead"
 		}
 		t.Run(name, func(t *testing.T) {
-			l := newLoopConfig(t, lmt.Config{Prefer: []string{"pipe"}, NoGrantAhead: noAhead})
+			l := newLoopConfig(t, lmt.WithKnobs(lmt.Config{Prefer: []string{"pipe"}}, lmt.Knobs{NoGrantAhead: noAhead}))
 			s := startThree(t, l, [3]int{100<<10 + 1, 70<<10 + 3, 4097})
 			var recvs [3]*lmt.Transfer
 			var bufs [3][]byte

@@ -209,7 +209,7 @@ func (s *shm) push(r *ring, t *Transfer, max int) (int, error) {
 	n := 0
 	for n < max && w-rd < s.slots {
 		off := int(w%s.slots) * s.slotSize
-		c := t.gatherAt(r.data[off:off+s.slotSize], n)
+		c := t.GatherAt(r.data[off:off+s.slotSize], n)
 		if c == 0 {
 			break
 		}
@@ -242,7 +242,7 @@ func (s *shm) pull(r *ring, t *Transfer, max int) (int, error) {
 			continue
 		}
 		off := int(rd%s.slots) * s.slotSize
-		c := t.scatterAt(r.data[off:off+s.slotSize], n)
+		c := t.ScatterAt(r.data[off:off+s.slotSize], n)
 		if c == 0 {
 			break
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/attach"
+	"github.com/knemesis/knemesis/lmt/internal/knobs"
 	"github.com/knemesis/knemesis/lmt/internal/rawbench"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -121,9 +122,11 @@ func newSide(job string, rank int) (*side, error) {
 		if v, _ := strconv.Atoi(os.Getenv("KNEMESIS_BENCH_SHM_SLOT_SIZE")); v > 0 {
 			c.ShmSlotSize = v
 		}
-		c.NoEarly = os.Getenv("KNEMESIS_BENCH_NOEARLY") != ""
-		c.NoBuffered = os.Getenv("KNEMESIS_BENCH_NOBUFFERED") != ""
-		c.NoGrantAhead = os.Getenv("KNEMESIS_BENCH_NOGRANTAHEAD") != ""
+		knobs.Set(c, knobs.Knobs{
+			NoEarly:      os.Getenv("KNEMESIS_BENCH_NOEARLY") != "",
+			NoBuffered:   os.Getenv("KNEMESIS_BENCH_NOBUFFERED") != "",
+			NoGrantAhead: os.Getenv("KNEMESIS_BENCH_NOGRANTAHEAD") != "",
+		})
 	}})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,95 @@
+package lmt
+
+import (
+	"errors"
+	"time"
+)
+
+// finishMoving completes a side that moved the last byte and whose DONE
+// completes the peer: the receiver of a pull or stream transfer, the
+// sender of a push one. The DONE tells the peer how long the move took.
+func (e *Engine) finishMoving(t *Transfer) {
+	now := monotonic()
+	e.sendDone(t, t.moved, now-t.moveStart)
+	e.completeAt(t, e.truncation(t), now)
+}
+
+// doneReceived completes t on the peer's successful DONE, which says the
+// peer moved length bytes.
+func (e *Engine) doneReceived(t *Transfer, length int64) {
+	if t.side == Receiver || t.state == stWaitDone || t.state == stHanded {
+		t.stats.Bytes = length
+		e.complete(t, e.truncation(t))
+		return
+	}
+	// A stream sender normally has pushed everything by now; a DONE
+	// before that means the receiver took less (it may stop early only
+	// with an error, which is not this DONE).
+	e.complete(t, nil)
+}
+
+// fail completes t with err and tells the peer, unless the peer is gone.
+func (e *Engine) fail(t *Transfer, err error) {
+	if t.state == stDone {
+		return
+	}
+	var pe *PeerError
+	if !errors.As(err, &pe) {
+		msg := err.Error()
+		p := t.packet()[hdrLen:]
+		n := copy(p, msg)
+		e.send(t, pktDone, statusFailed, n, t.moved)
+	}
+	if t.ch != nil {
+		t.ch.slot.b.Abort(t)
+	}
+	e.complete(t, err)
+}
+
+// abort completes t with err without telling the peer, which is gone or
+// whose engine is closing too.
+func (e *Engine) abort(t *Transfer, err error) {
+	if t.state == stDone {
+		return
+	}
+	if t.ch != nil {
+		t.ch.slot.b.Abort(t)
+	}
+	e.complete(t, err)
+}
+
+func (e *Engine) complete(t *Transfer, err error) { e.completeAt(t, err, monotonic()) }
+
+// completeAt is complete with the time already read: a clock read costs
+// tens of nanoseconds, and the receiver's DONE path needs it anyway.
+func (e *Engine) completeAt(t *Transfer, err error, now time.Duration) {
+	prev := t.state
+	switch prev {
+	case stDone:
+		return
+	case stHanded:
+		// Its user saw it succeed: the bytes were in the channel. A
+		// receiver failing now reports that on its own side.
+		t.state = stDone
+		e.unregister(t)
+		if err == nil && e.cfg.OnMeasured != nil {
+			e.cfg.OnMeasured(t)
+		}
+		return
+	}
+	t.state, t.err = stDone, err
+	t.stats.Elapsed = now - t.started
+	if t.stats.Moving == 0 {
+		t.stats.Moving = now - t.moveStart
+	}
+	if t.stats.Bytes < t.moved {
+		t.stats.Bytes = t.moved
+	}
+	e.unregister(t)
+	if t.ch != nil {
+		t.flow.leave(e, t, t.ch, prev)
+	}
+	if e.cfg.OnComplete != nil {
+		e.cfg.OnComplete(t)
+	}
+}

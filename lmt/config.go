@@ -1,0 +1,126 @@
+package lmt
+
+import (
+	"github.com/knemesis/knemesis/lmt/internal/knobs"
+	"github.com/knemesis/knemesis/nemesis/launch"
+)
+
+// Control carries the engine's rendezvous packets to another rank. In a job
+// it is the Nemesis endpoint; Send must not block: ok == false means "no
+// room now", and the Engine retries from Progress. Packets from one rank to
+// another must arrive in the order they were sent, at the peer Engine's
+// HandleControl.
+type Control interface {
+	Send(dst int, pkt []byte) (ok bool, err error)
+}
+
+// Config describes an Engine. Zero fields take the defaults below.
+type Config struct {
+	Rank, Size int
+	Job        string  // names shared objects (rings, FIFOs); required
+	Control    Control // required
+	// PeerPID returns the process id of a rank, 0 when unknown. With it
+	// the Engine notices a dead peer instead of waiting for it forever.
+	PeerPID func(rank int) int
+	// Prefer lists backend names in order of preference; the first one
+	// available with a peer carries the message. Default: shm, vmsplice,
+	// cma, pipe, cma-write (those registered).
+	Prefer []string
+	// Chunk bounds the bytes one Progress call moves per transfer
+	// (default 64 KiB), so that small messages keep flowing.
+	Chunk int
+	// CMAChunk replaces Chunk for the CMA backends (default 4 MiB): each
+	// process_vm_readv or process_vm_writev costs some 3 µs beyond its
+	// copy (a system call, the peer's pages pinned and released), as
+	// much as copying 64 KiB, and 4 MiB still moves in 0.2-0.5 ms.
+	CMAChunk int
+	// Dir is a private directory for the job's FIFOs (default
+	// launch.JobDir(Job), $TMPDIR/knemesis-<job>, created 0700, which
+	// the launcher removes when the job ends). Ranks remove the FIFOs
+	// they made and the last one the directory; only the launcher's
+	// removal covers a rank killed between making a FIFO and its peer
+	// opening it, so a Dir of the caller's own needs the same care.
+	Dir string
+	// ShmSlots and ShmSlotSize shape the shm ring (default 16 × 32 KiB:
+	// 512 KiB per ordered pair of ranks that use it, mapped on first use).
+	ShmSlots, ShmSlotSize int
+	// PipeSize is the pipe capacity the pipe and vmsplice backends ask for
+	// with F_SETPIPE_SZ (default 1 MiB); MinPipeSize is the smallest
+	// they accept before refusing (default 64 KiB, the kernel default).
+	PipeSize, MinPipeSize int
+	// PipeChunk bounds what a pipe backend moves per Step (default: the
+	// pipe's capacity, the paper's chunk of one pipe-full). Every chunk
+	// costs the reader a wake-up, which a busy machine makes expensive.
+	PipeChunk int
+	// PipeMaxSizePath is where the pipe size cap is read (default
+	// /proc/sys/fs/pipe-max-size; tests point it at a fake).
+	PipeMaxSizePath string
+	// MaxSegments bounds the address list a CMA handle carries (default
+	// 64); a message with more non-empty segments goes another way.
+	MaxSegments int
+	// OnComplete, when set, is called when a transfer completes on this
+	// side, from within StartRecv, HandleControl, Progress or PeerFailed.
+	// A sender on a [Buffered] backend completes once its bytes are in
+	// the channel, before the receiver's DONE says how long they took.
+	OnComplete func(t *Transfer)
+	// OnMeasured, when set, is called for such a sender when the DONE
+	// arrives, with Stats.Moving filled in (a selector learning from
+	// measurements wants the receiver's time, not the sender's copy into
+	// the channel). It is not called if the receiver failed or died.
+	OnMeasured func(t *Transfer)
+
+	// knobs turns scheduling optimisations off for tests and benchmarks
+	// (package lmt/internal/knobs).
+	knobs knobs.Knobs
+}
+
+func init() {
+	knobs.Set = func(cfg any, k knobs.Knobs) { cfg.(*Config).knobs = k }
+}
+
+// Defaults.
+const (
+	DefaultChunk       = 64 << 10
+	DefaultCMAChunk    = 4 << 20
+	DefaultShmSlots    = 16 // see shm.go for why not MPICH's 8
+	DefaultShmSlotSize = 32 << 10
+	DefaultPipeSize    = 1 << 20
+	DefaultMinPipeSize = 64 << 10
+	DefaultMaxSegments = 64
+	PipeMaxSizeFile    = "/proc/sys/fs/pipe-max-size"
+)
+
+var defaultPrefer = []string{"shm", "vmsplice", "cma", "pipe", "cma-write"}
+
+func (c *Config) setDefaults() {
+	if c.Chunk <= 0 {
+		c.Chunk = DefaultChunk
+	}
+	if c.CMAChunk <= 0 {
+		c.CMAChunk = DefaultCMAChunk
+	}
+	if c.ShmSlots <= 0 {
+		c.ShmSlots = DefaultShmSlots
+	}
+	if c.ShmSlotSize <= 0 {
+		c.ShmSlotSize = DefaultShmSlotSize
+	}
+	if c.PipeSize <= 0 {
+		c.PipeSize = DefaultPipeSize
+	}
+	if c.MinPipeSize <= 0 {
+		c.MinPipeSize = DefaultMinPipeSize
+	}
+	if c.PipeMaxSizePath == "" {
+		c.PipeMaxSizePath = PipeMaxSizeFile
+	}
+	if c.MaxSegments <= 0 {
+		c.MaxSegments = DefaultMaxSegments
+	}
+	if len(c.Prefer) == 0 {
+		c.Prefer = defaultPrefer
+	}
+	if c.Dir == "" && c.Job != "" {
+		c.Dir = launch.JobDir(c.Job)
+	}
+}

@@ -1,0 +1,90 @@
+package lmt
+
+import (
+	"errors"
+	"fmt"
+)
+
+// pool keeps released transfers with their packet buffer and iovec
+// storage, so that in steady state a large message allocates nothing. A
+// transfer goes back to it once its user released it and the engine holds
+// it nowhere: not in the live list, not in the outbox.
+type pool struct {
+	spare []*Transfer
+}
+
+// newTransfer takes a transfer from the pool, or allocates one while the
+// pool is empty (the first transfers, or callers that never Release). The
+// iovec list is copied into storage the transfer keeps, so that a caller
+// may build it in a temporary.
+func (e *Engine) newTransfer(peer int, side Side, iov [][]byte) *Transfer {
+	var t *Transfer
+	if n := len(e.spare); n > 0 {
+		t = e.spare[n-1]
+		e.spare[n-1] = nil
+		e.spare = e.spare[:n-1]
+		*t = Transfer{iov: t.iov[:0], remote: t.remote[:0], pkt: t.pkt}
+	} else {
+		t = &Transfer{}
+	}
+	t.e, t.peer, t.side = e, peer, side
+	t.iov = append(t.iov, iov...)
+	return t
+}
+
+// drop returns a transfer that never went live to the pool.
+func (e *Engine) drop(t *Transfer) {
+	t.released = true
+	e.recycle(t)
+}
+
+func (e *Engine) goLive(t *Transfer) {
+	t.inLive = true
+	e.live = append(e.live, t)
+}
+
+// sweep drops completed transfers from the live list, keeping order.
+func (e *Engine) sweep() {
+	j := 0
+	for _, t := range e.live {
+		if t.state != stDone {
+			e.live[j] = t
+			j++
+			continue
+		}
+		t.inLive = false
+		e.recycle(t)
+	}
+	clear(e.live[j:])
+	e.live = e.live[:j]
+}
+
+// Release gives a completed transfer back to the Engine, which reuses it,
+// with its packet buffer and iovec storage, for a later StartSend or
+// StartRecv: in steady state a large message then allocates nothing. The
+// caller must not touch t afterwards. A transfer never released is simply
+// garbage collected.
+func (e *Engine) Release(t *Transfer) error {
+	if t == nil || t.e != e {
+		return errors.New("lmt: Release of a transfer this engine did not start")
+	}
+	if !t.Done() {
+		return fmt.Errorf("lmt: Release of %v still in flight", t)
+	}
+	if t.released {
+		return fmt.Errorf("lmt: %v released twice", t)
+	}
+	t.released = true
+	e.recycle(t)
+	return nil
+}
+
+// recycle pools t once it is released and the engine holds it nowhere.
+func (e *Engine) recycle(t *Transfer) {
+	if !t.released || t.inLive || t.pktPending || e.closed {
+		return
+	}
+	clear(t.iov) // do not keep the caller's buffers alive
+	t.User = nil
+	e.spare = append(e.spare, t)
+}

@@ -1,0 +1,121 @@
+package lmt
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// Progress advances every transfer by at most one chunk and retries
+// control packets that found no room. It never blocks.
+func (e *Engine) Progress() error {
+	if len(e.outbox) > 0 {
+		e.flush()
+	}
+	if e.exiting > 0 {
+		e.failExited()
+	}
+	e.pass++
+	for _, t := range e.live {
+		if t.grantedIn == e.pass {
+			// The receive behind one this pass completed: its
+			// user may post the next receive first, whose CTS
+			// lets the sender write while this side reads (see
+			// channel.leaveReceiver).
+			continue
+		}
+		if t.state != stActive {
+			if t.ch != nil && t.ch.mayFill(t) {
+				t.ch.fill(e, t)
+				continue
+			}
+			e.idle(t)
+			continue
+		}
+		e.step(t)
+	}
+	e.sweep()
+	return nil
+}
+
+// step moves the next chunk of an active transfer.
+func (e *Engine) step(t *Transfer) {
+	s := t.ch.slot
+	end := t.flow.end(t)
+	n, err := s.b.Step(t, int(min(int64(s.chunk), end-t.moved)))
+	if err != nil {
+		e.fail(t, err)
+		return
+	}
+	if n == 0 {
+		e.idle(t)
+		return
+	}
+	t.idleVisits = 0
+	e.bytes += uint64(n)
+	t.advance(n)
+	if t.moved == end {
+		t.flow.moved(e, t)
+	}
+}
+
+// Wait drives the Engine (and poll, which should deliver control packets
+// to HandleControl) until t completes, and returns its error.
+func (e *Engine) Wait(t *Transfer, poll func() error) error {
+	for !t.Done() {
+		if poll != nil {
+			if err := poll(); err != nil {
+				return err
+			}
+		}
+		if err := e.Progress(); err != nil {
+			return err
+		}
+	}
+	return t.err
+}
+
+// PollFds appends to dst the descriptors that the active transfers of
+// Blocker backends wait for, so that an idle caller can sleep in poll(2)
+// until one is ready (with a timeout: control packets arrive elsewhere).
+func (e *Engine) PollFds(dst []unix.PollFd) []unix.PollFd {
+	for _, t := range e.live {
+		if t.state != stActive {
+			continue
+		}
+		if b := t.ch.slot.blocker; b != nil {
+			if fd, ev := b.PollFd(t); fd >= 0 {
+				dst = append(dst, unix.PollFd{Fd: int32(fd), Events: ev})
+			}
+		}
+	}
+	return dst
+}
+
+// Drain drives the Engine (and poll, as for Wait) until no send that
+// completed with its bytes in a [Buffered] channel still awaits its
+// receiver's DONE, or that receiver is found gone (Progress checks the
+// peers of idle transfers): a caller about to Close (and its process about
+// to exit) calls it first, so that the receiver can read what the send
+// promised, as MPI_Finalize delivers every completed send. A receiver that
+// lives but never reads holds it, as it would hold MPI_Finalize. After
+// drainSpin polls it yields the CPU between them, to the receiver it waits
+// for.
+func (e *Engine) Drain(poll func() error) error {
+	for idle := 0; e.InChannel() > 0; idle++ {
+		if poll != nil {
+			if err := poll(); err != nil {
+				return err
+			}
+		}
+		if err := e.Progress(); err != nil {
+			return err
+		}
+		if idle >= drainSpin {
+			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+	}
+	return nil
+}
+
+// drainSpin is how many polls Drain makes before it starts yielding: as
+// many as the endpoint's waiters (nemesis/liveness.go says why).
+const drainSpin = 4096

@@ -1,0 +1,241 @@
+package lmt
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// StartSend starts sending the message held in iov (zero-length entries are
+// fine) to rank dst and writes the RTS into rts, returning its length. The
+// RTS must reach dst's StartRecv with the message's match information. The
+// buffers belong to the Engine until the transfer completes. backend forces
+// a backend ("" chooses the first available of Config.Prefer).
+func (e *Engine) StartSend(dst int, iov [][]byte, backend string, rts []byte) (*Transfer, int, error) {
+	if e.closed {
+		return nil, 0, ErrClosed
+	}
+	if dst < 0 || dst >= e.cfg.Size || dst == e.cfg.Rank {
+		return nil, 0, fmt.Errorf("lmt: destination rank %d is not a peer (job of %d, self %d)", dst, e.cfg.Size, e.cfg.Rank)
+	}
+	if err := e.peers[dst].gone; err != nil {
+		return nil, 0, err
+	}
+	if len(rts) < hdrLen {
+		return nil, 0, fmt.Errorf("lmt: RTS buffer of %d bytes, need at least %d", len(rts), hdrLen)
+	}
+	t := e.newTransfer(dst, Sender, iov)
+	t.started = monotonic()
+	t.moveStart = t.started
+	t.msgLen = iovLen(iov)
+	t.length = t.msgLen
+	s, err := e.chooseSend(t, backend, len(rts)-hdrLen)
+	if err != nil {
+		e.drop(t)
+		return nil, 0, err
+	}
+	t.setChannel(&s.chans[dst])
+	n, err := t.flow.sendRTS(e, t, rts[hdrLen:])
+	if err != nil {
+		e.drop(t)
+		return nil, 0, err
+	}
+	e.register(t)
+	putHeader(rts, pktRTS, s.id, 0, n, t.id, 0, t.msgLen)
+	e.goLive(t)
+	return t, hdrLen + n, nil
+}
+
+// chooseSend picks the backend of a send: the forced one, or the first of
+// the preference list that works with the peer and whose handle, if the
+// RTS carries one, fits in room bytes.
+func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot, error) {
+	if backend != "" {
+		s := e.slot(backend)
+		if s == nil {
+			return nil, fmt.Errorf("lmt: no backend %q (have %v)", backend, Backends())
+		}
+		if err := e.check(&s.chans[t.peer]); err != nil {
+			return nil, err
+		}
+		if s.kind.handleInRTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
+			return nil, fmt.Errorf("lmt: backend %s: %d segments do not fit its handle (max %d, %d RTS bytes)", backend, nonEmpty(t.iov), e.cfg.MaxSegments, room)
+		}
+		return s, nil
+	}
+	var first error
+	for _, s := range e.prefer {
+		err := e.check(&s.chans[t.peer])
+		if err == nil && s.kind.handleInRTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
+			continue
+		}
+		if err == nil {
+			return s, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return nil, fmt.Errorf("lmt: no backend available for rank %d: %w", t.peer, first)
+}
+
+func fitsHandle(t *Transfer, room, maxSegs int) bool {
+	n := nonEmpty(t.iov)
+	return n <= maxSegs && segHandleLen(n) <= room
+}
+
+// StartRecv starts receiving, into iov, the message whose RTS (from rank src)
+// matched. rts is only read during the call.
+func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error) {
+	if e.closed {
+		return nil, ErrClosed
+	}
+	if src < 0 || src >= e.cfg.Size || src == e.cfg.Rank {
+		return nil, fmt.Errorf("lmt: source rank %d is not a peer", src)
+	}
+	var h header
+	payload, err := parseHeader(rts, &h)
+	if err != nil {
+		return nil, err
+	}
+	if h.typ != pktRTS {
+		return nil, fmt.Errorf("lmt: StartRecv given a %s packet, not an RTS", h.typ)
+	}
+	t := e.newTransfer(src, Receiver, iov)
+	t.started = monotonic()
+	t.moveStart = t.started
+	t.peerID = h.src
+	t.msgLen = h.length
+	t.length = min(h.length, iovLen(iov))
+	e.register(t)
+	e.goLive(t)
+	if err := e.peers[src].gone; err != nil {
+		t.setChannel(e.channelOf(h.kind, src))
+		e.complete(t, err)
+		return t, nil
+	}
+	if e.settle(t, h.kind, payload) {
+		t.flow.matched(e, t)
+	}
+	return t, nil
+}
+
+// settle puts a receiver on the backend the RTS named or, when that one
+// cannot serve here, on a fallback that needs no handle from the sender,
+// and reports whether t goes on (false: it failed). The receiver has the
+// last word: its CTS names the backend it settled on.
+func (e *Engine) settle(t *Transfer, kind uint8, handle []byte) bool {
+	ch := e.channelOf(kind, t.peer)
+	var refused error
+	if ch == nil {
+		refused = fmt.Errorf("lmt: rank %d chose backend id %d, not registered here", t.peer, kind)
+	} else {
+		refused = e.check(ch)
+	}
+	if refused == nil && ch.slot.kind.handleInCTS() && !fitsHandle(t, hdrLen+segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+		refused = fmt.Errorf("lmt: %d receive segments do not fit a %s handle (max %d)", nonEmpty(t.iov), ch.slot.name, e.cfg.MaxSegments)
+	}
+	if refused == nil && ch.slot.kind.handleInRTS() {
+		if refused = ch.slot.b.SetPeerHandle(t, handle); refused != nil && !isUnavailable(refused) {
+			t.setChannel(ch)
+			e.fail(t, refused)
+			return false
+		}
+		// An *Unavailable: usable in general, not with this handle.
+	} else if refused != nil {
+		if err := e.peerAlive(t.peer); err != nil {
+			e.PeerFailed(t.peer, err)
+			return false
+		}
+	}
+	if refused != nil {
+		if ch = e.fallback(t); ch == nil {
+			t.setChannel(e.channelOf(kind, t.peer))
+			e.fail(t, fmt.Errorf("lmt: no fallback among %v: %w", e.cfg.Prefer, refused))
+			return false
+		}
+	}
+	t.setChannel(ch)
+	return true
+}
+
+// fallback finds a backend for a receiver that cannot use the sender's:
+// one whose sender needs nothing but the CTS.
+func (e *Engine) fallback(t *Transfer) *channel {
+	for _, s := range e.prefer {
+		if s.kind.handleInRTS() || s.kind == Push && !fitsHandle(t, segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+			continue
+		}
+		if ch := &s.chans[t.peer]; e.check(ch) == nil {
+			return ch
+		}
+	}
+	return nil
+}
+
+// HandleControl takes a packet the Engine of rank src sent through Control.
+func (e *Engine) HandleControl(src int, pkt []byte) error {
+	var h header
+	payload, err := parseHeader(pkt, &h)
+	if err != nil {
+		return err
+	}
+	t := e.lookup(h.dst)
+	if t == nil || t.peer != src {
+		return nil // late packet for a transfer that already failed
+	}
+	switch h.typ {
+	case pktCTS:
+		return e.onCTS(t, &h, payload)
+	case pktDone:
+		if h.status != statusOK {
+			e.complete(t, &RemoteError{Rank: src, Msg: string(payload)})
+			return nil
+		}
+		if t.side == Sender && h.src != 0 {
+			t.stats.Moving = time.Duration(h.src) // see sendDone
+		}
+		t.flow.done(e, t, h.length)
+		return nil
+	}
+	return fmt.Errorf("lmt: unexpected %s packet from rank %d", h.typ, src)
+}
+
+// onCTS takes a receiver's CTS: its id, the length it accepts, and the
+// backend it settled on, which may differ from the one the RTS named (a
+// pull sender then learns that the receiver could not pull). The flow of
+// that backend goes on from there.
+func (e *Engine) onCTS(t *Transfer, h *header, handle []byte) error {
+	if t.side != Sender || !(t.state == stWaitCTS || t.state == stWaitDone && t.ch.slot.kind == Pull) {
+		return fmt.Errorf("lmt: unexpected CTS from rank %d for transfer in state %d", t.peer, t.state)
+	}
+	t.peerID = h.src
+	t.length = min(t.length, h.length)
+	same := h.kind == t.ch.slot.id
+	if !same {
+		ch := e.channelOf(h.kind, t.peer)
+		if ch == nil || ch.slot.kind.handleInRTS() || e.check(ch) != nil {
+			e.fail(t, fmt.Errorf("lmt: rank %d asked for backend id %d, unusable here", t.peer, h.kind))
+			return nil
+		}
+		old, oldFlow := t.ch, t.flow
+		t.setChannel(ch)
+		oldFlow.leave(e, t, old, t.state)
+	}
+	t.flow.cts(e, t, handle, same)
+	return nil
+}
+
+// truncation is the error a completed receive reports when the message was
+// longer than its buffers.
+func (e *Engine) truncation(t *Transfer) error {
+	if t.side == Receiver && t.msgLen > t.length {
+		return &TruncationError{Len: t.msgLen, Cap: t.length}
+	}
+	return nil
+}
+
+func isUnavailable(err error) bool {
+	var u *Unavailable
+	return errors.As(err, &u)
+}

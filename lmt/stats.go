@@ -1,0 +1,34 @@
+package lmt
+
+import (
+	"time"
+
+	"github.com/knemesis/knemesis/internal/fastclock"
+)
+
+// Stats describe one transfer, on one side.
+type Stats struct {
+	Backend  string
+	Bytes    int64 // payload bytes this side moved or saw moved
+	Chunks   int   // Steps that moved data
+	Syscalls int   // system calls made for the payload
+	// Early is how many bytes the sender put into the channel before
+	// the CTS (see [Early]) and the receiver kept.
+	Early int64
+	// Elapsed runs from StartSend or StartRecv to completion on this
+	// side.
+	Elapsed time.Duration
+	// Moving is how long the payload took to move, without the time the
+	// message waited for its receive to be posted: for the receiver, and
+	// for a sender whose receiver did the moving (its DONE carries it),
+	// from the match to completion; for a pushing sender, from the CTS;
+	// for the sender of a Split transfer, the receiver's time from the
+	// match to its own half in (the two halves move at once, and the
+	// sender reads no clock on its way to its copy).
+	// A selector learning from measurements weighs this.
+	Moving time.Duration
+}
+
+// monotonic is the engines' clock, read some five times per message:
+// fastclock's, which on this kind of machine costs a third of time.Now.
+func monotonic() time.Duration { return time.Duration(fastclock.Nanotime()) }
