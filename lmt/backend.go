@@ -1,9 +1,6 @@
 package lmt
 
-import (
-	"fmt"
-	"sort"
-)
+import "fmt"
 
 // Flow says which side moves the data and who finishes the transfer.
 type Flow uint8
@@ -70,23 +67,21 @@ func (s Side) String() string {
 }
 
 // A Backend moves the payload of transfers for one Engine. An Engine calls
-// its methods from one goroutine, never concurrently.
+// its methods from one goroutine, never concurrently. Its name, wire id and
+// flow are its [Identity], declared once in this package; a backend package
+// registers its implementation against that name ([Register]).
 //
 // The interface is shaped for one-sided mechanisms as well as two-sided
-// ones: a KNEM backend would return its cookie from Handle (Flow Pull),
-// submit the copy in Step and report 0 bytes until its status word flips,
-// then the whole length.
+// ones: the knem backend returns its cookie from Handle (Flow Pull),
+// submits the copy in Step and reports 0 bytes until its status word
+// flips, then the whole length.
 type Backend interface {
-	// Name is the backend's name ("shm", "cma", ...).
-	Name() string
-	// Flow tells the Engine how to run the rendezvous.
-	Flow() Flow
 	// Check reports whether this process can use the backend with peer:
 	// nil, or an *Unavailable saying why not and how to fix it.
 	Check(peer Peer) error
 	// Handle writes into dst what the peer needs to reach t's buffer (the
-	// RTS payload for Pull, the CTS payload for Push) and returns its
-	// length. Stream backends return 0.
+	// RTS payload for Pull and Split, the CTS payload for Push and Split)
+	// and returns its length. Stream backends return 0.
 	Handle(t *Transfer, dst []byte) (int, error)
 	// SetPeerHandle gives t the handle its peer sent. h is only valid
 	// during the call.
@@ -173,63 +168,12 @@ type Blocker interface {
 type Env struct {
 	Rank, Size int
 	Job        string
-	Dir        string // private directory for the job's named objects
-	Config     *Config
+	// Dir is Config.Dir: a private directory for the job's named
+	// objects, or "" when the caller gave none.
+	Dir    string
+	Config *Config
 	// PeerPID returns the process id of rank, 0 when unknown.
 	PeerPID func(rank int) int
-}
-
-// Factory creates a backend for an Engine.
-type Factory func(env *Env) (Backend, error)
-
-// Prober checks availability without an Engine (see [Check]).
-type Prober func(cfg *Config, peer Peer) error
-
-type registration struct {
-	id      uint8
-	name    string
-	flow    Flow
-	factory Factory
-	check   Prober
-}
-
-// registry is filled by init functions only (this package, pipe, vmsplice),
-// before any Engine exists, so it needs no lock.
-var registry []registration
-
-// Register makes a backend known to every Engine created afterwards. id is
-// the backend's number on the wire (1..255, one per backend in a job);
-// packages call it from init. Registering a name or id twice panics.
-func Register(id uint8, name string, flow Flow, f Factory, check Prober) {
-	if id == 0 {
-		panic("lmt: backend id 0 is reserved")
-	}
-	for _, r := range registry {
-		if r.id == id || r.name == name {
-			panic(fmt.Sprintf("lmt: backend %q (id %d) registered twice", name, id))
-		}
-	}
-	registry = append(registry, registration{id, name, flow, f, check})
-	sort.Slice(registry, func(i, j int) bool { return registry[i].id < registry[j].id })
-}
-
-// Backends lists the names of the registered backends. Importing packages
-// pipe and vmsplice registers theirs.
-func Backends() []string {
-	names := make([]string, len(registry))
-	for i, r := range registry {
-		names[i] = r.name
-	}
-	return names
-}
-
-func lookup(name string) (registration, bool) {
-	for _, r := range registry {
-		if r.name == name {
-			return r, true
-		}
-	}
-	return registration{}, false
 }
 
 // Peer identifies the process at the other end for an availability check.
@@ -272,7 +216,7 @@ func Check(name string, peer Peer) error {
 func CheckConfig(name string, cfg *Config, peer Peer) error {
 	r, ok := lookup(name)
 	if !ok {
-		return fmt.Errorf("lmt: no backend %q (registered: %v; import the pipe and vmsplice packages for theirs)", name, Backends())
+		return fmt.Errorf("lmt: no backend %q (registered: %v; import a backend's package to register it)", name, Backends())
 	}
 	if r.check == nil {
 		return nil

@@ -2,7 +2,6 @@ package lmt
 
 import (
 	"github.com/knemesis/knemesis/lmt/internal/knobs"
-	"github.com/knemesis/knemesis/nemesis/launch"
 )
 
 // Control carries the engine's rendezvous packets to another rank. In a job
@@ -23,8 +22,9 @@ type Config struct {
 	// the Engine notices a dead peer instead of waiting for it forever.
 	PeerPID func(rank int) int
 	// Prefer lists backend names in order of preference; the first one
-	// available with a peer carries the message. Default: shm, vmsplice,
-	// cma, pipe, cma-write (those registered).
+	// available with a peer carries the message. Default:
+	// [DefaultPreference] (shm, vmsplice, cma, pipe, cma-write), those
+	// registered.
 	Prefer []string
 	// Chunk bounds the bytes one Progress call moves per transfer
 	// (default 64 KiB), so that small messages keep flowing.
@@ -34,10 +34,11 @@ type Config struct {
 	// copy (a system call, the peer's pages pinned and released), as
 	// much as copying 64 KiB, and 4 MiB still moves in 0.2-0.5 ms.
 	CMAChunk int
-	// Dir is a private directory for the job's FIFOs (default
-	// launch.JobDir(Job), $TMPDIR/knemesis-<job>, created 0700, which
-	// the launcher removes when the job ends). Ranks remove the FIFOs
-	// they made and the last one the directory; only the launcher's
+	// Dir is a private directory for the job's FIFOs (default: the
+	// FIFO backends take launch.JobDir(Job), $TMPDIR/knemesis-<job>,
+	// created 0700, which the launcher removes when the job ends).
+	// Ranks remove the FIFOs they made and the last one the directory;
+	// only the launcher's
 	// removal covers a rank killed between making a FIFO and its peer
 	// opening it, so a Dir of the caller's own needs the same care.
 	Dir string
@@ -90,7 +91,12 @@ const (
 	PipeMaxSizeFile    = "/proc/sys/fs/pipe-max-size"
 )
 
-var defaultPrefer = []string{"shm", "vmsplice", "cma", "pipe", "cma-write"}
+// WithDefaults returns c with every zero field set to its default, as an
+// Engine sees it.
+func (c Config) WithDefaults() Config {
+	c.setDefaults()
+	return c
+}
 
 func (c *Config) setDefaults() {
 	if c.Chunk <= 0 {
@@ -119,8 +125,5 @@ func (c *Config) setDefaults() {
 	}
 	if len(c.Prefer) == 0 {
 		c.Prefer = defaultPrefer
-	}
-	if c.Dir == "" && c.Job != "" {
-		c.Dir = launch.JobDir(c.Job)
 	}
 }

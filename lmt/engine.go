@@ -3,7 +3,6 @@ package lmt
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -76,10 +75,10 @@ func New(cfg Config) (*Engine, error) {
 		b, err := r.factory(&e.env)
 		if err != nil {
 			e.Close()
-			return nil, fmt.Errorf("lmt: creating backend %s: %w", r.name, err)
+			return nil, fmt.Errorf("lmt: creating backend %s: %w", r.Name, err)
 		}
-		e.slots[r.id] = e.newSlot(r, b)
-		e.named = append(e.named, e.slots[r.id])
+		e.slots[r.ID] = e.newSlot(r, b)
+		e.named = append(e.named, e.slots[r.ID])
 	}
 	for rank := range e.peers {
 		if rank != cfg.Rank {
@@ -102,16 +101,16 @@ func New(cfg Config) (*Engine, error) {
 // optional interfaces ask for unless a knob turns it off.
 func (e *Engine) newSlot(r registration, b Backend) *backendSlot {
 	k := e.cfg.knobs
-	s := &backendSlot{id: r.id, name: r.name, kind: r.flow, flow: flowOf(r.flow), b: b, chunk: e.cfg.Chunk}
+	s := &backendSlot{id: r.ID, name: r.Name, kind: r.Flow, flow: flowOf(r.Flow), b: b, chunk: e.cfg.Chunk}
 	s.blocker, _ = b.(Blocker)
-	if r.flow == Stream && !k.NoEarly {
+	if r.Flow == Stream && !k.NoEarly {
 		s.early, _ = b.(Early)
 	}
 	if buf, ok := b.(Buffered); ok {
-		s.buffered = r.flow == Stream && buf.Buffered() && !k.NoBuffered
+		s.buffered = r.Flow == Stream && buf.Buffered() && !k.NoBuffered
 	}
 	if ord, ok := b.(Ordered); ok {
-		s.ordered = r.flow == Stream && s.early == nil && ord.Ordered() && !k.NoGrantAhead
+		s.ordered = r.Flow == Stream && s.early == nil && ord.Ordered() && !k.NoGrantAhead
 	}
 	if c, ok := b.(Chunker); ok {
 		s.chunk = c.Chunk()
@@ -213,9 +212,6 @@ func (e *Engine) Close() error {
 		}
 	}
 	e.closePidfds()
-	if e.cfg.Dir != "" {
-		os.Remove(e.cfg.Dir) // only once empty: the last rank removes it
-	}
 	return first
 }
 

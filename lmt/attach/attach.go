@@ -29,8 +29,10 @@ import (
 	"errors"
 	"time"
 
+	_ "github.com/knemesis/knemesis/cma" // the backends attach wires by default
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
+	_ "github.com/knemesis/knemesis/shm"
 	"golang.org/x/sys/unix"
 )
 

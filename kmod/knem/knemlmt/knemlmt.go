@@ -36,11 +36,9 @@ import (
 	"github.com/knemesis/knemesis/threshold"
 )
 
-// Name is the backend's name in lmt.Config.Prefer.
-const Name = "knem"
-
-// ID is the backend's number on the wire, the one package lmt keeps for it.
-const ID = 6
+// Name is the backend's name in lmt.Config.Prefer; its wire id and flow
+// are in its lmt.Identity.
+const Name = lmt.Knem
 
 // handleLen is the RTS payload: cookie and message length.
 const handleLen = 16
@@ -74,7 +72,7 @@ func SetPolicy(p Policy) {
 }
 
 func init() {
-	lmt.Register(ID, Name, lmt.Pull, newBackend, check)
+	lmt.Register(Name, newBackend, check)
 }
 
 // backend is one Engine's knem context.
@@ -185,9 +183,6 @@ func unavailable(err error) error {
 	}
 	return u
 }
-
-func (b *backend) Name() string   { return Name }
-func (b *backend) Flow() lmt.Flow { return lmt.Pull }
 
 func (b *backend) Check(peer lmt.Peer) error {
 	if b.dev == nil {

@@ -1,14 +1,14 @@
-package lmt_test
+package cma_test
 
 import (
 	"testing"
 
+	_ "github.com/knemesis/knemesis/cma"
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 )
 
-// The backends of this package; pipe and vmsplice run the same suites in
-// their own packages.
-var backends = []string{"shm", "cma", "cma-write", "cma-split"}
+var backends = []string{lmt.CMA, lmt.CMAWrite, lmt.CMASplit}
 
 func TestMatrix(t *testing.T) {
 	for _, b := range backends {

@@ -1,4 +1,4 @@
-package lmt
+package shm
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/knemesis/knemesis/internal/lineops"
+	"github.com/knemesis/knemesis/lmt"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,7 +25,7 @@ import (
 // placement, where both run near 6 GB/s, 64 KiB to 4 MiB stayed within the
 // noise of paired samples (-7% to +6%). The price is memory: 512 KiB per
 // ordered pair of ranks that exchange large messages through shm
-// (Config.ShmSlots lowers it).
+// (lmt.Config.ShmSlots lowers it).
 //
 // The counters run on across transfers; slot i of a transfer holds bytes
 // [i·S, (i+1)·S) of it, so both sides know every slot's length from the
@@ -37,16 +38,16 @@ import (
 // CTS. It also lets a receiver skip what a truncated message left behind.
 
 func init() {
-	Register(1, "shm", Stream, newShm, func(*Config, Peer) error { return checkShm() })
+	lmt.Register(lmt.Shm, newShm, func(*lmt.Config, lmt.Peer) error { return checkShm() })
 }
 
-func (s *shm) Check(peer Peer) error { return checkShm() }
+func (s *shm) Check(peer lmt.Peer) error { return checkShm() }
 
 // checkShm: the rings live in /dev/shm, which some containers mount
 // read-only or not at all.
 func checkShm() error {
 	if err := unix.Access("/dev/shm", unix.W_OK|unix.X_OK); err != nil {
-		return &Unavailable{Backend: "shm", Peer: -1, Err: err, Reason: "/dev/shm is not writable: " + err.Error(),
+		return &lmt.Unavailable{Backend: "shm", Peer: -1, Err: err, Reason: "/dev/shm is not writable: " + err.Error(),
 			Fix: "mount a tmpfs on /dev/shm (docker: --shm-size)"}
 	}
 	return nil
@@ -87,13 +88,13 @@ type ownerWord struct {
 }
 
 type shm struct {
-	env      *Env
+	env      *lmt.Env
 	slots    uint64
 	slotSize int
 	out, in  []*ring // by peer rank: rings we write, rings we read
 }
 
-func newShm(env *Env) (Backend, error) {
+func newShm(env *lmt.Env) (lmt.Backend, error) {
 	c := env.Config
 	if c.ShmSlotSize%64 != 0 {
 		return nil, fmt.Errorf("shm slot size %d is not a multiple of 64", c.ShmSlotSize)
@@ -102,22 +103,20 @@ func newShm(env *Env) (Backend, error) {
 		out: make([]*ring, env.Size), in: make([]*ring, env.Size)}, nil
 }
 
-// Buffered implements [Buffered]: the ring holds a copy.
+// Buffered implements [lmt.Buffered]: the ring holds a copy.
 func (s *shm) Buffered() bool { return true }
 
-func (s *shm) Name() string                                { return "shm" }
-func (s *shm) Flow() Flow                                  { return Stream }
-func (s *shm) Handle(t *Transfer, dst []byte) (int, error) { return 0, nil }
-func (s *shm) SetPeerHandle(t *Transfer, h []byte) error   { return nil }
+func (s *shm) Handle(t *lmt.Transfer, dst []byte) (int, error) { return 0, nil }
+func (s *shm) SetPeerHandle(t *lmt.Transfer, h []byte) error   { return nil }
 
-func (s *shm) ringFor(t *Transfer) (**ring, int, int) {
-	if t.side == Sender {
-		return &s.out[t.peer], s.env.Rank, t.peer
+func (s *shm) ringFor(t *lmt.Transfer) (**ring, int, int) {
+	if t.Side() == lmt.Sender {
+		return &s.out[t.Peer()], s.env.Rank, t.Peer()
 	}
-	return &s.in[t.peer], t.peer, s.env.Rank
+	return &s.in[t.Peer()], t.Peer(), s.env.Rank
 }
 
-func (s *shm) Start(t *Transfer) error {
+func (s *shm) Start(t *lmt.Transfer) error {
 	rp, src, dst := s.ringFor(t)
 	if *rp == nil {
 		r, err := s.open(src, dst)
@@ -126,7 +125,7 @@ func (s *shm) Start(t *Transfer) error {
 		}
 		*rp = r
 	}
-	if t.side == Sender && (*rp).path != "" {
+	if t.Side() == lmt.Sender && (*rp).path != "" {
 		// The receiver mapped the ring before its CTS: the name has
 		// served, and a crash can no longer leave it behind.
 		unix.Unlink((*rp).path)
@@ -160,7 +159,7 @@ func (s *shm) open(src, dst int) (*ring, error) {
 	g := (*atomic.Uint64)(unsafe.Pointer(&mem[offGeom]))
 	if !g.CompareAndSwap(0, geom) && g.Load() != geom {
 		unix.Munmap(mem)
-		return nil, fmt.Errorf("lmt: shm ring %s has %d slots of %d bytes, this rank wants %d of %d (Config differs between ranks)",
+		return nil, fmt.Errorf("lmt: shm ring %s has %d slots of %d bytes, this rank wants %d of %d (lmt.Config differs between ranks)",
 			path, g.Load()>>32, uint32(g.Load()), s.slots, s.slotSize)
 	}
 	return &ring{
@@ -174,15 +173,15 @@ func (s *shm) open(src, dst int) (*ring, error) {
 	}, nil
 }
 
-// Prefill implements Early: the sender's first slots, before the CTS.
-func (s *shm) Prefill(t *Transfer, max int) int {
-	r := s.out[t.peer]
+// Prefill implements lmt.Early: the sender's first slots, before the CTS.
+func (s *shm) Prefill(t *lmt.Transfer, max int) int {
+	r := s.out[t.Peer()]
 	if r == nil {
 		var err error
-		if r, err = s.open(s.env.Rank, t.peer); err != nil {
+		if r, err = s.open(s.env.Rank, t.Peer()); err != nil {
 			return 0 // the CTS will bring Start, and its error
 		}
-		s.out[t.peer] = r
+		s.out[t.Peer()] = r
 	}
 	if r.broken {
 		return 0
@@ -191,20 +190,20 @@ func (s *shm) Prefill(t *Transfer, max int) int {
 	return n
 }
 
-// Kept implements Early.
-func (s *shm) Kept(t *Transfer) bool {
-	r := s.out[t.peer]
-	return r != nil && r.revoked.Load() != t.id
+// Kept implements lmt.Early.
+func (s *shm) Kept(t *lmt.Transfer) bool {
+	r := s.out[t.Peer()]
+	return r != nil && r.revoked.Load() != t.ID()
 }
 
-func (s *shm) Step(t *Transfer, max int) (int, error) {
-	if t.side == Sender {
-		return s.push(s.out[t.peer], t, max)
+func (s *shm) Step(t *lmt.Transfer, max int) (int, error) {
+	if t.Side() == lmt.Sender {
+		return s.push(s.out[t.Peer()], t, max)
 	}
-	return s.pull(s.in[t.peer], t, max)
+	return s.pull(s.in[t.Peer()], t, max)
 }
 
-func (s *shm) push(r *ring, t *Transfer, max int) (int, error) {
+func (s *shm) push(r *ring, t *lmt.Transfer, max int) (int, error) {
 	w, rd := r.written.Load(), r.read.Load()
 	n := 0
 	for n < max && w-rd < s.slots {
@@ -216,7 +215,7 @@ func (s *shm) push(r *ring, t *Transfer, max int) (int, error) {
 		n += c
 		// Release stores: the next slot's copy starts while these
 		// lines travel to the receiver's core (see internal/lineops).
-		lineops.StoreRelease64(&r.owners[w%s.slots].Uint64, t.id)
+		lineops.StoreRelease64(&r.owners[w%s.slots].Uint64, t.ID())
 		w++
 		lineops.StoreRelease64(r.written, w)
 		if w-rd == s.slots {
@@ -226,11 +225,11 @@ func (s *shm) push(r *ring, t *Transfer, max int) (int, error) {
 	return n, nil
 }
 
-func (s *shm) pull(r *ring, t *Transfer, max int) (int, error) {
+func (s *shm) pull(r *ring, t *lmt.Transfer, max int) (int, error) {
 	rd, w := r.read.Load(), r.written.Load()
 	n := 0
 	for n < max && rd < w {
-		if o := r.owners[rd%s.slots].Load(); o != t.peerID {
+		if o := r.owners[rd%s.slots].Load(); o != t.PeerID() {
 			// Filled early for a message matched later, or left by a
 			// truncated one: not ours.
 			lineops.StoreRelease64(r.revoked, o)
@@ -256,7 +255,7 @@ func (s *shm) pull(r *ring, t *Transfer, max int) (int, error) {
 	return n, nil
 }
 
-func (s *shm) Abort(t *Transfer) {
+func (s *shm) Abort(t *lmt.Transfer) {
 	rp, _, _ := s.ringFor(t)
 	if *rp != nil {
 		(*rp).broken = true

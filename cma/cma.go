@@ -1,4 +1,4 @@
-package lmt
+package cma
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/lmt"
 )
 
 // Cross Memory Attach (process_vm_readv/writev, Linux 3.2): one copy, done by
@@ -27,18 +29,25 @@ const (
 )
 
 func init() {
-	Register(2, "cma", Pull, func(env *Env) (Backend, error) { return newCMA(env, Pull), nil }, cmaProber("cma"))
-	Register(3, "cma-write", Push, func(env *Env) (Backend, error) { return newCMA(env, Push), nil }, cmaProber("cma-write"))
+	register(lmt.CMA)
+	register(lmt.CMAWrite)
 	// cma-split: the receiver reads the first half while the sender
 	// writes the second. One copy per byte like cma, but two CPUs copy at
 	// once, as in the shm double copy: on this kind of VM it streams 1-4
 	// MiB at 31-36 GB/s where cma reaches 13-19 (4 MiB calls, far).
-	Register(7, "cma-split", Split, func(env *Env) (Backend, error) { return newCMA(env, Split), nil }, cmaProber("cma-split"))
+	register(lmt.CMASplit)
+}
+
+// register registers the CMA backend name, whose identity gives its flow.
+func register(name string) {
+	id, _ := lmt.IdentityOf(name)
+	lmt.Register(name, func(env *lmt.Env) (lmt.Backend, error) { return newCMA(env, id), nil }, cmaProber(name))
 }
 
 type cma struct {
-	env    *Env
-	flow   Flow
+	env    *lmt.Env
+	name   string
+	flow   lmt.Flow
 	pids   []int // the pid each peer's handle named, per rank
 	pid    int   // ours: getpid(2) is a system call, and it is in every handle
 	pidns  uint64
@@ -46,46 +55,36 @@ type cma struct {
 	remote [iovMax]unix.RemoteIovec
 }
 
-func newCMA(env *Env, flow Flow) *cma {
+func newCMA(env *lmt.Env, id lmt.Identity) *cma {
 	// With Yama ptrace_scope = 1 only a declared tracer may attach; every
 	// rank declares "anyone", which is what CMA needs between siblings.
 	// Without Yama the call fails with EINVAL, harmlessly.
 	_ = unix.Prctl(unix.PR_SET_PTRACER, unix.PR_SET_PTRACER_ANY, 0, 0, 0)
-	return &cma{env: env, flow: flow, pids: make([]int, env.Size), pid: os.Getpid(), pidns: pidNamespace()}
+	return &cma{env: env, name: id.Name, flow: id.Flow, pids: make([]int, env.Size), pid: os.Getpid(), pidns: pidNamespace()}
 }
 
-func (c *cma) Name() string {
-	switch c.flow {
-	case Push:
-		return "cma-write"
-	case Split:
-		return "cma-split"
-	}
-	return "cma"
-}
+func (c *cma) Name() string { return c.name }
 
-func (c *cma) Flow() Flow { return c.flow }
-
-// Chunk implements Chunker.
+// Chunk implements lmt.Chunker.
 func (c *cma) Chunk() int { return c.env.Config.CMAChunk }
 
-func (c *cma) Check(peer Peer) error { return checkCMA(c.Name(), peer) }
+func (c *cma) Check(peer lmt.Peer) error { return checkCMA(c.Name(), peer) }
 
-func (c *cma) Handle(t *Transfer, dst []byte) (int, error) {
-	return EncodeSegments(t, c.pid, c.pidns, dst)
+func (c *cma) Handle(t *lmt.Transfer, dst []byte) (int, error) {
+	return lmt.EncodeSegments(t, c.pid, c.pidns, dst)
 }
 
-func (c *cma) SetPeerHandle(t *Transfer, h []byte) error {
-	pid, pidns, err := DecodeSegments(t, h)
+func (c *cma) SetPeerHandle(t *lmt.Transfer, h []byte) error {
+	pid, pidns, err := lmt.DecodeSegments(t, h)
 	if err != nil {
 		return err
 	}
 	if pidns != c.pidns {
-		return &Unavailable{Backend: c.Name(), Peer: t.peer,
+		return &lmt.Unavailable{Backend: c.Name(), Peer: t.Peer(),
 			Reason: fmt.Sprintf("the peer runs in another PID namespace (pid:[%d], here pid:[%d]), where its pid %d names another process", pidns, c.pidns, pid),
 			Fix:    "start every rank in the same PID namespace"}
 	}
-	c.pids[t.peer] = pid
+	c.pids[t.Peer()] = pid
 	return nil
 }
 
@@ -98,18 +97,18 @@ func pidNamespace() uint64 {
 	return st.Ino
 }
 
-func (c *cma) Start(t *Transfer) error { return nil }
+func (c *cma) Start(t *lmt.Transfer) error { return nil }
 
-func (c *cma) Step(t *Transfer, max int) (int, error) {
+func (c *cma) Step(t *lmt.Transfer, max int) (int, error) {
 	max = min(max, maxRWCount)
 	local, n := t.Iovecs(c.local[:], max)
 	remote, _ := t.RemoteIovecs(c.remote[:], n)
-	pid := c.pids[t.peer]
+	pid := c.pids[t.Peer()]
 	var got int
 	var err error
 	// Whoever copies writes from its own buffer into the peer's when it
 	// is the sender, and reads when it is the receiver.
-	if t.side == Sender {
+	if t.Side() == lmt.Sender {
 		got, err = processVM(unix.SYS_PROCESS_VM_WRITEV, pid, local, remote)
 	} else {
 		got, err = processVM(unix.SYS_PROCESS_VM_READV, pid, local, remote)
@@ -121,15 +120,15 @@ func (c *cma) Step(t *Transfer, max int) (int, error) {
 	case err == unix.EINTR:
 		return 0, nil
 	case err == unix.ESRCH:
-		return 0, &PeerError{Rank: t.peer, PID: pid, Err: err}
+		return 0, &lmt.PeerError{Rank: t.Peer(), PID: pid, Err: err}
 	case err == unix.EPERM:
-		return 0, checkCMA(c.Name(), Peer{Rank: t.peer, PID: pid})
+		return 0, checkCMA(c.Name(), lmt.Peer{Rank: t.Peer(), PID: pid})
 	}
-	return 0, fmt.Errorf("lmt: %s with rank %d (pid %d): %w", c.Name(), t.peer, pid, err)
+	return 0, fmt.Errorf("lmt: %s with rank %d (pid %d): %w", c.Name(), t.Peer(), pid, err)
 }
 
 // processVM is process_vm_readv or process_vm_writev (trap) made as a raw
-// system call: one call copies at most Config.CMAChunk bytes, a few µs to a
+// system call: one call copies at most lmt.Config.CMAChunk bytes, a few µs to a
 // few hundred, and never waits for another process, so the runtime need
 // not be told (entersyscall and exitsyscall cost some 130 ns a call here,
 // 2% of a 64 KiB copy).
@@ -146,21 +145,21 @@ func processVM(trap uintptr, pid int, local []unix.Iovec, remote []unix.RemoteIo
 	return int(n), nil
 }
 
-func (c *cma) Abort(t *Transfer) {}
-func (c *cma) Close() error      { return nil }
+func (c *cma) Abort(t *lmt.Transfer) {}
+func (c *cma) Close() error          { return nil }
 
 // cmaProber is the availability check of the CMA backend name: the three
 // need the same access, and their refusals name the one asked about.
-func cmaProber(name string) Prober {
-	return func(_ *Config, peer Peer) error { return checkCMA(name, peer) }
+func cmaProber(name string) lmt.Prober {
+	return func(_ *lmt.Config, peer lmt.Peer) error { return checkCMA(name, peer) }
 }
 
 // checkCMA probes whether this process may read peer's memory, and when
 // not, finds the reason among those known to block CMA.
-func checkCMA(name string, peer Peer) error {
+func checkCMA(name string, peer lmt.Peer) error {
 	if peer.PID <= 0 {
-		return &Unavailable{Backend: name, Peer: peer.Rank, Reason: "the peer's process id is unknown",
-			Fix: "give the Engine a Config.PeerPID"}
+		return &lmt.Unavailable{Backend: name, Peer: peer.Rank, Reason: "the peer's process id is unknown",
+			Fix: "give the Engine a lmt.Config.PeerPID"}
 	}
 	var b [1]byte
 	local := []unix.Iovec{{Base: &b[0], Len: 1}}
@@ -170,11 +169,11 @@ func checkCMA(name string, peer Peer) error {
 	case nil, unix.EFAULT:
 		return nil
 	case unix.ESRCH:
-		return &Unavailable{Backend: name, Peer: peer.Rank, Err: err,
+		return &lmt.Unavailable{Backend: name, Peer: peer.Rank, Err: err,
 			Reason: fmt.Sprintf("no process %d here: the peer exited, or runs in another PID namespace", peer.PID),
 			Fix:    "start every rank in the same PID namespace"}
 	case unix.ENOSYS:
-		return &Unavailable{Backend: name, Peer: -1, Err: err,
+		return &lmt.Unavailable{Backend: name, Peer: -1, Err: err,
 			Reason: "process_vm_readv is not implemented (kernel without CONFIG_CROSS_MEMORY_ATTACH, or a seccomp filter answering ENOSYS)",
 			Fix:    "use a kernel with CONFIG_CROSS_MEMORY_ATTACH=y and allow process_vm_readv/process_vm_writev in the seccomp profile"}
 	case unix.EPERM:
@@ -182,12 +181,12 @@ func checkCMA(name string, peer Peer) error {
 		u.Err = err
 		return u
 	}
-	return &Unavailable{Backend: name, Peer: peer.Rank, Err: err, Reason: "probe failed: " + err.Error()}
+	return &lmt.Unavailable{Backend: name, Peer: peer.Rank, Err: err, Reason: "probe failed: " + err.Error()}
 }
 
 // explainEPERM names the first known cause of a refused ptrace access.
-func explainEPERM(name string, peer Peer) *Unavailable {
-	u := &Unavailable{Backend: name, Peer: peer.Rank}
+func explainEPERM(name string, peer lmt.Peer) *lmt.Unavailable {
+	u := &lmt.Unavailable{Backend: name, Peer: peer.Rank}
 	pid := strconv.Itoa(peer.PID)
 	if self, err := os.ReadFile("/proc/self/uid_map"); err == nil {
 		if other, err := os.ReadFile("/proc/" + pid + "/uid_map"); err == nil && string(self) != string(other) {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/knemesis/knemesis/cma"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -50,7 +51,7 @@ func withScope(t *testing.T, scope int) {
 		}
 		t.Skip("needs root: sets kernel.yama.ptrace_scope and runs the ranks as uid 65534")
 	}
-	b, err := os.ReadFile(lmt.YamaScopeFile)
+	b, err := os.ReadFile(cma.YamaScopeFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +67,10 @@ func withScope(t *testing.T, scope int) {
 
 func setScope(t *testing.T, v string) {
 	t.Helper()
-	if err := os.WriteFile(lmt.YamaScopeFile, []byte(v+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(cma.YamaScopeFile, []byte(v+"\n"), 0o644); err != nil {
 		t.Fatalf("setting kernel.yama.ptrace_scope to %s: %v", v, err)
 	}
-	b, err := os.ReadFile(lmt.YamaScopeFile)
+	b, err := os.ReadFile(cma.YamaScopeFile)
 	if err != nil || strings.TrimSpace(string(b)) != v {
 		t.Fatalf("kernel.yama.ptrace_scope reads %q, %v after writing %s", b, err, v)
 	}

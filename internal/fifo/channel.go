@@ -1,0 +1,166 @@
+package fifo
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/nemesis/launch"
+	"golang.org/x/sys/unix"
+)
+
+// Channel is what the pipe and vmsplice backends share as lmt Stream
+// backends: one FIFO per ordered pair of ranks, opened by the receiver's
+// Start before its CTS and by the sender's at the CTS, read with readv,
+// retired when a transfer fails in it. Each backend's package adds how
+// its sender writes (writev, vmsplice), its availability check, and
+// whether its channel holds a copy of what was written.
+//
+// A pipe is a plain FIFO, so a Channel is [lmt.Ordered]: senders push
+// whole messages in the order of the receiver's CTSs.
+type Channel struct {
+	name   string
+	env    *lmt.Env
+	check  lmt.Prober
+	pipes  *Pipes
+	dir    string
+	broken []bool // by peer: a pipe holding a failed transfer's leftovers
+	chunk  int    // bytes per Step: one pipe-full unless configured
+	iov    [1024]unix.Iovec
+}
+
+// NewChannel prepares the FIFOs of backend name for env's engine, in the
+// job's private directory (env.Dir, by default launch.JobDir), sized as
+// the Config asks within the system's cap. check is the backend's
+// availability check, which Start repeats when the pipe size was refused.
+func NewChannel(name string, env *lmt.Env, check lmt.Prober) *Channel {
+	c := &Channel{name: name, env: env, check: check, dir: env.Dir, broken: make([]bool, env.Size)}
+	if c.dir == "" {
+		c.dir = launch.JobDir(env.Job)
+	}
+	cfg := env.Config
+	size, _, err := Plan(cfg.PipeSize, cfg.MinPipeSize, cfg.PipeMaxSizePath)
+	if err != nil {
+		size = 0 // Check reports it; Start refuses
+	}
+	c.pipes = New(c.dir, name, env.Rank, env.Size, size)
+	c.chunk = cfg.PipeChunk
+	if c.chunk <= 0 {
+		c.chunk = max(size, cfg.Chunk)
+	}
+	return c
+}
+
+// Ordered implements lmt.Ordered: a pipe is a plain FIFO.
+func (c *Channel) Ordered() bool { return true }
+
+// Chunk implements lmt.Chunker: one pipe-full a Step unless
+// Config.PipeChunk says otherwise.
+func (c *Channel) Chunk() int { return c.chunk }
+
+// Check implements lmt.Backend.
+func (c *Channel) Check(peer lmt.Peer) error { return c.check(c.env.Config, peer) }
+
+// CheckSize reports whether the pipe size cfg asks for is possible under
+// the system's cap, as an *lmt.Unavailable of backend name.
+func CheckSize(name string, cfg *lmt.Config) error {
+	_, _, err := Plan(cfg.PipeSize, cfg.MinPipeSize, cfg.PipeMaxSizePath)
+	var ce *CapError
+	if errors.As(err, &ce) {
+		return &lmt.Unavailable{Backend: name, Peer: -1, Err: err, Reason: err.Error(),
+			Fix: fmt.Sprintf("sysctl fs.pipe-max-size=%d, or lower the requested pipe size", ce.Want)}
+	}
+	if err != nil {
+		return &lmt.Unavailable{Backend: name, Peer: -1, Err: err, Reason: err.Error()}
+	}
+	return nil
+}
+
+// Handle implements lmt.Backend: a stream sends no handle.
+func (c *Channel) Handle(t *lmt.Transfer, dst []byte) (int, error) { return 0, nil }
+
+// SetPeerHandle implements lmt.Backend.
+func (c *Channel) SetPeerHandle(t *lmt.Transfer, h []byte) error { return nil }
+
+// Start implements lmt.Backend: the receiver creates and opens the FIFO's
+// read end before its CTS, the sender opens the write end at the CTS.
+func (c *Channel) Start(t *lmt.Transfer) error {
+	if c.broken[t.Peer()] {
+		return c.leftovers(t.Peer())
+	}
+	if c.pipes.size == 0 {
+		return c.Check(lmt.Peer{Rank: t.Peer()})
+	}
+	var err error
+	if t.Side() == lmt.Sender {
+		_, err = c.pipes.Writer(t.Peer())
+	} else {
+		_, err = c.pipes.Reader(t.Peer())
+	}
+	return err
+}
+
+// Read is the receiver's Step: readv from the pipe into t's buffers.
+func (c *Channel) Read(t *lmt.Transfer, max int) (int, error) {
+	if c.broken[t.Peer()] {
+		// A transfer granted ahead, whose bytes would have followed
+		// those of the one that failed.
+		return 0, c.leftovers(t.Peer())
+	}
+	iov, _ := t.Iovecs(c.iov[:], max)
+	t.CountSyscalls(1)
+	n, err := c.pipes.Read(t.Peer(), iov)
+	if err == ErrEOF {
+		// No writer: not opened yet, or gone.
+		return 0, t.CheckPeer()
+	}
+	return n, err
+}
+
+// Write is the sender's Step: write (Writev or Vmsplice) t's buffers into
+// the pipe.
+func (c *Channel) Write(t *lmt.Transfer, max int, write func(fd int, iov []unix.Iovec) (int, error)) (int, error) {
+	if c.broken[t.Peer()] {
+		return 0, c.leftovers(t.Peer())
+	}
+	iov, _ := t.Iovecs(c.iov[:], max)
+	t.CountSyscalls(1)
+	n, err := write(c.pipes.writers[t.Peer()], iov)
+	if err == unix.EPIPE {
+		if perr := t.CheckPeer(); perr != nil {
+			return 0, perr
+		}
+		return 0, fmt.Errorf("lmt: rank %d closed its %s pipe mid-transfer", t.Peer(), c.name)
+	}
+	return n, err
+}
+
+func (c *Channel) leftovers(peer int) error {
+	return fmt.Errorf("lmt: %s pipe with rank %d holds the leftovers of a failed transfer", c.name, peer)
+}
+
+// PollFd implements lmt.Blocker.
+func (c *Channel) PollFd(t *lmt.Transfer) (int, int16) {
+	if t.Side() == lmt.Receiver {
+		return c.pipes.readers[t.Peer()], unix.POLLIN
+	}
+	return c.pipes.writers[t.Peer()], unix.POLLOUT
+}
+
+// Abort implements lmt.Backend. It retires the pipe with t's peer: it may
+// hold half a message, and closing our end releases the sender pages a
+// vmsplice left referenced in it once the peer's end is gone too. A
+// receiver also removes the FIFO's name, which a sender that died before
+// opening it left behind.
+func (c *Channel) Abort(t *lmt.Transfer) {
+	c.broken[t.Peer()] = true
+	c.pipes.Drop(t.Peer())
+}
+
+// Close implements lmt.Backend. The last rank out removes the job's
+// directory, once empty.
+func (c *Channel) Close() error {
+	c.pipes.Close()
+	unix.Rmdir(c.dir)
+	return nil
+}

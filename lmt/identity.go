@@ -1,0 +1,142 @@
+package lmt
+
+import (
+	"fmt"
+	"sort"
+)
+
+// The backends' names, as Config.Prefer, the tuning files and lmtbench
+// spell them.
+const (
+	Shm      = "shm"
+	CMA      = "cma"
+	CMAWrite = "cma-write"
+	Pipe     = "pipe"
+	Vmsplice = "vmsplice"
+	Knem     = "knem"
+	CMASplit = "cma-split"
+)
+
+// Identity is what every rank of a job must agree on about a backend: its
+// name, its number on the wire (RTS and CTS name the backend by it), and
+// its flow, which says how the rendezvous runs. It is declared once, in
+// [Identities]; backend packages register implementations against it, and
+// the selector's and lmtbench's lists derive from it.
+type Identity struct {
+	ID   uint8
+	Name string
+	Flow Flow
+	// Copies is how many times a byte is copied: 2 for the double-copy
+	// backends, 1 for the single-copy ones.
+	Copies int
+	// Default is the backend's place in the default preference list
+	// (Config.Prefer), 1 first; 0 when it is used only on request.
+	Default int
+	// Home is the package that implements it.
+	Home string
+	// Summary says in a line how it moves a message.
+	Summary string
+}
+
+// identities lists every backend by copies made: the order lmtbench's
+// tables show them in.
+var identities = []Identity{
+	{ID: 1, Name: Shm, Flow: Stream, Copies: 2, Default: 1, Home: "shm",
+		Summary: "shared-memory ring, pipelined double copy (two user copies)"},
+	{ID: 4, Name: Pipe, Flow: Stream, Copies: 2, Default: 4, Home: "pipe",
+		Summary: "writev/readv through a pipe (two kernel copies)"},
+	{ID: 5, Name: Vmsplice, Flow: Stream, Copies: 1, Default: 2, Home: "vmsplice",
+		Summary: "sender's pages spliced into a pipe, readv out (one kernel copy)"},
+	{ID: 2, Name: CMA, Flow: Pull, Copies: 1, Default: 3, Home: "cma",
+		Summary: "receiver pulls with process_vm_readv (one kernel copy)"},
+	{ID: 3, Name: CMAWrite, Flow: Push, Copies: 1, Default: 5, Home: "cma",
+		Summary: "sender pushes with process_vm_writev after the CTS (one kernel copy)"},
+	{ID: 7, Name: CMASplit, Flow: Split, Copies: 1, Home: "cma",
+		Summary: "receiver reads the first half while the sender writes the second (one kernel copy, two CPUs)"},
+	{ID: 6, Name: Knem, Flow: Pull, Copies: 1, Home: "kmod/knem/knemlmt",
+		Summary: "the KNEM-ABI module copies in the kernel, or offloads to DMA (one copy)"},
+}
+
+// Identities returns every backend's identity, registered or not, by
+// copies made.
+func Identities() []Identity { return append([]Identity(nil), identities...) }
+
+// IdentityOf returns the identity of the backend called name.
+func IdentityOf(name string) (Identity, bool) {
+	for _, id := range identities {
+		if id.Name == name {
+			return id, true
+		}
+	}
+	return Identity{}, false
+}
+
+// DefaultPreference returns the default Config.Prefer: the backends with a
+// Default place, in that order.
+func DefaultPreference() []string {
+	var ids []Identity
+	for _, id := range identities {
+		if id.Default > 0 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].Default < ids[j].Default })
+	names := make([]string, len(ids))
+	for i, id := range ids {
+		names[i] = id.Name
+	}
+	return names
+}
+
+var defaultPrefer = DefaultPreference()
+
+// Factory creates a backend for an Engine.
+type Factory func(env *Env) (Backend, error)
+
+// Prober checks availability without an Engine (see [Check]).
+type Prober func(cfg *Config, peer Peer) error
+
+type registration struct {
+	Identity
+	factory Factory
+	check   Prober
+}
+
+// registry is filled by init functions only (the backend packages), before
+// any Engine exists, so it needs no lock. It is kept in wire-id order.
+var registry []registration
+
+// Register makes the implementation of backend name known to every Engine
+// created afterwards; a backend package calls it from init. name must be
+// one of [Identities]; registering it twice panics.
+func Register(name string, f Factory, check Prober) {
+	id, ok := IdentityOf(name)
+	if !ok {
+		panic(fmt.Sprintf("lmt: Register of %q, which is not among the backends' identities", name))
+	}
+	for _, r := range registry {
+		if r.Name == name {
+			panic(fmt.Sprintf("lmt: backend %q registered twice", name))
+		}
+	}
+	registry = append(registry, registration{id, f, check})
+	sort.Slice(registry, func(i, j int) bool { return registry[i].ID < registry[j].ID })
+}
+
+// Backends lists the names of the registered backends, in wire-id order.
+func Backends() []string {
+	names := make([]string, len(registry))
+	for i, r := range registry {
+		names[i] = r.Name
+	}
+	return names
+}
+
+func lookup(name string) (registration, bool) {
+	for _, r := range registry {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return registration{}, false
+}
