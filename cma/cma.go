@@ -13,10 +13,6 @@ import (
 	"github.com/knemesis/knemesis/lmt"
 )
 
-// Cross Memory Attach (process_vm_readv/writev, Linux 3.2): one copy, done by
-// the kernel on behalf of the calling process, which must be allowed to
-// ptrace its peer (PTRACE_MODE_ATTACH_REALCREDS).
-
 const (
 	// maxRWCount is the kernel's MAX_RW_COUNT: one call never moves more.
 	maxRWCount = 0x7ffff000
@@ -33,8 +29,8 @@ func init() {
 	register(lmt.CMAWrite)
 	// cma-split: the receiver reads the first half while the sender
 	// writes the second. One copy per byte like cma, but two CPUs copy at
-	// once, as in the shm double copy: on this kind of VM it streams 1-4
-	// MiB at 31-36 GB/s where cma reaches 13-19 (4 MiB calls, far).
+	// once, as in the shm double copy (docs/performance.md has what that
+	// gains).
 	register(lmt.CMASplit)
 }
 
@@ -128,10 +124,10 @@ func (c *cma) Step(t *lmt.Transfer, max int) (int, error) {
 }
 
 // processVM is process_vm_readv or process_vm_writev (trap) made as a raw
-// system call: one call copies at most lmt.Config.CMAChunk bytes, a few µs to a
-// few hundred, and never waits for another process, so the runtime need
-// not be told (entersyscall and exitsyscall cost some 130 ns a call here,
-// 2% of a 64 KiB copy).
+// system call: one call copies at most lmt.Config.CMAChunk bytes and never
+// waits for another process, so the runtime need not be told, and
+// entersyscall and exitsyscall would cost a measurable part of a 64 KiB
+// copy (docs/performance.md).
 func processVM(trap uintptr, pid int, local []unix.Iovec, remote []unix.RemoteIovec) (int, error) {
 	if len(local) == 0 || len(remote) == 0 {
 		return 0, nil

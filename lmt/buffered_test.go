@@ -53,7 +53,7 @@ func (l *loop) only(t *testing.T, rank int) {
 // before the receiver has read a byte; the receiver's DONE later brings
 // the time the move took (OnMeasured), without completing it twice. Any
 // send with NoBuffered waits for the DONE (vmsplice's, whose pipe
-// references the sender's pages, always does: see lmt/attach's
+// references the sender's pages, always does: see attach's
 // TestSendCompletesInChannel).
 func TestBufferedSendCompletesInChannel(t *testing.T) {
 	const n = 100<<10 + 7 // within the shm ring and the pipe

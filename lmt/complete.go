@@ -60,8 +60,8 @@ func (e *Engine) abort(t *Transfer, err error) {
 
 func (e *Engine) complete(t *Transfer, err error) { e.completeAt(t, err, monotonic()) }
 
-// completeAt is complete with the time already read: a clock read costs
-// tens of nanoseconds, and the receiver's DONE path needs it anyway.
+// completeAt is complete with the time already read: the receiver's DONE
+// path reads it anyway, and a clock read is not free.
 func (e *Engine) completeAt(t *Transfer, err error, now time.Duration) {
 	prev := t.state
 	switch prev {

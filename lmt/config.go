@@ -30,9 +30,10 @@ type Config struct {
 	// (default 64 KiB), so that small messages keep flowing.
 	Chunk int
 	// CMAChunk replaces Chunk for the CMA backends (default 4 MiB): each
-	// process_vm_readv or process_vm_writev costs some 3 µs beyond its
-	// copy (a system call, the peer's pages pinned and released), as
-	// much as copying 64 KiB, and 4 MiB still moves in 0.2-0.5 ms.
+	// process_vm_readv or process_vm_writev costs a system call and the
+	// pinning of the peer's pages beyond its copy, as much as copying
+	// tens of KiB, while 4 MiB still moves in well under a millisecond
+	// (docs/performance.md).
 	CMAChunk int
 	// Dir is a private directory for the job's FIFOs (default: the
 	// FIFO backends take launch.JobDir(Job), $TMPDIR/knemesis-<job>,

@@ -44,7 +44,7 @@ func (e *Engine) idle(t *Transfer) {
 // what its fastboxes from a peer hold next and up to 64 cells from its
 // queue: with its default 64 cells per rank, two polls hand over all a
 // dead peer left; 4 leave room for more. A waiter that sees the exit
-// itself (lmt/attach) polls as many times before it calls PeerFailed.
+// itself (attach) polls as many times before it calls PeerFailed.
 const ExitGrace = 4
 
 // peerExited starts rank's grace, once.

@@ -60,8 +60,8 @@ func putHeader(p []byte, typ pktType, kind, status uint8, n int, src, dst uint64
 
 // parseHeader fills h from p and returns p's payload. It writes h in place
 // rather than returning it: a returned header is built from byte stores and
-// copied out with 16-byte loads, which the store buffer cannot forward, and
-// the stall cost some 50 ns on every packet of the receiver's path.
+// copied out with 16-byte loads, which the store buffer cannot forward: a
+// stall on every packet of the receiver's path (docs/performance.md).
 func parseHeader(p []byte, h *header) ([]byte, error) {
 	if len(p) < hdrLen {
 		return nil, fmt.Errorf("lmt: control packet of %d bytes, shorter than the %d-byte header", len(p), hdrLen)

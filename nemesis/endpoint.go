@@ -9,6 +9,7 @@ import (
 	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/internal/memcopy"
 	"github.com/knemesis/knemesis/nemesis/launch"
+	"golang.org/x/sys/unix"
 )
 
 // Limits and defaults of the geometry.
@@ -156,7 +157,9 @@ type Endpoint struct {
 	polls     uint32
 
 	lmt      LMT
-	lmtMeter LMTMeter // lmt, when it can tell a Poll that moved payload
+	lmtMeter LMTMeter  // lmt, when it can tell a Poll that moved payload
+	lmtFds   LMTPoller // lmt, when its transfers may wait on descriptors
+	pollFds  []unix.PollFd
 	eagerMax int
 	cellsIn  uint64 // cells taken from the receive queue
 

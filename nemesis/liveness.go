@@ -22,7 +22,9 @@ import (
 // started yielding after 2.6 µs, and each sched_yield costs 0.7 µs on
 // this VM: a message that landed during one waited for it to return
 // (cma ping-pong at 64 KiB went from 8.0 to 8.45 GB/s). Layers that wait
-// on an endpoint by their own loop (lmt/attach) spin as long.
+// on an endpoint by their own loop (the LMT's Drain) spin as long. A call
+// whose LMT transfers wait on a pipe sleeps in poll(2) on it instead
+// (see LMTPoller).
 const SpinBeforeYield = 4096
 
 type waiter struct {
@@ -46,6 +48,12 @@ func (ep *Endpoint) busy(w *waiter) error {
 // for them. Every LivenessInterval it checks whether peers still live.
 func (ep *Endpoint) idle(w *waiter) error {
 	w.spins++
+	if w.spins >= spinBeforePoll && ep.sleepOnLMT() {
+		if w.spins&31 != 0 {
+			return nil
+		}
+		return ep.livenessDue()
+	}
 	if w.spins < SpinBeforeYield {
 		return nil
 	}

@@ -1,6 +1,9 @@
 package nemesis
 
-import "github.com/knemesis/knemesis/internal/memcopy"
+import (
+	"github.com/knemesis/knemesis/internal/memcopy"
+	"golang.org/x/sys/unix"
+)
 
 // LMT is the large-message transfer layer to which an Endpoint hands every
 // message longer than the eager limit given to [Endpoint.SetLMT] (seed 003:
@@ -77,7 +80,7 @@ type LMT interface {
 // long message: an RTS reaching an endpoint without an LMT is an error.
 func (ep *Endpoint) SetLMT(l LMT, eagerMax int) error {
 	if l == nil {
-		ep.lmt, ep.lmtMeter, ep.eagerMax = nil, nil, maxInt
+		ep.lmt, ep.lmtMeter, ep.lmtFds, ep.eagerMax = nil, nil, nil, maxInt
 		return nil
 	}
 	if eagerMax < 0 {
@@ -85,7 +88,39 @@ func (ep *Endpoint) SetLMT(l LMT, eagerMax int) error {
 	}
 	ep.lmt, ep.eagerMax = l, eagerMax
 	ep.lmtMeter, _ = l.(LMTMeter)
+	ep.lmtFds, _ = l.(LMTPoller)
 	return nil
+}
+
+// LMTPoller is implemented by an LMT whose transfers may wait on file
+// descriptors (a pipe to fill or drain). A blocked call with nothing to do
+// then sleeps in poll(2) on them, as a blocking read or write would, and
+// the kernel wakes it when the peer has written or read: spinning would
+// only take the CPU from that peer. So Wait, Recv and Probe serve the LMT
+// too, and no second wait loop is needed above the endpoint.
+type LMTPoller interface {
+	// PollFds appends the descriptors transfers wait for, with their
+	// events, to dst.
+	PollFds(dst []unix.PollFd) []unix.PollFd
+}
+
+// spinBeforePoll is how many idle polls pass before a blocked call sleeps
+// on the LMT's descriptors: a pipe's peer usually answers within a few.
+const spinBeforePoll = 16
+
+// sleepOnLMT sleeps up to a millisecond in poll(2) on the descriptors the
+// LMT's transfers wait for, and reports whether there were any (control
+// packets arrive elsewhere: hence the timeout).
+func (ep *Endpoint) sleepOnLMT() bool {
+	if ep.lmtFds == nil {
+		return false
+	}
+	ep.pollFds = ep.lmtFds.PollFds(ep.pollFds[:0])
+	if len(ep.pollFds) == 0 {
+		return false
+	}
+	_, _ = unix.Poll(ep.pollFds, 1)
+	return true
 }
 
 // LMTMeter is implemented by an LMT that counts the payload bytes it has

@@ -11,32 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The shm backend is the Nemesis default: a ring of K slots in a shared
-// mapping per ordered pair of ranks. The sender copies the next slot's worth
-// of its buffer into a free slot and bumps "written"; the receiver copies a
-// filled slot out and bumps "read". With K ≥ 2 the two copies overlap, each
-// CPU copying while the other does. MPICH has 8 × 32 KiB; we have 16:
-// the slots stay 32 KiB, so a 64 KiB message still fills two and the two
-// copies overlap, and the ring holds twice as much, which lets a sender
-// that is ahead keep copying while the receiver catches up. On the 2-vCPU
-// development VM (rawbench BenchmarkLMT, Go backend, November 2026) that
-// moved, in near placement, 1 MiB ping-pong from 20.9 to 24.5 GB/s,
-// 4 MiB from 20.9 to 25.5 and a 64 KiB stream from 14-19 to 21-23; in far
-// placement, where both run near 6 GB/s, 64 KiB to 4 MiB stayed within the
-// noise of paired samples (-7% to +6%). The price is memory: 512 KiB per
-// ordered pair of ranks that exchange large messages through shm
-// (lmt.Config.ShmSlots lowers it).
-//
-// The counters run on across transfers; slot i of a transfer holds bytes
-// [i·S, (i+1)·S) of it, so both sides know every slot's length from the
-// transfer's length, which the CTS fixed.
-//
-// Every filled slot carries the sender's id of its transfer. That lets the
-// sender start filling as soon as its RTS is out ([Early]): if the receiver
-// matches a later message first, it skips the slots of the earlier one and
-// records its id in "revoked", and the earlier one starts over after its own
-// CTS. It also lets a receiver skip what a truncated message left behind.
-
 func init() {
 	lmt.Register(lmt.Shm, newShm, func(*lmt.Config, lmt.Peer) error { return checkShm() })
 }

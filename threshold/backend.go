@@ -1,24 +1,20 @@
 package threshold
 
-// Backend names a Large Message Transfer mechanism. The strings are shared
-// with package lmt and appear in tuning files and `lmtbench` output.
+import "github.com/knemesis/knemesis/lmt"
+
+// Backend names a Large Message Transfer mechanism: the name of its
+// lmt.Identity, as tuning files and `lmtbench` output spell it.
 type Backend string
 
-// The LMT backends, from the most portable to the one that needs a module.
+// The LMT backends the selection and the tuning files know
+// (lmt.Identities describes each); cma-write is used only when forced.
 const (
-	// Shm is the shared-memory double-buffer copy (two copies, no syscall).
-	Shm Backend = "shm"
-	// Pipe is writev/readv through a pipe (two copies in the kernel).
-	Pipe Backend = "pipe"
-	// Vmsplice maps the sender's pages into a pipe; the receiver copies once.
-	Vmsplice Backend = "vmsplice"
-	// CMA is process_vm_readv/writev: one copy, needs ptrace permission.
-	CMA Backend = "cma"
-	// CMASplit is CMA with the copy shared: the receiver reads the first
-	// half while the sender writes the second.
-	CMASplit Backend = "cma-split"
-	// Knem is the KNEM-ABI module: one kernel copy, or DMA offload.
-	Knem Backend = "knem"
+	Shm      Backend = lmt.Shm
+	Pipe     Backend = lmt.Pipe
+	Vmsplice Backend = lmt.Vmsplice
+	CMA      Backend = lmt.CMA
+	CMASplit Backend = lmt.CMASplit
+	Knem     Backend = lmt.Knem
 )
 
 // Eager is not an LMT backend: it names the Nemesis cell path, so that

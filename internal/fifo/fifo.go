@@ -177,9 +177,8 @@ func (p *Pipes) Close() {
 // Readv, Writev and Vmsplice are raw system calls, not announced to the Go
 // scheduler: on a non-blocking pipe they wait for nothing but the pipe's
 // lock, which the peer holds for one call of its own at most. Announced
-// (entersyscall, exitsyscall), 30000 messages of a 64 KiB pipe stream went
-// with 12408 context switches on the machine and 2859 wake-ups of the
-// runtime's sysmon; raw, 3376 and 449 (rawbench under perf stat). A switch
+// (entersyscall, exitsyscall), a pipe stream made several times as many
+// context switches and sysmon wake-ups (docs/performance.md), and a switch
 // on the CPU of the process holding the lock stalls the one waiting for it.
 func Readv(fd int, iov []unix.Iovec) (int, error) {
 	if len(iov) == 0 {

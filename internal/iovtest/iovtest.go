@@ -1,7 +1,7 @@
 // Package iovtest moves one message between the two ranks of a Nemesis job
 // with iovec lists or single buffers on either side, and checks on the
 // receiver what arrived: the content, every guard byte around every entry,
-// the status and the exact error. The endpoint's tests and lmt/attach's
+// the status and the exact error. The endpoint's tests and attach's
 // share it, so that the eager path and every LMT backend meet the same
 // cases.
 package iovtest

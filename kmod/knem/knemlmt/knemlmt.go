@@ -1,6 +1,8 @@
 // Package knemlmt is the knem backend of package lmt: a large message
 // crosses with one copy made by the kernel module, the way MPICH's Nemesis
-// "dma" LMT uses KNEM (seed 003, §3.2-3.4).
+// "dma" LMT uses KNEM (Buntinas, Goglin, Goodell, Mercier, Moreaud,
+// "Cache-Efficient, Intranode, Large-Message MPI Communication with
+// MPICH2-Nemesis", ICPP 2009, §3.2-3.4).
 //
 // Importing the package registers the backend "knem" (wire id 6, a Pull
 // flow):

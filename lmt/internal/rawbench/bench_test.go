@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/lmt"
-	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/lmt/internal/knobs"
 	"github.com/knemesis/knemesis/lmt/internal/rawbench"
 	"github.com/knemesis/knemesis/nemesis"
@@ -23,7 +23,7 @@ import (
 )
 
 // The Go side of each benchmark runs through the real endpoint path
-// (nemesis queues for RTS, CTS and DONE; lmt/attach; the backend) between
+// (nemesis queues for RTS, CTS and DONE; attach; the backend) between
 // this process (rank 0) and a peer process (rank 1) started
 // from the same test binary: TestMain sees envPeer and serves commands
 // instead of running tests.
@@ -180,17 +180,9 @@ func (s *side) stream(peer int, sender bool, backend string, n int) error {
 	return nil
 }
 
-// wait is LMT.Wait, or Endpoint.Wait when KNEMESIS_BENCH_WAIT=endpoint:
-// applications that never heard of attach wait through the endpoint, so
-// its waiting policy must not slow the LMT down either.
-var waitEndpoint = os.Getenv("KNEMESIS_BENCH_WAIT") == "endpoint"
-
-func (s *side) wait(r *nemesis.Request) error {
-	if waitEndpoint {
-		return s.ep.Wait(r)
-	}
-	return s.l.Wait(r)
-}
+// wait is Endpoint.Wait, the one wait there is: it sleeps on the LMT's
+// pipes through the hook attach installs (nemesis.LMTPoller).
+func (s *side) wait(r *nemesis.Request) error { return s.ep.Wait(r) }
 
 func (s *side) pingpong(peer int, first bool, backend string, n int) error {
 	r := &s.reqs[0]

@@ -108,14 +108,14 @@ func writeSelector(w io.Writer, o *options) error {
 	if !info.Table.Shared {
 		return nil
 	}
-	// lmt/auto times a cache line between the ranks at Attach: a pair
+	// auto times a cache line between the ranks at Attach: a pair
 	// the topology says shares a cache may still be measured apart.
 	env.LineLatency = threshold.SharedLineMax + 1
 	apart, err := info.For(env)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "  measured apart (lmt/auto finds a cache line slower than %v between the ranks):\n", threshold.SharedLineMax)
+	fmt.Fprintf(w, "  measured apart (package auto finds a cache line slower than %v between the ranks):\n", threshold.SharedLineMax)
 	fmt.Fprintf(w, "    < %s  eager\n", threshold.FormatSize(apart.Table.LMTMin.Bytes))
 	for _, r := range apart.Table.Rules {
 		fmt.Fprintf(w, "    %s  %s\n", r.Range(), r.Backend)

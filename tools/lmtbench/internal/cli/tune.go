@@ -140,7 +140,7 @@ type tunedPart struct {
 // splitPlacements sorts a pair's measurements by placement. On a VM whose
 // vCPUs the hypervisor moves between one core and two, a pair the topology
 // says shares a cache behaves as one only in near placement; its far
-// samples are what a pair sharing nothing does, which lmt/auto detects
+// samples are what a pair sharing nothing does, which auto detects
 // with its cache-line probe and serves from the "no shared cache" table.
 // When the placement probe saw both placements for every point (and the
 // machine has no real unshared pair to measure), each placement makes its
@@ -262,7 +262,7 @@ func describeTuned(tt threshold.TunedTable, largest int) string {
 func writeVerdicts(w io.Writer, topo *threshold.Topology, cpus [2]int, apart bool, file *threshold.TuningFile, points []threshold.Point) error {
 	env := threshold.Env{Topology: topo, Placement: threshold.Placement{Sender: cpus[0], Receiver: cpus[1], JobCPUs: cpus[:]}}
 	if apart {
-		env.LineLatency = threshold.SharedLineMax + 1 // as lmt/auto would measure them
+		env.LineLatency = threshold.SharedLineMax + 1 // as auto would measure them
 	}
 	formula, err := threshold.Build(env)
 	if err != nil {

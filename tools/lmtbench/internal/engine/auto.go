@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/knemesis/knemesis/lmt/auto"
+	"github.com/knemesis/knemesis/auto"
 	"github.com/knemesis/knemesis/nemesis"
 )
 
 // "auto" is the automatic choice, as a program gets it from package
-// lmt/auto: package threshold builds the size→backend table for the pair of
+// auto: package threshold builds the size→backend table for the pair of
 // CPUs the ranks run on (the tuning file when `lmtbench tune` wrote one for
 // this machine, else the paper's formula); messages below its eager→LMT
 // switch stay on the Nemesis cells; larger ones go where threshold.Adaptive
@@ -23,7 +23,7 @@ import (
 func init() {
 	register(Backend{
 		Name:        "auto",
-		Summary:     "the automatic choice: package threshold's table corrected by measurement (threshold.Adaptive), through lmt/attach",
+		Summary:     "the automatic choice: package threshold's table corrected by measurement (threshold.Adaptive), through attach",
 		Check:       func() error { return nil },
 		SharedBytes: func(int) int { return 0 },
 		Open:        func(p Peer) (Engine, error) { return openAuto(p, true) },

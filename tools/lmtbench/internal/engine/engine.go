@@ -100,7 +100,7 @@ var ErrUnknown = errors.New("unknown backend")
 // reference.
 var registry []Backend
 
-var order = []string{"eager", "shm", "pipe", "vmsplice", "cma", "cma-write", "cma-split", "knem", "auto", "table", "memcpy"}
+var order = slices.Concat([]string{"eager"}, lmtNames(), []string{"auto", "table", "memcpy"})
 
 func register(b Backend) {
 	registry = append(registry, b)

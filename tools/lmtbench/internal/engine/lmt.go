@@ -4,16 +4,16 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/knemesis/knemesis/attach"
 	_ "github.com/knemesis/knemesis/kmod/knem/knemlmt" // registers the knem backend
 	"github.com/knemesis/knemesis/lmt"
-	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/nemesis"
 	_ "github.com/knemesis/knemesis/pipe"     // registers the pipe backend
 	_ "github.com/knemesis/knemesis/vmsplice" // registers the vmsplice backend
 )
 
 // The toolkit's backends are measured the way an application uses them: a
-// Nemesis endpoint per rank with the LMT engine attached (lmt/attach), and
+// Nemesis endpoint per rank with the LMT engine attached (attach), and
 // Endpoint.Send and Recv. The rendezvous (RTS, CTS, DONE) travels through
 // the Nemesis queues, the payload through the backend, so a number here
 // includes everything a real message pays.
@@ -21,23 +21,39 @@ import (
 // A forced backend gets an eager limit of one byte, so that every message
 // the benchmark sends, however small, goes through that backend: the sweep
 // then shows where each backend stops paying for its rendezvous.
+//
+// Every backend of lmt.Identities is listed, in their order (by copies
+// made), whether or not it can run here, so that `lmtbench info` and
+// --backends name it with the reason it cannot: on a host that cannot load
+// modules, knem's /dev/knem is missing.
 func init() {
-	for _, b := range []struct{ name, summary string }{
-		{"shm", "LMT shared-memory ring, pipelined double copy (two user copies)"},
-		{"pipe", "LMT writev/readv through a pipe (two kernel copies)"},
-		{"vmsplice", "LMT: sender's pages spliced into a pipe, readv out (one kernel copy)"},
-		{"cma", "LMT: receiver pulls with process_vm_readv (one kernel copy)"},
-		{"cma-write", "LMT: sender pushes with process_vm_writev after the CTS (one kernel copy)"},
-		{"cma-split", "LMT: receiver reads the first half while the sender writes the second (one kernel copy, two CPUs)"},
-	} {
+	for _, id := range lmt.Identities() {
+		check := func() error { return lmtRegistered(id.Name) }
+		if id.Name == lmt.Knem {
+			check = func() error {
+				if err := knemDevice(); err != nil {
+					return err
+				}
+				return lmtRegistered(id.Name)
+			}
+		}
 		register(Backend{
-			Name:        b.name,
-			Summary:     b.summary,
-			Check:       func() error { return lmtRegistered(b.name) },
+			Name:        id.Name,
+			Summary:     "LMT: " + id.Summary,
+			Check:       check,
 			SharedBytes: func(int) int { return 0 },
-			Open:        func(p Peer) (Engine, error) { return openLMT(p, b.name) },
+			Open:        func(p Peer) (Engine, error) { return openLMT(p, id.Name) },
 		})
 	}
+}
+
+// lmtNames lists the LMT backends' names in the order of lmt.Identities.
+func lmtNames() []string {
+	var names []string
+	for _, id := range lmt.Identities() {
+		names = append(names, id.Name)
+	}
+	return names
 }
 
 func init() {
@@ -163,15 +179,10 @@ func (e *lmtEngine) SendRecv(out, in []byte) error {
 	return nil
 }
 
-// wait is attach's LMT.Wait when an LMT is attached — it keeps spinning
-// while chunks move and sleeps in poll(2) on an idle pipe, as applications
-// are meant to wait — and the endpoint's own Wait on the cell path.
-func (e *lmtEngine) wait(r *nemesis.Request) error {
-	if e.att != nil {
-		return e.att.Wait(r)
-	}
-	return e.ep.Wait(r)
-}
+// wait is the endpoint's Wait, as applications wait: it keeps spinning
+// while chunks move and sleeps in poll(2) on an idle pipe of the attached
+// LMT (nemesis.LMTPoller).
+func (e *lmtEngine) wait(r *nemesis.Request) error { return e.ep.Wait(r) }
 
 func (e *lmtEngine) Close() error {
 	var err error

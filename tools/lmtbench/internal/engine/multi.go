@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/knemesis/knemesis/lmt/attach"
-	"github.com/knemesis/knemesis/lmt/auto"
+	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/auto"
 	"github.com/knemesis/knemesis/nemesis"
 )
 
@@ -93,7 +93,7 @@ func (m *multiEngine) Alltoall(send, recv [][]byte) error {
 	var errs error
 	for i := range k {
 		if m.att != nil {
-			errs = errors.Join(errs, m.att.Wait(&m.reqs[i]))
+			errs = errors.Join(errs, m.ep.Wait(&m.reqs[i]))
 		} else {
 			errs = errors.Join(errs, m.ep.Wait(&m.reqs[i]))
 		}

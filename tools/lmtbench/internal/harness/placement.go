@@ -22,7 +22,7 @@ import (
 // job's shared memory, beyond what the backend asked for. It needs no
 // program of its own, and it measures the two processes the sample ran
 // in rather than two others the scheduler may place elsewhere: rank 0
-// tells rank 1 (cmdProbe) and both take part, as lmt/auto's Attach does
+// tells rank 1 (cmdProbe) and both take part, as auto's Attach does
 // between the ranks of a job.
 
 const (

@@ -137,7 +137,7 @@ var Unknown = Placement{Class: "unknown"}
 // internal/lineprobe), classed by threshold.SharedLineMax.
 const Builtin = "builtin"
 
-// LinePlacement classes a one-way cache-line time as lmt/auto does: near
+// LinePlacement classes a one-way cache-line time as auto does: near
 // (the two CPUs share a cache as the double copy needs) up to
 // threshold.SharedLineMax, far above.
 func LinePlacement(oneWay time.Duration) Placement {

@@ -1,10 +1,20 @@
 // Package attach plugs the LMT engine into a Nemesis endpoint, so that
 // Endpoint.Send and Recv move every message above the eager limit through
-// an LMT backend, with no change to the caller's code:
+// an LMT backend, with no change to the caller's code. It is the layer for
+// callers who choose backends themselves; knemesis.Join (the root package)
+// adds the automatic choice (package auto) in one call.
 //
 //	ep, _ := nemesis.JoinProc(p, nil)
 //	l, _ := attach.Attach(ep, attach.Options{})   // shm first, then fallbacks
 //	ep.Send(1, tag, big)                         // RTS in the queues, payload via LMT
+//
+// Attach wires the shm and CMA backends (imported here); import pipe,
+// vmsplice or kmod/knem/knemlmt for theirs.
+//
+// The endpoint stays the one place that waits and that watches the peers:
+// Endpoint.Wait sleeps in poll(2) on the pipes transfers wait for (the LMT
+// is a nemesis.LMTPoller), and the endpoint's pidfd watch fails the
+// engine's transfers with a dead peer through PeerFailed.
 //
 // The endpoint carries the RTS with the message's match information in its
 // per-pair order, and the LMT's CTS and DONE as control cells, so matching
@@ -13,7 +23,8 @@
 // messages keep arriving.
 //
 // A backend is forced for the whole endpoint with Options.Prefer, or for one
-// message with LMT.Isend or LMT.Isendv.
+// message with LMT.Isend or LMT.Isendv, which carry it on the request to
+// the engine.
 //
 // Scattered buffers stay scattered: a message sent with Endpoint.Isendv or
 // received with Endpoint.Irecvv reaches the engine as the caller's iovec
@@ -37,7 +48,7 @@ import (
 )
 
 // DefaultEagerMax is the largest message kept on the cell path: MPICH's
-// LMT threshold (seed 003, §3.5), clamped to what the endpoint allows.
+// LMT threshold (Buntinas et al., ICPP 2009, §3.5).
 const DefaultEagerMax = 64 << 10
 
 // Options tune Attach.
@@ -72,24 +83,35 @@ type Selector interface {
 
 // LMT is the nemesis.LMT of one endpoint.
 type LMT struct {
-	ep  *nemesis.Endpoint
-	eng *lmt.Engine
-	// forced[dst] lists the sends to dst given a backend by Isend, in
-	// send order (sends to one rank start in order).
-	forced    [][]forcing
-	fds       []unix.PollFd
+	ep        *nemesis.Endpoint
+	eng       *lmt.Engine
+	eagerMax  int
 	selectors []Selector // by peer rank; nil without Options.Select
 }
 
-type forcing struct {
-	r       *nemesis.Request
+// request is the LMT's state on a nemesis.Request (its LMTData): the
+// backend an Isend forced for its message, and the transfer that carried
+// its last large message. It is allocated once per Request and kept
+// across the request's reuse.
+type request struct {
 	backend string
+	t       *lmt.Transfer
+}
+
+// stateOf returns r's LMT state, allocating it on r's first large message.
+func stateOf(r *nemesis.Request) *request {
+	if s, ok := r.LMTData.(*request); ok {
+		return s
+	}
+	s := &request{}
+	r.LMTData = s
+	return s
 }
 
 // Attach creates an engine for ep and installs it. Every rank of the job
 // must attach before sending its first long message.
 func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
-	l := &LMT{ep: ep, forced: make([][]forcing, ep.Size())}
+	l := &LMT{ep: ep}
 	if o.Select != nil {
 		l.selectors = make([]Selector, ep.Size())
 		for peer := range l.selectors {
@@ -123,78 +145,12 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 	if eager <= 0 {
 		eager = DefaultEagerMax
 	}
+	l.eagerMax = eager
 	if err := ep.SetLMT(l, eager); err != nil {
 		eng.Close()
 		return nil, err
 	}
 	return l, nil
-}
-
-// spinBeforePoll is how many idle polls pass before a transfer waiting on
-// a pipe sleeps in poll(2) on it.
-const spinBeforePoll = 16
-
-// livenessEvery is how many idle polls pass between two checks that the
-// peer still lives.
-const livenessEvery = 4096
-
-// Wait is Endpoint.Wait (which sees the chunks go by through BytesMoved)
-// plus what only the engine knows: a transfer waiting on a pipe sleeps in
-// poll(2) on it, and the engine checks its peer's pidfd. It spins while
-// chunks go through and yields only after nemesis.SpinBeforeYield polls
-// that moved nothing, as Endpoint.Wait does. A peer that dies fails the
-// wait with a *lmt.PeerError; an eager request left pending then is
-// abandoned.
-func (l *LMT) Wait(r *nemesis.Request) error {
-	idle := 0
-	last := l.eng.BytesMoved()
-	for {
-		done, err := l.ep.Test(r)
-		if done || err != nil {
-			return err
-		}
-		if m := l.eng.BytesMoved(); m != last {
-			last, idle = m, 0
-			continue
-		}
-		idle++
-		// A transfer waiting on a pipe sleeps in poll(2) soon, as a
-		// blocking read would: the kernel wakes it when the peer has
-		// written or read, and the spinning would only take the CPU
-		// from that peer.
-		if idle >= spinBeforePoll {
-			if l.fds = l.eng.PollFds(l.fds[:0]); len(l.fds) > 0 {
-				_, _ = unix.Poll(l.fds, 1)
-				continue
-			}
-		}
-		if idle < nemesis.SpinBeforeYield {
-			continue
-		}
-		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-		if idle%livenessEvery == 0 {
-			if err := l.eng.CheckPeer(r.Peer()); err != nil {
-				return l.peerExited(r, err)
-			}
-		}
-	}
-}
-
-// peerExited ends r's wait on a peer whose process exited (err). The peer
-// may have sent r's DONE and left at once: what it sent before exiting is
-// delivered first, so that r completes if it did, and fails with err if
-// not.
-func (l *LMT) peerExited(r *nemesis.Request, err error) error {
-	for range lmt.ExitGrace { // as many polls as the engine's grace, for the same reason
-		if done, terr := l.ep.Test(r); done || terr != nil {
-			return terr
-		}
-	}
-	l.eng.PeerFailed(r.Peer(), err)
-	if done, terr := l.ep.Test(r); done {
-		return terr
-	}
-	return err
 }
 
 // Engine returns the engine (for statistics and availability checks).
@@ -213,67 +169,62 @@ func (l *LMT) Close() error {
 }
 
 // Isend is Endpoint.Isend with backend forced for this message (when it is
-// long enough to go through the LMT at all).
+// long enough to go through the LMT at all). The backend travels on r to
+// StartSend.
 func (l *LMT) Isend(r *nemesis.Request, dst, tag int, buf []byte, backend string) error {
-	l.force(dst, r, backend)
-	err := l.ep.Isend(r, dst, tag, buf)
-	if err != nil || r.Done() {
-		l.unforce(dst, r)
-	}
-	return err
+	return l.forced(r, backend, func() error { return l.ep.Isend(r, dst, tag, buf) })
 }
 
 // Isendv is Endpoint.Isendv with backend forced for this message (when it
 // is long enough to go through the LMT at all).
 func (l *LMT) Isendv(r *nemesis.Request, dst, tag int, iov [][]byte, backend string) error {
-	l.force(dst, r, backend)
-	err := l.ep.Isendv(r, dst, tag, iov)
-	if err != nil || r.Done() {
-		l.unforce(dst, r)
+	return l.forced(r, backend, func() error { return l.ep.Isendv(r, dst, tag, iov) })
+}
+
+// forced runs isend with backend on r. StartSend takes it, at once or
+// from a later Poll when the send waited for cells; a send that will not
+// reach the LMT (eager, or failed) leaves nothing behind for r's next
+// message.
+func (l *LMT) forced(r *nemesis.Request, backend string, isend func() error) error {
+	st := stateOf(r)
+	st.backend = backend
+	err := isend()
+	if err != nil || r.Done() || r.Len() <= l.eagerMax {
+		st.backend = ""
 	}
 	return err
-}
-
-func (l *LMT) force(dst int, r *nemesis.Request, backend string) {
-	if dst >= 0 && dst < len(l.forced) {
-		l.forced[dst] = append(l.forced[dst], forcing{r, backend})
-	}
-}
-
-func (l *LMT) unforce(dst int, r *nemesis.Request) string {
-	if dst < 0 || dst >= len(l.forced) {
-		return ""
-	}
-	q := l.forced[dst]
-	for i, f := range q {
-		if f.r == r {
-			// Entries before it are sends that completed without
-			// reaching the LMT.
-			l.forced[dst] = append(q[:0], q[i+1:]...)
-			return f.backend
-		}
-	}
-	return ""
 }
 
 // Stats returns the statistics of the transfer carrying r, if r went
 // through the LMT and has not been reused.
 func Stats(r *nemesis.Request) (lmt.Stats, bool) {
-	if t, ok := r.LMTData.(*lmt.Transfer); ok && r.ViaLMT() {
+	if t := Transfer(r); t != nil && r.ViaLMT() {
 		return t.Stats(), true
 	}
 	return lmt.Stats{}, false
 }
 
+// Transfer returns the engine's transfer of r's last large message, or
+// nil: the one in flight while r is pending, or the completed one until r
+// is reused.
+func Transfer(r *nemesis.Request) *lmt.Transfer {
+	if s, ok := r.LMTData.(*request); ok {
+		return s.t
+	}
+	return nil
+}
+
 // StartSend implements nemesis.LMT.
 func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
-	backend := l.unforce(r.Peer(), r)
+	st := stateOf(r)
+	backend := st.backend // forced by Isend, or ""
+	st.backend = ""
 	if backend == "" && l.selectors != nil {
 		if s := l.selectors[r.Peer()]; s != nil {
 			backend = s.Backend(int64(r.Len()))
 		}
 	}
-	l.release(r)
+	l.release(st)
 	// The request's own list, Isendv's entries as the caller gave them:
 	// the engine copies the list (not the bytes) and each backend moves
 	// the entries with its native iovec handling, no packing.
@@ -281,30 +232,29 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	t.User, r.LMTData = r, t
+	t.User, st.t = r, t
 	return n, nil
 }
 
-// release gives the engine back the transfer that carried r's previous
-// message: r is being reused, so Stats(r) no longer needs it, and the
-// engine reuses it for this message instead of allocating.
-func (l *LMT) release(r *nemesis.Request) {
-	// The endpoint keeps LMTData across reuse of the request: this is the
-	// transfer of r's last large message, done since r was reusable.
-	if old, ok := r.LMTData.(*lmt.Transfer); ok && old.User == r && old.Done() {
-		r.LMTData = nil
+// release gives the engine back the transfer that carried the request's
+// previous message: the request is being reused, so Stats no longer needs
+// it, and the engine reuses it for this message instead of allocating.
+func (l *LMT) release(st *request) {
+	if old := st.t; old != nil && old.Done() {
+		st.t = nil
 		_ = l.eng.Release(old) // fails only for a transfer of another engine
 	}
 }
 
 // StartRecv implements nemesis.LMT.
 func (l *LMT) StartRecv(r *nemesis.Request, rts []byte) error {
-	l.release(r)
+	st := stateOf(r)
+	l.release(st)
 	t, err := l.eng.StartRecv(r.Peer(), rts, r.Iov())
 	if err != nil {
 		return err
 	}
-	t.User, r.LMTData = r, t
+	t.User, st.t = r, t
 	if !t.Done() {
 		return nil
 	}
@@ -323,6 +273,10 @@ func (l *LMT) Progress() error { return l.eng.Progress() }
 // BytesMoved implements nemesis.LMTMeter, so that Endpoint.Wait sees the
 // chunks go by.
 func (l *LMT) BytesMoved() uint64 { return l.eng.BytesMoved() }
+
+// PollFds implements nemesis.LMTPoller: Endpoint.Wait sleeps in poll(2)
+// on the pipes transfers wait for.
+func (l *LMT) PollFds(dst []unix.PollFd) []unix.PollFd { return l.eng.PollFds(dst) }
 
 // PeerFailed implements nemesis.LMT.
 func (l *LMT) PeerFailed(rank int, err error) { l.eng.PeerFailed(rank, err) }
@@ -360,6 +314,7 @@ type control struct{ ep *nemesis.Endpoint }
 func (c control) Send(dst int, pkt []byte) (bool, error) { return c.ep.SendControl(dst, pkt) }
 
 var (
-	_ nemesis.LMT      = (*LMT)(nil)
-	_ nemesis.LMTMeter = (*LMT)(nil)
+	_ nemesis.LMT       = (*LMT)(nil)
+	_ nemesis.LMTMeter  = (*LMT)(nil)
+	_ nemesis.LMTPoller = (*LMT)(nil)
 )

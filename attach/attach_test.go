@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/lmt"
-	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -377,7 +377,7 @@ func TestPeerDies(t *testing.T) {
 					return err
 				}
 				for !r.Done() {
-					if tr, ok := r.LMTData.(*lmt.Transfer); ok && tr.Moved() >= 1<<20 {
+					if tr := attach.Transfer(&r); tr != nil && tr.Moved() >= 1<<20 {
 						os.Exit(0) // mid-transfer
 					}
 					if err := ep.Poll(); err != nil {
@@ -413,7 +413,7 @@ func TestWait(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if err := l.Wait(&r); err != nil {
+			if err := ep.Wait(&r); err != nil {
 				return fmt.Errorf("%s: %w", b, err)
 			}
 			if st, _ := attach.Stats(&r); st.Backend != b || st.Bytes != n {
@@ -453,7 +453,7 @@ func TestNoAllocPerMessage(t *testing.T) {
 				defer ep.Close()
 				defer l.Close()
 				const n = 1<<20 + 5
-				pp := lmttest.NewPingPong(ep, l.Wait, 1-p.Rank, n)
+				pp := lmttest.NewPingPong(ep, ep.Wait, 1-p.Rank, n)
 				for _, lists := range []bool{false, true} {
 					pp.Lists = lists
 					allocs := testing.AllocsPerRun(50, pp.Turn)
@@ -588,7 +588,7 @@ func TestSendCompletesInChannel(t *testing.T) {
 				if err := ep.Isend(&r, 1, 0, lmttest.Message(n, 3)); err != nil {
 					return err
 				}
-				for tr, _ := r.LMTData.(*lmt.Transfer); tr.Moved() < n; {
+				for tr := attach.Transfer(&r); tr.Moved() < n; {
 					if err := ep.Poll(); err != nil {
 						return err
 					}

@@ -7,7 +7,7 @@
 //	defer sel.Close()
 //	ep.Send(peer, tag, big)   // eager or LMT, and which backend: decided here
 //
-// [lmt/attach.Attach] alone gives the engine's fixed preference list (shm
+// [attach.Attach] alone gives the engine's fixed preference list (shm
 // first). Attach gives, for each peer, what package threshold decides:
 //
 //   - The eager→LMT switch. Messages up to [Selection.EagerMax] bytes stay
@@ -57,18 +57,16 @@
 // ([nemesis.Endpoint.LineLatency], pairs meeting in the rounds of a
 // round-robin tournament, about 0.1 ms each) and a pair whose line takes
 // longer than [threshold.SharedLineMax] gets the table of a pair sharing
-// nothing, whatever the topology says. On this project's VM sysfs reports
-// one L3 for both vCPUs wherever the hypervisor runs them: 67-70 ns one
-// way when they share a core, where the double copy moves 20 GB/s, and
-// 237-268 ns when they do not, where it moves 5 and cma-split 8-13.
-// Options.NoProbe skips it (every rank alike: a peer that does not take
+// nothing, whatever the topology says: a VM's sysfs may report one L3 for
+// both vCPUs wherever the hypervisor runs them, and the double copy is
+// worth several times less when they do not share a core
+// (docs/performance.md). Options.NoProbe skips it (every rank alike: a peer that does not take
 // part costs the others 100 ms once, then its pairs use the topology).
 // The hypervisor may move the vCPUs later: [Selection.Reprobe], called by
 // every rank at once between a job's phases, times every pair again and
 // rebuilds the tables (and the eager limit) of the pairs whose line
 // crossed SharedLineMax either way. Two ranks on one CPU measure the
-// context switch, a couple of µs: they share nothing the double copy
-// could use.
+// context switch: they share nothing the double copy could use.
 //
 // Availability is checked per peer with the engine (lmt.Engine.Check): a
 // peer whose CMA is refused (ptrace rules, another user namespace) gets a

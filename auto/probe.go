@@ -7,9 +7,9 @@ import (
 )
 
 // Probing. A VM's topology describes its vCPUs, not where the hypervisor
-// runs them: this project's VM reports one L3 for its two vCPUs whether
-// they sit on one core (a cache line crosses in 67-70 ns) or on two
-// (237-268 ns, where the double copy falls from 20 to 5 GB/s). So Attach
+// runs them: a VM may report one L3 for its two vCPUs whether they sit on
+// one core or on two, where a cache line takes several times as long to
+// cross and the double copy falls by as much (docs/performance.md). So Attach
 // times a cache line between the ranks of each pair
 // (nemesis.Endpoint.LineLatency) and hands it to the table
 // (threshold.Placement.LineLatency), which stops believing a shared cache
@@ -19,13 +19,13 @@ import (
 // the tables and the eager limit too; a short job gets the right start.
 
 const (
-	// probeRounds round trips take 25 µs between hardware threads of one
-	// core and 0.1 ms between two cores here.
+	// probeRounds round trips: enough to tell the two placements apart,
+	// a fraction of a millisecond either way (docs/performance.md).
 	probeRounds = 256
 	// defaultProbeTimeout is how long a rank waits for a peer to reach
 	// its probe: ranks started by one launcher reach Attach within
 	// milliseconds; a peer that never probes (it attached with
-	// lmt/attach, or NoProbe) costs this once per pair, and the pair is
+	// attach, or NoProbe) costs this once per pair, and the pair is
 	// then built from the topology alone.
 	defaultProbeTimeout = 100 * time.Millisecond
 )

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/knemesis/knemesis/attach"
 	_ "github.com/knemesis/knemesis/kmod/knem/knemlmt" // registers the knem backend
-	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/nemesis"
 	_ "github.com/knemesis/knemesis/pipe" // registers the pipe backend
 	"github.com/knemesis/knemesis/threshold"
@@ -77,7 +77,8 @@ type Pair struct {
 }
 
 // Selection is an endpoint's LMT with its backends chosen per peer. It is
-// the attach.LMT (Wait, Isend, Engine, Close) plus what was decided.
+// the attach.LMT (Isend, Engine, Close) plus what was decided; wait with
+// the endpoint's Wait, which sleeps on the LMT's pipes.
 type Selection struct {
 	*attach.LMT
 	ep       *nemesis.Endpoint

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/internal/iovtest"
 	"github.com/knemesis/knemesis/lmt"
-	"github.com/knemesis/knemesis/lmt/attach"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -69,7 +69,7 @@ func checkLMT(r *nemesis.Request, buf *lmttest.Buffer, n int, s iovtest.Shape, b
 	if room := int64(n - s.Short); !r.IsSend() && st.Bytes != room {
 		return fmt.Errorf("stats %+v, want %d bytes received", st, room)
 	}
-	got := r.LMTData.(*lmt.Transfer).Buffers()
+	got := attach.Transfer(r).Buffers()
 	if len(got) != len(buf.Iov) {
 		return fmt.Errorf("engine holds %d entries, the request %d", len(got), len(buf.Iov))
 	}

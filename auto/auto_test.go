@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/knemesis/knemesis/lmt/attach"
-	"github.com/knemesis/knemesis/lmt/auto"
+	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/auto"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -27,7 +27,7 @@ import (
 // fixture is package threshold's sysfs of this kind of VM: CPUs 0 and 1
 // sharing a 32 MiB L3, so that every test sees the same tables whatever
 // machine runs it.
-const fixture = "../../threshold/testdata/epyc-kvm"
+const fixture = "../threshold/testdata/epyc-kvm"
 
 // here is the machine the fixture describes, as tuning files record it.
 var here = threshold.Machine{CPUModel: "AMD EPYC", CPUs: 2, Caches: "L1d 32 KiB ×2, L1i 32 KiB ×2, L2 512 KiB ×2, L3 32 MiB ×1",
@@ -118,7 +118,7 @@ func exchange(ep *nemesis.Endpoint, sel *auto.Selection, src, dst, tag, n, seed 
 		return "", nil
 	}
 	if err == nil {
-		err = sel.Wait(&r)
+		err = ep.Wait(&r)
 	}
 	if err != nil {
 		return "", err
@@ -397,7 +397,7 @@ func TestPeersOwnSelectors(t *testing.T) {
 					continue
 				}
 				for i := k; i < k+2; i++ {
-					if err := sel.Wait(&reqs[i]); err != nil {
+					if err := ep.Wait(&reqs[i]); err != nil {
 						return fmt.Errorf("round %d with rank %d: %w", round, peer, err)
 					}
 				}
@@ -562,7 +562,7 @@ func TestNoAllocPerMessage(t *testing.T) {
 					a.ExploreEvery, a.ExploreBytes = 4, 0
 				}
 				const n = 1<<20 + 5
-				pp := lmttest.NewPingPong(ep, sel.Wait, peer, n)
+				pp := lmttest.NewPingPong(ep, ep.Wait, peer, n)
 				allocs := testing.AllocsPerRun(50, pp.Turn)
 				if pp.Err != nil {
 					return pp.Err
@@ -623,7 +623,7 @@ func TestPeersDifferentSwitches(t *testing.T) {
 			return err
 		}
 		o := options(path, 0, 1, 4)
-		o.Threshold.Detect.Sysfs = os.DirFS("../../threshold/testdata/amd-ccx")
+		o.Threshold.Detect.Sysfs = os.DirFS("../threshold/testdata/amd-ccx")
 		ep, sel, done, err := join(p, o)
 		if err != nil {
 			return err

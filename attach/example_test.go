@@ -3,7 +3,7 @@ package attach_test
 import (
 	"log"
 
-	"github.com/knemesis/knemesis/lmt/attach"
+	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	_ "github.com/knemesis/knemesis/vmsplice" // registers the vmsplice backend

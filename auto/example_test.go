@@ -5,8 +5,8 @@ import (
 	"log"
 	"os"
 
-	"github.com/knemesis/knemesis/lmt/attach"
-	"github.com/knemesis/knemesis/lmt/auto"
+	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/auto"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
 )
@@ -50,7 +50,7 @@ func rank(p launch.Proc) error {
 	if err := ep.Isend(&r, 1, 0, big); err != nil {
 		return err
 	}
-	if err := sel.Wait(&r); err != nil {
+	if err := ep.Wait(&r); err != nil {
 		return err
 	}
 	st, _ := attach.Stats(&r)
