@@ -163,7 +163,10 @@ func (l *LMT) Engine() *lmt.Engine { return l.eng }
 // their receivers have taken them or died, as MPI_Finalize delivers every
 // completed send, so that a rank may close and exit right after a send.
 func (l *LMT) Close() error {
-	_ = l.eng.Drain(l.ep.Poll) // a failing endpoint ends the wait: nothing more can arrive
+	// The endpoint's wait watches the receivers: one that died ends it
+	// through PeerFailed; a failing endpoint ends it too, nothing more
+	// can arrive.
+	_ = l.ep.WaitFor(func() bool { return l.eng.InChannel() == 0 })
 	l.ep.SetLMT(nil, 0)
 	return l.eng.Close()
 }

@@ -59,17 +59,14 @@ func (ch *channel) mayFill(t *Transfer) bool { return ch.early == t && t.moved <
 // after all those it is committed to.
 func (ch *channel) fill(e *Engine, t *Transfer) {
 	if ch.pushing != 0 || ch.filled != nil && ch.filled != t {
-		e.idle(t)
 		return
 	}
 	max := int(min(int64(e.cfg.Chunk), t.length-t.moved))
 	n := ch.slot.early.Prefill(t, max)
 	if n == 0 {
-		e.idle(t)
 		return
 	}
 	ch.filled = t
-	t.idleVisits = 0
 	e.bytes += uint64(n)
 	t.advance(n)
 }

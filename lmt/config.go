@@ -18,8 +18,10 @@ type Config struct {
 	Rank, Size int
 	Job        string  // names shared objects (rings, FIFOs); required
 	Control    Control // required
-	// PeerPID returns the process id of a rank, 0 when unknown. With it
-	// the Engine notices a dead peer instead of waiting for it forever.
+	// PeerPID returns the process id of a rank, 0 when unknown: the CMA
+	// backends name processes by it, and Transfer.CheckPeer looks at it.
+	// A dead peer is reported by whoever drives the Engine, with
+	// PeerFailed.
 	PeerPID func(rank int) int
 	// Prefer lists backend names in order of preference; the first one
 	// available with a peer carries the message. Default:

@@ -44,7 +44,9 @@
 // before a process exits. The receiver has the last word on the backend:
 // one that cannot use the sender's choice (CMA across user namespaces is
 // one-way) answers with a CTS naming a fallback. A peer that dies fails
-// every transfer with it ([PeerError]); no transfer hangs on a dead peer.
+// every transfer with it ([PeerError]) once the one who drives the engine
+// and watches the job says so ([Engine.PeerFailed]: the Nemesis endpoint's
+// pidfd watch, in a job); the engine keeps no watch of its own.
 // In steady state a message allocates nothing: a caller hands completed
 // transfers back with [Engine.Release] and the next one reuses them.
 //

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-
-	"golang.org/x/sys/unix"
 )
 
 // backendSlot is one backend of an Engine: its identity, its flow, the
@@ -47,12 +45,10 @@ type Engine struct {
 	pool   // released transfers
 	outbox []*Transfer
 
-	live    []*Transfer
-	exiting int    // peers whose exit is seen and not yet failed
-	bytes   uint64 // moved by this side, all transfers
-	pass    uint64 // Progress calls so far
-	pfd     [1]unix.PollFd
-	closed  bool
+	live   []*Transfer
+	bytes  uint64 // moved by this side, all transfers
+	pass   uint64 // Progress calls so far
+	closed bool
 }
 
 // New creates an Engine with every registered backend.
@@ -68,9 +64,6 @@ func New(cfg Config) (*Engine, error) {
 	_ = monotonic() // calibrates the clock (2 ms, once a process) now, not on the first message
 	e.env = Env{Rank: cfg.Rank, Size: cfg.Size, Job: cfg.Job, Dir: cfg.Dir, Config: &e.cfg, PeerPID: e.peerPID}
 	e.peers = make([]peer, cfg.Size)
-	for i := range e.peers {
-		e.peers[i].pidfd = -1
-	}
 	for _, r := range registry {
 		b, err := r.factory(&e.env)
 		if err != nil {
@@ -79,11 +72,6 @@ func New(cfg Config) (*Engine, error) {
 		}
 		e.slots[r.ID] = e.newSlot(r, b)
 		e.named = append(e.named, e.slots[r.ID])
-	}
-	for rank := range e.peers {
-		if rank != cfg.Rank {
-			e.openPidfd(rank) // now, while every peer is known alive
-		}
 	}
 	for _, name := range cfg.Prefer {
 		if s := e.slot(name); s != nil {
@@ -211,7 +199,6 @@ func (e *Engine) Close() error {
 			first = err
 		}
 	}
-	e.closePidfds()
 	return first
 }
 

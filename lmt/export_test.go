@@ -2,11 +2,6 @@ package lmt
 
 import "github.com/knemesis/knemesis/lmt/internal/knobs"
 
-// What tests count Progress calls by.
-const (
-	IdleCheckEvery = idleCheckEvery
-)
-
 // PacketType names the type of a control packet ("RTS", "CTS", "DONE").
 func PacketType(pkt []byte) string {
 	if len(pkt) == 0 {

@@ -384,11 +384,13 @@ func TestSplitDoneWaitsForCTS(t *testing.T) {
 }
 
 // TestDoneThenExit: a receiver may send its DONE and exit at once, so that
-// the sender's idle check finds the process gone while the DONE still
-// sits in the control channel. The send must complete when the DONE comes
-// in during the grace that follows, and fail with a *PeerError naming the
-// peer exactly ExitGrace Progress calls after the exit was seen when no
-// DONE comes.
+// the sender's watcher (the endpoint, the test harness) finds the process
+// gone while the DONE still sits in the control channel. The watcher
+// delivers what the peer sent before it reports the death: the engine then
+// completes the send with the DONE and the late PeerFailed leaves it
+// alone; without a DONE, PeerFailed fails the send with a *PeerError
+// naming the peer and its pid. The engine does not watch on its own: its
+// Progress calls never fail a send whose peer exited.
 func TestDoneThenExit(t *testing.T) {
 	for _, done := range []bool{true, false} {
 		t.Run(fmt.Sprintf("done=%v", done), func(t *testing.T) {
@@ -430,32 +432,28 @@ func TestDoneThenExit(t *testing.T) {
 			}
 			peer.Process.Kill()
 			peer.Wait()
-			// The sender's transfer is idle at every call: the last
-			// one checks the peer and finds it gone.
-			for range lmt.IdleCheckEvery {
+			for range 4096 {
 				if err := l.engs[0].Progress(); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if send.Done() {
-				t.Fatalf("send ended (%v) as its peer's exit was seen, before the control channel was read", send.Err())
+				t.Fatalf("send ended (%v) with its peer's exit unreported, before the control channel was read", send.Err())
 			}
 			if done {
 				if err := l.engs[0].HandleControl(1, l.queue[0][0]); err != nil {
 					t.Fatal(err)
 				}
-				if !send.Done() || send.Err() != nil {
-					t.Fatalf("send after its DONE: done %v, err %v; want done, nil", send.Done(), send.Err())
+			}
+			l.engs[0].PeerFailed(1, errors.New("process exited"))
+			if !send.Done() {
+				t.Fatal("send still in flight after PeerFailed")
+			}
+			if done {
+				if send.Err() != nil {
+					t.Fatalf("send after its DONE and a late PeerFailed: %v, want nil", send.Err())
 				}
 				return
-			}
-			for i := 1; i <= lmt.ExitGrace; i++ {
-				if err := l.engs[0].Progress(); err != nil {
-					t.Fatal(err)
-				}
-				if send.Done() != (i == lmt.ExitGrace) {
-					t.Fatalf("after %d Progress calls past the exit: send done %v, want %v", i, send.Done(), i == lmt.ExitGrace)
-				}
 			}
 			var pe *lmt.PeerError
 			if !errors.As(send.Err(), &pe) || pe.Rank != 1 || pe.PID != peer.Process.Pid {

@@ -10,9 +10,6 @@ func (e *Engine) Progress() error {
 	if len(e.outbox) > 0 {
 		e.flush()
 	}
-	if e.exiting > 0 {
-		e.failExited()
-	}
 	e.pass++
 	for _, t := range e.live {
 		if t.grantedIn == e.pass {
@@ -25,9 +22,7 @@ func (e *Engine) Progress() error {
 		if t.state != stActive {
 			if t.ch != nil && t.ch.mayFill(t) {
 				t.ch.fill(e, t)
-				continue
 			}
-			e.idle(t)
 			continue
 		}
 		e.step(t)
@@ -46,10 +41,8 @@ func (e *Engine) step(t *Transfer) {
 		return
 	}
 	if n == 0 {
-		e.idle(t)
 		return
 	}
-	t.idleVisits = 0
 	e.bytes += uint64(n)
 	t.advance(n)
 	if t.moved == end {
@@ -92,8 +85,8 @@ func (e *Engine) PollFds(dst []unix.PollFd) []unix.PollFd {
 
 // Drain drives the Engine (and poll, as for Wait) until no send that
 // completed with its bytes in a [Buffered] channel still awaits its
-// receiver's DONE, or that receiver is found gone (Progress checks the
-// peers of idle transfers): a caller about to Close (and its process about
+// receiver's DONE, or that receiver is reported gone (PeerFailed, which
+// poll's watcher calls): a caller about to Close (and its process about
 // to exit) calls it first, so that the receiver can read what the send
 // promised, as MPI_Finalize delivers every completed send. A receiver that
 // lives but never reads holds it, as it would hold MPI_Finalize. After

@@ -143,7 +143,8 @@ func (e *Engine) settle(t *Transfer, kind uint8, handle []byte) bool {
 		}
 		// An *Unavailable: usable in general, not with this handle.
 	} else if refused != nil {
-		if err := e.peerAlive(t.peer); err != nil {
+		// A refusal may only say that the peer died (CMA's ESRCH).
+		if err := t.CheckPeer(); err != nil {
 			e.PeerFailed(t.peer, err)
 			return false
 		}

@@ -40,10 +40,9 @@ type Transfer struct {
 	rseg   int
 	roff   uint64
 
-	stats      Stats
-	idleVisits int
-	started    time.Duration // monotonic(), at StartSend or StartRecv
-	moveStart  time.Duration // when the payload could start moving
+	stats     Stats
+	started   time.Duration // monotonic(), at StartSend or StartRecv
+	moveStart time.Duration // when the payload could start moving
 
 	grantedIn uint64 // stream receiver: Engine.pass in which leaveReceiver granted it
 	split     halves // split flow only
@@ -134,10 +133,6 @@ func (t *Transfer) Remote() []Segment { return t.remote }
 
 // SetRemote records the peer's buffer (from its handle), reusing storage.
 func (t *Transfer) SetRemote(segs []Segment) { t.remote = append(t.remote[:0], segs...) }
-
-// CheckPeer returns a *PeerError if the peer process has exited, so that a
-// backend can tell an end-of-file from a peer that has not started yet.
-func (t *Transfer) CheckPeer() error { return t.e.peerAlive(t.peer) }
 
 func (t *Transfer) packet() []byte {
 	if t.pkt == nil {

@@ -573,6 +573,35 @@ func (ep *Endpoint) Wait(r *Request) error {
 	return r.err
 }
 
+// WaitFor drives the endpoint until done reports true, waiting as Wait
+// does: spinning while anything moves, then sleeping on the LMT's
+// descriptors or yielding, and checking that the peers live, so that a
+// condition that depends on a dead peer ends through the LMT's PeerFailed.
+// An LMT drains the sends it completed early with it before it is
+// detached.
+func (ep *Endpoint) WaitFor(done func() bool) error {
+	var w waiter
+	for !done() {
+		mark := ep.progressMark()
+		if err := ep.Poll(); err != nil {
+			return err
+		}
+		if done() {
+			break
+		}
+		if ep.progressMark() != mark {
+			if err := ep.busy(&w); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := ep.idle(&w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Iprobe reports, without receiving it, whether a message from src with tag
 // has arrived (wildcards allowed).
 func (ep *Endpoint) Iprobe(src, tag int) (Status, bool, error) {

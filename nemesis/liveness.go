@@ -22,7 +22,8 @@ import (
 // started yielding after 2.6 µs, and each sched_yield costs 0.7 µs on
 // this VM: a message that landed during one waited for it to return
 // (cma ping-pong at 64 KiB went from 8.0 to 8.45 GB/s). Layers that wait
-// on an endpoint by their own loop (the LMT's Drain) spin as long. A call
+// on an endpoint by a loop of their own (lmt.Engine.Drain, for an engine
+// without an endpoint) spin as long. A call
 // whose LMT transfers wait on a pipe sleeps in poll(2) on it instead
 // (see LMTPoller).
 const SpinBeforeYield = 4096

@@ -76,14 +76,16 @@ func (j *Job) Setup(rank int, cmd *exec.Cmd) error {
 // lmt.Control.
 type Channel struct {
 	Rank, Size int
-	Engine     *lmt.Engine // packets tagged for the LMT go to its HandleControl
-	// ReportDeath makes a closed socket call Engine.PeerFailed, as a
-	// Nemesis endpoint would; off by default, so that tests see the
-	// engine notice a dead peer by itself.
-	ReportDeath bool
+	// Engine gets the packets tagged for the LMT (HandleControl) and a
+	// peer's death (PeerFailed), as from a Nemesis endpoint: Poll watches
+	// the peers' processes (see watch.go) and delivers everything a dead
+	// peer sent before it reports the death, so a DONE sent just before
+	// an exit completes its transfer first.
+	Engine *lmt.Engine
 
 	fds  []int // by rank; -1 for self and closed sockets
 	pids []int
+	watcher
 	rts  [][][]byte
 	msgs [][][]byte
 	buf  []byte
@@ -130,6 +132,7 @@ func NewChannel(p launch.Proc, fds []int) (*Channel, error) {
 			return nil, err
 		}
 	}
+	c.watcher.open(c.pids, c.Rank)
 	return c, nil
 }
 
@@ -193,29 +196,37 @@ func (c *Channel) sendBlocking(dst int, tag byte, pkt []byte) error {
 // Poll delivers everything that arrived: LMT packets to the engine, RTS and
 // messages to their queues.
 func (c *Channel) Poll() error {
-	for src, fd := range c.fds {
-		if fd < 0 {
-			continue
-		}
-		for {
-			n, _, err := unix.Recvfrom(fd, c.buf, unix.MSG_DONTWAIT)
-			if err == unix.EAGAIN || err == unix.EINTR {
-				break
-			}
-			if err != nil || n == 0 {
-				unix.Close(fd)
-				c.fds[src] = -1
-				if c.ReportDeath && c.Engine != nil {
-					c.Engine.PeerFailed(src, errors.New("control socket closed"))
-				}
-				break
-			}
-			if err := c.dispatch(src, c.buf[:n]); err != nil {
-				return err
-			}
+	for src := range c.fds {
+		if err := c.receive(src); err != nil {
+			return err
 		}
 	}
-	return nil
+	return c.watch()
+}
+
+// receive delivers what waits on src's socket.
+func (c *Channel) receive(src int) error {
+	fd := c.fds[src]
+	if fd < 0 {
+		return nil
+	}
+	for {
+		n, _, err := unix.Recvfrom(fd, c.buf, unix.MSG_DONTWAIT)
+		if err == unix.EAGAIN || err == unix.EINTR {
+			return nil
+		}
+		if err != nil || n == 0 {
+			unix.Close(fd)
+			c.fds[src] = -1
+			if c.Engine != nil {
+				c.Engine.PeerFailed(src, errors.New("control socket closed"))
+			}
+			return nil
+		}
+		if err := c.dispatch(src, c.buf[:n]); err != nil {
+			return err
+		}
+	}
 }
 
 func (c *Channel) dispatch(src int, p []byte) error {
@@ -314,6 +325,7 @@ func (c *Channel) Close() error {
 	if cerr := c.Engine.Close(); err == nil {
 		err = cerr
 	}
+	c.closeWatch()
 	return err
 }
 

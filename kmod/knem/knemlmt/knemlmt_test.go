@@ -178,7 +178,6 @@ func TestReceiverDiesDuringAsyncCopy(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		ch.ReportDeath = true
 		rts := make([]byte, 4096)
 		b := lmttest.NewBuffer(64<<20, 0, false)
 		if p.Rank == 0 {
