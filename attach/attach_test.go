@@ -390,7 +390,7 @@ func TestPeerDies(t *testing.T) {
 	}
 }
 
-// TestWait: LMT.Wait completes sends and receives over every backend, the
+// TestWait: Endpoint.Wait completes sends and receives over every backend, the
 // pipe-based ones sleeping in poll(2) on their pipe when idle.
 func TestWait(t *testing.T) {
 	launchtest.Run(t, 2, func(p launch.Proc) error {

@@ -21,7 +21,7 @@ func (s *shm) Check(peer lmt.Peer) error { return checkShm() }
 // read-only or not at all.
 func checkShm() error {
 	if err := unix.Access("/dev/shm", unix.W_OK|unix.X_OK); err != nil {
-		return &lmt.Unavailable{Backend: "shm", Peer: -1, Err: err, Reason: "/dev/shm is not writable: " + err.Error(),
+		return &lmt.Unavailable{Backend: lmt.Shm, Peer: -1, Err: err, Reason: "/dev/shm is not writable: " + err.Error(),
 			Fix: "mount a tmpfs on /dev/shm (docker: --shm-size)"}
 	}
 	return nil
