@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/knemesis/knemesis/internal/bytesize"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // DMAMinBytes is the formula of §3.5: a receiver copying a message through
@@ -56,8 +59,11 @@ type Threshold struct {
 }
 
 func (t Threshold) String() string {
-	return fmt.Sprintf("%s (%s: %s)", FormatSize(t.Bytes), t.Source, t.Why)
+	return fmt.Sprintf("%s (%s: %s)", bytesize.Format(t.Bytes), t.Source, t.Why)
 }
+
+// FormatSize writes n bytes as this package's tables do: "1 MiB", "1536 KiB".
+func FormatSize(n int64) string { return bytesize.Format(n) }
 
 // DMAMin applies the formula to a placement. The cache is the outermost one
 // the pair shares; when they share none, the receiver's outermost cache.
@@ -72,10 +78,10 @@ func (t Threshold) String() string {
 // explanation of I/OAT paying from ~200 KiB in an 8-process Alltoall
 // instead of 1 MiB (§4.4): 4 MiB / (2 × 2 × 5) ≈ 205 KiB for five of the
 // seven peers' transfers in flight.
-func DMAMin(t *Topology, p Placement) (Threshold, Cache, error) {
+func DMAMin(t *topology.Topology, p Placement) (Threshold, topology.Cache, error) {
 	for _, cpu := range []int{p.Sender, p.Receiver} {
 		if !t.CPUs.Contains(cpu) {
-			return Threshold{}, Cache{}, fmt.Errorf("DMA_min: cpu%d: %w (%s)", cpu, ErrUnknownCPU, t.CPUs)
+			return Threshold{}, topology.Cache{}, fmt.Errorf("DMA_min: cpu%d: %w (%s)", cpu, ErrUnknownCPU, t.CPUs)
 		}
 	}
 	c, shared := t.SharedCache(p.Sender, p.Receiver)
@@ -89,10 +95,10 @@ func DMAMin(t *Topology, p Placement) (Threshold, Cache, error) {
 	}
 	users, unit := len(c.CPUs), "cores sharing it"
 	if p.JobCPUs != nil {
-		users, unit = max(ProcessesUsing(c, p.JobCPUs), 1), "job processes using it"
+		users, unit = max(topology.ProcessesUsing(c, p.JobCPUs), 1), "job processes using it"
 	}
 	conc := max(p.Concurrent, 1)
-	why := fmt.Sprintf("%s %s %s / (2 × %d %s)", c.Name(), where, FormatSize(c.Size), users, unit)
+	why := fmt.Sprintf("%s %s %s / (2 × %d %s)", c.Name(), where, bytesize.Format(c.Size), users, unit)
 	if conc > 1 {
 		why += fmt.Sprintf(" / %d concurrent transfers", conc)
 	}

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/knemesis/knemesis/internal/bytesize"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // Fixed switch sizes from the paper and from MPICH, used when nothing
@@ -34,7 +37,7 @@ const (
 
 // Env is everything [Build] needs to know about the machine and the job.
 type Env struct {
-	Topology *Topology
+	Topology *topology.Topology
 	Placement
 	// Knem is true when /dev/knem answers GET_INFO with the expected ABI;
 	// DMA when its DMA feature bit says a DMA_MEMCPY channel is usable.
@@ -66,10 +69,10 @@ type Rule struct {
 // Range writes the rule's lower bound: "≥ 64 KiB", or "> 8 MiB" for a rule
 // that starts just above a threshold.
 func (r Rule) Range() string {
-	if below := r.From - 1; below > 0 && !strings.HasSuffix(FormatSize(below), " B") {
-		return "> " + FormatSize(below)
+	if below := r.From - 1; below > 0 && !strings.HasSuffix(bytesize.Format(below), " B") {
+		return "> " + bytesize.Format(below)
 	}
-	return "≥ " + FormatSize(r.From)
+	return "≥ " + bytesize.Format(r.From)
 }
 
 // Choice is what [Table.Choose] answers for one message.
@@ -81,10 +84,10 @@ type Choice struct {
 
 // Table is the size→backend decision for one pair of processes.
 type Table struct {
-	LMTMin Threshold // messages smaller than this go eagerly
-	DMAMin Threshold // the formula's value, whether or not DMA exists
-	Cache  Cache     // the cache DMA_min was computed from
-	Shared bool      // the pair shares Cache (and measured so, when measured)
+	LMTMin Threshold      // messages smaller than this go eagerly
+	DMAMin Threshold      // the formula's value, whether or not DMA exists
+	Cache  topology.Cache // the cache DMA_min was computed from
+	Shared bool           // the pair shares Cache (and measured so, when measured)
 	// LineLatency is the pair's measured one-way cache-line time (0 when
 	// not measured); Shared is false whenever it exceeds SharedLineMax.
 	LineLatency time.Duration

@@ -34,6 +34,7 @@ import (
 	"github.com/knemesis/knemesis/kmod/knem"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/threshold"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // Name is the backend's name in lmt.Config.Prefer.
@@ -125,7 +126,7 @@ func newBackend(env *lmt.Env) (lmt.Backend, error) {
 // unknown, which keeps every copy on the CPU: without DMA_min there is no
 // evidence that offload pays.
 func machineDMAMin() int64 {
-	topo, err := threshold.Detect(threshold.DetectOptions{})
+	topo, err := topology.Detect(topology.DetectOptions{})
 	if err != nil || len(topo.CPUs) == 0 {
 		return 0
 	}
