@@ -106,7 +106,7 @@ func DMAMin(t *topology.Topology, p Placement) (Threshold, topology.Cache, error
 }
 
 // EffectiveDMAMin lowers a DMA_min for concurrent transfers, as [DMAMin]
-// does; package ioat uses it for per-transfer decisions.
+// does; [DecideCopy] uses it for per-transfer decisions.
 func EffectiveDMAMin(dmaMin int64, concurrent int) int64 {
 	return dmaMin / int64(max(concurrent, 1))
 }

@@ -192,7 +192,7 @@ func Build(env Env) (*Table, error) {
 		t.formulaRules(single, shared, env.available(Shm), env.available(CMA))
 	}
 	if env.DMA && env.available(Knem) {
-		t.add(Rule{From: max(dmaMin.Bytes+1, t.LMTMin.Bytes), Backend: Knem, DMA: true, Source: SourceFormula,
+		t.add(Rule{From: max(offloadFrom(dmaMin.Bytes), t.LMTMin.Bytes), Backend: Knem, DMA: true, Source: SourceFormula,
 			Why: "DMA offload above DMA_min keeps the receiver's cache"})
 	}
 	return t, nil
