@@ -216,8 +216,8 @@ func (ep *Endpoint) peerFailed(rank int) {
 		ep.crashed = err
 	}
 	q := &ep.sendq[rank]
-	for r := q.head; r != nil; r = q.head {
-		q.remove(r)
+	for r := q.Front(); r != nil; r = q.Front() {
+		q.Remove(&r.links)
 		ep.sendsOut--
 		ep.finish(r, 0, err)
 	}
@@ -228,15 +228,15 @@ func (ep *Endpoint) peerFailed(rank int) {
 		ep.finish(a.req, a.req.n, err)
 		*a = assembly{}
 	} else if a.ux != nil {
-		ep.unexp.remove(a.ux)
+		ep.unexp.Remove(&a.ux.links)
 		ep.freeUnexpected(a.ux)
 		*a = assembly{}
 	}
 	allGone := ep.allDead() != nil
-	for r := ep.posted.head; r != nil; {
-		next := r.next
+	for r := ep.posted.Front(); r != nil; {
+		next := r.links.Next()
 		if r.peer == rank || r.peer == AnySource && (crashed || allGone) {
-			ep.posted.remove(r)
+			ep.posted.Remove(&r.links)
 			ep.expect(r.peer, -1)
 			ep.finish(r, 0, err)
 		}

@@ -123,7 +123,7 @@ func (ep *Endpoint) SendControl(dst int, pkt []byte) (ok bool, err error) {
 	if ep.fatal != nil {
 		return false, ep.fatal
 	}
-	if ep.sendq[dst].head != nil {
+	if !ep.sendq[dst].Empty() {
 		// Keep control packets behind queued sends to dst: the LMT may
 		// rely on its DONE following an earlier RTS.
 		return false, nil
