@@ -76,8 +76,8 @@ const (
 // rank has acknowledged all those, the box is known empty without a look
 // at its flag, a line the receiver wrote last: in a ping-pong every
 // message finds its box acknowledged by the reply to the one before, and
-// skips a cache miss that costs 0.1-0.2 µs when the two CPUs sit far
-// apart.
+// skips a cache miss, the costliest step of a send when the two CPUs sit
+// far apart.
 func (p *peer) outBox(stats *Stats) (*fboxHdr, []byte) {
 	k := p.sendSeq % fboxSlots
 	fb := p.fbOut[k]

@@ -15,14 +15,13 @@ import (
 // to other goroutines and to other processes, so that a job with more ranks
 // than cores still progresses: the rank it waits for may need this core.
 //
-// The spin outlasts the copies a rank typically waits for: an idle Poll
-// takes about 13 ns here, so 4096 of them are some 50 µs, the time a
-// 64 KiB to 512 KiB copy takes (the C reference spins 4096 pauses, MPICH
-// 1000 polls). With 200 a rank waiting for a 64 KiB process_vm_readv
-// started yielding after 2.6 µs, and each sched_yield costs 0.7 µs on
-// this VM: a message that landed during one waited for it to return
-// (cma ping-pong at 64 KiB went from 8.0 to 8.45 GB/s). Layers that wait
-// on an endpoint by their own loop (lmt/attach) spin as long.
+// The spin outlasts the copies a rank typically waits for: 4096 idle
+// Polls take about as long as a 64 KiB to 512 KiB copy (the C reference
+// spins 4096 pauses, MPICH 1000 polls). A shorter spin yields while the
+// peer's copy is still running, and a message that lands during a
+// sched_yield waits for it to return (docs/performance.md, nemesis).
+// Layers that wait on an endpoint by their own loop (lmt/attach) spin as
+// long.
 const SpinBeforeYield = 4096
 
 type waiter struct {

@@ -3,9 +3,12 @@ package nemesis
 import "github.com/knemesis/knemesis/internal/memcopy"
 
 // LMT is the large-message transfer layer to which an Endpoint hands every
-// message longer than the eager limit given to [Endpoint.SetLMT] (seed 003:
-// the rendezvous goes through the Nemesis queues, the payload through a
-// backend: shm double buffer, pipe, vmsplice, CMA, KNEM).
+// message longer than the eager limit given to [Endpoint.SetLMT] (the LMT
+// interface of Buntinas, Goglin, Goodell, Mercier and Moreaud,
+// "Cache-Efficient, Intranode, Large-Message MPI Communication with
+// MPICH2-Nemesis", ICPP 2009: the rendezvous goes through the Nemesis
+// queues, the payload through a backend: shm double buffer, pipe,
+// vmsplice, CMA, KNEM).
 //
 // The protocol the endpoint runs around an LMT:
 //

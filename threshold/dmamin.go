@@ -43,12 +43,12 @@ type Placement struct {
 }
 
 // SharedLineMax is the longest one-way cache-line time between two CPUs
-// that Build believes share a cache. Two hardware threads of one core
-// measure 67-70 ns here (LineLatency; 0.05 µs with the C placement
-// probe), and cores sharing an L3 30-100 ns on the machines we know; this
-// VM's vCPUs on different cores, which sysfs still says share the L3,
-// 237-268 ns (0.18-0.23 µs in C), and there the double copy runs at 5
-// GB/s where cma-split reaches 8-13.
+// that Build believes share a cache. It sits between the two populations
+// it must tell apart: CPUs that do share a cache (SMT siblings, cores
+// behind one L3: tens of nanoseconds) and a VM's vCPUs that the hypervisor
+// runs on different cores while sysfs still describes a shared L3 (a few
+// hundred), where the double copy loses to cma-split. The figures are in
+// docs/performance.md (threshold, Placement).
 const SharedLineMax = 150 * time.Nanosecond
 
 // Threshold is a size in bytes and where it came from.

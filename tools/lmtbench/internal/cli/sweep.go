@@ -298,7 +298,8 @@ func cpuRange(cpus []int) string {
 
 // runAlltoall is `lmtbench alltoall -n N`: N processes, each sending a
 // message to every other at once, over every backend that works here
-// (seed 003 §4.4, where concurrent transfers lower the useful thresholds).
+// (§4.4 of Buntinas, Goglin, Goodell, Mercier and Moreaud, ICPP 2009,
+// where concurrent transfers lower the useful thresholds).
 func runAlltoall(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	allowed, err := machine.AllowedCPUs()
 	if err != nil {
