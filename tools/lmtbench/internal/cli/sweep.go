@@ -414,7 +414,7 @@ func (o *options) pollutionWorkingSet(cpus []int) (int, error) {
 
 // interleave measures every backend at every size in --samples rounds. A
 // round takes, size after size, one sample of each backend back to back,
-// each in a job of its own (a job starts in about 10 ms here), so that the
+// each in a job of its own (a job starts in milliseconds), so that the
 // backends' samples of a round and size lie a fraction of a second apart:
 // on a machine whose placement changes every few seconds they mostly share
 // one, which is what report.CompareAuto needs to compare them. Running each
