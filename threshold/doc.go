@@ -46,6 +46,14 @@
 // one core and two) or with the job's buffer reuse; package lmt/attach takes
 // one per peer in Options.Select.
 //
-// The table is built once; [Table.Choose] is the per-message call: a scan of
-// a few rules, without allocation, lock or map lookup.
+// CPU copy or DMA offload is decided in one place, [DecideCopy]: DMA pays
+// strictly above DMA_min, lowered by the transfers in flight (§4.4), with
+// asynchronous completion when a status slot is free. [Build] places the
+// table's DMA rule at the same size, and the knem backend asks DecideCopy
+// per transfer with [MachineDMAMin] when it does not know its peer's CPU.
+// Package ioat only says whether a DMA engine is there.
+//
+// The table is built once; [Table.Choose] and [DecideCopy] are the
+// per-message calls: a scan of a few rules or a comparison, without
+// allocation, lock or map lookup.
 package threshold
