@@ -404,7 +404,7 @@ func (s *selector) Backend(size int64) string {
 	if c.Eager {
 		return s.below
 	}
-	// The DMA bit is the knem backend's own decision (package ioat).
+	// The DMA bit is the knem backend's own decision (threshold.DecideCopy).
 	return string(c.Backend)
 }
 

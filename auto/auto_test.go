@@ -21,13 +21,14 @@ import (
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 	"github.com/knemesis/knemesis/threshold"
+	"github.com/knemesis/knemesis/topology"
 	"golang.org/x/sys/unix"
 )
 
 // fixture is package threshold's sysfs of this kind of VM: CPUs 0 and 1
 // sharing a 32 MiB L3, so that every test sees the same tables whatever
 // machine runs it.
-const fixture = "../threshold/testdata/epyc-kvm"
+const fixture = "../topology/testdata/epyc-kvm"
 
 // here is the machine the fixture describes, as tuning files record it.
 var here = threshold.Machine{CPUModel: "AMD EPYC", CPUs: 2, Caches: "L1d 32 KiB ×2, L1i 32 KiB ×2, L2 512 KiB ×2, L3 32 MiB ×1",
@@ -41,7 +42,7 @@ func options(path string, cpus ...int) auto.Options {
 		CPUs:    cpus,
 		NoProbe: true,
 		Threshold: threshold.Config{
-			Detect:     threshold.DetectOptions{Sysfs: os.DirFS(fixture), Override: threshold.CacheOverride{}},
+			Detect:     topology.DetectOptions{Sysfs: os.DirFS(fixture), Override: topology.CacheOverride{}},
 			TuningPath: path,
 			Machine:    &here,
 		},
@@ -623,7 +624,7 @@ func TestPeersDifferentSwitches(t *testing.T) {
 			return err
 		}
 		o := options(path, 0, 1, 4)
-		o.Threshold.Detect.Sysfs = os.DirFS("../threshold/testdata/amd-ccx")
+		o.Threshold.Detect.Sysfs = os.DirFS("../topology/testdata/amd-ccx")
 		ep, sel, done, err := join(p, o)
 		if err != nil {
 			return err

@@ -2,7 +2,7 @@ package auto
 
 import (
 	"github.com/knemesis/knemesis/nemesis"
-	"github.com/knemesis/knemesis/threshold"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // placeRanks returns the CPU of every rank, how each was learned, and the
@@ -37,7 +37,7 @@ func placeRanks(ep *nemesis.Endpoint, given []int) (cpus []int, sources []CPUSou
 	return cpus, sources, job
 }
 
-// affinity returns the CPUs rank's process may run on (threshold.Affinity);
+// affinity returns the CPUs rank's process may run on (topology.Affinity);
 // empty when they cannot be read (the process is gone).
 func affinity(ep *nemesis.Endpoint, rank int) []int {
 	pid := 0
@@ -47,6 +47,6 @@ func affinity(ep *nemesis.Endpoint, rank int) []int {
 			return nil
 		}
 	}
-	cpus, _ := threshold.Affinity(pid)
+	cpus, _ := topology.Affinity(pid)
 	return cpus
 }

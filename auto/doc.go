@@ -39,7 +39,7 @@
 // # What the decision is made from
 //
 // The cache topology comes from sysfs, else CPUID, overridden by
-// $KNEMESIS_CACHE ([threshold.EnvCache]). The placement of each pair is the
+// $KNEMESIS_CACHE ([topology.EnvCache]). The placement of each pair is the
 // CPU of each rank: Options.CPUs when the caller knows them; else, for each
 // rank, the one CPU its affinity mask holds when the launcher pinned it
 // (taskset, mpirun --bind-to core, srun --cpu-bind: the mask of the rank's

@@ -11,6 +11,8 @@ import (
 	"testing/fstest"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/kmod/knem"
 )
 
 func TestReadChannelsFixtures(t *testing.T) {
@@ -103,7 +105,7 @@ func TestDiscover(t *testing.T) {
 		offload bool
 		missing []string
 	}{
-		{"module with DMA", Options{Info: fakeInfo{info: ModuleInfo{ABI: 0xd, Features: FeatureDMA}}, Sysfs: ioat}, true, nil},
+		{"module with DMA", Options{Info: fakeInfo{info: ModuleInfo{ABI: 0xd, Features: knem.FeatureDMA}}, Sysfs: ioat}, true, nil},
 		{"module without a channel", Options{Info: fakeInfo{info: ModuleInfo{ABI: 0xd}}, Sysfs: none}, false, []string{
 			"no DMA_MEMCPY channel in /sys/class/dma",
 			"module loaded but its DMA feature bit is clear: it found no usable DMA_MEMCPY channel"}},
@@ -115,7 +117,7 @@ func TestDiscover(t *testing.T) {
 		{"unknown provider", Options{Info: fakeInfo{info: ModuleInfo{ABI: 0xd}}, Sysfs: platform}, false, []string{
 			"no known DMA_MEMCPY channel in /sys/class/dma (2 channels of drivers [dw_axi_dmac], whose capabilities sysfs does not show)",
 			"module loaded but its DMA feature bit is clear: it found no usable DMA_MEMCPY channel"}},
-		{"wrong ABI", Options{Info: fakeInfo{info: ModuleInfo{ABI: 0xc, Features: FeatureDMA}}, Sysfs: ioat}, false, []string{
+		{"wrong ABI", Options{Info: fakeInfo{info: ModuleInfo{ABI: 0xc, Features: knem.FeatureDMA}}, Sysfs: ioat}, false, []string{
 			"module speaks KNEM ABI 0xc, clients need 0xd"}},
 	}
 	for _, tt := range tests {
@@ -131,64 +133,18 @@ func TestDiscover(t *testing.T) {
 func TestDiscoverHost(t *testing.T) {
 	s := Discover(Options{})
 	t.Logf("host: module %+v err %v; %d channels; missing %q", s.Module, s.ModuleErr, len(s.Channels), s.Missing())
-	if _, err := os.Stat(DevicePath); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(knem.DevicePath); errors.Is(err, os.ErrNotExist) {
 		if !errors.Is(s.ModuleErr, ErrModuleNotLoaded) || s.Missing()[0] != "module not loaded: /dev/knem missing — modprobe knem" {
-			t.Errorf("without %s: %v / %q", DevicePath, s.ModuleErr, s.Missing())
+			t.Errorf("without %s: %v / %q", knem.DevicePath, s.ModuleErr, s.Missing())
 		}
 	} else if s.ModuleErr != nil {
-		t.Errorf("%s exists but GET_INFO failed: %v", DevicePath, s.ModuleErr)
+		t.Errorf("%s exists but GET_INFO failed: %v", knem.DevicePath, s.ModuleErr)
 	}
-}
-
-func TestDecide(t *testing.T) {
-	const mib = 1 << 20
-	tests := []struct {
-		tr   Transfer
-		want Mode
-	}{
-		{Transfer{Size: 4 * mib, DMAMin: mib, Offload: false, StatusSlot: true}, CPUCopy},
-		{Transfer{Size: mib - 1, DMAMin: mib, Offload: true, StatusSlot: true}, CPUCopy},
-		{Transfer{Size: mib, DMAMin: mib, Offload: true, StatusSlot: true}, CPUCopy},
-		{Transfer{Size: mib + 1, DMAMin: mib, Offload: true, StatusSlot: true}, AsyncDMA},
-		{Transfer{Size: mib + 1, DMAMin: mib, Offload: true}, SyncDMA},
-		{Transfer{Size: 4 * mib, DMAMin: 0, Offload: true, StatusSlot: true}, CPUCopy},
-		// §4.4: with five transfers in flight, 1 MiB falls to ~205 KiB.
-		{Transfer{Size: 200 << 10, DMAMin: mib, Concurrent: 5, Offload: true, StatusSlot: true}, CPUCopy},
-		{Transfer{Size: 205 << 10, DMAMin: mib, Concurrent: 5, Offload: true, StatusSlot: true}, AsyncDMA},
-		{Transfer{Size: 205 << 10, DMAMin: mib, Concurrent: 5, Offload: true}, SyncDMA},
-		{Transfer{Size: 205 << 10, DMAMin: mib, Concurrent: 1, Offload: true, StatusSlot: true}, CPUCopy},
-		{Transfer{Size: 205 << 10, DMAMin: mib, Concurrent: 0, Offload: true, StatusSlot: true}, CPUCopy},
-	}
-	for _, tt := range tests {
-		if got := Decide(tt.tr); got != tt.want {
-			t.Errorf("Decide(%+v) = %v, want %v", tt.tr, got, tt.want)
-		}
-	}
-	for m, flags := range map[Mode]uint32{CPUCopy: 0, SyncDMA: 1, AsyncDMA: 3} {
-		if m.Flags() != flags {
-			t.Errorf("%v flags %#x, want %#x", m, m.Flags(), flags)
-		}
-	}
-	tr := Transfer{Size: 4 * mib, DMAMin: mib, Offload: true, StatusSlot: true}
-	if a := testing.AllocsPerRun(100, func() { Decide(tr) }); a != 0 {
-		t.Errorf("Decide allocates %v times", a)
-	}
-}
-
-func ExampleDecide() {
-	// A 4 MiB L2 shared by two cores gives DMA_min = 1 MiB (§3.5).
-	for _, size := range []int64{512 << 10, 2 << 20} {
-		m := Decide(Transfer{Size: size, DMAMin: 1 << 20, Offload: true, StatusSlot: true})
-		fmt.Printf("%d KiB: %v, flags %#x\n", size>>10, m, m.Flags())
-	}
-	// Output:
-	// 512 KiB: cpu, flags 0x0
-	// 2048 KiB: async-dma, flags 0x3
 }
 
 func TestStatusDescribe(t *testing.T) {
 	var b strings.Builder
-	s := Discover(Options{Info: fakeInfo{info: ModuleInfo{ABI: 0xd, Features: FeatureDMA}}, Sysfs: os.DirFS("testdata/ioat/class/dma")})
+	s := Discover(Options{Info: fakeInfo{info: ModuleInfo{ABI: 0xd, Features: knem.FeatureDMA}}, Sysfs: os.DirFS("testdata/ioat/class/dma")})
 	if err := s.Describe(&b); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+
+	"github.com/knemesis/knemesis/kmod/knem"
 )
 
 // Status is what stands for and against DMA offload on this machine.
@@ -18,7 +20,7 @@ type Status struct {
 
 // Options says where [Discover] looks; the zero value reads this machine.
 type Options struct {
-	Info  InfoReader // nil: Device(DevicePath)
+	Info  InfoReader // nil: Device(knem.DevicePath)
 	Sysfs fs.FS      // nil: os.DirFS(SysfsDMARoot)
 }
 
@@ -27,7 +29,7 @@ type Options struct {
 func Discover(opts Options) Status {
 	info := opts.Info
 	if info == nil {
-		info = Device(DevicePath)
+		info = Device(knem.DevicePath)
 	}
 	sysfs := opts.Sysfs
 	if sysfs == nil {
@@ -35,8 +37,8 @@ func Discover(opts Options) Status {
 	}
 	var s Status
 	s.Module, s.ModuleErr = info.GetInfo()
-	if s.ModuleErr == nil && s.Module.ABI != ABIVersion {
-		s.ModuleErr = fmt.Errorf("module speaks KNEM ABI %#x, clients need %#x", s.Module.ABI, ABIVersion)
+	if s.ModuleErr == nil && s.Module.ABI != knem.ABIVersion {
+		s.ModuleErr = fmt.Errorf("module speaks KNEM ABI %#x, clients need %#x", s.Module.ABI, knem.ABIVersion)
 	}
 	s.Channels, s.SysfsErr = ReadChannels(sysfs)
 	return s
@@ -44,7 +46,7 @@ func Discover(opts Options) Status {
 
 // Offload reports whether copies can go to a DMA engine now: the module
 // answers with the right ABI and says it holds a DMA channel.
-func (s Status) Offload() bool { return s.ModuleErr == nil && s.Module.DMA() }
+func (s Status) Offload() bool { return s.ModuleErr == nil && dma(s.Module) }
 
 // Knem reports whether the module answers with the right ABI.
 func (s Status) Knem() bool { return s.ModuleErr == nil }
@@ -83,7 +85,7 @@ func (s Status) Missing() []string {
 		m = append(m, fmt.Sprintf("no known DMA_MEMCPY channel in %s (%d channels of drivers %s, whose capabilities sysfs does not show)",
 			SysfsDMARoot, unknown, s.drivers()))
 	}
-	if s.ModuleErr == nil && !s.Module.DMA() {
+	if s.ModuleErr == nil && !dma(s.Module) {
 		m = append(m, "module loaded but its DMA feature bit is clear: it found no usable DMA_MEMCPY channel")
 	}
 	return m
@@ -107,7 +109,7 @@ func (s Status) drivers() string {
 func (s Status) Describe(w io.Writer) error {
 	if s.ModuleErr == nil {
 		fmt.Fprintf(w, "knem module\tABI %#x, features %#x (DMA %v), ignored flags %#x, forced flags %#x\n",
-			s.Module.ABI, s.Module.Features, s.Module.DMA(), s.Module.IgnoredFlags, s.Module.ForcedFlags)
+			s.Module.ABI, s.Module.Features, dma(s.Module), s.Module.IgnoredFlags, s.Module.ForcedFlags)
 	} else {
 		fmt.Fprintf(w, "knem module\t%v\n", s.ModuleErr)
 	}

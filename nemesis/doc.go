@@ -66,8 +66,8 @@
 // previous messages still sit in their boxes (an LMT DONE, say, followed at
 // once by the RTS of a reply) thus finds the next one free, where with a
 // single box the message would take a cell through both queues: several
-// cache misses more, which on this kind of VM cost 0.5 µs when the two
-// vCPUs sit far apart. Every box also carries its sender's acknowledgment
+// cache misses more, a few times the fastbox's latency when the two CPUs
+// sit far apart (docs/performance.md, nemesis). Every box also carries its sender's acknowledgment
 // of what it has consumed, so that a box known empty is written without
 // reading its flag, a line the other core wrote last; flags are set and
 // cleared with release stores (internal/lineops), not sequentially
@@ -95,8 +95,9 @@
 // Irecv allocate nothing. One Poll advances everything: queued sends, the
 // fastboxes, the receive queue, the LMT. There is no progress goroutine and
 // no lock: an Endpoint belongs to one goroutine. A blocked call polls, then,
-// once 4096 polls in a row (some 50 µs) have moved nothing (no cell in or
-// out, no LMT chunk), yields the CPU with sched_yield at every round, so a
+// once SpinBeforeYield polls in a row (tens of microseconds, as long as a
+// mid-sized copy takes) have moved nothing (no cell in or out, no LMT
+// chunk), yields the CPU with sched_yield at every round, so a
 // job with more processes than cores still runs (the tests run 8 processes
 // on 2 cores) while a transfer in motion is never slowed by a yield per
 // chunk.
@@ -157,10 +158,10 @@
 // # Choosing the cell size
 //
 // BenchmarkCellSize ping-pongs messages of 8 B to 256 KiB through cells of 2
-// to 32 KiB (no LMT, so long messages are pipelined through cells). On the
-// 2-vCPU development VM (far placement, November 2026) a 256 KiB message
-// took 69-72 µs one-way with 2 KiB cells, 59-63 µs with 4 KiB, and 31-32
-// µs with 8, 16 or 32 KiB; 8-byte latency did not depend on the cell size.
+// to 32 KiB (no LMT, so long messages are pipelined through cells). Cells
+// of 2 and 4 KiB took about twice as long as 8 KiB ones for a 256 KiB
+// message, and larger cells gained nothing; 8-byte latency did not depend
+// on the cell size (docs/performance.md, nemesis, has the figures).
 // DefaultCellSize is therefore 8 KiB, the smallest of the fast ones (64
 // cells: 512 KiB per rank), as MPICH found.
 package nemesis

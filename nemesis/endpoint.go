@@ -8,6 +8,7 @@ import (
 
 	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/internal/memcopy"
+	"github.com/knemesis/knemesis/nemesis/internal/ilist"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"golang.org/x/sys/unix"
 )
@@ -76,8 +77,8 @@ const (
 // rank has acknowledged all those, the box is known empty without a look
 // at its flag, a line the receiver wrote last: in a ping-pong every
 // message finds its box acknowledged by the reply to the one before, and
-// skips a cache miss that costs 0.1-0.2 µs when the two CPUs sit far
-// apart.
+// skips a cache miss, the costliest step of a send when the two CPUs sit
+// far apart.
 func (p *peer) outBox(stats *Stats) (*fboxHdr, []byte) {
 	k := p.sendSeq % fboxSlots
 	fb := p.fbOut[k]
@@ -145,15 +146,15 @@ type Endpoint struct {
 	recvQ queue
 	freeQ queue
 	peers []peer
-	sendq []reqList // per destination: sends not yet fully put in cells
+	sendq []ilist.List[Request] // per destination: sends not yet fully put in cells
 
-	posted    reqList // posted receives, in order
-	unexp     uxList  // unexpected messages, in arrival order
-	uxPool    *uxMsg  // free unexpected-message records
-	expected  []int32 // sources named by posted receives
-	wildcards int     // posted AnySource receives (+ wildcard probes)
-	sendsOut  int     // requests in sendq
-	sendDsts  []int32 // destinations whose sendq is not empty
+	posted    ilist.List[Request] // posted receives, in order
+	unexp     ilist.List[uxMsg]   // unexpected messages, in arrival order
+	uxPool    ilist.List[uxMsg]   // free unexpected-message records
+	expected  []int32             // sources named by posted receives
+	wildcards int                 // posted AnySource receives (+ wildcard probes)
+	sendsOut  int                 // requests in sendq
+	sendDsts  []int32             // destinations whose sendq is not empty
 	polls     uint32
 
 	lmt      LMT
@@ -254,7 +255,7 @@ func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
 	me := s.proc(rank)
 	ep.recvQ, ep.freeQ = queue{sh: &me.recv}, queue{sh: &me.free}
 	ep.peers = make([]peer, ep.size)
-	ep.sendq = make([]reqList, ep.size)
+	ep.sendq = make([]ilist.List[Request], ep.size)
 	ep.expected = make([]int32, 0, ep.size)
 	ep.sendDsts = make([]int32, 0, ep.size)
 	for i := range ep.peers {
@@ -425,7 +426,7 @@ func (ep *Endpoint) startSend(r *Request) {
 		ep.finish(r, 0, err)
 		return
 	}
-	if ep.sendq[r.peer].head != nil {
+	if !ep.sendq[r.peer].Empty() {
 		ep.queueSend(r)
 		return
 	}
@@ -471,14 +472,14 @@ func (ep *Endpoint) Irecvv(r *Request, src, tag int, iov [][]byte) error {
 // startRecv matches the receive r, set up by Irecv or Irecvv, against the
 // messages that came first, or posts it.
 func (ep *Endpoint) startRecv(r *Request) error {
-	if u := ep.unexp.match(r.peer, r.tag); u != nil {
+	if u := ep.matchUnexpected(r.peer, r.tag); u != nil {
 		return ep.takeUnexpected(r, u)
 	}
 	if err := ep.unreachable(r.peer); err != nil {
 		ep.finish(r, 0, err)
 		return nil
 	}
-	ep.posted.push(r)
+	ep.posted.PushBack(r, &r.links)
 	ep.expect(r.peer, +1)
 	return nil
 }
@@ -611,7 +612,7 @@ func (ep *Endpoint) Iprobe(src, tag int) (Status, bool, error) {
 	if err := checkTag(tag, true); err != nil {
 		return Status{}, false, err
 	}
-	if u := ep.unexp.match(src, tag); u != nil {
+	if u := ep.matchUnexpected(src, tag); u != nil {
 		return u.status(), true, nil
 	}
 	ep.expect(src, +1)
@@ -620,7 +621,7 @@ func (ep *Endpoint) Iprobe(src, tag int) (Status, bool, error) {
 	if err != nil {
 		return Status{}, false, err
 	}
-	if u := ep.unexp.match(src, tag); u != nil {
+	if u := ep.matchUnexpected(src, tag); u != nil {
 		return u.status(), true, nil
 	}
 	return Status{}, false, nil
@@ -678,10 +679,10 @@ func (ep *Endpoint) finish(r *Request, n int, err error) {
 // queueSend appends r to the sends waiting for cells to its destination.
 func (ep *Endpoint) queueSend(r *Request) {
 	q := &ep.sendq[r.peer]
-	if q.head == nil {
+	if q.Empty() {
 		ep.sendDsts = append(ep.sendDsts, int32(r.peer))
 	}
-	q.push(r)
+	q.PushBack(r, &r.links)
 	ep.sendsOut++
 }
 

@@ -15,17 +15,14 @@ import (
 // to other goroutines and to other processes, so that a job with more ranks
 // than cores still progresses: the rank it waits for may need this core.
 //
-// The spin outlasts the copies a rank typically waits for: an idle Poll
-// takes about 13 ns here, so 4096 of them are some 50 µs, the time a
-// 64 KiB to 512 KiB copy takes (the C reference spins 4096 pauses, MPICH
-// 1000 polls). With 200 a rank waiting for a 64 KiB process_vm_readv
-// started yielding after 2.6 µs, and each sched_yield costs 0.7 µs on
-// this VM: a message that landed during one waited for it to return
-// (cma ping-pong at 64 KiB went from 8.0 to 8.45 GB/s). Layers that wait
-// on an endpoint by a loop of their own (lmt.Engine.Drain, for an engine
-// without an endpoint) spin as long. A call
-// whose LMT transfers wait on a pipe sleeps in poll(2) on it instead
-// (see LMTPoller).
+// The spin outlasts the copies a rank typically waits for: 4096 idle
+// Polls take about as long as a 64 KiB to 512 KiB copy (the C reference
+// spins 4096 pauses, MPICH 1000 polls). A shorter spin yields while the
+// peer's copy is still running, and a message that lands during a
+// sched_yield waits for it to return (docs/performance.md, nemesis).
+// Layers that wait on an endpoint by their own loop (package attach) spin as
+// long. A call whose LMT transfers wait on a pipe sleeps in poll(2) on it
+// instead (see LMTPoller).
 const SpinBeforeYield = 4096
 
 type waiter struct {
@@ -225,8 +222,8 @@ func (ep *Endpoint) peerFailed(rank int) {
 		ep.crashed = err
 	}
 	q := &ep.sendq[rank]
-	for r := q.head; r != nil; r = q.head {
-		q.remove(r)
+	for r := q.Front(); r != nil; r = q.Front() {
+		q.Remove(&r.links)
 		ep.sendsOut--
 		ep.finish(r, 0, err)
 	}
@@ -237,15 +234,15 @@ func (ep *Endpoint) peerFailed(rank int) {
 		ep.finish(a.req, a.req.n, err)
 		*a = assembly{}
 	} else if a.ux != nil {
-		ep.unexp.remove(a.ux)
+		ep.unexp.Remove(&a.ux.links)
 		ep.freeUnexpected(a.ux)
 		*a = assembly{}
 	}
 	allGone := ep.allDead() != nil
-	for r := ep.posted.head; r != nil; {
-		next := r.next
+	for r := ep.posted.Front(); r != nil; {
+		next := r.links.Next()
 		if r.peer == rank || r.peer == AnySource && (crashed || allGone) {
-			ep.posted.remove(r)
+			ep.posted.Remove(&r.links)
 			ep.expect(r.peer, -1)
 			ep.finish(r, 0, err)
 		}

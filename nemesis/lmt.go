@@ -6,9 +6,12 @@ import (
 )
 
 // LMT is the large-message transfer layer to which an Endpoint hands every
-// message longer than the eager limit given to [Endpoint.SetLMT] (seed 003:
-// the rendezvous goes through the Nemesis queues, the payload through a
-// backend: shm double buffer, pipe, vmsplice, CMA, KNEM).
+// message longer than the eager limit given to [Endpoint.SetLMT] (the LMT
+// interface of Buntinas, Goglin, Goodell, Mercier and Moreaud,
+// "Cache-Efficient, Intranode, Large-Message MPI Communication with
+// MPICH2-Nemesis", ICPP 2009: the rendezvous goes through the Nemesis
+// queues, the payload through a backend: shm double buffer, pipe,
+// vmsplice, CMA, KNEM).
 //
 // The protocol the endpoint runs around an LMT:
 //
@@ -158,7 +161,7 @@ func (ep *Endpoint) SendControl(dst int, pkt []byte) (ok bool, err error) {
 	if ep.fatal != nil {
 		return false, ep.fatal
 	}
-	if ep.sendq[dst].head != nil {
+	if !ep.sendq[dst].Empty() {
 		// Keep control packets behind queued sends to dst: the LMT may
 		// rely on its DONE following an earlier RTS.
 		return false, nil

@@ -11,9 +11,9 @@ import (
 // in the job's segment, rounds times, and the median over batches of
 // round trips, halved, is returned. It tells what the topology cannot: on
 // a VM the hypervisor moves vCPUs between placements that share a core or
-// not (67-70 against 237-268 ns measured here) while sysfs reports the
-// same caches; on bare metal it tells a pair sharing a cache from one
-// that does not.
+// not (several times slower across cores: docs/performance.md, nemesis)
+// while sysfs reports the same caches; on bare metal it tells a pair
+// sharing a cache from one that does not.
 //
 // Both ranks must call it with each other, about at once (package
 // lmt/auto does, in Attach); each pair's calls are numbered, so a rank

@@ -5,6 +5,7 @@ import (
 
 	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/internal/memcopy"
+	"github.com/knemesis/knemesis/nemesis/internal/ilist"
 )
 
 // maxCellsPerPoll bounds the work of one Poll so that sends, fastboxes and
@@ -76,12 +77,12 @@ func (ep *Endpoint) Poll() error {
 func (ep *Endpoint) progressSends() error {
 	for i := 0; i < len(ep.sendDsts); {
 		q := &ep.sendq[ep.sendDsts[i]]
-		for r := q.head; r != nil; r = q.head {
+		for r := q.Front(); r != nil; r = q.Front() {
 			res, err := ep.trySend(r)
 			if res == sendBlocked && err == nil {
 				break
 			}
-			q.remove(r)
+			q.Remove(&r.links)
 			ep.sendsOut--
 			if err != nil {
 				ep.finish(r, 0, err)
@@ -89,7 +90,7 @@ func (ep *Endpoint) progressSends() error {
 				ep.finish(r, r.msgLen, nil)
 			}
 		}
-		if q.head == nil {
+		if q.Empty() {
 			ep.dropSendDst(i)
 		} else {
 			i++
@@ -223,9 +224,9 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 // len(data)) against the posted receives, in the order they were posted, or
 // keeps it as unexpected. For an RTS, data is the LMT's handle.
 func (ep *Endpoint) arrive(src, tag int, kind uint32, total int, data []byte) error {
-	for r := ep.posted.head; r != nil; r = r.next {
+	for r := ep.posted.Front(); r != nil; r = r.links.Next() {
 		if (r.peer == src || r.peer == AnySource) && (r.tag == tag || r.tag == AnyTag) {
-			ep.posted.remove(r)
+			ep.posted.Remove(&r.links)
 			ep.expect(r.peer, -1)
 			r.peer, r.tag, r.msgLen = src, tag, total
 			if kind == kindRTS {
@@ -312,7 +313,7 @@ func (ep *Endpoint) startLMTRecv(r *Request, rts []byte) error {
 
 // takeUnexpected completes (or continues) receive r with unexpected message u.
 func (ep *Endpoint) takeUnexpected(r *Request, u *uxMsg) error {
-	ep.unexp.remove(u)
+	ep.unexp.Remove(&u.links)
 	defer ep.freeUnexpected(u)
 	r.peer, r.tag, r.msgLen = u.src, u.tag, u.total
 	if u.kind == kindRTS {
@@ -339,24 +340,24 @@ const maxKeptUnexpected = 1 << 20
 // go back to it whatever the application does; records and their eager-size
 // buffers are recycled, so a steady unexpected flow allocates nothing.
 type uxMsg struct {
-	src, tag   int
-	kind       uint32
-	total      int    // message length
-	data       []byte // payload (or the RTS handle)
-	small      []byte // recycled buffer of one cell payload
-	big        []byte // recycled buffer for multi-cell messages, ≤ maxKeptUnexpected
-	complete   bool
-	prev, next *uxMsg
+	src, tag int
+	kind     uint32
+	total    int    // message length
+	data     []byte // payload (or the RTS handle)
+	small    []byte // recycled buffer of one cell payload
+	big      []byte // recycled buffer for multi-cell messages, ≤ maxKeptUnexpected
+	complete bool
+	links    ilist.Links[uxMsg] // on the unexpected list, or in the pool
 }
 
 func (u *uxMsg) status() Status {
 	return Status{Source: u.src, Tag: u.tag, Len: u.total}
 }
 
-type uxList struct{ head, tail *uxMsg }
-
-func (l *uxList) match(src, tag int) *uxMsg {
-	for u := l.head; u != nil; u = u.next {
+// matchUnexpected returns the oldest unexpected message matching src and
+// tag (either may be a wildcard), nil when none does.
+func (ep *Endpoint) matchUnexpected(src, tag int) *uxMsg {
+	for u := ep.unexp.Front(); u != nil; u = u.links.Next() {
 		if (src == AnySource || u.src == src) && (tag == AnyTag || u.tag == tag) {
 			return u
 		}
@@ -364,34 +365,10 @@ func (l *uxList) match(src, tag int) *uxMsg {
 	return nil
 }
 
-func (l *uxList) push(u *uxMsg) {
-	u.next, u.prev = nil, l.tail
-	if l.tail == nil {
-		l.head = u
-	} else {
-		l.tail.next = u
-	}
-	l.tail = u
-}
-
-func (l *uxList) remove(u *uxMsg) {
-	if u.prev == nil {
-		l.head = u.next
-	} else {
-		u.prev.next = u.next
-	}
-	if u.next == nil {
-		l.tail = u.prev
-	} else {
-		u.next.prev = u.prev
-	}
-	u.prev, u.next = nil, nil
-}
-
 func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []byte) *uxMsg {
-	u := ep.uxPool
+	u := ep.uxPool.Front()
 	if u != nil {
-		ep.uxPool = u.next
+		ep.uxPool.Remove(&u.links)
 	} else {
 		u = &uxMsg{small: make([]byte, max(ep.seg.payloadSize, ep.seg.fboxPayload))}
 	}
@@ -413,11 +390,11 @@ func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []b
 	memcopy.Copy(u.data, data)
 	u.src, u.tag, u.kind, u.total = src, tag, kind, total
 	u.complete = kind == kindRTS || total == len(data)
-	ep.unexp.push(u)
+	ep.unexp.PushBack(u, &u.links)
 	return u
 }
 
 func (ep *Endpoint) freeUnexpected(u *uxMsg) {
-	*u = uxMsg{small: u.small, big: u.big, next: ep.uxPool}
-	ep.uxPool = u
+	*u = uxMsg{small: u.small, big: u.big}
+	ep.uxPool.PushBack(u, &u.links)
 }

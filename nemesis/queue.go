@@ -3,8 +3,9 @@ package nemesis
 import "unsafe"
 
 // queue is a handle on one lock-free multi-producer, single-consumer queue of
-// seed 000 Fig. 3, whose elements are cells named by their segment offset
-// (0 is NULL: no cell lives in the header page).
+// Fig. 3 of Buntinas, Mercier and Gropp, "Design and Evaluation of Nemesis"
+// (CCGRID 2006), whose elements are cells named by their segment offset (0
+// is NULL: no cell lives in the header page).
 type queue struct {
 	sh *queueShared
 }

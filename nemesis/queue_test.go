@@ -143,7 +143,8 @@ func BenchmarkEnqueueDequeue(b *testing.B) {
 // BenchmarkSendRecvInstructions is a ping-pong of 8 bytes between two
 // endpoints driven by one goroutine: no waiting, so that running it under
 // callgrind counts the instructions of the software path alone (compare
-// seed 002's table of instructions per send and receive). One iteration is
+// the table of instructions per send and receive in the MPICH2-Nemesis
+// talk, "MPICH2-Nemesis", slides in French, c. 2006). One iteration is
 // two messages. The "-iov" variants send and receive lists of three
 // entries (Isendv, Irecvv), one of them empty.
 func BenchmarkSendRecvInstructions(b *testing.B) {

@@ -1,6 +1,9 @@
 package nemesis
 
-import "github.com/knemesis/knemesis/internal/memcopy"
+import (
+	"github.com/knemesis/knemesis/internal/memcopy"
+	"github.com/knemesis/knemesis/nemesis/internal/ilist"
+)
 
 // AnySource and AnyTag are the wildcards of Irecv, Recv and Probe.
 const (
@@ -57,7 +60,7 @@ type Request struct {
 	err    error     // completion status
 	sent   int       // send: payload bytes already put into cells
 
-	prev, next *Request // in the posted-receive or per-destination send list
+	links ilist.Links[Request] // in the posted-receive or per-destination send list
 }
 
 // Peer returns the destination of a send, or the source of a receive once it
@@ -182,31 +185,4 @@ func iovLen(iov [][]byte) int {
 		n += len(b)
 	}
 	return n
-}
-
-// reqList is an intrusive FIFO of requests: no allocation per message.
-type reqList struct{ head, tail *Request }
-
-func (l *reqList) push(r *Request) {
-	r.next, r.prev = nil, l.tail
-	if l.tail == nil {
-		l.head = r
-	} else {
-		l.tail.next = r
-	}
-	l.tail = r
-}
-
-func (l *reqList) remove(r *Request) {
-	if r.prev == nil {
-		l.head = r.next
-	} else {
-		r.prev.next = r.next
-	}
-	if r.next == nil {
-		l.tail = r.prev
-	} else {
-		r.next.prev = r.prev
-	}
-	r.prev, r.next = nil, nil
 }

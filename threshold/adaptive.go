@@ -216,13 +216,12 @@ func (a *Adaptive) Choose(size int64) Choice {
 // best that has gone cold in turn: about 3(cost/best - 1) messages lost,
 // not the 2(cost/best - 1) of two warm ones. Spacing the explorations as
 // 1 + 10(cost/best - 1) cycles of ExploreEvery (24) messages keeps each
-// candidate's share near 1%. With 1 + 5(cost/best - 1), lmtbench's 60 ms
-// ping-pong samples at 4-32 MiB, near placement, put auto at 0.91-0.94 of
-// the best backend where the table alone reached 0.97-1.05. A slower best
+// candidate's share near 1%; half that spacing measurably cost auto
+// against the table alone (docs/performance.md, threshold). A slower best
 // is noticed without exploring (its own cost, measured on every message,
 // rises past the others'); a faster candidate only by exploring it, so the
-// period stops at 12 cycles: in far placement shm, at 2.2 times cma-split,
-// is measured again within 300 messages, a third of a second at 16 MiB.
+// period stops at 12 cycles: a candidate at twice the best's cost is
+// measured again within 300 messages.
 func explorePeriod(cost, best float64) uint32 {
 	if cost == 0 || best == 0 || cost <= best {
 		return 1

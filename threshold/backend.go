@@ -34,17 +34,15 @@ func (b Backend) Valid() bool {
 	return false
 }
 
-// Source says where a value came from, so that a surprising choice can be
-// traced to sysfs, CPUID, an override, a measurement or a formula.
+// Source says where a threshold or rule came from, so that a surprising
+// choice can be traced to a measurement or a formula (a cache's own source
+// is a topology.Source: sysfs, CPUID or an override).
 type Source string
 
 // Where values come from.
 const (
-	SourceSysfs    Source = "sysfs"
-	SourceCPUID    Source = "cpuid"
-	SourceOverride Source = "override"
-	SourceTuning   Source = "tuning file"
-	SourceFormula  Source = "formula"
+	SourceTuning  Source = "tuning file"
+	SourceFormula Source = "formula"
 	// SourceDefault marks a fixed constant taken from the paper or from
 	// MPICH (the 64 KiB LMT switch), not derived from this machine.
 	SourceDefault Source = "default"

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/knemesis/knemesis/internal/bytesize"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // DMAMinBytes is the formula of §3.5: a receiver copying a message through
@@ -40,12 +43,12 @@ type Placement struct {
 }
 
 // SharedLineMax is the longest one-way cache-line time between two CPUs
-// that Build believes share a cache. Two hardware threads of one core
-// measure 67-70 ns here (LineLatency; 0.05 µs with the C placement
-// probe), and cores sharing an L3 30-100 ns on the machines we know; this
-// VM's vCPUs on different cores, which sysfs still says share the L3,
-// 237-268 ns (0.18-0.23 µs in C), and there the double copy runs at 5
-// GB/s where cma-split reaches 8-13.
+// that Build believes share a cache. It sits between the two populations
+// it must tell apart: CPUs that do share a cache (SMT siblings, cores
+// behind one L3: tens of nanoseconds) and a VM's vCPUs that the hypervisor
+// runs on different cores while sysfs still describes a shared L3 (a few
+// hundred), where the double copy loses to cma-split. The figures are in
+// docs/performance.md (threshold, Placement).
 const SharedLineMax = 150 * time.Nanosecond
 
 // Threshold is a size in bytes and where it came from.
@@ -56,8 +59,11 @@ type Threshold struct {
 }
 
 func (t Threshold) String() string {
-	return fmt.Sprintf("%s (%s: %s)", FormatSize(t.Bytes), t.Source, t.Why)
+	return fmt.Sprintf("%s (%s: %s)", bytesize.Format(t.Bytes), t.Source, t.Why)
 }
+
+// FormatSize writes n bytes as this package's tables do: "1 MiB", "1536 KiB".
+func FormatSize(n int64) string { return bytesize.Format(n) }
 
 // DMAMin applies the formula to a placement. The cache is the outermost one
 // the pair shares; when they share none, the receiver's outermost cache.
@@ -72,10 +78,10 @@ func (t Threshold) String() string {
 // explanation of I/OAT paying from ~200 KiB in an 8-process Alltoall
 // instead of 1 MiB (§4.4): 4 MiB / (2 × 2 × 5) ≈ 205 KiB for five of the
 // seven peers' transfers in flight.
-func DMAMin(t *Topology, p Placement) (Threshold, Cache, error) {
+func DMAMin(t *topology.Topology, p Placement) (Threshold, topology.Cache, error) {
 	for _, cpu := range []int{p.Sender, p.Receiver} {
 		if !t.CPUs.Contains(cpu) {
-			return Threshold{}, Cache{}, fmt.Errorf("DMA_min: cpu%d: %w (%s)", cpu, ErrUnknownCPU, t.CPUs)
+			return Threshold{}, topology.Cache{}, fmt.Errorf("DMA_min: cpu%d: %w (%s)", cpu, ErrUnknownCPU, t.CPUs)
 		}
 	}
 	c, shared := t.SharedCache(p.Sender, p.Receiver)
@@ -89,10 +95,10 @@ func DMAMin(t *Topology, p Placement) (Threshold, Cache, error) {
 	}
 	users, unit := len(c.CPUs), "cores sharing it"
 	if p.JobCPUs != nil {
-		users, unit = max(ProcessesUsing(c, p.JobCPUs), 1), "job processes using it"
+		users, unit = max(topology.ProcessesUsing(c, p.JobCPUs), 1), "job processes using it"
 	}
 	conc := max(p.Concurrent, 1)
-	why := fmt.Sprintf("%s %s %s / (2 × %d %s)", c.Name(), where, FormatSize(c.Size), users, unit)
+	why := fmt.Sprintf("%s %s %s / (2 × %d %s)", c.Name(), where, bytesize.Format(c.Size), users, unit)
 	if conc > 1 {
 		why += fmt.Sprintf(" / %d concurrent transfers", conc)
 	}
@@ -100,7 +106,7 @@ func DMAMin(t *Topology, p Placement) (Threshold, Cache, error) {
 }
 
 // EffectiveDMAMin lowers a DMA_min for concurrent transfers, as [DMAMin]
-// does; package ioat uses it for per-transfer decisions.
+// does; [DecideCopy] uses it for per-transfer decisions.
 func EffectiveDMAMin(dmaMin int64, concurrent int) int64 {
 	return dmaMin / int64(max(concurrent, 1))
 }

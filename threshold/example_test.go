@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/knemesis/knemesis/threshold"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // The paper's worked cases for DMA_min (§3.5).
@@ -24,7 +25,7 @@ func ExampleDMAMinBytes() {
 // for a few sizes: the paper's Xeon E5345, two ranks behind one L2, the
 // KNEM module loaded with an I/OAT channel.
 func ExampleBuild() {
-	o, err := threshold.ParseOverride("L2:4M:0+4,1+5,2+6,3+7")
+	o, err := topology.ParseOverride("L2:4M:0+4,1+5,2+6,3+7")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func ExampleBuild() {
 // How `lmtbench tune` uses this package: measure each pair kind the
 // machine has, keep the result with the machine's identity.
 func ExampleTune() {
-	topo, err := threshold.Detect(threshold.DetectOptions{})
+	topo, err := topology.Detect(topology.DetectOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,12 +8,15 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/knemesis/knemesis/internal/bytesize"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // Config is what [Load] needs: where to detect, where the tuning file is,
 // and the job's facts that detection cannot see.
 type Config struct {
-	Detect DetectOptions
+	Detect topology.DetectOptions
 	// TuningPath is the tuning file; "" means [DefaultTuningPath].
 	TuningPath string
 	// Machine identifies this machine for the tuning file; nil means
@@ -25,7 +28,7 @@ type Config struct {
 
 // Info is the selector's state, as `lmtbench info` prints it.
 type Info struct {
-	Topology     *Topology
+	Topology     *topology.Topology
 	Machine      Machine
 	TuningPath   string
 	TuningStatus string // "loaded", "none", or why it was ignored
@@ -43,7 +46,7 @@ type Info struct {
 // machine, and builds the table for cfg.Env's placement. A foreign or
 // broken tuning file is a warning, not an error: the formula stands in.
 func Load(cfg Config) (*Info, error) {
-	topo, err := Detect(cfg.Detect)
+	topo, err := topology.Detect(cfg.Detect)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +118,7 @@ func (i *Info) Describe(w io.Writer) error {
 	p("machine\t%s, %d CPUs, kernel %s\n", i.Machine.CPUModel, i.Machine.CPUs, i.Machine.Kernel)
 	p("caches\t\n")
 	for _, c := range i.Topology.Caches {
-		p("  %s\t%s\tcpus %s\t%s\n", c.Name(), FormatSize(c.Size), c.CPUs, c.Source)
+		p("  %s\t%s\tcpus %s\t%s\n", c.Name(), bytesize.Format(c.Size), c.CPUs, c.Source)
 	}
 	for _, n := range i.Topology.Notes {
 		p("  note\t%s\n", n)
@@ -133,7 +136,7 @@ func (i *Info) Describe(w io.Writer) error {
 	p("DMA_min\t%s\n", t.DMAMin)
 	p("tuning file\t%s: %s\n", i.TuningPath, i.TuningStatus)
 	p("table\t\n")
-	p("  < %s\teager\t\n", FormatSize(t.LMTMin.Bytes))
+	p("  < %s\teager\t\n", bytesize.Format(t.LMTMin.Bytes))
 	for _, r := range t.Rules {
 		name := string(r.Backend)
 		if r.DMA {

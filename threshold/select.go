@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/knemesis/knemesis/internal/bytesize"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // Fixed switch sizes from the paper and from MPICH, used when nothing
@@ -16,16 +19,12 @@ const (
 	// double copy in ping-pong (§3.5: "near 16 KiB"; §4.2 saw 8 KiB).
 	KnemLMTMin = 16 << 10
 	// CMALMTMin is where process_vm_readv starts to beat the eager copy
-	// between two CPUs sharing no cache. Measured on this VM with its
-	// vCPUs on two cores (lmtbench pingpong, 100 ms samples): at 16 KiB
-	// one process_vm_readv moved 3.56-3.58 GB/s and the Nemesis cells
-	// 3.30; at 24 KiB cma-split 4.67-4.70 against 3.67-3.70; at 32 KiB
-	// cma-split 5.59-5.85 against 4.07-4.16. Where they share a core the
-	// cells win up to 64 KiB (Nemesis' switch) by 1.4-1.7 times.
+	// between two CPUs sharing no cache, measured as KNEM's §3.5 switch
+	// was (docs/performance.md, threshold). Where the two share a core the
+	// cells win up to Nemesis' 64 KiB switch.
 	CMALMTMin = 16 << 10
 	// CMASplitMin is where cma-split, whose second half waits for the
-	// CTS, overtakes a single process_vm_readv (same measurements: 3.24
-	// vs 3.56 GB/s at 16 KiB, 4.70 vs 4.40 at 24 KiB).
+	// CTS, overtakes a single process_vm_readv (same measurements).
 	CMASplitMin = 24 << 10
 	// KnemLMTMinConcurrent is the same switch in a memory-bound collective
 	// (§4.4: KNEM pays from 4 KiB in an 8-process Alltoall).
@@ -34,7 +33,7 @@ const (
 
 // Env is everything [Build] needs to know about the machine and the job.
 type Env struct {
-	Topology *Topology
+	Topology *topology.Topology
 	Placement
 	// Knem is true when /dev/knem answers GET_INFO with the expected ABI;
 	// DMA when its DMA feature bit says a DMA_MEMCPY channel is usable.
@@ -66,10 +65,10 @@ type Rule struct {
 // Range writes the rule's lower bound: "≥ 64 KiB", or "> 8 MiB" for a rule
 // that starts just above a threshold.
 func (r Rule) Range() string {
-	if below := r.From - 1; below > 0 && !strings.HasSuffix(FormatSize(below), " B") {
-		return "> " + FormatSize(below)
+	if below := r.From - 1; below > 0 && !strings.HasSuffix(bytesize.Format(below), " B") {
+		return "> " + bytesize.Format(below)
 	}
-	return "≥ " + FormatSize(r.From)
+	return "≥ " + bytesize.Format(r.From)
 }
 
 // Choice is what [Table.Choose] answers for one message.
@@ -81,10 +80,10 @@ type Choice struct {
 
 // Table is the size→backend decision for one pair of processes.
 type Table struct {
-	LMTMin Threshold // messages smaller than this go eagerly
-	DMAMin Threshold // the formula's value, whether or not DMA exists
-	Cache  Cache     // the cache DMA_min was computed from
-	Shared bool      // the pair shares Cache (and measured so, when measured)
+	LMTMin Threshold      // messages smaller than this go eagerly
+	DMAMin Threshold      // the formula's value, whether or not DMA exists
+	Cache  topology.Cache // the cache DMA_min was computed from
+	Shared bool           // the pair shares Cache (and measured so, when measured)
 	// LineLatency is the pair's measured one-way cache-line time (0 when
 	// not measured); Shared is false whenever it exceeds SharedLineMax.
 	LineLatency time.Duration
@@ -107,22 +106,21 @@ func (t *Table) Choose(size int64) Choice {
 
 // Build derives the table for env.
 //
-// The defaults follow the paper, corrected by what baselines.md measured on
-// machines whose two cores share a cache:
+// The defaults follow the paper, corrected by measurements of machines
+// whose two cores share a cache (docs/performance.md, threshold, gives
+// them with machine and command):
 //
 //   - Pair sharing a cache: the shared-memory double copy up to DMA_min
 //     included, i.e. while the message fits the shared cache. The paper
 //     already found shm faster than vmsplice there (§4.1) and KNEM only
 //     "almost as fast" (§4.2); in NetPIPE-style ping-pong, where the
 //     buffer to read is still dirty in the peer's cache, a single copy
-//     (CMA, the KNEM kernel copy) runs at half the double copy's rate
-//     (8.6 vs 20 GB/s at 1 MiB).
+//     (CMA, the KNEM kernel copy) runs at half the double copy's rate.
 //   - Pair sharing no cache: the KNEM module when loaded, from 16 KiB
 //     (4 KiB with concurrent transfers); else CMA from 16 KiB (CMALMTMin,
 //     measured), cma-split from 24 KiB, whose two halves two CPUs copy at
-//     once: on this VM with its vCPUs on different cores it moved 1-64 MiB
-//     1.7-1.9 times as fast as one process_vm_readv; else vmsplice from
-//     Nemesis' 64 KiB.
+//     once (measured nearly twice as fast as one process_vm_readv from
+//     1 MiB on); else vmsplice from Nemesis' 64 KiB.
 //   - A pair the topology says shares a cache, but whose measured
 //     cache-line time (Placement.LineLatency) exceeds SharedLineMax, is
 //     taken to share none: a VM's sysfs and CPUID describe the vCPUs, not
@@ -132,10 +130,9 @@ func (t *Table) Choose(size int64) Choice {
 //     transfers: KNEM with DMA offload when the module has a channel.
 //     Without DMA a pair sharing a cache keeps the double copy even past
 //     the cache: both ends then stream from memory, and two cores copying
-//     in a pipeline keep up with one core copying once (baselines.md:
-//     shm 20.3 vs CMA 18.1 GB/s at 4 MiB; this VM at 16–64 MiB, one core:
-//     shm 4.2–4.4 vs CMA 2.8–3.1 GB/s). The paper's reason to leave it,
-//     a flushed cache, is what DMA fixes and a CPU single copy does not.
+//     in a pipeline keep up with one core copying once, in every
+//     measurement at hand. The paper's reason to leave it, a flushed
+//     cache, is what DMA fixes and a CPU single copy does not.
 //
 // A tuning file from this machine replaces the backend switches and the
 // eager→LMT size. DMA_min stays the formula's: tuning measures backends,
@@ -189,7 +186,7 @@ func Build(env Env) (*Table, error) {
 		t.formulaRules(single, shared, env.available(Shm), env.available(CMA))
 	}
 	if env.DMA && env.available(Knem) {
-		t.add(Rule{From: max(dmaMin.Bytes+1, t.LMTMin.Bytes), Backend: Knem, DMA: true, Source: SourceFormula,
+		t.add(Rule{From: max(offloadFrom(dmaMin.Bytes), t.LMTMin.Bytes), Backend: Knem, DMA: true, Source: SourceFormula,
 			Why: "DMA offload above DMA_min keeps the receiver's cache"})
 	}
 	return t, nil

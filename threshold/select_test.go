@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/knemesis/knemesis/internal/bytesize"
+	"github.com/knemesis/knemesis/topology"
 )
 
 func TestDMAMinPaperCases(t *testing.T) {
@@ -25,14 +28,14 @@ func TestDMAMinPaperCases(t *testing.T) {
 	}
 
 	xeon := mustSysfs(t, "xeon-e5345")
-	x5460, err := CacheOverride{{Level: 2, Type: UnifiedCache, Size: 6 << 20, Groups: []CPUSet{{0, 1}, {2, 3}}}}.Apply(
-		&Topology{CPUs: CPUSet{0, 1, 2, 3}})
+	x5460, err := topology.CacheOverride{{Level: 2, Type: topology.UnifiedCache, Size: 6 << 20, Groups: []topology.CPUSet{{0, 1}, {2, 3}}}}.Apply(
+		&topology.Topology{CPUs: topology.CPUSet{0, 1, 2, 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name string
-		topo *Topology
+		topo *topology.Topology
 		p    Placement
 		want int64
 		why  string
@@ -61,7 +64,7 @@ func TestDMAMinPaperCases(t *testing.T) {
 
 // compact renders a table as "eager<64 KiB | shm≥64 KiB | cma>1 MiB".
 func compact(t *Table) string {
-	parts := []string{"eager<" + FormatSize(t.LMTMin.Bytes)}
+	parts := []string{"eager<" + bytesize.Format(t.LMTMin.Bytes)}
 	for _, r := range t.Rules {
 		b := string(r.Backend)
 		if r.DMA {
@@ -159,10 +162,7 @@ func TestSelectionTables(t *testing.T) {
 func TestSelectionVMWithoutCacheDirectories(t *testing.T) {
 	// The VM fixture has no cache directories: CPUID decides, and gives
 	// this machine's table.
-	cpuid := func(CPUSet) (map[int]CPUIDInfo, error) {
-		return map[int]CPUIDInfo{0: mustDecode(t, epycKVM), 1: mustDecode(t, epycKVMcpu1)}, nil
-	}
-	topo, err := Detect(DetectOptions{Sysfs: os.DirFS("testdata/vm-nocache"), CPUID: cpuid, Override: CacheOverride{}})
+	topo, err := topology.Detect(topology.DetectOptions{Sysfs: os.DirFS(fixtures + "vm-nocache"), CPUID: epycKVMCPUID, Override: topology.CacheOverride{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestSelectionVMWithoutCacheDirectories(t *testing.T) {
 	if got, want := compact(table), "eager<64 KiB | shm≥64 KiB"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
-	if table.Cache.Source != SourceCPUID {
+	if table.Cache.Source != topology.SourceCPUID {
 		t.Errorf("DMA_min cache source %s, want cpuid", table.Cache.Source)
 	}
 }
@@ -198,7 +198,7 @@ func TestChoose(t *testing.T) {
 }
 
 func BenchmarkChoose(b *testing.B) {
-	topo, err := ReadSysfs(os.DirFS("testdata/xeon-e5345"))
+	topo, err := topology.ReadSysfs(os.DirFS(fixtures + "xeon-e5345"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package threshold
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,6 +14,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/internal/bytesize"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // EnvTuning names the environment variable holding the tuning file's path.
@@ -93,8 +95,8 @@ func (f *TuningFile) Put(tt TunedTable) {
 }
 
 // ThisMachine describes the running machine with the given topology.
-func ThisMachine(t *Topology) Machine {
-	m := Machine{CPUModel: cpuModel(), CPUs: len(t.CPUs), Caches: cacheSummary(t)}
+func ThisMachine(t *topology.Topology) Machine {
+	m := Machine{CPUModel: topology.CPUModel(), CPUs: len(t.CPUs), Caches: cacheSummary(t)}
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		m.Kernel = unix.ByteSliceToString(u.Release[:])
@@ -106,29 +108,14 @@ func ThisMachine(t *Topology) Machine {
 	return m
 }
 
-func cpuModel() string {
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		s := bufio.NewScanner(bytes.NewReader(b))
-		for s.Scan() {
-			if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				return strings.TrimSpace(v)
-			}
-		}
-	}
-	if info, err := DecodeCPUID(HostCPUID); err == nil || info.Brand != "" {
-		return info.Brand
-	}
-	return "unknown"
-}
-
-func cacheSummary(t *Topology) string {
+func cacheSummary(t *topology.Topology) string {
 	var parts []string
 	for i := 0; i < len(t.Caches); {
 		j := i
 		for j < len(t.Caches) && t.Caches[j].Name() == t.Caches[i].Name() && t.Caches[j].Size == t.Caches[i].Size {
 			j++
 		}
-		parts = append(parts, fmt.Sprintf("%s %s ×%d", t.Caches[i].Name(), FormatSize(t.Caches[i].Size), j-i))
+		parts = append(parts, fmt.Sprintf("%s %s ×%d", t.Caches[i].Name(), bytesize.Format(t.Caches[i].Size), j-i))
 		i = j
 	}
 	return strings.Join(parts, ", ")

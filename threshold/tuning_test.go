@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/knemesis/knemesis/topology"
 )
 
 // curves are made-up throughputs (GB/s) shaped like baselines.md's
@@ -197,7 +199,7 @@ func TestLoadAndDescribe(t *testing.T) {
 	path := filepath.Join(dir, "tuning.json")
 	here := testMachine()
 	cfg := Config{
-		Detect:     DetectOptions{Sysfs: os.DirFS("testdata/epyc-kvm"), Override: CacheOverride{}},
+		Detect:     topology.DetectOptions{Sysfs: os.DirFS(fixtures + "epyc-kvm"), Override: topology.CacheOverride{}},
 		TuningPath: path,
 		Machine:    &here,
 		Env:        Env{Placement: Placement{Sender: 0, Receiver: 1}},
@@ -254,7 +256,7 @@ func TestInfoFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := Config{
-		Detect:     DetectOptions{Sysfs: os.DirFS("testdata/epyc-kvm"), Override: CacheOverride{}},
+		Detect:     topology.DetectOptions{Sysfs: os.DirFS(fixtures + "epyc-kvm"), Override: topology.CacheOverride{}},
 		TuningPath: path,
 		Machine:    &here,
 		Env:        Env{Placement: Placement{Sender: 0, Receiver: 1}, Unavailable: []Backend{Vmsplice}},

@@ -2,15 +2,15 @@
 // statistics the LMT engine takes on every message, at well under the cost
 // of time.Now.
 //
-// On this project's kind of machine (a VM whose kernel keeps time with the
-// TSC) a vDSO clock_gettime costs 29 ns and the engine reads the clock
-// about five times per message: 150 ns, a quarter of the protocol's fixed
-// cost for a small message through the shm ring. RDTSC costs 12 ns. Where
-// the kernel itself has chosen the TSC as its clocksource, it has checked
-// that the counter runs at a constant rate and agrees across CPUs, which is
-// what durations measured here need; fastclock then scales the counter
-// with a rate measured once against the runtime's monotonic clock (as UCX
-// does for its timers). Anywhere else it falls back to that clock.
+// The engine reads the clock about five times per message, and a vDSO
+// clock_gettime costs more than twice an RDTSC: on the development VM the
+// stamps came to a quarter of the protocol's fixed cost for a small
+// message through the shm ring (docs/performance.md, internal/fastclock).
+// Where the kernel itself has chosen the TSC as its clocksource, it has
+// checked that the counter runs at a constant rate and agrees across CPUs,
+// which is what durations measured here need; fastclock then scales the
+// counter with a rate measured once against the runtime's monotonic clock
+// (as UCX does for its timers). Anywhere else it falls back to that clock.
 //
 // Readings are only meaningful within one process: subtract two of them.
 package fastclock

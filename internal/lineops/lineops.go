@@ -7,8 +7,9 @@
 // all either side needs. sync/atomic's Store is sequentially consistent, an
 // XCHG on amd64, which waits until every earlier store owns its line: for a
 // fastbox whose lines the peer core read last, that is a round trip to the
-// other core (about 200 ns when the two vCPUs sit on different physical
-// cores) during which the sender can do nothing else. StoreRelease is the
+// other core (hundreds of nanoseconds between physical cores;
+// docs/performance.md, internal/lineops) during which the sender can do
+// nothing else. StoreRelease is the
 // plain MOV that x86's total store order makes a release, as C11's
 // atomic_store_explicit(p, v, memory_order_release) compiles: the sender
 // goes on while the line travels, and the peer sees the flag no later.

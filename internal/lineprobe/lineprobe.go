@@ -3,8 +3,8 @@
 // take turns writing theirs and waiting for the other's, as a ping-pong of
 // one line. Half the round-trip time is how long a store takes to become
 // visible on the other CPU, which tells what a VM's reported topology
-// cannot: whether the hypervisor runs the two vCPUs on one core (about
-// 70 ns one way here) or on two (about 250 ns).
+// cannot: whether the hypervisor runs the two vCPUs on one core or on two,
+// several times slower (docs/performance.md, internal/lineprobe).
 //
 // nemesis.Endpoint.LineLatency runs it on words of the job's segment;
 // lmtbench runs it between its two ranks around every sample when no

@@ -13,9 +13,9 @@
 // physical cores, every line of the shm ring was last written by the other
 // core, and that loop pulls such lines several times slower than the
 // microcoded REP MOVSB, which glibc's memcpy uses for these sizes on CPUs with
-// ERMS: the same ring moved 5.5-6.7 GB/s with the built-in copy against
-// 20-22 GB/s for the C reference, and 15-24 GB/s with REP MOVSB (64 KiB to
-// 1 MiB, one-way stream, far placement, same runs). So Copy moves blocks of
+// ERMS: with the built-in copy the ring ran at a third or less of the C
+// reference's rate, with REP MOVSB at about its rate (docs/performance.md,
+// internal/memcopy). So Copy moves blocks of
 // at least BulkMin bytes with REP MOVSB where the CPU has ERMS, and
 // everything else with the built-in copy.
 package memcopy

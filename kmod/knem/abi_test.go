@@ -28,6 +28,18 @@ func TestInfoReportsABI0xd(t *testing.T) {
 	}
 }
 
+// TestReadInfoMatchesInfo: the read-only probe gets the open context's
+// answer.
+func TestReadInfoMatchesInfo(t *testing.T) {
+	want, err := open(t).Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadInfo(DevicePath); err != nil || got != want {
+		t.Fatalf("ReadInfo = %+v, %v; want %+v", got, err, want)
+	}
+}
+
 func TestUnknownCommandIsENOSYS(t *testing.T) {
 	d := open(t)
 	var buf [64]byte

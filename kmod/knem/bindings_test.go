@@ -21,6 +21,20 @@ func TestOpenWithoutDevice(t *testing.T) {
 	}
 }
 
+// TestReadInfoWithoutDriver: a missing node is ErrNoDevice with its errno;
+// a node that is not the driver answers GET_INFO with ENOTTY, named.
+func TestReadInfoWithoutDriver(t *testing.T) {
+	_, err := ReadInfo(filepath.Join(t.TempDir(), "knem"))
+	if !errors.Is(err, ErrNoDevice) || !errors.Is(err, unix.ENOENT) {
+		t.Errorf("ReadInfo(missing) = %v, want ErrNoDevice and ENOENT", err)
+	}
+	_, err = ReadInfo("/dev/null")
+	var ke *Error
+	if !errors.Is(err, unix.ENOTTY) || !errors.As(err, &ke) || ke.Op != "GET_INFO" {
+		t.Errorf("ReadInfo(/dev/null) = %v, want a GET_INFO error with ENOTTY", err)
+	}
+}
+
 func TestErrorKeepsErrnoAndNamesCommand(t *testing.T) {
 	d := &Device{fd: -1}
 	_, err := d.CreateRegion([][]byte{make([]byte, 8)}, ProtRead, 0)

@@ -49,12 +49,9 @@ func Open() (*Device, error) {
 
 // OpenPath is Open on another device node.
 func OpenPath(path string) (*Device, error) {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENODEV) {
-		return nil, fmt.Errorf("%w: open %s: %v", ErrNoDevice, path, err)
-	}
+	fd, err := openNode(path, unix.O_RDWR)
 	if err != nil {
-		return nil, &Error{Op: "open " + path, Err: err}
+		return nil, err
 	}
 	d := &Device{fd: fd}
 	info, err := d.Info()
@@ -67,6 +64,33 @@ func OpenPath(path string) (*Device, error) {
 		return nil, fmt.Errorf("%w: %s speaks ABI %#x, want %#x", ErrABI, path, info.ABI, ABIVersion)
 	}
 	return d, nil
+}
+
+// ReadInfo runs GET_INFO on the device node at path, opened read-only,
+// and checks nothing: what a diagnosis needs where the driver speaks
+// another ABI or this user may not write the node. Its errors are Open's:
+// one wrapping [ErrNoDevice] (and the errno) when no driver is behind
+// path, a *[Error] with Op "GET_INFO" when the node takes no KNEM command.
+func ReadInfo(path string) (Info, error) {
+	fd, err := openNode(path, unix.O_RDONLY)
+	if err != nil {
+		return Info{}, err
+	}
+	d := Device{fd: fd}
+	defer d.Close()
+	return d.Info()
+}
+
+// openNode opens the device node, telling a missing driver from the rest.
+func openNode(path string, mode int) (int, error) {
+	fd, err := unix.Open(path, mode|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENODEV) {
+		return -1, fmt.Errorf("%w: open %s: %w", ErrNoDevice, path, err)
+	}
+	if err != nil {
+		return -1, &Error{Op: "open " + path, Err: err}
+	}
+	return fd, nil
 }
 
 // Close releases the context: the driver destroys every region created

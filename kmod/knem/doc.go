@@ -36,6 +36,17 @@
 // the caller keeps them referenced (and unmodified, for a read region) as
 // long as the driver may use them.
 //
+// # The ABI, once
+//
+// The Go layout of uapi/knem_io.h (structs, ioctl numbers, flags) exists in
+// one place, the internal package uapi, whose test compiles the header with
+// cgo and compares every size, offset and constant. This package's
+// constants are defined from it, and every other package that needs an ABI
+// fact takes it from here: package ioat reads GET_INFO through [ReadInfo],
+// which, unlike [Open], neither needs write access to the node nor
+// refuses a driver of another ABI, so that a diagnosis can say which one
+// it found.
+//
 // # Errors
 //
 // Every failure is a *[Error] naming the command; errors.Is(err,

@@ -1,5 +1,6 @@
 /*
- * Promela model of the Nemesis lock-free MPSC queue (seed 000, Fig. 3) as
+ * Promela model of the Nemesis lock-free MPSC queue (Buntinas, Mercier and
+ * Gropp, "Design and Evaluation of Nemesis", CCGRID 2006, Fig. 3) as
  * nemesis/queue.go implements it: SWAP on the tail to enqueue; shadow head
  * (§3.1), CAS on the tail and wait-for-link to dequeue, where the wait may
  * give up and leave the element at the head ("not yet", retried later).

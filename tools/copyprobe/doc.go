@@ -1,11 +1,13 @@
 // Package copyprobe counts, with eBPF, how many times a job's payload bytes
 // are copied and by whom: user space, the kernel CPU, or a DMA engine.
 //
-// The case for kernel-assisted large-message transfer (Buntinas et al.,
-// ICPP 2009, §4 and Table 2) is that the shared-memory double buffer and a
-// pipe copy every byte twice, vmsplice, CMA (process_vm_readv) and KNEM
-// once, and KNEM with DMA offload not at all on the CPU. copyprobe measures
-// this per transfer instead of taking it on faith:
+// The case for kernel-assisted large-message transfer (Buntinas, Goglin,
+// Goodell, Mercier and Moreaud, "Cache-Efficient, Intranode, Large-Message
+// MPI Communication with MPICH2-Nemesis", ICPP 2009, §4 and Table 2) is
+// that the shared-memory double buffer and a pipe copy every byte twice,
+// vmsplice, CMA (process_vm_readv) and KNEM once, and KNEM with DMA
+// offload not at all on the CPU. copyprobe measures this per transfer
+// instead of taking it on faith:
 //
 //	p, err := copyprobe.Open(copyprobe.Options{})
 //	...
@@ -117,7 +119,7 @@
 //
 // Table 2 of the paper counts L2 misses with PAPI. OpenCacheMissCounter
 // gives the hardware counter where perf_event_open has one, and says
-// ErrNoCacheCounters where it has not (this VM). MeasurePollution measures
+// ErrNoCacheCounters where it has not (as in most VMs). MeasurePollution measures
 // the effect directly instead: how much slower the receiving process
 // re-reads a cache-sized working set after each transfer than without one.
 //

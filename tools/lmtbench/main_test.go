@@ -19,6 +19,7 @@ import (
 
 	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // These tests build lmtbench and run it as a user would: its ranks are
@@ -491,7 +492,7 @@ func TestTuneWritesAFileTheSelectorLoads(t *testing.T) {
 	if !strings.Contains(r.stdout, "tuning file written: "+path) {
 		t.Errorf("tune does not say where it wrote:\n%s", r.stdout)
 	}
-	topo, err := threshold.Detect(threshold.DetectOptions{})
+	topo, err := topology.Detect(topology.DetectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +534,7 @@ func TestTuneWritesAFileTheSelectorLoads(t *testing.T) {
 // near round makes the table of pairs sharing a cache and the far round
 // that of pairs measured apart, each from its own samples.
 func TestTuneSplitsPlacements(t *testing.T) {
-	topo, err := threshold.Detect(threshold.DetectOptions{})
+	topo, err := topology.Detect(topology.DetectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,10 +32,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/knemesis/knemesis/ioat"
 	"github.com/knemesis/knemesis/kmod/knem"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/threshold"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // Name is the backend's name in lmt.Config.Prefer; its wire id and flow
@@ -53,8 +53,8 @@ type Policy struct {
 	// loop for its whole duration.
 	AsyncMin int
 	// DMA, when set, says whether a message of n bytes goes to the DMA
-	// engine. Nil: package ioat's decision, from this machine's DMA_min
-	// (package threshold) and the copies this Engine has in flight. Used
+	// engine. Nil: threshold.DecideCopy, from this machine's DMA_min
+	// and the copies this Engine has in flight. Used
 	// only when the driver reports a DMA channel.
 	DMA func(n int) bool
 }
@@ -84,7 +84,7 @@ type backend struct {
 	dma     bool
 	policy  Policy
 	openErr error
-	// dmaMin and inflight feed ioat.Decide when Policy.DMA is nil:
+	// dmaMin and inflight feed threshold.DecideCopy when Policy.DMA is nil:
 	// DMA_min falls as more copies share the cache (§4.4).
 	dmaMin   int64
 	inflight int
@@ -124,18 +124,7 @@ func newBackend(env *lmt.Env) (lmt.Backend, error) {
 // through, counting the cores that share it. Zero when the topology is
 // unknown, which keeps every copy on the CPU: without DMA_min there is no
 // evidence that offload pays.
-func machineDMAMin() int64 {
-	topo, err := threshold.Detect(threshold.DetectOptions{})
-	if err != nil || len(topo.CPUs) == 0 {
-		return 0
-	}
-	cpu := topo.CPUs[0]
-	t, _, err := threshold.DMAMin(topo, threshold.Placement{Sender: cpu, Receiver: cpu})
-	if err != nil {
-		return 0
-	}
-	return t.Bytes
-}
+func machineDMAMin() int64 { return threshold.MachineDMAMin(topology.DetectOptions{}) }
 
 // useDMA decides whether an n-byte copy goes to the DMA engine.
 func (b *backend) useDMA(n int) bool {
@@ -145,14 +134,14 @@ func (b *backend) useDMA(n int) bool {
 	if b.policy.DMA != nil {
 		return b.policy.DMA(n)
 	}
-	mode := ioat.Decide(ioat.Transfer{
+	mode := threshold.DecideCopy(threshold.Transfer{
 		Size:       int64(n),
 		DMAMin:     b.dmaMin,
 		Concurrent: b.inflight + 1,
 		Offload:    true,
 		StatusSlot: true,
 	})
-	return mode != ioat.CPUCopy
+	return mode != threshold.CPUCopy
 }
 
 // finish releases the status slot of a completed asynchronous copy.

@@ -52,7 +52,7 @@ func policies(t *testing.T, dma bool) map[string]knemlmt.Policy {
 	if dma {
 		p["dma-sync"] = knemlmt.Policy{AsyncMin: 1 << 62, DMA: always}
 		p["dma-async"] = knemlmt.Policy{AsyncMin: 1, DMA: always}
-		// The default: package ioat's decision above this machine's DMA_min.
+		// The default: threshold.DecideCopy above this machine's DMA_min.
 		p["ioat"] = knemlmt.Policy{}
 	} else if os.Getenv("KNEMESIS_KCI") == "1" {
 		t.Fatal("no DMA channel in the guest, where softdma is loaded")

@@ -29,8 +29,8 @@ it prints what it found about the machine and runs the ping-pong sweep from
 commands:
   info       machine, caches, placement, which backends work and why the others do not
   pingpong   IMB ping-pong; latency is half the round trip (the default sweep)
-  bidir      both ranks send at once, then receive (seed 001)
-  stream     burst: the sender sends without waiting for replies (seed 001)
+  bidir      both ranks send at once, then receive (Ben Fredj and Renault)
+  stream     burst: the sender sends without waiting for replies (Ben Fredj and Renault)
   latency    small messages through the Nemesis queue and fastbox, 0 B to the cell size
   alltoall   -n N processes exchange with every other (ICPP 2009 §4.4)
   pollution  how much a transfer slows the receiver's re-read of a cache-sized working set

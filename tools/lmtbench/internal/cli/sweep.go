@@ -298,7 +298,8 @@ func cpuRange(cpus []int) string {
 
 // runAlltoall is `lmtbench alltoall -n N`: N processes, each sending a
 // message to every other at once, over every backend that works here
-// (seed 003 §4.4, where concurrent transfers lower the useful thresholds).
+// (§4.4 of Buntinas, Goglin, Goodell, Mercier and Moreaud, ICPP 2009,
+// where concurrent transfers lower the useful thresholds).
 func runAlltoall(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	allowed, err := machine.AllowedCPUs()
 	if err != nil {
@@ -413,7 +414,7 @@ func (o *options) pollutionWorkingSet(cpus []int) (int, error) {
 
 // interleave measures every backend at every size in --samples rounds. A
 // round takes, size after size, one sample of each backend back to back,
-// each in a job of its own (a job starts in about 10 ms here), so that the
+// each in a job of its own (a job starts in milliseconds), so that the
 // backends' samples of a round and size lie a fraction of a second apart:
 // on a machine whose placement changes every few seconds they mostly share
 // one, which is what report.CompareAuto needs to compare them. Running each

@@ -15,6 +15,7 @@ import (
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/units"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // runTune is `lmtbench tune`: measure the ping-pong throughput of every
@@ -259,7 +260,7 @@ func describeTuned(tt threshold.TunedTable, largest int) string {
 // writeVerdicts replays the measured points through the formula's table
 // and the tuned one (threshold.Compare) and prints, per size, what each
 // picks and how close it comes to the best backend measured.
-func writeVerdicts(w io.Writer, topo *threshold.Topology, cpus [2]int, apart bool, file *threshold.TuningFile, points []threshold.Point) error {
+func writeVerdicts(w io.Writer, topo *topology.Topology, cpus [2]int, apart bool, file *threshold.TuningFile, points []threshold.Point) error {
 	env := threshold.Env{Topology: topo, Placement: threshold.Placement{Sender: cpus[0], Receiver: cpus[1], JobCPUs: cpus[:]}}
 	if apart {
 		env.LineLatency = threshold.SharedLineMax + 1 // as auto would measure them

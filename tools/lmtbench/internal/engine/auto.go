@@ -15,9 +15,10 @@ import (
 // switch stay on the Nemesis cells; larger ones go where threshold.Adaptive
 // says: the table's backend until measurement shows another candidate
 // moving that size class faster. The table is a prediction from the
-// caches; on this VM the best backend changes with the vCPUs' placement
-// every few seconds (near: shm about 24-25 GB/s at 1-4 MiB, cma-split 14; far:
-// cma-split 10-13, shm 5-6), which only measurement can follow.
+// caches; on a VM the best backend may change with the vCPUs' placement
+// every few seconds (shm ahead with both vCPUs on one core, cma-split
+// well ahead with them on two: docs/performance.md, tools/lmtbench), which
+// only measurement can follow.
 //
 // "table" is the table alone (auto.Options.TableOnly), for comparison.
 func init() {

@@ -33,7 +33,8 @@ type Engine interface {
 	// Recv receives the next message into buf.
 	Recv(buf []byte) error
 	// SendRecv sends out and receives in at the same time (both ranks
-	// call it at once), the bidirectional exchange of seed 001.
+	// call it at once), the bidirectional ping-pong of Ben Fredj and
+	// Renault's Myrinet communication-model study.
 	SendRecv(out, in []byte) error
 	// Close releases what Open acquired.
 	Close() error

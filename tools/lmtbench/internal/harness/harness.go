@@ -2,7 +2,9 @@
 // a job and hands raw samples back to the parent process, which keeps the
 // statistics (package report).
 //
-// The shapes are those of seed 001 (Ben Fredj and Renault): ping-pong (a
+// The shapes are those of Ben Fredj and Renault, "The Critical's Path of
+// Communication Model Analysis for a Performant Implementation of
+// High-speed Interfaces over the Myrinet Interconnect": ping-pong (a
 // message is sent only once the previous one has arrived, IMB's PingPong),
 // bidirectional ping-pong (both ranks send at once, then receive) and burst,
 // called stream here (the sender sends as fast as the engine lets it,
@@ -33,7 +35,9 @@ const (
 	// much of the receiver's cache a transfer evicts.
 	Pollution = "pollution"
 	// Alltoall has every one of Procs ranks send a message to every other
-	// at once, as MPI_Alltoall (seed 003 §4.4).
+	// at once, as MPI_Alltoall (ICPP 2009 §4.4: Buntinas, Goglin, Goodell,
+	// Mercier and Moreaud, "Cache-Efficient, Intranode, Large-Message MPI
+	// Communication with MPICH2-Nemesis").
 	Alltoall = "alltoall"
 	// Latency is ping-pong of small messages, 0 bytes and up.
 	Latency = "latency"
@@ -87,12 +91,11 @@ func WarmupIterations(mode string, iters int) int {
 // RewarmIterations is how many untimed iterations run between a placement
 // reading and the sample it brackets: a quarter of the sample's, at least
 // 2. The probe runs while the ranks sleep on their pipes (an external probe
-// is a process of its own on both CPUs, 20 ms here), and the messages after
-// it run up to three times slower than before for 2 to 3 ms: the ranks'
-// caches, TLBs and ring went cold meanwhile. Timed, that transient took a
-// 15 ms shm sample at 4 MiB from 25 to 22 GB/s, and more from a sample of
-// fewer iterations. The reading still brackets the sample: nothing but the
-// re-warm runs between them.
+// is a process of its own on both CPUs), and the messages after it run
+// slower than before for a few milliseconds: the ranks' caches, TLBs and
+// ring went cold meanwhile. Timed, that transient lowers a short sample
+// (docs/performance.md, tools/lmtbench). The reading still brackets the
+// sample: nothing but the re-warm runs between them.
 func RewarmIterations(mode string, iters int) int {
 	if mode == Pollution || mode == Placement {
 		return 0

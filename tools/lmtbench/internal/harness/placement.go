@@ -27,9 +27,8 @@ import (
 
 const (
 	pageSize = 4096
-	// lineRounds round trips take 0.1 ms between two hardware threads
-	// of one core here and 0.5 ms between two cores: short beside a
-	// sample, long enough for a steady median.
+	// lineRounds round trips take well under a millisecond, even between
+	// two cores: short beside a sample, long enough for a steady median.
 	lineRounds = 2048
 )
 

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/knemesis/knemesis/threshold"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // Facts are the machine facts recorded with every result.
@@ -50,17 +51,17 @@ func Detect() Facts {
 	return f
 }
 
-var topology = sync.OnceValues(func() (*threshold.Topology, error) {
-	return threshold.Detect(threshold.DetectOptions{})
+var detected = sync.OnceValues(func() (*topology.Topology, error) {
+	return topology.Detect(topology.DetectOptions{})
 })
 
-// Topology is the cache topology as package threshold detects it (sysfs,
+// Topology is the cache topology as package topology detects it (sysfs,
 // then CPUID, then $KNEMESIS_CACHE), read once per process.
-func Topology() (*threshold.Topology, error) { return topology() }
+func Topology() (*topology.Topology, error) { return detected() }
 
 // CachePair finds two distinct usable CPUs that share a cache (shared) or
 // share none (!shared), and the cache they share.
-func CachePair(shared bool) (a, b int, c threshold.Cache, err error) {
+func CachePair(shared bool) (a, b int, c topology.Cache, err error) {
 	topo, err := Topology()
 	if err != nil {
 		return 0, 0, c, err
@@ -98,7 +99,7 @@ func cpuModel() string {
 }
 
 // AllowedCPUs lists the CPUs this process may run on, in increasing order.
-func AllowedCPUs() ([]int, error) { return threshold.Affinity(0) }
+func AllowedCPUs() ([]int, error) { return topology.Affinity(0) }
 
 // PinProcess binds every thread of this process to cpu. Threads the Go
 // runtime starts later inherit the binding from the thread that creates

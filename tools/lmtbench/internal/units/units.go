@@ -9,43 +9,20 @@ package units
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/knemesis/knemesis/internal/bytesize"
 )
 
 // MaxSize bounds one message: 1 GiB is far beyond any crossover worth
 // measuring, and a typo like 64G should not try to allocate the machine.
 const MaxSize = 1 << 30
 
-var multipliers = map[string]int64{
-	"": 1, "b": 1,
-	"k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "ki": 1 << 10,
-	"m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "mi": 1 << 20,
-	"g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "gi": 1 << 30,
-}
-
-// ParseSize parses one size such as "4096", "4K", "64KiB" or "1MiB".
+// ParseSize parses one size such as "4096", "4K", "64KiB" or "1MiB" (the
+// syntax of internal/bytesize), up to MaxSize.
 func ParseSize(s string) (int, error) {
-	t := strings.TrimSpace(s)
-	i := 0
-	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
-		i++
-	}
-	if i == 0 {
-		return 0, fmt.Errorf("size %q: want a number of bytes such as 4096, 4K or 1MiB", s)
-	}
-	n, err := strconv.ParseInt(t[:i], 10, 64)
-	if err != nil || n > MaxSize {
-		return 0, fmt.Errorf("size %q: larger than the %s limit", s, Format(MaxSize))
-	}
-	mul, ok := multipliers[strings.ToLower(strings.TrimSpace(t[i:]))]
-	if !ok {
-		return 0, fmt.Errorf("size %q: unknown unit %q (use B, K/KiB, M/MiB or G/GiB)", s, t[i:])
-	}
-	if n*mul > MaxSize {
-		return 0, fmt.Errorf("size %q: larger than the %s limit", s, Format(MaxSize))
-	}
-	return int(n * mul), nil
+	n, err := bytesize.Parse(s, MaxSize)
+	return int(n), err
 }
 
 // ParseList parses a comma-separated list of sizes and ranges, for example
@@ -111,14 +88,4 @@ func parseRange(item, los, his string) ([]int, error) {
 
 // Format prints a size the short way: 4K, 64K, 1M, or bytes when it is not
 // a whole number of KiB.
-func Format(n int) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return strconv.Itoa(n>>30) + "G"
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return strconv.Itoa(n>>20) + "M"
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return strconv.Itoa(n>>10) + "K"
-	}
-	return strconv.Itoa(n)
-}
+func Format(n int) string { return bytesize.Short(int64(n)) }

@@ -1,4 +1,4 @@
-package threshold
+package topology
 
 import (
 	"errors"
@@ -28,19 +28,6 @@ func TestParseCPUList(t *testing.T) {
 	for _, bad := range []string{"a", "3-1", "1-", "-1", "0-99999999", "1,,2"} {
 		if _, err := ParseCPUList(bad); err == nil {
 			t.Errorf("ParseCPUList(%q) accepted", bad)
-		}
-	}
-}
-
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"32K": 32 << 10, "32768K\n": 32 << 20, "4M": 4 << 20, "4MiB": 4 << 20, "1G": 1 << 30, "100": 100, "64B": 64} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "K", "-1K", "4T", "99999999999G"} {
-		if _, err := ParseSize(bad); err == nil {
-			t.Errorf("ParseSize(%q) accepted", bad)
 		}
 	}
 }

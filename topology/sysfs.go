@@ -1,4 +1,4 @@
-package threshold
+package topology
 
 import (
 	"errors"
@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/knemesis/knemesis/internal/bytesize"
 )
 
-// SysfsCPURoot is where Linux describes CPUs; [FromSysfs] takes an fs.FS
+// SysfsCPURoot is where Linux describes CPUs; [ReadSysfs] takes an fs.FS
 // rooted there (os.DirFS(SysfsCPURoot)) so that tests can pass recorded trees.
 const SysfsCPURoot = "/sys/devices/system/cpu"
 
@@ -123,7 +125,7 @@ func readSysfsCache(fsys fs.FS, dir string) (Cache, error) {
 	if s, err = read("size"); err != nil {
 		return c, err
 	}
-	if c.Size, err = ParseSize(s); err != nil || c.Size == 0 {
+	if c.Size, err = bytesize.Parse(s, maxCacheSize); err != nil || c.Size == 0 {
 		return c, bad("size", s, errors.New("want a size such as 32K"))
 	}
 	// Some hypervisors omit the line size; it is informative only.

@@ -1,10 +1,12 @@
-package threshold
+package topology
 
 import (
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/knemesis/knemesis/internal/bytesize"
 )
 
 // EnvCache names the environment variable that overrides detected caches,
@@ -49,7 +51,7 @@ func ParseOverride(spec string) (CacheOverride, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s entry %q: %w", EnvCache, entry, err)
 		}
-		if lvl.Size, err = ParseSize(fields[1]); err != nil || lvl.Size == 0 {
+		if lvl.Size, err = bytesize.Parse(fields[1], maxCacheSize); err != nil || lvl.Size == 0 {
 			return nil, fmt.Errorf("%s entry %q: bad size %q", EnvCache, entry, fields[1])
 		}
 		seen := map[int]bool{}

@@ -1,4 +1,4 @@
-package threshold
+package topology
 
 import (
 	"encoding/binary"
@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/knemesis/knemesis/internal/bytesize"
 )
 
 // Regs holds the four registers a CPUID instruction returns.
@@ -29,7 +31,7 @@ const (
 	leafAMDCache    = 0x8000001D // cache topology (AMD, needs TOPOEXT)
 	amdTopoExtBit   = 1 << 22    // 0x80000001 ECX: TOPOEXT
 	maxCacheLeaves  = 16         // subleaves scanned before giving up
-	maxCacheSize    = 1 << 40    // larger is a corrupt leaf, not a cache
+	maxCacheSize    = 1 << 40    // larger is corrupt (a leaf, a sysfs file), not a cache
 )
 
 // CacheLeaf is one cache as CPUID describes it: geometry, and how many
@@ -217,7 +219,7 @@ func TopologyFromCPUID(perCPU map[int]CPUIDInfo) (*Topology, error) {
 				c = &Cache{Level: l.Level, Type: l.Type, Size: l.Size, LineSize: l.LineSize, Source: SourceCPUID}
 				groups[k] = c
 			} else if c.Size != l.Size {
-				return nil, fmt.Errorf("cpuid: %s of cpu%d is %s but its sharing group says %s", c.Name(), cpu, FormatSize(l.Size), FormatSize(c.Size))
+				return nil, fmt.Errorf("cpuid: %s of cpu%d is %s but its sharing group says %s", c.Name(), cpu, bytesize.Format(l.Size), bytesize.Format(c.Size))
 			}
 			c.CPUs = append(c.CPUs, cpu)
 		}

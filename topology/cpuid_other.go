@@ -1,6 +1,6 @@
 //go:build !(linux && amd64)
 
-package threshold
+package topology
 
 // HostCPUID is unavailable off linux/amd64; it answers zeros, which
 // DecodeCPUID reports as no cache information.

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Regenerates the sysfs fixtures: cpuN/cache/indexM trees as Linux lays them
 # out under /sys/devices/system/cpu, for machines this package must handle.
-# Usage: cd threshold/testdata && sh mksysfs.sh
+# Usage: cd topology/testdata && sh mksysfs.sh
 set -eu
 
 # cache ROOT CPU INDEX LEVEL TYPE SIZE SHARED_CPU_LIST

@@ -1,11 +1,11 @@
-package threshold
+package topology
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
+
+	"github.com/knemesis/knemesis/internal/bytesize"
 )
 
 // CacheType is what a cache holds.
@@ -44,7 +44,7 @@ func (c Cache) Name() string {
 }
 
 func (c Cache) String() string {
-	return fmt.Sprintf("%s %s cpus %s (%s)", c.Name(), FormatSize(c.Size), c.CPUs, c.Source)
+	return fmt.Sprintf("%s %s cpus %s (%s)", c.Name(), bytesize.Format(c.Size), c.CPUs, c.Source)
 }
 
 // Topology is the cache topology of the machine's online CPUs.
@@ -117,43 +117,4 @@ func ProcessesUsing(c Cache, jobCPUs []int) int {
 		}
 	}
 	return n
-}
-
-// ParseSize parses a cache or message size: a byte count with an optional
-// binary suffix K, M or G (sysfs writes "32K", "32768K"); "KiB"/"MiB"/"GiB"
-// and "KB"/"MB"/"GB" are read as the same binary units, as sysfs means them.
-func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	shift := 0
-	upper := strings.ToUpper(t)
-	for _, suf := range []struct {
-		text  string
-		shift int
-	}{{"KIB", 10}, {"MIB", 20}, {"GIB", 30}, {"KB", 10}, {"MB", 20}, {"GB", 30}, {"K", 10}, {"M", 20}, {"G", 30}, {"B", 0}} {
-		if strings.HasSuffix(upper, suf.text) {
-			t, shift = strings.TrimSpace(t[:len(t)-len(suf.text)]), suf.shift
-			break
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("size %q: want a non-negative number with an optional K, M or G suffix", s)
-	}
-	if n > (1<<62)>>shift {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return n << shift, nil
-}
-
-// FormatSize writes n bytes with the largest binary unit that divides it.
-func FormatSize(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
 }

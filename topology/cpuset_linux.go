@@ -1,4 +1,4 @@
-package threshold
+package topology
 
 import (
 	"fmt"
