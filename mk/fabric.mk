@@ -1,0 +1,13 @@
+# Network modules (issue 30): libfabric through cgo (netmod/ofi, build tag
+# ofi) and the PMIx client (netmod/pmix, build tag pmix), tested with Open
+# MPI's mpirun as the PMIx server. The plain build stays pure Go; this
+# target builds, vets and tests the cgo packages with their tags.
+DEB_PACKAGES += libfabric-dev libfabric-bin libpmix-dev openmpi-bin
+TEST_TARGETS += test-netmod
+
+NETMOD_TAGS := ofi pmix
+
+.PHONY: test-netmod
+test-netmod:
+	$(GO) vet -tags "$(NETMOD_TAGS)" ./netmod/...
+	$(GO) test -count=1 -timeout 10m -tags "$(NETMOD_TAGS)" ./netmod/...
