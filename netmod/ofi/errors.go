@@ -33,8 +33,12 @@ func (e Errno) Error() string {
 	return fmt.Sprintf("%s (%d)", C.GoString(C.kn_strerror(C.int(e))), int(e))
 }
 
-// Is makes the codes of a broken connection match ErrPeerLost.
+// Is makes the codes of a broken connection match ErrPeerLost, and
+// FI_ECANCELED ErrCanceled.
 func (e Errno) Is(target error) bool {
+	if target == ErrCanceled {
+		return e == C.FI_ECANCELED
+	}
 	if target != ErrPeerLost {
 		return false
 	}

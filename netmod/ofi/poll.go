@@ -68,8 +68,6 @@ func (e *Endpoint) completeErr(ce *C.struct_fi_cq_err_entry) {
 	case C.FI_ETRUNC:
 		e.finish(i, max(int(ce.len)-e.cfg.HeaderSize, 0), uint64(ce.tag), e.truncated(ce, e.slots[i].cap))
 		return
-	case C.FI_ECANCELED:
-		err = errorf(ErrCanceled, "%v", code)
 	default:
 		var buf [256]C.char
 		C.kn_cq_strerror(e.c, &buf[0], C.size_t(len(buf)))

@@ -1,0 +1,187 @@
+//go:build ofi
+
+package ofi
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestTwoProcesses sends every size from 0 B to 64 MiB to another process,
+// which checks each message against the checksum in its header and answers
+// with the checksum it computed.
+func TestTwoProcesses(t *testing.T) {
+	if inChild(t.Name()) {
+		if err := echoChild(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	c := startChild(t)
+	e := open(t, 0)
+	peer, err := exchange(e, c.in, c.out, "child")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range sizes {
+		src := make([]byte, n)
+		fill(src, uint64(n)+7)
+		sum := crc32.Checksum(src, castagnoli)
+		var s, r Request
+		if err := e.Irecv(&r, peer, 2, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Isend(&s, peer, 1, header(n, sum), split(src)); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Wait(&s); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Wait(&r); err != nil {
+			t.Fatal(err)
+		}
+		if size, got := parseHeader(r.Hdr[:testHdr]); size != n || got != sum {
+			t.Fatalf("%d bytes: the child received %d bytes with checksum %#x, sent %#x", n, size, got, sum)
+		}
+	}
+}
+
+// echoChild receives len(sizes) messages and answers each with its length
+// and checksum as received.
+func echoChild() error {
+	in, out := parentLink()
+	e, err := Open(Config{Provider: testProvider, Node: testNode, HeaderSize: testHdr})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	peer, err := exchange(e, in, out, "parent")
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 64<<20)
+	for range sizes {
+		var r, s Request
+		if err := e.Irecv(&r, peer, 1, 0, split(buf)); err != nil {
+			return err
+		}
+		if err := e.Wait(&r); err != nil {
+			return err
+		}
+		if err := e.Isend(&s, peer, 2, header(r.Len, crc32.Checksum(buf[:r.Len], castagnoli)), nil); err != nil {
+			return err
+		}
+		if err := e.Wait(&s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestPeerKilled kills the other process in the middle of a 64 MiB
+// transfer, one pulled by fi_read and one sent as a tagged message: the
+// survivor's request fails naming the peer instead of hanging.
+func TestPeerKilled(t *testing.T) {
+	for _, how := range []string{"read", "send"} {
+		t.Run(how, func(t *testing.T) {
+			if inChild(t.Name()) {
+				if err := stallingChild(how); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			peerKilled(t, how)
+		})
+	}
+}
+
+const killTimeout = 3 * time.Second
+
+func peerKilled(t *testing.T, how string) {
+	c := startChild(t)
+	e := open(t, killTimeout)
+	peer, err := exchange(e, c.in, c.out, "child")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := readLine(c.in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]byte, 64<<20)
+	var r Request
+	if how == "read" {
+		var rr RemoteRegion
+		if _, err := fmt.Sscanf(line, "%d %d %d", &rr.Addr, &rr.Key, &rr.Len); err != nil {
+			t.Fatalf("child's region %q: %v", line, err)
+		}
+		err = e.Read(&r, peer, dst, rr, 0)
+	} else {
+		err = e.Irecv(&r, peer, 1, 0, [][]byte{dst})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10000 { // the transfer starts; the child does not progress it
+		e.Poll()
+	}
+	if r.Done() {
+		t.Fatalf("the %s completed (%v) before the child was killed", how, r.Err())
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = e.Wait(&r)
+	var pe *PeerError
+	if !errors.As(err, &pe) || pe.Peer != "child" || !strings.HasPrefix(pe.Address, "fi_sockaddr_in://127.0.0.1:") {
+		t.Fatalf("%s from a killed peer: %v, want a *PeerError naming the child", how, err)
+	}
+	if !errors.Is(err, ErrPeerLost) && !errors.Is(err, ErrTimeout) {
+		t.Fatalf("%s from a killed peer: %v, want ErrPeerLost or ErrTimeout", how, err)
+	}
+	t.Logf("%s failed after %v: %v", how, time.Since(start).Round(time.Millisecond), err)
+}
+
+// stallingChild starts a 64 MiB transfer to its parent, tells it, and then
+// stops driving progress until it is killed.
+func stallingChild(how string) error {
+	in, out := parentLink()
+	e, err := Open(Config{Provider: testProvider, Node: testNode, HeaderSize: testHdr})
+	if err != nil {
+		return err
+	}
+	peer, err := exchange(e, in, out, "parent")
+	if err != nil {
+		return err
+	}
+	src := make([]byte, 64<<20)
+	fill(src, 3)
+	var s Request
+	var reg Region
+	if how == "read" {
+		if err := e.Register(&reg, src); err != nil {
+			return err
+		}
+		rr := reg.Remote()
+		err = sendLine(out, "%d %d %d", rr.Addr, rr.Key, rr.Len)
+	} else {
+		if err = e.Isend(&s, peer, 1, header(len(src), 0), [][]byte{src}); err == nil {
+			err = sendLine(out, "sending")
+		}
+	}
+	if err != nil {
+		return err
+	}
+	for range 200 { // set up the connection, then stall
+		e.Poll()
+	}
+	_, err = readLine(in) // until killed
+	return errors.New("parent went away before killing " + strconv.Itoa(syscall.Getpid()) + ": " + fmt.Sprint(err))
+}
