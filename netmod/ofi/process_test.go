@@ -101,7 +101,7 @@ func TestPeerKilled(t *testing.T) {
 	}
 }
 
-const killTimeout = 3 * time.Second
+const killTimeout = time.Second
 
 func peerKilled(t *testing.T, how string) {
 	c := startChild(t)

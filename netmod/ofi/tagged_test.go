@@ -166,8 +166,8 @@ func TestBadProvider(t *testing.T) {
 	}
 }
 
-// TestNoAllocation: a small message, Isend to completed Irecv, allocates
-// nothing in Go.
+// TestNoAllocation: a small message, Isend to completed Irecv, and an RMA
+// read, allocate nothing in Go.
 func TestNoAllocation(t *testing.T) {
 	a, b := pair(t)
 	src, dst := make([]byte, 64), make([]byte, 64)
@@ -191,5 +191,19 @@ func TestNoAllocation(t *testing.T) {
 	if n := testing.AllocsPerRun(200, round); n != 0 {
 		t.Fatalf("%v allocations per message", n)
 	}
-	_ = eps
+	var reg Region
+	if err := a.Register(&reg, src); err != nil {
+		t.Fatal(err)
+	}
+	rr := reg.Remote()
+	read := func() {
+		if err := b.Read(&r, 0, dst, rr, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitAll(t, eps, &r)
+	}
+	read()
+	if n := testing.AllocsPerRun(200, read); n != 0 {
+		t.Fatalf("%v allocations per read", n)
+	}
 }
