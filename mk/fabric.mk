@@ -2,7 +2,8 @@
 # ofi) and the PMIx client (netmod/pmix, build tag pmix), tested with Open
 # MPI's mpirun as the PMIx server. The plain build stays pure Go; this
 # target builds, vets and tests the cgo packages with their tags.
-DEB_PACKAGES += libfabric-dev libfabric-bin libpmix-dev openmpi-bin
+# iproute2: the simulated two-node test (network namespaces, veth).
+DEB_PACKAGES += libfabric-dev libfabric-bin libpmix-dev openmpi-bin iproute2
 TEST_TARGETS += test-netmod
 
 NETMOD_TAGS := ofi pmix

@@ -119,7 +119,9 @@ const envChild = "KNEMESIS_OFI_CHILD"
 // inChild reports whether this process is the child of test name.
 func inChild(name string) bool { return os.Getenv(envChild) == name }
 
-func startChild(t *testing.T) *child {
+// startChild starts the child of the running test, behind the command
+// prefix when one is given (such as ip netns exec), with env added.
+func startChild(t *testing.T, prefix []string, env ...string) *child {
 	t.Helper()
 	up, childUp, err := os.Pipe()
 	if err != nil {
@@ -129,8 +131,9 @@ func startChild(t *testing.T) *child {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envChild+"="+t.Name())
+	args := append(prefix, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(append(os.Environ(), envChild+"="+t.Name()), env...)
 	cmd.ExtraFiles = []*os.File{childUp, childDown}
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -146,6 +149,16 @@ func startChild(t *testing.T) *child {
 		down.Close()
 	})
 	return c
+}
+
+// envNode gives a child the address to bind, where it is not testNode.
+const envNode = "KNEMESIS_OFI_NODE"
+
+func childNode() string {
+	if n := os.Getenv(envNode); n != "" {
+		return n
+	}
+	return testNode
 }
 
 // parentLink is the child's end of the two pipes.

@@ -23,45 +23,54 @@ func TestTwoProcesses(t *testing.T) {
 		}
 		return
 	}
-	c := startChild(t)
+	c := startChild(t, nil)
 	e := open(t, 0)
 	peer, err := exchange(e, c.in, c.out, "child")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := sendSizes(e, peer); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sendSizes sends every size of sizes to peer, which answers each with
+// the length and checksum it received (echoChild).
+func sendSizes(e *Endpoint, peer Addr) error {
 	for _, n := range sizes {
 		src := make([]byte, n)
 		fill(src, uint64(n)+7)
 		sum := crc32.Checksum(src, castagnoli)
 		var s, r Request
 		if err := e.Irecv(&r, peer, 2, 0, nil); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if err := e.Isend(&s, peer, 1, header(n, sum), split(src)); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if err := e.Wait(&s); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if err := e.Wait(&r); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if size, got := parseHeader(r.Hdr[:testHdr]); size != n || got != sum {
-			t.Fatalf("%d bytes: the child received %d bytes with checksum %#x, sent %#x", n, size, got, sum)
+			return fmt.Errorf("%d bytes: the peer received %d bytes with checksum %#x, sent %#x", n, size, got, sum)
 		}
 	}
+	return nil
 }
 
 // echoChild receives len(sizes) messages and answers each with its length
 // and checksum as received.
 func echoChild() error {
 	in, out := parentLink()
-	e, err := Open(Config{Provider: testProvider, Node: testNode, HeaderSize: testHdr})
+	e, err := Open(Config{Provider: testProvider, Node: childNode(), HeaderSize: testHdr})
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	peer, err := exchange(e, in, out, "parent")
+	peer, err := exchange(e, in, out, "peer")
 	if err != nil {
 		return err
 	}
@@ -104,7 +113,7 @@ func TestPeerKilled(t *testing.T) {
 const killTimeout = time.Second
 
 func peerKilled(t *testing.T, how string) {
-	c := startChild(t)
+	c := startChild(t, nil)
 	e := open(t, killTimeout)
 	peer, err := exchange(e, c.in, c.out, "child")
 	if err != nil {
