@@ -5,7 +5,10 @@ package ofi
 // #include "shim.h"
 import "C"
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // Poll drives the provider's progress (manual data progress) and completes
 // the requests whose operations finished: up to Config.Batch completions
@@ -34,7 +37,7 @@ func (e *Endpoint) Poll() (int, error) {
 		e.retry()
 		return 1, nil
 	}
-	return 0, errorf(ErrPeerLost, "fi_cq_read: %v", Errno(-n))
+	return 0, fmt.Errorf("ofi: fi_cq_read: %w", Errno(-n))
 }
 
 func (e *Endpoint) complete(cs *C.struct_kn_slot, n int, tag uint64) {

@@ -15,7 +15,8 @@ import (
 
 // TestTwoProcesses sends every size from 0 B to 64 MiB to another process,
 // which checks each message against the checksum in its header and answers
-// with the checksum it computed.
+// with the checksum it computed; then the other process pulls a 64 MiB
+// registered region with fi_read, its key sent in a message.
 func TestTwoProcesses(t *testing.T) {
 	if inChild(t.Name()) {
 		if err := echoChild(); err != nil {
@@ -58,11 +59,71 @@ func sendSizes(e *Endpoint, peer Addr) error {
 			return fmt.Errorf("%d bytes: the peer received %d bytes with checksum %#x, sent %#x", n, size, got, sum)
 		}
 	}
+	return offerRegion(e, peer)
+}
+
+// offerRegion registers 64 MiB, sends its RemoteRegion as an RTS would
+// carry it, and waits for the peer, which pulls it with fi_read, to answer
+// with the length and checksum it read.
+func offerRegion(e *Endpoint, peer Addr) error {
+	src := make([]byte, 64<<20)
+	fill(src, 11)
+	sum := crc32.Checksum(src, castagnoli)
+	var reg Region
+	if err := e.Register(&reg, src); err != nil {
+		return err
+	}
+	defer reg.Close()
+	var rts [RemoteRegionSize]byte
+	reg.Remote().Put(rts[:])
+	var s, r Request
+	if err := e.Irecv(&r, peer, 2, 0, nil); err != nil {
+		return err
+	}
+	if err := e.Isend(&s, peer, 3, header(len(src), sum), [][]byte{rts[:]}); err != nil {
+		return err
+	}
+	if err := e.Wait(&s); err != nil {
+		return err
+	}
+	if err := e.Wait(&r); err != nil { // polling, which serves the peer's read
+		return err
+	}
+	if size, got := parseHeader(r.Hdr[:testHdr]); size != len(src) || got != sum {
+		return fmt.Errorf("the peer read %d bytes of the region with checksum %#x, want %d with %#x", size, got, len(src), sum)
+	}
 	return nil
 }
 
+// readRegion is the other side of offerRegion.
+func readRegion(e *Endpoint, peer Addr, buf []byte) error {
+	var r, rd, s Request
+	var rts [RemoteRegionSize]byte
+	if err := e.Irecv(&r, peer, 3, 0, [][]byte{rts[:]}); err != nil {
+		return err
+	}
+	if err := e.Wait(&r); err != nil {
+		return err
+	}
+	rr := GetRemoteRegion(rts[:])
+	if rr.Len > uint64(len(buf)) {
+		return fmt.Errorf("region of %d bytes, buffer of %d", rr.Len, len(buf))
+	}
+	dst := buf[:rr.Len]
+	if err := e.Read(&rd, peer, dst, rr, 0); err != nil {
+		return err
+	}
+	if err := e.Wait(&rd); err != nil {
+		return err
+	}
+	if err := e.Isend(&s, peer, 2, header(rd.Len, crc32.Checksum(dst, castagnoli)), nil); err != nil {
+		return err
+	}
+	return e.Wait(&s)
+}
+
 // echoChild receives len(sizes) messages and answers each with its length
-// and checksum as received.
+// and checksum as received, then reads the region offerRegion offers.
 func echoChild() error {
 	in, out := parentLink()
 	e, err := Open(Config{Provider: testProvider, Node: childNode(), HeaderSize: testHdr})
@@ -90,7 +151,7 @@ func echoChild() error {
 			return err
 		}
 	}
-	return nil
+	return readRegion(e, peer, buf)
 }
 
 // TestPeerKilled kills the other process in the middle of a 64 MiB

@@ -240,6 +240,8 @@ ssize_t kn_poll(struct kn_ep *e)
 		return n;
 	memset(&e->err, 0, sizeof(e->err));
 	n = fi_cq_readerr(e->cq, &e->err, 0);
+	if (n == -FI_EAGAIN)
+		return 0;
 	if (n < 0)
 		return n;
 	return -FI_EAVAIL;
