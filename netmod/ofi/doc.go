@@ -61,12 +61,16 @@
 //
 // A completion in error fails its request with a *PeerError naming the peer
 // (the label given to Insert and its provider address) and libfabric's
-// error (Errno, with fi_cq_strerror's provider detail). A peer that dies
-// mid-transfer fails the operations that were moving data with it. One
-// that goes silent is caught by Wait: a request that sees no completion on
-// the endpoint for Config.PeerTimeout is cancelled and fails with
-// ErrTimeout, naming its peer. A send the provider cannot cancel keeps its
-// buffers pinned and owned by the endpoint until Close.
+// error (Errno, with fi_cq_strerror's provider detail); the codes of a
+// broken connection match ErrPeerLost. Providers do not always fail what
+// was in flight with a peer that died: with tcp;ofi_rxm (libfabric 1.17)
+// a receive posted from it or an fi_read of its memory never completes,
+// and a later send to it fails at once (ECONNRESET) only when no read of
+// it is in flight, else stalls behind that read. Wait bounds those: a request that sees
+// no completion on the endpoint for Config.PeerTimeout is cancelled and
+// fails with ErrTimeout, naming its peer. A send the provider cannot
+// cancel keeps its buffers pinned and owned by the endpoint until it
+// completes or the endpoint closes.
 //
 // An Endpoint belongs to one goroutine, as an MPI process's progress engine
 // does (FI_THREAD_DOMAIN).
