@@ -50,14 +50,15 @@ func check(call string, rc C.int) error {
 
 // Client is this process's connection to the launcher's PMIx server.
 type Client struct {
-	nspace   *C.char // C copy, for every Get
-	ns       string
-	rank     int
-	size     int
-	node     int
-	nodeMap  []int // from EnvNodeMap, nil when unset
-	hostname string
-	closed   bool
+	nspace    *C.char // C copy, for every Get
+	ns        string
+	rank      int
+	size      int
+	node      int
+	nodeMap   []int // from EnvNodeMap, nil when unset
+	hostNodes []int // node ids numbered by hostname, where PMIX_NODEID is missing
+	hostname  string
+	closed    bool
 }
 
 // Init connects to the PMIx server of the launcher that started this
@@ -153,13 +154,41 @@ func (c *Client) NodeOf(rank int) (int, error) {
 	return c.launcherNode(rank)
 }
 
-// launcherNode is rank's PMIX_NODEID, whatever EnvNodeMap says.
+// launcherNode is rank's PMIX_NODEID, whatever EnvNodeMap says; for a
+// server that does not give node ids, the rank of its host among the
+// job's distinct PMIX_HOSTNAMEs, in rank order, the same in every rank.
 func (c *Client) launcherNode(rank int) (int, error) {
 	var u C.uint32_t
-	if err := c.getU32(C.uint32_t(rank), C.PMIX_NODEID, &u); err != nil {
-		return 0, err
+	err := c.getU32(C.uint32_t(rank), C.PMIX_NODEID, &u)
+	if err == nil {
+		return int(u), nil
 	}
-	return int(u), nil
+	if c.hostNodes == nil {
+		if c.hostNodes, err = c.nodesByHost(); err != nil {
+			return 0, err
+		}
+	}
+	return c.hostNodes[rank], nil
+}
+
+func (c *Client) nodesByHost() ([]int, error) {
+	key := C.CString(C.PMIX_HOSTNAME)
+	defer C.free(unsafe.Pointer(key))
+	ids := map[string]int{}
+	nodes := make([]int, c.size)
+	for r := range c.size {
+		var host [256]C.char
+		rc := C.kn_pmix_get_string(c.nspace, C.uint32_t(r), key, &host[0], C.size_t(len(host)))
+		if err := check(fmt.Sprintf("PMIx_Get(rank %d, %s) (no %s either)", r, C.PMIX_HOSTNAME, C.PMIX_NODEID), rc); err != nil {
+			return nil, err
+		}
+		h := C.GoString(&host[0])
+		if _, ok := ids[h]; !ok {
+			ids[h] = len(ids)
+		}
+		nodes[r] = ids[h]
+	}
+	return nodes, nil
 }
 
 // Put publishes value under key for every rank of the job (PMIX_GLOBAL);

@@ -17,8 +17,9 @@
 //
 // Init connects to the launcher's PMIx server (PMIx_Init) and learns the
 // process's namespace and rank, the job's size (PMIX_JOB_SIZE) and the
-// node it runs on (PMIX_NODEID, else its PMIX_HOSTNAME). A process that no
-// launcher started fails Init with ErrNotLaunched.
+// node it runs on (PMIX_NODEID; from a server that gives none, its host's
+// number among the job's distinct PMIX_HOSTNAMEs in rank order). A
+// process that no launcher started fails Init with ErrNotLaunched.
 //
 // Addresses are exchanged the PMI way: every rank Puts its values (global
 // scope), Commits them, and takes part in one Fence that collects the

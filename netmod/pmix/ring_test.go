@@ -75,6 +75,10 @@ func ringRank() error {
 	if node, err := c.launcherNode(c.Rank()); err != nil || node != 0 {
 		return fmt.Errorf("PMIX_NODEID of rank %d: %d, %v; mpirun ran every rank on node 0", c.Rank(), node, err)
 	}
+	// So does the fallback for servers without node ids, by hostname.
+	if nodes, err := c.nodesByHost(); err != nil || fmt.Sprint(nodes) != "[0 0 0 0]" {
+		return fmt.Errorf("nodes by hostname: %v, %v; mpirun ran every rank on one host", nodes, err)
+	}
 	e, err := ofi.Open(ofi.Config{Provider: "tcp;ofi_rxm", Node: "127.0.0.1", HeaderSize: ringHdr})
 	if err != nil {
 		return err
