@@ -36,8 +36,15 @@
 // MaxPayloadIov entries gathered at the sender and scattered at the
 // receiver by the provider (fi_tsendmsg, fi_trecvmsg). Receives are posted
 // with a tag and ignore mask and match in libfabric, from one Addr or from
-// AnyAddr. A message longer than its receive fills the receive and fails it
-// with ErrTruncated.
+// AnyAddr. A message longer than its receive fails the receive with
+// ErrTruncated and nothing written past the buffers; whether they hold the
+// message's start is the provider's choice, and tcp;ofi_rxm (libfabric
+// 1.17) leaves them untouched and then delivers nothing more from that
+// peer. Hence nemesis never lets the provider truncate: an Inbox keeps
+// receives posted from any peer on buffers of the largest eager packet,
+// and hands packets over in matching order to the endpoint's own matching
+// (any-source, probe, truncation); larger messages go by RMA, their length
+// known from the RTS.
 //
 // Large payloads move by RMA: the owner registers its buffer (Register,
 // fi_mr_reg), sends the RemoteRegion (address, key, length: 24 bytes, see
