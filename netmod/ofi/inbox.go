@@ -24,7 +24,8 @@ type Inbox struct {
 	bufs        [][]byte // one entry per receive, kept as a one-entry iovec
 	iov         [][][]byte
 	tag, ignore uint64
-	head        int // the receive matched first among those posted
+	head        int   // the receive matched first among those posted
+	broken      error // a receive could not be posted again: the order is lost
 }
 
 // Open posts n receives of size bytes on in, for messages whose tag
@@ -37,7 +38,7 @@ func (in *Inbox) Open(e *Endpoint, n, size int, tag, ignore uint64) error {
 		return errorf(ErrInvalidArg, "inbox of %d receives of %d bytes (%d slots free)", n, size, len(e.free))
 	}
 	mem := make([]byte, n*size)
-	in.e, in.tag, in.ignore, in.head = e, tag, ignore, 0
+	in.e, in.tag, in.ignore, in.head, in.broken = e, tag, ignore, 0, nil
 	in.reqs, in.bufs, in.iov = make([]Request, n), make([][]byte, n), make([][][]byte, n)
 	for i := range n {
 		in.bufs[i] = mem[i*size : (i+1)*size : (i+1)*size]
@@ -62,6 +63,9 @@ func (in *Inbox) post(i int) error {
 // keep within them, as tcp;ofi_rxm (libfabric 1.17) delivers nothing more
 // from that peer afterwards.
 func (in *Inbox) Drain(deliver func(hdr, payload []byte) error) (int, error) {
+	if in.broken != nil {
+		return 0, in.broken
+	}
 	n := 0
 	for in.reqs[in.head].Done() {
 		i := in.head
@@ -75,7 +79,8 @@ func (in *Inbox) Drain(deliver func(hdr, payload []byte) error) (int, error) {
 		}
 		n++
 		if perr := in.post(i); perr != nil {
-			return n, fmt.Errorf("ofi: inbox cannot post its receive again: %w", perr)
+			in.broken = fmt.Errorf("ofi: inbox cannot post its receive again: %w", perr)
+			return n, in.broken
 		}
 		if err != nil {
 			return n, err
