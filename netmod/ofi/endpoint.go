@@ -90,9 +90,10 @@ func Open(cfg Config) (*Endpoint, error) {
 		e.payIov--
 	}
 	if e.payIov < 1 {
+		limit := min(c.tx_iov_limit, c.rx_iov_limit)
 		C.kn_close(c)
-		return nil, &StartError{Provider: cfg.Provider, Node: cfg.Node, Call: "fi_getinfo",
-			Err: Errno(C.FI_EINVAL), Offered: "(iov_limit too small for a header and a payload)"}
+		return nil, errorf(ErrNoProvider, "provider %q takes %d iovec entries a message, too few for a header and a payload",
+			cfg.Provider, limit)
 	}
 	return e, nil
 }
