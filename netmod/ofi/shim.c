@@ -33,6 +33,19 @@ static struct fi_info *kn_hints(const char *prov)
 	return h;
 }
 
+/* Whether name is one of the ", "-separated entries of list. */
+static int kn_listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p;
+
+	for (p = list; (p = strstr(p, name)); p += n) {
+		if ((p == list || p[-1] == ' ') && (p[n] == ',' || p[n] == 0))
+			return 1;
+	}
+	return 0;
+}
+
 /* Lists the providers fi_getinfo offers for the same request without a
  * provider name, for the error of a module that cannot start. */
 int kn_providers(const char *node, char *buf, size_t len)
@@ -51,7 +64,7 @@ int kn_providers(const char *node, char *buf, size_t len)
 	for (i = info; i; i = i->next) {
 		const char *name = i->fabric_attr->prov_name;
 
-		if (strstr(buf, name))
+		if (kn_listed(buf, name))
 			continue;
 		ret = snprintf(buf + used, len - used, "%s%s",
 			       used ? ", " : "", name);

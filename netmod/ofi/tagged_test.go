@@ -161,6 +161,7 @@ func TestBadProvider(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
+	t.Log(err)
 	if se.Err != 61 {
 		t.Errorf("StartError.Err = %d, want FI_ENODATA (61)", int(se.Err))
 	}
