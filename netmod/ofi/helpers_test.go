@@ -34,17 +34,29 @@ func open(t testing.TB, peerTimeout time.Duration) *Endpoint {
 	return e
 }
 
-// pair opens two endpoints in this process, each knowing the other as
-// Addr 0.
-func pair(t testing.TB) (a, b *Endpoint) {
-	a, b = open(t, 0), open(t, 0)
-	if _, err := a.Insert(b.Name(), "endpoint b"); err != nil {
+// pair opens two endpoints of testProvider in this process, each knowing
+// the other as Addr 0.
+func pair(t testing.TB) (a, b *Endpoint) { return openPair(t, testProvider) }
+
+// openPair opens two endpoints of prov, each knowing the other as Addr 0.
+func openPair(t testing.TB, prov string) (a, b *Endpoint) {
+	t.Helper()
+	var eps [2]*Endpoint
+	for i := range eps {
+		e, err := Open(Config{Provider: prov, Node: testNode, HeaderSize: testHdr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		eps[i] = e
+	}
+	if _, err := eps[0].Insert(eps[1].Name(), "endpoint b"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Insert(a.Name(), "endpoint a"); err != nil {
+	if _, err := eps[1].Insert(eps[0].Name(), "endpoint a"); err != nil {
 		t.Fatal(err)
 	}
-	return a, b
+	return eps[0], eps[1]
 }
 
 // waitAll polls every endpoint until every request is done; both sides of
