@@ -1,0 +1,15 @@
+# Network modules (issue 30): libfabric through cgo (netmod/ofi, build tag
+# ofi) and the PMIx client (netmod/pmix, build tag pmix), tested with Open
+# MPI's mpirun as the PMIx server. The plain build stays pure Go; this
+# target builds, vets and tests the cgo packages with their tags, the tests
+# under cgocheck2, which fails a Go pointer stored in C memory unpinned.
+# iproute2: the simulated two-node test (network namespaces, veth).
+DEB_PACKAGES += libfabric-dev libfabric-bin libpmix-dev openmpi-bin iproute2
+TEST_TARGETS += test-netmod
+
+NETMOD_TAGS := ofi pmix
+
+.PHONY: test-netmod
+test-netmod:
+	$(GO) vet -tags "$(NETMOD_TAGS)" ./netmod/...
+	GOEXPERIMENT=cgocheck2 $(GO) test -count=1 -timeout 10m -tags "$(NETMOD_TAGS)" ./netmod/...

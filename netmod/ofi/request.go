@@ -1,0 +1,205 @@
+//go:build ofi
+
+package ofi
+
+// #include "shim.h"
+import "C"
+
+import (
+	"runtime"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Request is one operation in flight; the caller owns it (var r Request),
+// so that posting allocates nothing. It may be reused once done.
+type Request struct {
+	Len   int             // payload bytes moved (a receive: the message's, header excluded)
+	Tag   uint64          // the received message's tag
+	Hdr   [HeaderMax]byte // the received message's header, Config.HeaderSize bytes
+	err   error
+	peer  Addr
+	state uint8
+}
+
+const (
+	reqIdle uint8 = iota
+	reqPending
+	reqDone
+)
+
+// Done reports whether the request has completed (successfully or not).
+func (r *Request) Done() bool { return r.state == reqDone }
+
+// Err is the request's outcome once Done.
+func (r *Request) Err() error { return r.err }
+
+type opKind uint8
+
+const (
+	opSend opKind = iota + 1
+	opRecv
+	opRead
+)
+
+var opNames = [...]string{opSend: "send", opRecv: "receive", opRead: "read"}
+
+// slot is the Go side of one C kn_slot: the request it serves and the pins
+// of the Go buffers libfabric holds meanwhile.
+type slot struct {
+	req  *Request // nil once its request gave up (see abandon)
+	pin  runtime.Pinner
+	cap  int // bytes the operation's buffers hold, header excluded
+	op   opKind
+	busy bool
+	// The arguments of the post, kept for a retry from the backlog.
+	peer        Addr
+	tag, ignore uint64
+	raddr, key  uint64
+}
+
+// take gives r a free slot for an operation of kind op with peer.
+func (e *Endpoint) take(r *Request, op opKind, peer Addr) (int32, *C.struct_kn_slot, error) {
+	if e.closed {
+		return 0, nil, ErrClosed
+	}
+	if r.state == reqPending {
+		return 0, nil, ErrRequestInUse
+	}
+	if peer != AnyAddr && uint64(peer) >= uint64(len(e.peers)) {
+		return 0, nil, errorf(ErrInvalidArg, "address %d was never inserted (%d peers)", peer, len(e.peers))
+	}
+	if len(e.free) == 0 {
+		return 0, nil, errorf(ErrNoSlot, "all %d slots are in flight (Config.Slots)", len(e.slots))
+	}
+	i := e.free[len(e.free)-1]
+	e.free = e.free[:len(e.free)-1]
+	s := &e.slots[i]
+	s.req, s.op, s.cap, s.busy, s.peer = r, op, 0, true, peer
+	r.state, r.err, r.peer, r.Len, r.Tag = reqPending, nil, peer, 0, 0
+	return i, e.cslot(i), nil
+}
+
+func (e *Endpoint) cslot(i int32) *C.struct_kn_slot {
+	return (*C.struct_kn_slot)(unsafe.Add(unsafe.Pointer(e.c.slots), uintptr(i)*C.sizeof_struct_kn_slot))
+}
+
+// setIov points the C slot's iovec entries from first on at the non-empty
+// buffers of data, pinning those in Go memory, and returns the entry count.
+func (e *Endpoint) setIov(s *slot, cs *C.struct_kn_slot, first int, data [][]byte) int {
+	n := first
+	for _, b := range data {
+		if len(b) == 0 {
+			continue
+		}
+		p := unsafe.Pointer(unsafe.SliceData(b))
+		s.pin.Pin(p)
+		cs.iov[n] = C.struct_iovec{iov_base: p, iov_len: C.size_t(len(b))}
+		s.cap += len(b)
+		n++
+	}
+	cs.niov = C.uint32_t(n)
+	return n
+}
+
+// finish completes slot i's request with n payload bytes and err, and
+// frees the slot.
+func (e *Endpoint) finish(i int32, n int, tag uint64, err error) {
+	s := &e.slots[i]
+	s.pin.Unpin()
+	if r := s.req; r != nil {
+		if s.op == opRecv && e.c != nil && err == nil {
+			h := e.cfg.HeaderSize
+			copy(r.Hdr[:h], unsafe.Slice((*byte)(unsafe.Pointer(&e.cslot(i).hdr[0])), h))
+		}
+		if err != nil {
+			err = e.peerError(s.op, r.peer, err)
+		}
+		r.Len, r.Tag, r.err, r.state = n, tag, err, reqDone
+	}
+	s.req, s.busy = nil, false
+	if e.c != nil {
+		e.free = append(e.free, i)
+	}
+}
+
+func (e *Endpoint) peerError(op opKind, peer Addr, err error) error {
+	pe := &PeerError{Peer: "any peer", Address: "FI_ADDR_UNSPEC", Op: opNames[op], Err: err}
+	if peer != AnyAddr {
+		pe.Peer, pe.Address = e.peers[peer].label, e.peers[peer].address
+	}
+	return pe
+}
+
+// Wait polls until r completes and returns its outcome. When the endpoint
+// sees no completion at all for Config.PeerTimeout, r is cancelled and
+// fails with ErrTimeout naming its peer: a peer that died without its
+// connection failing (a dead host, a cut cable) never completes anything.
+func (e *Endpoint) Wait(r *Request) error {
+	idle := 0
+	last := time.Now()
+	for r.state == reqPending {
+		n, err := e.Poll()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			idle = 0
+			continue
+		}
+		idle++
+		if idle < 1024 {
+			continue
+		}
+		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		if idle%64 != 0 {
+			continue
+		}
+		if idle == 1024 {
+			last = time.Now()
+		} else if time.Since(last) > e.cfg.PeerTimeout {
+			e.abandon(r, errorf(ErrTimeout, "nothing completed for %v", e.cfg.PeerTimeout))
+		}
+	}
+	return r.err
+}
+
+// abandon fails r with err. Its operation is cancelled; when the provider
+// cannot take it back, its buffers stay pinned and the slot busy until the
+// operation completes or the endpoint closes.
+func (e *Endpoint) abandon(r *Request, err error) {
+	i := e.slotOf(r)
+	if i < 0 {
+		return
+	}
+	op := e.slots[i].op
+	if e.backlog.remove(i) {
+		e.finish(i, 0, 0, err)
+		return
+	}
+	C.kn_cancel(e.c, e.cslot(i))
+	for range 1000 {
+		if _, perr := e.Poll(); perr != nil || r.state != reqPending {
+			break
+		}
+	}
+	if r.state == reqPending {
+		e.slots[i].req = nil
+		r.err, r.state = e.peerError(op, r.peer, err), reqDone
+		return
+	}
+	if r.err != nil {
+		r.err = e.peerError(op, r.peer, err)
+	}
+}
+
+func (e *Endpoint) slotOf(r *Request) int32 {
+	for i := range e.slots {
+		if e.slots[i].req == r {
+			return int32(i)
+		}
+	}
+	return -1
+}
