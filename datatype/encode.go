@@ -16,8 +16,8 @@ import (
 // where an indexed block's gap is its displacement minus the end of the
 // block before (the first block's gap is its displacement). A vector costs
 // at most 31 bytes whatever its block count; an indexed type 2 bytes per
-// block when blocks and gaps are under 128 bytes, 4-6 for the 64 B/256 KiB
-// shape of NewMadeleine's indexed benchmark. Every encoding has exactly one
+// block when blocks and gaps are under 128 bytes, 4 for a 256 KiB block
+// after a short gap. Every encoding has exactly one
 // form, so Decode(b) re-encodes to b.
 
 // EncodedLen is the length of the wire encoding of t.
