@@ -14,8 +14,8 @@
 // ambiguity; MPI's negative displacements, unordered blocks and nested
 // (struct) types are not described. Constructors validate: a bad field
 // comes back as a [*FieldError] naming it, wrapping [ErrInvalid], and no
-// length, end or extent can overflow int64. A Type is immutable and safe
-// for concurrent use.
+// length, end or extent can overflow int64. A Type is immutable (but for
+// its owner's reuse through [DecodeTo]) and safe for concurrent use.
 //
 // # Walking
 //
@@ -39,6 +39,8 @@
 // bounded, sums are checked, nothing is allocated beyond what the input
 // can hold, the extent must fit the receiver's buffer, and each
 // description has exactly one encoding. Errors wrap [ErrEncoding].
+// [DecodeTo] reuses a Type's arrays, so a receiver decoding one
+// description per message allocates nothing in the steady state.
 //
 // # Small and large blocks
 //

@@ -67,33 +67,53 @@ func (t *Type) AppendEncode(dst []byte) []byte {
 // and the description's extent must not exceed maxExtent, the length of
 // the buffer it will be applied to. The whole input must be consumed.
 func Decode(b []byte, maxExtent int64) (*Type, error) {
+	t := new(Type)
+	if err := DecodeTo(t, b, maxExtent); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// DecodeTo is Decode into a Type the caller owns and reuses: an indexed
+// description reuses t's block arrays when they are large enough, so a
+// receiver decoding one description per message allocates nothing once
+// they have grown. No cursor may be in use on t. On error t describes
+// nothing (Size 0) and keeps its arrays.
+func DecodeTo(t *Type, b []byte, maxExtent int64) error {
+	err := decodeTo(t, b, maxExtent)
+	if err != nil {
+		*t = Type{kind: kindContiguous, lens: t.lens[:0], disps: t.disps[:0], starts: t.starts[:0]}
+	}
+	return err
+}
+
+func decodeTo(t *Type, b []byte, maxExtent int64) error {
 	if len(b) == 0 {
-		return nil, errorf(ErrEncoding, "empty input: an encoding starts with a kind byte")
+		return errorf(ErrEncoding, "empty input: an encoding starts with a kind byte")
 	}
 	d := decoder{b: b, off: 1}
-	var t *Type
 	var err error
 	switch kind(b[0]) {
 	case kindContiguous:
-		t, err = d.contiguous()
+		err = d.contiguous(t)
 	case kindVector:
-		t, err = d.vector()
+		err = d.vector(t)
 	case kindIndexed:
-		t, err = d.indexed()
+		err = d.indexed(t)
 	default:
-		return nil, errorf(ErrEncoding, "kind byte %#02x at offset 0: want 0x01 (contiguous), 0x02 (vector) or 0x03 (indexed)", b[0])
+		return errorf(ErrEncoding, "kind byte %#02x at offset 0: want 0x01 (contiguous), 0x02 (vector) or 0x03 (indexed)", b[0])
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if d.off != len(b) {
-		return nil, errorf(ErrEncoding, "%d trailing bytes after the %s description at offset %d", len(b)-d.off, t.kind, d.off)
+		return errorf(ErrEncoding, "%d trailing bytes after the %s description at offset %d", len(b)-d.off, t.kind, d.off)
 	}
 	if t.extent > maxExtent {
-		return nil, &FieldError{Kind: t.kind.String(), Field: "extent", Index: -1, Value: t.extent,
+		return &FieldError{Kind: t.kind.String(), Field: "extent", Index: -1, Value: t.extent,
 			Reason: fmt.Sprintf("reaches past the %d-byte buffer it describes", maxExtent), Err: ErrEncoding}
 	}
-	return t, nil
+	return nil
 }
 
 type decoder struct {
@@ -126,68 +146,74 @@ func (d *decoder) next(what string, block int) (int64, error) {
 // wrap marks a description error found while decoding as malformed input too.
 func wrap(err error) error { return fmt.Errorf("%w: %w", ErrEncoding, err) }
 
-func (d *decoder) contiguous() (*Type, error) {
+func (d *decoder) contiguous(t *Type) error {
 	size, err := d.next("contiguous size", -1)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return Contiguous(size) // size ≥ 0: cannot fail
+	return t.setContiguous(size) // size ≥ 0: cannot fail
 }
 
-func (d *decoder) vector() (*Type, error) {
+func (d *decoder) vector(t *Type) error {
 	var f [3]int64
 	for i, what := range [...]string{"vector count", "vector blockLen", "vector stride"} {
 		v, err := d.next(what, -1)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		f[i] = v
 	}
-	t, err := Vector(f[0], f[1], f[2])
-	if err != nil {
-		return nil, wrap(err)
+	if err := t.setVector(f[0], f[1], f[2]); err != nil {
+		return wrap(err)
 	}
-	return t, nil
+	return nil
 }
 
-func (d *decoder) indexed() (*Type, error) {
+func (d *decoder) indexed(t *Type) error {
 	at := d.off
 	n, err := d.next("indexed block count", -1)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Each block takes at least two bytes: a count the input cannot hold is
 	// refused before it sizes an allocation.
 	if n > int64(len(d.b)-d.off)/2 {
-		return nil, errorf(ErrEncoding, "indexed block count %d at offset %d: the %d bytes left hold at most %d blocks",
+		return errorf(ErrEncoding, "indexed block count %d at offset %d: the %d bytes left hold at most %d blocks",
 			n, at, len(d.b)-d.off, (len(d.b)-d.off)/2)
 	}
-	lens, disps := make([]int64, n), make([]int64, n)
+	t.lens, t.disps, t.starts = grow(t.lens, int(n)), grow(t.disps, int(n)), grow(t.starts, int(n)+1)
 	var end int64
-	for i := range lens {
+	for i := range t.lens {
 		gap, err := d.next("indexed gap", i)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		l, err := d.next("indexed length", i)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		var ok bool
-		if disps[i], ok = add(end, gap); ok {
-			end, ok = add(disps[i], l)
+		if t.disps[i], ok = add(end, gap); ok {
+			end, ok = add(t.disps[i], l)
 		}
 		if !ok {
-			return nil, &FieldError{Kind: "indexed", Field: "lengths", Index: i, Value: l,
+			return &FieldError{Kind: "indexed", Field: "lengths", Index: i, Value: l,
 				Reason: "the block ends past 2^63-1 bytes", Err: ErrEncoding}
 		}
-		lens[i] = l
+		t.lens[i] = l
 	}
-	t, err := newIndexed(lens, disps) // gaps ≥ 0 make it valid; checked again
-	if err != nil {
-		return nil, wrap(err)
+	if err := t.setIndexed(); err != nil { // gaps ≥ 0 make it valid; checked again
+		return wrap(err)
 	}
-	return t, nil
+	return nil
+}
+
+// grow returns s resliced to n, reallocated only when too short.
+func grow(s []int64, n int) []int64 {
+	if cap(s) < n {
+		return make([]int64, n)
+	}
+	return s[:n]
 }
 
 func uvarintLen(v int64) int {

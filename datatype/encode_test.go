@@ -84,6 +84,36 @@ func TestDecodeRefusesBadInput(t *testing.T) {
 	}
 }
 
+func TestDecodeToReusesWithoutAllocation(t *testing.T) {
+	big := benchIndexed(t, 1000).AppendEncode(nil)
+	small, _ := Indexed([]int64{3, 5}, []int64{1, 10})
+	vec, _ := Vector(4, 2, 3)
+	encs := [][]byte{big, small.AppendEncode(nil), vec.AppendEncode(nil), {2, 3, 4, 3}}
+	var ty Type
+	var errs int
+	allocs := testing.AllocsPerRun(10, func() {
+		errs = 0
+		for _, enc := range encs[:3] {
+			if DecodeTo(&ty, enc, 1<<30) != nil {
+				errs++
+			}
+		}
+	})
+	if allocs != 0 || errs != 0 {
+		t.Fatalf("DecodeTo into a reused Type: %v allocations, %d errors; want 0, 0", allocs, errs)
+	}
+	// A smaller indexed type into the grown arrays, then an error.
+	if err := DecodeTo(&ty, encs[1], 100); err != nil || ty.Blocks() != 2 || ty.Size() != 8 || ty.Extent() != 15 {
+		t.Fatalf("DecodeTo = %v: %d blocks, size %d, extent %d; want 2, 8, 15", err, ty.Blocks(), ty.Size(), ty.Extent())
+	}
+	if off, n := ty.Block(1); off != 10 || n != 5 {
+		t.Fatalf("Block(1) = %d+%d, want 10+5", off, n)
+	}
+	if err := DecodeTo(&ty, encs[3], 100); !errors.Is(err, ErrInvalid) || ty.Size() != 0 || ty.Blocks() != 0 || ty.Extent() != 0 {
+		t.Fatalf("DecodeTo(bad) = %v, size %d blocks %d extent %d; want ErrInvalid and an empty type", err, ty.Size(), ty.Blocks(), ty.Extent())
+	}
+}
+
 // FuzzDecode feeds untrusted encodings to Decode. What decodes must
 // re-encode to the same bytes, fit the limit, and walk, pack and unpack
 // without going past its buffers. The seed corpus runs under go test.
@@ -106,6 +136,11 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("Decode = %v, %v: an error must wrap ErrEncoding and return no type", ty, err)
 			}
 			return
+		}
+		// The same decoded into a Type whose arrays hold another description.
+		reused, _ := Indexed([]int64{1, 2, 3, 4, 5, 6, 7}, []int64{0, 9, 20, 30, 40, 50, 60})
+		if err := DecodeTo(reused, in, limit); err != nil || !bytes.Equal(reused.AppendEncode(nil), in) || reused.Size() != ty.Size() {
+			t.Fatalf("DecodeTo into a used Type = %v, re-encoded % x", err, reused.AppendEncode(nil))
 		}
 		if enc := ty.AppendEncode(nil); !bytes.Equal(enc, in) || ty.EncodedLen() != len(in) {
 			t.Fatalf("re-encoded % x (EncodedLen %d) from % x", enc, ty.EncodedLen(), in)

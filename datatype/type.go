@@ -31,7 +31,8 @@ func (k kind) String() string {
 // order and do not overlap, so the packed order is the address order and a
 // receiver can scatter into them without ambiguity.
 //
-// A Type is safe for concurrent use; cursors over it are not shared.
+// A Type is immutable, except when its owner reuses it with DecodeTo, and
+// then safe for concurrent use; cursors over it are not shared.
 type Type struct {
 	kind     kind
 	blocks   int64 // number of blocks, zero-length ones included
@@ -46,12 +47,9 @@ type Type struct {
 
 // Contiguous describes size bytes at the start of the base buffer.
 func Contiguous(size int64) (*Type, error) {
-	if size < 0 {
-		return nil, invalid("contiguous", "size", -1, size, "negative: give the length in bytes, 0 or more")
-	}
-	t := &Type{kind: kindContiguous, blockLen: size, size: size, extent: size}
-	if size > 0 {
-		t.blocks = 1
+	t := new(Type)
+	if err := t.setContiguous(size); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -60,29 +58,10 @@ func Contiguous(size int64) (*Type, error) {
 // byte i*stride. The stride is at least the block length (no overlap); an
 // empty vector is count 0.
 func Vector(count, blockLen, stride int64) (*Type, error) {
-	const k = "vector"
-	switch {
-	case count < 0:
-		return nil, invalid(k, "count", -1, count, "negative: give the number of blocks, 0 or more")
-	case blockLen < 0:
-		return nil, invalid(k, "blockLen", -1, blockLen, "negative: give the block length in bytes")
-	case blockLen == 0 && count > 0:
-		return nil, invalid(k, "blockLen", -1, blockLen, "zero with blocks to walk: describe an empty message as count 0")
-	case stride < blockLen:
-		return nil, invalid(k, "stride", -1, stride, "smaller than the block length: blocks would overlap; give a stride of at least blockLen")
+	t := new(Type)
+	if err := t.setVector(count, blockLen, stride); err != nil {
+		return nil, err
 	}
-	t := &Type{kind: kindVector, blocks: count, blockLen: blockLen, stride: stride}
-	if count == 0 {
-		return t, nil
-	}
-	last, ok := mul(count-1, stride)
-	if ok {
-		t.extent, ok = add(last, blockLen)
-	}
-	if !ok {
-		return nil, invalid(k, "stride", -1, stride, "the last block ends past 2^63-1 bytes: fewer blocks or a smaller stride")
-	}
-	t.size = count * blockLen // ≤ extent since stride ≥ blockLen
 	return t, nil
 }
 
@@ -95,35 +74,88 @@ func Indexed(lengths, displacements []int64) (*Type, error) {
 		return nil, invalid("indexed", "displacements", -1, int64(len(displacements)),
 			"count differs from the number of lengths: give one displacement per block")
 	}
-	return newIndexed(append([]int64(nil), lengths...), append([]int64(nil), displacements...))
+	t := &Type{
+		lens:   append([]int64(nil), lengths...),
+		disps:  append([]int64(nil), displacements...),
+		starts: make([]int64, len(lengths)+1),
+	}
+	if err := t.setIndexed(); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
-// newIndexed validates and takes ownership of the slices.
-func newIndexed(lens, disps []int64) (*Type, error) {
+// The setters below fill t in place, keeping its slices for reuse (see
+// DecodeTo). setContiguous and setVector leave t unchanged when they fail;
+// setIndexed leaves it for its caller to reset.
+
+func (t *Type) setContiguous(size int64) error {
+	if size < 0 {
+		return invalid("contiguous", "size", -1, size, "negative: give the length in bytes, 0 or more")
+	}
+	t.kind, t.blocks, t.blockLen, t.stride = kindContiguous, 0, size, 0
+	t.size, t.extent = size, size
+	if size > 0 {
+		t.blocks = 1
+	}
+	return nil
+}
+
+func (t *Type) setVector(count, blockLen, stride int64) error {
+	const k = "vector"
+	switch {
+	case count < 0:
+		return invalid(k, "count", -1, count, "negative: give the number of blocks, 0 or more")
+	case blockLen < 0:
+		return invalid(k, "blockLen", -1, blockLen, "negative: give the block length in bytes")
+	case blockLen == 0 && count > 0:
+		return invalid(k, "blockLen", -1, blockLen, "zero with blocks to walk: describe an empty message as count 0")
+	case stride < blockLen:
+		return invalid(k, "stride", -1, stride, "smaller than the block length: blocks would overlap; give a stride of at least blockLen")
+	}
+	var extent int64
+	if count > 0 {
+		last, ok := mul(count-1, stride)
+		if ok {
+			extent, ok = add(last, blockLen)
+		}
+		if !ok {
+			return invalid(k, "stride", -1, stride, "the last block ends past 2^63-1 bytes: fewer blocks or a smaller stride")
+		}
+	}
+	t.kind, t.blocks, t.blockLen, t.stride = kindVector, count, blockLen, stride
+	t.size, t.extent = count*blockLen, extent // size ≤ extent since stride ≥ blockLen
+	return nil
+}
+
+// setIndexed validates t.lens and t.disps, of equal length, and fills
+// t.starts, one longer.
+func (t *Type) setIndexed() error {
 	const k = "indexed"
-	starts := make([]int64, len(lens)+1)
 	var end, size int64
-	for i, n := range lens {
-		d := disps[i]
+	for i, n := range t.lens {
+		d := t.disps[i]
 		switch {
 		case n < 0:
-			return nil, invalid(k, "lengths", i, n, "negative: give the block length in bytes")
+			return invalid(k, "lengths", i, n, "negative: give the block length in bytes")
 		case d < 0:
-			return nil, invalid(k, "displacements", i, d, "negative: blocks lie inside the base buffer, from byte 0")
+			return invalid(k, "displacements", i, d, "negative: blocks lie inside the base buffer, from byte 0")
 		case d < end:
-			return nil, invalid(k, "displacements", i, d,
+			return invalid(k, "displacements", i, d,
 				"before the end of the previous block: blocks must be in increasing address order and disjoint")
 		}
 		e, ok := add(d, n)
 		if !ok {
-			return nil, invalid(k, "lengths", i, n, "the block ends past 2^63-1 bytes")
+			return invalid(k, "lengths", i, n, "the block ends past 2^63-1 bytes")
 		}
-		starts[i] = size
+		t.starts[i] = size
 		size += n // ≤ e since blocks are disjoint and start at 0 or after
 		end = e
 	}
-	starts[len(lens)] = size
-	return &Type{kind: kindIndexed, blocks: int64(len(lens)), lens: lens, disps: disps, starts: starts, size: size, extent: end}, nil
+	t.starts[len(t.lens)] = size
+	t.kind, t.blocks, t.blockLen, t.stride = kindIndexed, int64(len(t.lens)), 0, 0
+	t.size, t.extent = size, end
+	return nil
 }
 
 // Size is the number of bytes the description selects: the packed length.
