@@ -13,7 +13,8 @@ import (
 // only the blocks of one [Class] and its positions count only their bytes.
 //
 // A Cursor is a small value: copying it saves a position. It allocates
-// nothing, whatever the number of blocks.
+// nothing, whatever the number of blocks. The zero Cursor is not usable:
+// get one from [Type.Cursor] or [Type.Select].
 type Cursor struct {
 	t     *Type
 	block int64 // current block
@@ -30,6 +31,8 @@ func (c *Cursor) Pos() int64 { return c.pos }
 
 // SetPos moves the cursor to byte pos of its stream, 0 ≤ pos ≤ the
 // stream's length: O(log blocks) over all blocks, O(blocks) over a class.
+// Out of range, it returns an error wrapping ErrRange and leaves the
+// cursor where it was.
 func (c *Cursor) SetPos(pos int64) error {
 	if c.sel.all() {
 		if pos < 0 || pos > c.t.size {
@@ -43,10 +46,13 @@ func (c *Cursor) SetPos(pos int64) error {
 	if pos < 0 {
 		return errorf(ErrRange, "position %d", pos)
 	}
+	was := *c
 	*c = Cursor{t: c.t, sel: c.sel}
 	for c.pos < pos {
 		if _, n := c.Next(pos - c.pos); n == 0 {
-			return errorf(ErrRange, "position %d in a %d-byte %s stream", pos, c.pos, c.sel)
+			err := errorf(ErrRange, "position %d in a %d-byte %s stream", pos, c.pos, c.sel)
+			*c = was
+			return err
 		}
 	}
 	return nil

@@ -64,18 +64,20 @@ func TestSetPosOutOfRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := ty.Cursor()
+	c.Next(5)
 	for pos, want := range map[int64]string{
 		-1: "datatype: position out of range: position -1 in a 73-byte stream",
 		74: "datatype: position out of range: position 74 in a 73-byte stream",
 	} {
-		if err := c.SetPos(pos); !errors.Is(err, ErrRange) || err.Error() != want {
-			t.Errorf("SetPos(%d) = %v; want %q", pos, err, want)
+		if err := c.SetPos(pos); !errors.Is(err, ErrRange) || err.Error() != want || c.Pos() != 3 {
+			t.Errorf("SetPos(%d) = %v, now at %d; want %q, still at 3", pos, err, c.Pos(), want)
 		}
 	}
 	c = ty.Select(Small, 64)
+	c.Next(2)
 	want := "datatype: position out of range: position 4 in a 3-byte small (< 64 B) stream"
-	if err := c.SetPos(4); !errors.Is(err, ErrRange) || err.Error() != want {
-		t.Errorf("small SetPos(4) = %v; want %q", err, want)
+	if err := c.SetPos(4); !errors.Is(err, ErrRange) || err.Error() != want || c.Pos() != 2 {
+		t.Errorf("small SetPos(4) = %v, now at %d; want %q, still at 2", err, c.Pos(), want)
 	}
 }
 
