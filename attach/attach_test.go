@@ -355,7 +355,7 @@ func TestTruncated(t *testing.T) {
 func TestPeerDies(t *testing.T) {
 	for _, b := range []string{"shm", "cma", "vmsplice"} {
 		t.Run(b, func(t *testing.T) {
-			launchtest.Run(t, 2, func(p launch.Proc) error {
+			launchtest.RunOpts(t, 2, launchtest.Options{ExitEarly: []int{1}}, func(p launch.Proc) error {
 				ep, _, err := join(p, attach.Options{Prefer: []string{b}})
 				if err != nil {
 					return err

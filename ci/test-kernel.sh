@@ -179,13 +179,35 @@ boot_guest() {
 	run_guest "$@"
 }
 
-# results CONSOLE: the test events of every test binary, as test2json
+# events CONSOLE NAME: the test events of test binary NAME, as test2json
 # lines, from the output between its KCI-TEST markers.
+events() {
+	sed -n "/^KCI-TEST-BEGIN $2\$/,/^KCI-TEST-END $2 /p" "$1" |
+		sed '1d;$d' | $go tool test2json -t
+}
+
+# results CONSOLE: the test events of every test binary.
 results() {
 	local name
 	for name in $(sed -n 's/^KCI-TEST-BEGIN //p' "$1"); do
-		sed -n "/^KCI-TEST-BEGIN $name\$/,/^KCI-TEST-END $name /p" "$1" |
-			sed '1d;$d' | $go tool test2json -t
+		events "$1" "$name"
+	done
+}
+
+# each_binary_passed CONSOLE TESTDIR: sets why when a binary of TESTDIR did
+# not run in the guest or passed no test (a -test.run that matched nothing,
+# a binary whose tests all went missing). With KCI_TEST_ARGS, which may
+# select the tests of one binary only, one passing test in all is enough.
+each_binary_passed() {
+	local name n
+	if [ -n "${KCI_TEST_ARGS:-}" ]; then
+		[ "$ntests" -gt 0 ] || why="no test passed"
+		return
+	fi
+	for name in $(ls "$2"); do
+		grep -q "^KCI-TEST-BEGIN $name\$" "$1" || { why="$name did not run in the guest"; return; }
+		n=$(events "$1" "$name" | grep -c '"Action":"pass","Test"')
+		[ "$n" -gt 0 ] || { why="$name ran no test"; return; }
 	done
 }
 
@@ -200,7 +222,7 @@ first_event() {
 		grep -v -e '^=== ' -e '^--- ' | tail -n 2 | tr '\n' ' ')"
 }
 
-# verdict RELEASE CONSOLE: sets why (empty on success) and ntests.
+# verdict RELEASE CONSOLE TESTDIR: sets why (empty on success) and ntests.
 verdict() {
 	local rel=$1 c=$2 kmsg ev=$2.events
 	results "$c" >"$ev"
@@ -220,7 +242,8 @@ verdict() {
 	why=$(awk '/^KCI-TEST-END/ && $3 != 0 {print $2 " exited with " $3; exit}' "$c")
 	[ -n "$why" ] && return
 	[ "$(grep -c '^KCI-TEST-END' "$c")" -gt 0 ] || { why="no test binary ran"; return; }
-	[ "$ntests" -gt 0 ] || { why="no test passed"; return; }
+	each_binary_passed "$c" "$3"
+	[ -n "$why" ] && return
 	why=$(sed -n 's/^KCI-RMMOD \(.*\) stuck \(.*\)/module \1 will not unload (\2)/p' "$c" | head -n1)
 	[ -n "$why" ] && return
 	why=$(awk '/^KCI-PINS/ && $2 != $3 {print "pages left pinned: " $2 - $3 " (nr_foll_pin_acquired " $2 ", released " $3 ")"}' "$c")
@@ -246,6 +269,8 @@ main() {
 	command -v qemu-system-x86_64 >/dev/null ||
 		{ echo "FAIL all: qemu-system-x86_64 missing (make deps)"; exit 1; }
 	[ -x /bin/busybox ] || { echo "FAIL all: /bin/busybox missing (busybox-static)"; exit 1; }
+	[ -n "$kernels" ] ||
+		{ echo "FAIL all: no kernel listed in ci/kernels.txt (nor in KCI_KERNELS)"; exit 1; }
 	rm -rf "$testdir"
 	build_tests "$testdir" || { echo "FAIL all: cannot build the Go test binaries"; exit 1; }
 	for rel in $kernels; do
@@ -256,7 +281,7 @@ main() {
 			pack_initramfs "$dir/root" "$dir/modules" "$testdir" "$dir/initrd.gz"; then
 			log "booting $rel"
 			boot_guest "$rel" "$dir/initrd.gz" "$dir/console.log"
-			verdict "$rel" "$dir/console.log"
+			verdict "$rel" "$dir/console.log" "$testdir"
 		else
 			why=${why:-cannot prepare the guest}
 		fi

@@ -159,7 +159,7 @@ func TestJobManyProducers(t *testing.T) {
 // wildcard receive and blocked send all fail naming rank 1, in bounded
 // time (the job timeout would catch a hang).
 func TestJobDeadPeer(t *testing.T) {
-	launchtest.RunOpts(t, 2, launchtest.Options{Timeout: 60 * time.Second}, func(p launch.Proc) error {
+	launchtest.RunOpts(t, 2, launchtest.Options{Timeout: 60 * time.Second, ExitEarly: []int{1}}, func(p launch.Proc) error {
 		ep, err := JoinProc(p, &Options{CellSize: 256, Cells: 2, FastboxSize: -1})
 		if err != nil {
 			return err
@@ -206,7 +206,7 @@ func TestJobDeadPeer(t *testing.T) {
 // rank's queue instead of waiting for ever. (Without reaping this test
 // times out.)
 func TestJobCellsReapedFromDeadPeer(t *testing.T) {
-	launchtest.RunOpts(t, 3, launchtest.Options{Timeout: 60 * time.Second}, func(p launch.Proc) error {
+	launchtest.RunOpts(t, 3, launchtest.Options{Timeout: 60 * time.Second, ExitEarly: []int{1}}, func(p launch.Proc) error {
 		ep, err := JoinProc(p, &Options{CellSize: 256, Cells: 2, FastboxSize: -1})
 		if err != nil {
 			return err
@@ -353,7 +353,7 @@ func (l *trafficLMT) BytesMoved() uint64 { return l.moved }
 // never yields) still checks liveness, and a receive from a rank that died
 // fails naming it instead of spinning for ever.
 func TestJobDeadPeerDuringTraffic(t *testing.T) {
-	launchtest.RunOpts(t, 2, launchtest.Options{Timeout: 30 * time.Second}, func(p launch.Proc) error {
+	launchtest.RunOpts(t, 2, launchtest.Options{Timeout: 30 * time.Second, ExitEarly: []int{1}}, func(p launch.Proc) error {
 		ep, err := JoinProc(p, &Options{LivenessInterval: 20 * time.Millisecond})
 		if err != nil {
 			return err

@@ -11,8 +11,9 @@ import (
 )
 
 // TestLineLatency: three ranks probe each pair in turn, twice, and get a
-// one-way time between a cache line's few nanoseconds and a preempted
-// round's milliseconds; a rank whose peer never takes part gets
+// positive one-way time no longer than the call that measured it took (a
+// bound by order, not by speed: 3 ranks on 2 CPUs are preempted at will);
+// a rank whose peer never takes part gets
 // ErrProbeTimeout naming it, and a later probe of the same pair still
 // matches its partner's.
 func TestLineLatency(t *testing.T) {
@@ -55,12 +56,14 @@ func TestLineLatency(t *testing.T) {
 // probePair probes peer. Each rank taking its peers in ascending order,
 // the pairs meet in the order 0-1, 0-2, 1-2 without waiting on a cycle.
 func probePair(ep *Endpoint, peer int) error {
+	start := time.Now()
 	d, err := ep.LineLatency(peer, 256, 10*time.Second)
+	call := time.Since(start)
 	if err != nil {
 		return fmt.Errorf("probe with rank %d: %w", peer, err)
 	}
-	if d < time.Nanosecond || d > 5*time.Millisecond {
-		return fmt.Errorf("probe with rank %d: %v one way", peer, d)
+	if d <= 0 || d > call {
+		return fmt.Errorf("probe with rank %d: %v one way, in a call of %v", peer, d, call)
 	}
 	return nil
 }

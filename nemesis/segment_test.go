@@ -1,7 +1,9 @@
 package nemesis
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/knemesis/knemesis/nemesis/launch"
+	"golang.org/x/sys/unix"
 )
 
 // deadPID returns the pid of a process that has exited and been reaped.
@@ -63,16 +66,77 @@ func TestStaleSegmentReplaced(t *testing.T) {
 	}
 }
 
+// TestGarbageAtSegmentNameReplaced: a file at the segment's name that is no
+// knemesis segment (shorter than a header, or a header without the magic)
+// is unlinked, not written into, and rank 0's fresh segment is published
+// under the name, where rank 1 finds it.
 func TestGarbageAtSegmentNameReplaced(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "knemesis-junk"), []byte("not a segment"), 0o600); err != nil {
-		t.Fatal(err)
+	for name, garbage := range map[string][]byte{
+		"short":    []byte("not a segment"),
+		"no-magic": bytes.Repeat([]byte{0xa5}, 4096),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "knemesis-junk")
+			if err := os.WriteFile(path, garbage, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			old, err := os.Open(path) // to see the garbage after its name is gone
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer old.Close()
+			oldInfo, err := old.Stat()
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := &Options{Dir: dir, JoinTimeout: 20 * time.Second}
+			rank0 := make(chan error, 1)
+			var ep0 *Endpoint
+			go func() {
+				var err error
+				ep0, err = Join("junk", 0, 2, opts)
+				rank0 <- err
+			}()
+			// Rank 0 waits for rank 1 with its segment published: the
+			// name must come to hold a segment of this process.
+			for {
+				if fi, err := os.Stat(path); err == nil && !os.SameFile(fi, oldInfo) {
+					if pid, err := readCreator(path); err != nil || pid != os.Getpid() {
+						t.Fatalf("%s replaced by a file of creator %d (%v), want a segment of this process %d", path, pid, err, os.Getpid())
+					}
+					break
+				}
+				select {
+				case err := <-rank0:
+					t.Fatalf("rank 0 ended before publishing its segment: %v", err)
+				case <-time.After(time.Millisecond):
+				}
+			}
+			ep1, err := Join("junk", 1, 2, opts)
+			if err != nil {
+				t.Fatalf("rank 1 joining the replacement: %v", err)
+			}
+			defer ep1.Close()
+			if err := <-rank0; err != nil {
+				t.Fatalf("rank 0 joining over garbage: %v", err)
+			}
+			defer ep0.Close()
+			var st unix.Stat_t
+			if err := unix.Fstat(int(old.Fd()), &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Nlink != 0 {
+				t.Errorf("the garbage file still has %d links: not replaced", st.Nlink)
+			}
+			if got, err := io.ReadAll(old); err != nil || !bytes.Equal(got, garbage) {
+				t.Errorf("the garbage file was written into: %d bytes now, %v", len(got), err)
+			}
+			if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) != 0 {
+				t.Errorf("left in %s once both ranks joined: %v", dir, names)
+			}
+		})
 	}
-	ep, err := Join("junk", 0, 1, &Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep.Close()
 }
 
 func TestLiveSegmentNotReplaced(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/knemesis/knemesis/threshold"
@@ -54,50 +55,62 @@ func ExampleBuild() {
 	// 4 MiB: eager=false backend="knem" dma=true
 }
 
-// How `lmtbench tune` uses this package: measure each pair kind the
-// machine has, keep the result with the machine's identity.
+// How `lmtbench tune` uses this package: measure the backends at each size
+// between a pair of ranks, keep the table of the fastest with the machine's
+// identity, and load it back where the machine matches. Here the
+// measurements are made up: eager fastest up to 16 KiB, shm up to 1 MiB,
+// CMA from 4 MiB; the knem module is not loaded.
 func ExampleTune() {
+	gbps := map[threshold.Backend]map[int]float64{
+		threshold.Eager: {4 << 10: 8, 16 << 10: 8, 64 << 10: 5, 1 << 20: 3, 4 << 20: 2},
+		threshold.Shm:   {4 << 10: 2, 16 << 10: 6, 64 << 10: 12, 1 << 20: 14, 4 << 20: 10},
+		threshold.CMA:   {4 << 10: 1, 16 << 10: 3, 64 << 10: 7, 1 << 20: 11, 4 << 20: 16},
+	}
+	measure := func(backend string, size int) (float64, error) {
+		// Run a ping-pong of size bytes with backend between the pair,
+		// return payload bytes per second, or an error wrapping
+		// threshold.ErrBackendUnavailable.
+		rate, ok := gbps[threshold.Backend(backend)]
+		if !ok {
+			return 0, fmt.Errorf("%s: %w", backend, threshold.ErrBackendUnavailable)
+		}
+		return rate[size] * 1e9, nil
+	}
+	sizes := []int{4 << 10, 16 << 10, 64 << 10, 1 << 20, 4 << 20}
+	tt, err := threshold.Tune(measure, sizes, threshold.Eager, threshold.Shm, threshold.CMA, threshold.Knem)
+	if err != nil {
+		log.Fatal(err)
+	}
+	tt.SharedCache, tt.Concurrent, tt.Pair = true, 1, [2]int{0, 1}
+	fmt.Println("lmt_min:", threshold.FormatSize(tt.LMTMin))
+	for _, r := range tt.Rules {
+		fmt.Printf("from %s: %s\n", threshold.FormatSize(r.From), r.Backend)
+	}
+
+	// The file belongs to this machine (CPU, caches, kernel, host).
 	topo, err := topology.Detect(topology.DetectOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
+	dir, err := os.MkdirTemp("", "knemesis-tuning")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "tuning.json") // threshold.DefaultTuningPath() in real use
 	file := &threshold.TuningFile{Machine: threshold.ThisMachine(topo), Measured: time.Now()}
-	shared, unshared, hasShared, hasUnshared := topo.Pairs()
-	sizes := []int{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20}
-	for _, kind := range []struct {
-		pair   [2]int
-		ok     bool
-		shared bool
-	}{{shared, hasShared, true}, {unshared, hasUnshared, false}} {
-		if !kind.ok {
-			continue
-		}
-		measure := func(backend string, size int) (float64, error) {
-			// Run a ping-pong of size bytes with backend between ranks
-			// pinned to kind.pair, return payload bytes per second, or an
-			// error wrapping threshold.ErrBackendUnavailable.
-			return 0, fmt.Errorf("%s: %w", backend, threshold.ErrBackendUnavailable)
-		}
-		tt, err := threshold.Tune(measure, sizes, threshold.Eager, threshold.Shm, threshold.CMA, threshold.Vmsplice, threshold.Knem)
-		if err != nil {
-			log.Print(err) // here: nothing could be measured
-			continue
-		}
-		tt.SharedCache, tt.Pair = kind.shared, kind.pair
-		file.Put(*tt)
+	file.Put(*tt)
+	if err := file.Save(path); err != nil {
+		log.Fatal(err)
 	}
-	path, err := threshold.DefaultTuningPath()
+	loaded, err := threshold.LoadTuning(path, threshold.ThisMachine(topo))
 	if err != nil {
 		log.Fatal(err)
 	}
-	if len(file.Tables) > 0 {
-		if err := file.Save(path); err != nil {
-			log.Fatal(err)
-		}
-	}
-	info, err := threshold.Load(threshold.Config{TuningPath: path, Env: threshold.Env{Placement: threshold.Placement{Sender: 0, Receiver: 1}}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	info.Describe(os.Stdout)
+	fmt.Println("tables loaded:", len(loaded.Tables), "measured points:", len(loaded.Tables[0].Points))
+	// Output:
+	// lmt_min: 64 KiB
+	// from 64 KiB: shm
+	// from 4 MiB: cma
+	// tables loaded: 1 measured points: 15
 }

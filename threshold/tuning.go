@@ -158,11 +158,24 @@ func LoadTuning(path string, here Machine) (*TuningFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tuning file: %w", err)
 	}
+	return parseTuning(b, path, here)
+}
+
+// parseTuning is LoadTuning on the file's content b: one JSON object with
+// only the fields of TuningFile, of this version, from here, whose every
+// table is valid.
+func parseTuning(b []byte, path string, here Machine) (*TuningFile, error) {
 	var f TuningFile
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
+		if err == io.EOF {
+			return nil, fmt.Errorf("tuning file %s: empty", path)
+		}
 		return nil, fmt.Errorf("tuning file %s: %w", path, err)
+	}
+	if end := dec.InputOffset(); !isEOF(dec) {
+		return nil, fmt.Errorf("tuning file %s: data after the JSON object, which ends at byte %d", path, end)
 	}
 	if f.Version != TuningVersion {
 		return nil, fmt.Errorf("tuning file %s: version %d, this program reads %d", path, f.Version, TuningVersion)
@@ -176,6 +189,12 @@ func LoadTuning(path string, here Machine) (*TuningFile, error) {
 		}
 	}
 	return &f, nil
+}
+
+// isEOF reports whether dec holds nothing but white space any more.
+func isEOF(dec *json.Decoder) bool {
+	_, err := dec.Token()
+	return err == io.EOF
 }
 
 func (tt *TunedTable) validate() error {

@@ -159,20 +159,63 @@ func TestTuningFileRoundTripAndForeign(t *testing.T) {
 	if _, err := LoadTuning(filepath.Join(dir, "absent.json"), testMachine()); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("absent file: %v", err)
 	}
-	for name, content := range map[string]string{
-		"version": `{"version": 2, "machine": {}, "tables": []}`,
-		"unknown": `{"version": 1, "bogus": 1}`,
-		"backend": `{"version": 1, "machine": MACHINE, "tables": [{"rules": [{"from": 1, "backend": "dma"}]}]}`,
-		"order":   `{"version": 1, "machine": MACHINE, "tables": [{"rules": [{"from": 9, "backend": "shm"}, {"from": 9, "backend": "cma"}]}]}`,
+}
+
+// TestLoadTuningRejects: every file LoadTuning refuses is refused for its
+// own reason, named exactly, with the file's machine matching this one, so
+// that no case passes by being rejected as foreign.
+func TestLoadTuningRejects(t *testing.T) {
+	dir := t.TempDir()
+	m, err := jsonMachine(testMachine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = strings.TrimSpace(m)
+	table := func(rules string, extra string) string {
+		return `{"version": 1, "machine": ` + m + `, "tables": [` + rules + extra + `]}`
+	}
+	good := `{"shared_cache": true, "concurrent": 1, "lmt_min": 4096, "rules": [{"from": 4096, "backend": "shm"}]}`
+	for _, c := range []struct {
+		name, content string
+		want          string // the error after "tuning file <path>: "
+	}{
+		{"version", `{"version": 2, "machine": ` + m + `, "tables": []}`, "version 2, this program reads 1"},
+		{"no-version", `{"machine": ` + m + `, "tables": []}`, "version 0, this program reads 1"},
+		{"unknown-field", `{"version": 1, "machine": ` + m + `, "tables": [], "bogus": 1}`, `json: unknown field "bogus"`},
+		{"unknown-table-field", table(`{"rules": [{"from": 1, "backend": "shm"}], "dma_min": 5}`, ""), `json: unknown field "dma_min"`},
+		{"no-rules", table(`{"rules": []}`, ""), "table 0: no rules"},
+		{"backend", table(`{"rules": [{"from": 1, "backend": "dma"}]}`, ""), `table 0: rule 0: unknown backend "dma"`},
+		{"eager-rule", table(`{"rules": [{"from": 1, "backend": "eager"}]}`, ""), `table 0: rule 0: unknown backend "eager"`},
+		{"negative-from", table(`{"rules": [{"from": -1, "backend": "shm"}]}`, ""), "table 0: rule 0: sizes must ascend (from -1)"},
+		{"order", table(`{"rules": [{"from": 9, "backend": "shm"}, {"from": 9, "backend": "cma"}]}`, ""), "table 0: rule 1: sizes must ascend (from 9)"},
+		{"descending", table(`{"rules": [{"from": 9, "backend": "shm"}, {"from": 8, "backend": "cma"}]}`, ""), "table 0: rule 1: sizes must ascend (from 8)"},
+		{"lmt-min", table(good+`, {"concurrent": 2, "lmt_min": -5, "rules": [{"from": 1, "backend": "cma"}]}`, ""), "table 1: negative lmt_min -5"},
+		{"type", `{"version": "1"}`, "json: cannot unmarshal string into Go struct field TuningFile.version of type int"},
+		{"empty", ``, "empty"},
+		{"truncated", table(good, "")[:60], "unexpected EOF"},
+		{"not-json", "version = 1\n", "invalid character 'v' looking for beginning of value"},
+		{"two-objects", table(good, "") + "\n{}\n", fmt.Sprintf("data after the JSON object, which ends at byte %d", len(table(good, "")))},
 	} {
-		p := filepath.Join(dir, name+".json")
-		m, _ := jsonMachine(testMachine())
-		if err := os.WriteFile(p, []byte(strings.ReplaceAll(content, "MACHINE", m)), 0o644); err != nil {
+		p := filepath.Join(dir, c.name+".json")
+		if err := os.WriteFile(p, []byte(c.content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := LoadTuning(p, testMachine()); err == nil || !strings.Contains(err.Error(), p) {
-			t.Errorf("%s: err = %v, want one naming the file", name, err)
+		_, err := LoadTuning(p, testMachine())
+		if want := "tuning file " + p + ": " + c.want; err == nil || err.Error() != want {
+			t.Errorf("%s: err = %v\nwant %s", c.name, err, want)
 		}
+		if errors.Is(err, ErrForeignTuning) {
+			t.Errorf("%s: rejected as foreign: the case tests nothing", c.name)
+		}
+	}
+	// The good table alone loads: the cases above differ from an
+	// acceptable file only by what they name.
+	p := filepath.Join(dir, "good.json")
+	if err := os.WriteFile(p, []byte(table(good, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := LoadTuning(p, testMachine()); err != nil || len(f.Tables) != 1 || f.Tables[0].LMTMin != 4096 {
+		t.Errorf("good file: %+v, %v", f, err)
 	}
 }
 

@@ -43,10 +43,23 @@ var (
 func Nanotime() int64 {
 	once.Do(setup)
 	if useTSC {
-		hi, lo := bits.Mul64(readTSC()-tsc0, mult)
-		return int64(hi<<32 | lo>>32)
+		return scale(readTSC()-tsc0, mult)
 	}
 	return int64(time.Since(origin))
+}
+
+// scale converts ticks to nanoseconds at mult nanoseconds per tick (32
+// fraction bits).
+func scale(ticks, mult uint64) int64 {
+	hi, lo := bits.Mul64(ticks, mult)
+	return int64(hi<<32 | lo>>32)
+}
+
+// rate is the nanoseconds per tick, with 32 fraction bits, of a counter
+// that advanced ticks (> 0) in elapsed.
+func rate(elapsed time.Duration, ticks uint64) uint64 {
+	q, _ := bits.Div64(uint64(elapsed)>>32, uint64(elapsed)<<32, ticks)
+	return q
 }
 
 // Source tells which counter Nanotime reads: "tsc" or "runtime".
@@ -72,9 +85,7 @@ func setup() {
 	if !ok || c1 <= c0 {
 		return
 	}
-	// ns per tick = elapsed / ticks, kept with 32 fraction bits.
-	q, _ := bits.Div64(uint64(end-start)>>32, uint64(end-start)<<32, c1-c0)
-	mult, tsc0, useTSC = q, c0, true
+	mult, tsc0, useTSC = rate(end-start, c1-c0), c0, true
 }
 
 // stamp reads the runtime clock and the counter at one instant: between

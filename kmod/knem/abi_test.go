@@ -334,21 +334,24 @@ func TestCopyLengthRule(t *testing.T) {
 	const n = 3*4096 + 100
 	src := payload(5, n)
 	c := region(t, d, split(src, 1000, 5000), ProtRead, 0)
+	// want is what the rule gives, worked out by hand: min(region bytes
+	// left past the offset, local bytes, bound), none past the end.
 	cases := []struct {
 		off, bound uint64
 		local      int
+		want       uint64
 	}{
-		{0, All, n},
-		{0, All, n + 500},     // local larger: region bytes
-		{0, All, 777},         // local smaller: local bytes
-		{4097, All, n},        // offset: what is left
-		{4097, 100, n},        // bounded
-		{0, 0, n},             // bound 0 copies nothing
-		{n - 1, All, 10},      // last byte
-		{n, All, 100},         // offset at the end: nothing, success
-		{n + 4096, All, 100},  // past the end
-		{1<<64 - 1, All, 100}, // offset + length would overflow
-		{1<<64 - 1, 1 << 62, 100},
+		{0, All, n, 12388},
+		{0, All, n + 500, 12388}, // local larger: region bytes
+		{0, All, 777, 777},       // local smaller: local bytes
+		{4097, All, n, 8291},     // offset: what is left
+		{4097, 100, n, 100},      // bounded
+		{0, 0, n, 0},             // bound 0 copies nothing
+		{n - 1, All, 10, 1},      // last byte
+		{n, All, 100, 0},         // offset at the end: nothing, success
+		{n + 4096, All, 100, 0},  // past the end
+		{1<<64 - 1, All, 100, 0}, // offset + length would overflow
+		{1<<64 - 1, 1 << 62, 100, 0},
 	}
 	for _, tc := range cases {
 		dst := newGuarded(tc.local)
@@ -357,10 +360,7 @@ func TestCopyLengthRule(t *testing.T) {
 			t.Errorf("offset %d bound %d local %d: %v, %v", tc.off, tc.bound, tc.local, st, err)
 			continue
 		}
-		want := uint64(0)
-		if tc.off < n {
-			want = min(n-tc.off, uint64(tc.local), tc.bound)
-		}
+		want := tc.want
 		var exp []byte
 		if want > 0 {
 			exp = src[tc.off : tc.off+want]

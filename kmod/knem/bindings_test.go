@@ -2,9 +2,11 @@ package knem
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -143,7 +145,7 @@ func TestStatusBytesAreIndependent(t *testing.T) {
 		s.set(i, Status(i%3))
 	}
 	for i := range Slot(8) {
-		if got := s.Status(i); got != Status(i%3) {
+		if got, _ := s.Status(i); got != Status(i%3) {
 			t.Errorf("slot %d = %v, want %v", i, got, Status(i%3))
 		}
 		if s.mem[i] != byte(i%3) {
@@ -153,7 +155,8 @@ func TestStatusBytesAreIndependent(t *testing.T) {
 	s.set(1, StatusFailed)
 	s.set(3, StatusSuccess)
 	s.Reset(2)
-	if s.Status(2) != StatusPending || s.Status(1) != StatusFailed || s.Status(3) != StatusSuccess {
+	st := func(slot Slot) Status { v, _ := s.Status(slot); return v }
+	if st(2) != StatusPending || st(1) != StatusFailed || st(3) != StatusSuccess {
 		t.Errorf("Reset(2) touched its neighbour")
 	}
 }
@@ -197,12 +200,55 @@ func TestStatusHotPathDoesNotAllocate(t *testing.T) {
 	allocs := testing.AllocsPerRun(1000, func() {
 		slot, _ := s.Alloc()
 		s.set(slot, StatusSuccess)
-		if s.Status(slot) != StatusSuccess {
+		if st, err := s.Status(slot); st != StatusSuccess || err != nil {
 			t.Fatal("status lost")
 		}
 		s.Free(slot)
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per slot cycle", allocs)
+	}
+}
+
+// TestStatusSlotPastTheEnd: every method given a slot the array does not
+// have returns ErrSlot naming it, instead of indexing past the mapping or
+// the bitmap, and leaves the array as it was.
+func TestStatusSlotPastTheEnd(t *testing.T) {
+	s := anonArray(t, 4096)
+	slot, ok := s.Alloc()
+	if !ok {
+		t.Fatal("Alloc failed on an empty array")
+	}
+	for _, bad := range []Slot{4096, 4099, 1<<32 - 1} {
+		want := fmt.Sprintf("slot past the end of the status array: slot %d, array of 4096", bad)
+		st, err := s.Status(bad)
+		check := func(op string, err error) {
+			t.Helper()
+			if !errors.Is(err, ErrSlot) || err.Error() != "knem: StatusArray."+op+": "+want {
+				t.Errorf("%s(%d) = %v, want ErrSlot: %s", op, bad, err, want)
+			}
+		}
+		check("Status", err)
+		if st != 0 {
+			t.Errorf("Status(%d) = %v with its error, want 0", bad, st)
+		}
+		check("Free", s.Free(bad))
+		check("Reset", s.Reset(bad))
+		_, err = s.Wait(bad, time.Second)
+		check("Wait", err)
+	}
+	if st, err := s.Status(slot); st != StatusPending || err != nil {
+		t.Errorf("slot %d after the refusals: %v, %v; want pending", slot, st, err)
+	}
+	if next, ok := s.Alloc(); !ok || next == slot {
+		t.Errorf("Alloc after the refusals = %d, %v: the bitmap changed", next, ok)
+	}
+	// An unmapped array has no slot at all.
+	u := anonArray(t, 4096)
+	if err := u.Unmap(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.Status(0); !errors.Is(err, ErrSlot) {
+		t.Errorf("Status(0) of an unmapped array = %v, want ErrSlot", err)
 	}
 }

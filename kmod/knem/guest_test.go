@@ -211,7 +211,10 @@ func firstDiff(a, b []byte) int {
 func wait(t testing.TB, s *StatusArray, slot Slot, st Status, what string) {
 	t.Helper()
 	if st == StatusPending {
-		st = s.Wait(slot, 30*time.Second)
+		var err error
+		if st, err = s.Wait(slot, 30*time.Second); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
 	}
 	if st != StatusSuccess {
 		t.Fatalf("%s: status %v", what, st)

@@ -220,8 +220,8 @@ func TestNotifyFD(t *testing.T) {
 			if !ok {
 				t.Fatalf("notification for slot %d, which no copy used (or twice)", slot)
 			}
-			if st := s.Status(slot); st != StatusSuccess {
-				t.Fatalf("slot %d notified with status %v", slot, st)
+			if st, err := s.Status(slot); st != StatusSuccess || err != nil {
+				t.Fatalf("slot %d notified with status %v, %v", slot, st, err)
 			}
 			dst.check(t, "notified copy", srcs[slot])
 			delete(want, slot)

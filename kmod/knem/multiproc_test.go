@@ -108,7 +108,9 @@ func exchangeAll(p launch.Proc, b board) error {
 				return fmt.Errorf("reading rank %d's region (flags %#x): %w", r, f, err)
 			}
 			if st == StatusPending {
-				st = s.Wait(slot, time.Minute)
+				if st, err = s.Wait(slot, time.Minute); err != nil {
+					return err
+				}
 			}
 			s.Free(slot)
 			if st != StatusSuccess {

@@ -1,6 +1,8 @@
 package knem
 
 import (
+	"errors"
+	"fmt"
 	"math/bits"
 	"sync/atomic"
 	"time"
@@ -85,36 +87,70 @@ func (s *StatusArray) Alloc() (Slot, bool) {
 	return 0, false
 }
 
+// ErrSlot is wrapped by the error of a StatusArray method given a slot
+// past the end of the array (or any slot once it is unmapped).
+var ErrSlot = errors.New("slot past the end of the status array")
+
+// checkSlot refuses a slot the array does not have, instead of indexing
+// past the mapping or the bitmap.
+func (s *StatusArray) checkSlot(op string, slot Slot) error {
+	if uint64(slot) >= uint64(len(s.mem)) {
+		return &Error{Op: "StatusArray." + op, Err: fmt.Errorf("%w: slot %d, array of %d", ErrSlot, slot, len(s.mem))}
+	}
+	return nil
+}
+
 // Free returns a slot whose copy has completed.
-func (s *StatusArray) Free(slot Slot) {
+func (s *StatusArray) Free(slot Slot) error {
+	if err := s.checkSlot("Free", slot); err != nil {
+		return err
+	}
 	s.used[slot/64].And(^(uint64(1) << (slot % 64)))
+	return nil
 }
 
 // Status reads a slot.
-func (s *StatusArray) Status(slot Slot) Status {
-	v := s.word(slot).Load()
-	return Status((*[4]byte)(unsafe.Pointer(&v))[slot%4])
+func (s *StatusArray) Status(slot Slot) (Status, error) {
+	if err := s.checkSlot("Status", slot); err != nil {
+		return 0, err
+	}
+	return s.status(slot), nil
 }
 
 // Reset sets a slot back to StatusPending, to reuse it for another copy.
-func (s *StatusArray) Reset(slot Slot) { s.set(slot, StatusPending) }
+func (s *StatusArray) Reset(slot Slot) error {
+	if err := s.checkSlot("Reset", slot); err != nil {
+		return err
+	}
+	s.set(slot, StatusPending)
+	return nil
+}
 
 // Wait polls slot until its copy completes or timeout passes, and returns
 // the slot's status (StatusPending after a timeout). It spins briefly, then
 // yields the processor between polls.
-func (s *StatusArray) Wait(slot Slot, timeout time.Duration) Status {
+func (s *StatusArray) Wait(slot Slot, timeout time.Duration) (Status, error) {
+	if err := s.checkSlot("Wait", slot); err != nil {
+		return 0, err
+	}
 	for i := 0; i < 1000; i++ {
-		if st := s.Status(slot); st != StatusPending {
-			return st
+		if st := s.status(slot); st != StatusPending {
+			return st, nil
 		}
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		if st := s.Status(slot); st != StatusPending || time.Now().After(deadline) {
-			return st
+		if st := s.status(slot); st != StatusPending || time.Now().After(deadline) {
+			return st, nil
 		}
 		time.Sleep(10 * time.Microsecond)
 	}
+}
+
+// status reads a slot already checked.
+func (s *StatusArray) status(slot Slot) Status {
+	v := s.word(slot).Load()
+	return Status((*[4]byte)(unsafe.Pointer(&v))[slot%4])
 }
 
 // word is the aligned 32-bit word holding slot's byte: Go has no atomic

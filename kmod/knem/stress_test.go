@@ -423,7 +423,9 @@ func (st *stressor) checked() error {
 		return fmt.Errorf("checked copy (flags %#x): %w", flags, err)
 	}
 	if status == StatusPending {
-		status = sd.s.Wait(0, time.Minute)
+		if status, err = sd.s.Wait(0, time.Minute); err != nil {
+			return err
+		}
 	}
 	if status != StatusSuccess {
 		return fmt.Errorf("checked copy (flags %#x): status %v", flags, status)

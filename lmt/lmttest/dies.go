@@ -97,7 +97,7 @@ func recvFromDying(p launch.Proc, backend string) (*Channel, *lmt.Engine, *lmt.T
 func RunSenderDiesAfterCTS(t *testing.T, backend string, inWindow []string) {
 	job := NewJob(2)
 	name := launch.NewJobName()
-	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Job: name, Timeout: time.Minute}, func(p launch.Proc) error {
+	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Job: name, Timeout: time.Minute, ExitEarly: []int{0}}, func(p launch.Proc) error {
 		if p.Rank == 0 {
 			return dieAfterCTS(p, backend, inWindow, func() { os.Exit(0) })
 		}

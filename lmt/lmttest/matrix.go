@@ -392,7 +392,7 @@ func RunTruncation(t *testing.T, backend string) {
 // must return an error naming the dead rank. dying is 0 (sender dies) or 1.
 func RunPeerDies(t *testing.T, backend string, dying int) {
 	job := NewJob(2)
-	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Timeout: time.Minute}, func(p launch.Proc) error {
+	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Timeout: time.Minute, ExitEarly: []int{dying}}, func(p launch.Proc) error {
 		ch, eng, err := Open(p, backend, func(c *lmt.Config) { c.PipeSize = 64 << 10 })
 		if err != nil {
 			return err

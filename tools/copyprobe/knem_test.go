@@ -110,7 +110,9 @@ func knemRead(ctl, ack *os.File, seed uint64, flags knem.Flags) error {
 		return err
 	}
 	if st == knem.StatusPending {
-		st = status.Wait(slot, 30*time.Second)
+		if st, err = status.Wait(slot, 30*time.Second); err != nil {
+			return err
+		}
 	}
 	if st != knem.StatusSuccess {
 		return fmt.Errorf("inline copy: status %v", st)

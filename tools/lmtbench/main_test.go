@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
@@ -657,9 +658,29 @@ func TestBuiltinPlacementProbe(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &results); err != nil || len(results) == 0 {
 			t.Fatalf("%v: want results: %v\n%s", args, err, r.stdout)
 		}
+		max := float64(threshold.SharedLineMax) / float64(time.Microsecond)
 		for _, res := range results {
-			if !slices.Contains([]string{"near", "far", "mixed"}, res.Placement) || res.Samples != 2 {
-				t.Errorf("%v: %s %d: placement %q over %d samples; want near, far or mixed over 2", args, res.Backend, res.Size, res.Placement, res.Samples)
+			if res.Samples != 2 {
+				t.Errorf("%v: %s %d: %d samples, want 2", args, res.Backend, res.Size, res.Samples)
+			}
+			// Every kept sample's reading before it was of the result's
+			// class, so their median cache-line time is on that class's
+			// side of threshold.SharedLineMax.
+			lat := res.PlacementLatencyUs
+			switch {
+			case res.Placement == "near" && (lat <= 0 || lat > max),
+				res.Placement == "far" && lat <= max:
+				t.Errorf("%v: %s %d: placement %s with a median line time of %g µs (near up to %g µs)", args, res.Backend, res.Size, res.Placement, lat, max)
+			case res.Placement == "near" || res.Placement == "far":
+				if res.SamplesKept < 1 || res.SamplesKept > res.Samples {
+					t.Errorf("%v: %s %d: %s over %d of %d samples", args, res.Backend, res.Size, res.Placement, res.SamplesKept, res.Samples)
+				}
+			case res.Placement == "mixed":
+				if res.SamplesKept != res.Samples || lat <= 0 {
+					t.Errorf("%v: %s %d: mixed over %d of %d samples, line time %g µs; want every sample and a reading", args, res.Backend, res.Size, res.SamplesKept, res.Samples, lat)
+				}
+			default:
+				t.Errorf("%v: %s %d: placement %q, want the builtin probe's near, far or mixed", args, res.Backend, res.Size, res.Placement)
 			}
 		}
 	}

@@ -245,7 +245,11 @@ func (b *backend) Start(t *lmt.Transfer) error { return nil }
 // data is in place.
 func (b *backend) Step(t *lmt.Transfer, max int) (int, error) {
 	if slot, busy := slotOf(t); busy {
-		switch b.status.Status(slot) {
+		st, err := b.status.Status(slot)
+		if err != nil {
+			return 0, fmt.Errorf("knemlmt: copy from rank %d: %w", t.Peer(), err)
+		}
+		switch st {
 		case knem.StatusPending:
 			return 0, nil
 		case knem.StatusSuccess:

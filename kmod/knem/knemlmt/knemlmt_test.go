@@ -125,7 +125,7 @@ func TestManyPairs(t *testing.T) {
 func TestSenderGoneBeforeCopy(t *testing.T) {
 	needDevice(t)
 	job := lmttest.NewJob(2)
-	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup}, func(p launch.Proc) error {
+	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, ExitEarly: []int{0}}, func(p launch.Proc) error {
 		ch, eng, err := lmttest.Open(p, knemlmt.Name, nil)
 		if err != nil {
 			return err
@@ -173,7 +173,7 @@ func TestReceiverDiesDuringAsyncCopy(t *testing.T) {
 	knemlmt.SetPolicy(knemlmt.Policy{AsyncMin: 1})
 	defer knemlmt.SetPolicy(knemlmt.Policy{})
 	job := lmttest.NewJob(2)
-	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Timeout: 2 * time.Minute}, func(p launch.Proc) error {
+	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Timeout: 2 * time.Minute, ExitEarly: []int{1}}, func(p launch.Proc) error {
 		ch, eng, err := lmttest.Open(p, knemlmt.Name, nil)
 		if err != nil {
 			return err

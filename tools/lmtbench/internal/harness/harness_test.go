@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -21,9 +22,6 @@ type chanEngine struct {
 	out, in chan []byte
 	corrupt int
 	sent    *atomic.Int64 // messages sent by both ranks
-	// slowFirst makes the job's first sends take a millisecond each, as
-	// a cold channel or auto's first explorations do.
-	slowFirst int64
 }
 
 func (c *chanEngine) SendBuffer(n int) ([]byte, error) { return make([]byte, n), nil }
@@ -34,9 +32,7 @@ func (c *chanEngine) Send(b []byte) error {
 	if c.corrupt >= 0 && c.corrupt < len(m) {
 		m[c.corrupt] ^= 0xff
 	}
-	if c.sent.Add(1) <= c.slowFirst {
-		time.Sleep(time.Millisecond)
-	}
+	c.sent.Add(1)
 	c.out <- m
 	return nil
 }
@@ -60,24 +56,23 @@ func (c *chanEngine) SendRecv(out, in []byte) error {
 // pair runs spec between two in-process ranks and returns rank 0's samples
 // and both ranks' errors.
 func pair(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, error) {
-	samples, err0, err1, _ := pairSlowFirst(t, spec, corruptBy1, 0)
+	samples, err0, err1, _ := pairCounted(t, spec, corruptBy1)
 	return samples, err0, err1
 }
 
-// pairSlowFirst is pair with the job's first slowFirst messages taking a
-// millisecond each; it also returns how many messages the ranks sent.
-func pairSlowFirst(t *testing.T, spec Spec, corruptBy1 int, slowFirst int64) ([]Sample, error, error, int64) {
+// pairCounted is pair that also returns how many messages the ranks sent.
+func pairCounted(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, error, int64) {
 	t.Helper()
 	sent := new(atomic.Int64)
 	a, b := make(chan []byte, 1024), make(chan []byte, 1024)
 	r01, w01, _ := os.Pipe()
 	r10, w10, _ := os.Pipe()
 	defer closeAll(r01, w01, r10, w10)
-	r0, err := newRank(spec, &chanEngine{out: a, in: b, corrupt: -1, sent: sent, slowFirst: slowFirst}, newCtl(w01, r10), 0)
+	r0, err := newRank(spec, &chanEngine{out: a, in: b, corrupt: -1, sent: sent}, newCtl(w01, r10), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1, err := newRank(spec, &chanEngine{out: b, in: a, corrupt: corruptBy1, sent: sent, slowFirst: slowFirst}, newCtl(w10, r01), 1)
+	r1, err := newRank(spec, &chanEngine{out: b, in: a, corrupt: corruptBy1, sent: sent}, newCtl(w10, r01), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +137,7 @@ func TestWarmupPrecedesEverySize(t *testing.T) {
 	for _, mode := range []string{PingPong, NetPIPE, Bidir, Stream} {
 		for _, iters := range []int{7, 100} {
 			spec := Spec{Mode: mode, Backend: "chan", Sizes: []int{1, 4096}, Iters: iters, Samples: 2}
-			samples, err0, err1, sent := pairSlowFirst(t, spec, -1, 0)
+			samples, err0, err1, sent := pairCounted(t, spec, -1)
 			if err0 != nil || err1 != nil {
 				t.Fatalf("%s: rank errors %v, %v", mode, err0, err1)
 			}
@@ -174,23 +169,6 @@ func TestWarmupPrecedesEverySize(t *testing.T) {
 	}
 }
 
-// TestCalibrationFollowsWarmup: a job whose first messages are slow (a cold
-// channel, auto's first explorations) is calibrated on its warm ones. The
-// verification and the warm-up's 12 iterations here take 26 ms; calibrated
-// on them, a 20 ms sample would get about 10 iterations, where warm 64-byte
-// exchanges through a Go channel take a few microseconds each.
-func TestCalibrationFollowsWarmup(t *testing.T) {
-	spec := Spec{Mode: PingPong, Backend: "chan", Sizes: []int{64}, SampleTime: 20 * time.Millisecond, Samples: 1}
-	slow := int64(VerifyMessages(PingPong) + WarmupIterations(PingPong, 0)*MessagesPerIteration(PingPong))
-	samples, err0, err1, _ := pairSlowFirst(t, spec, -1, slow)
-	if err0 != nil || err1 != nil || len(samples) != 1 {
-		t.Fatalf("errors %v, %v; %d samples", err0, err1, len(samples))
-	}
-	if s := samples[0]; s.Iterations < 200 {
-		t.Errorf("calibrated to %d iterations (%.6f s): the slow first messages were timed", s.Iterations, s.Seconds)
-	}
-}
-
 // TestBuiltinProbeBracketsEverySample: with the built-in probe, rank 1 takes
 // part in every reading (one before each size, one after each sample), and
 // each reading is a class with the line's time.
@@ -219,14 +197,79 @@ func TestBuiltinProbeBracketsEverySample(t *testing.T) {
 	}
 }
 
-func TestCalibrationReachesSampleTime(t *testing.T) {
+// scriptedLeader plays rank 0's side of a job whose messages take exactly
+// perIter an iteration, except the job's first slow iterations (a cold
+// channel, auto's first explorations), which take slowIter each. It records
+// the iterations of every sample it is asked for, in order, so that
+// calibration is tested by counts and order, not by a clock.
+type scriptedLeader struct {
+	perIter, slowIter time.Duration
+	slow              int // first iterations of the job that are slow
+	done              int // iterations run so far
+	samples           []int
+}
+
+func (l *scriptedLeader) tell(cmd, size, iters int64) error { return nil }
+func (l *scriptedLeader) verify(size int) error             { return nil }
+
+func (l *scriptedLeader) leadSample(size, iters int) (Sample, error) {
+	slow := min(iters, max(l.slow-l.done, 0))
+	l.done += iters
+	l.samples = append(l.samples, iters)
+	d := time.Duration(iters-slow)*l.perIter + time.Duration(slow)*l.slowIter
+	return Sample{Size: size, Iterations: iters, Messages: iters * MessagesPerIteration(PingPong), Seconds: d.Seconds()}, nil
+}
+
+// TestCalibrationFollowsWarmup: calibration runs after the warm-up's 12
+// iterations, so a job whose first 12 iterations take 2 ms each is
+// calibrated on its warm 1 µs ones: eightfold runs of 1, 8 ... 32768
+// iterations until one lasts a quarter of the 20 ms sample (32.768 ms),
+// then 32768 × 20 / 32.768 = 20000 iterations a sample, re-warmed by a
+// quarter of that. Calibrated on the slow iterations, the sample would
+// have had 10.
+func TestCalibrationFollowsWarmup(t *testing.T) {
+	l := &scriptedLeader{perIter: time.Microsecond, slowIter: 2 * time.Millisecond, slow: WarmupIterations(PingPong, 0)}
+	spec := Spec{Mode: PingPong, Backend: "chan", Sizes: []int{64}, SampleTime: 20 * time.Millisecond, Samples: 1}
+	var out bytes.Buffer
+	if err := lead(spec, l, placer{}, json.NewEncoder(&out)); err != nil {
+		t.Fatal(err)
+	}
+	want := []int{12, 1, 8, 64, 512, 4096, 32768, 5000, 20000}
+	if fmt.Sprint(l.samples) != fmt.Sprint(want) {
+		t.Fatalf("samples of %v iterations, want %v (warm-up, calibration, re-warm, sample)", l.samples, want)
+	}
+	var s Sample
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil || s.Iterations != 20000 {
+		t.Fatalf("reported sample %+v, %v; want 20000 iterations", s, err)
+	}
+}
+
+// TestCalibrationStopsAtMaxIters: a job too fast to time (every run 0 s)
+// is calibrated to maxIters, not grown for ever.
+func TestCalibrationStopsAtMaxIters(t *testing.T) {
+	l := &scriptedLeader{}
+	spec := Spec{Mode: PingPong, Backend: "chan", Sizes: []int{64}, SampleTime: 20 * time.Millisecond, Samples: 1}
+	iters, err := calibrate(spec, l, 64)
+	if err != nil || iters != maxIters {
+		t.Fatalf("calibrate = %d, %v; want maxIters %d", iters, err, maxIters)
+	}
+	if last := l.samples[len(l.samples)-1]; last != 1<<24 || len(l.samples) != 9 {
+		t.Errorf("runs of %v iterations, want eightfold from 1 to 1<<24", l.samples)
+	}
+}
+
+// TestCalibratedSampleEndToEnd: the calibrated path between two real ranks
+// yields one sample with its iterations, messages and a positive time;
+// how many iterations depends on the machine's speed, so it is not
+// asserted here (see TestCalibrationFollowsWarmup).
+func TestCalibratedSampleEndToEnd(t *testing.T) {
 	spec := Spec{Mode: PingPong, Backend: "chan", Sizes: []int{64}, SampleTime: 5 * time.Millisecond, Samples: 1}
 	samples, err0, err1 := pair(t, spec, -1)
 	if err0 != nil || err1 != nil || len(samples) != 1 {
 		t.Fatalf("errors %v, %v; %d samples", err0, err1, len(samples))
 	}
-	if s := samples[0]; s.Iterations < 8 {
-		t.Errorf("calibrated to %d iterations (%.6f s); a 64-byte channel exchange is far below 5 ms", s.Iterations, s.Seconds)
+	if s := samples[0]; s.Iterations < 1 || s.Iterations > maxIters || s.Messages != s.Iterations*MessagesPerIteration(PingPong) || s.Seconds <= 0 {
+		t.Errorf("calibrated sample %+v", s)
 	}
 }
 

@@ -1,10 +1,13 @@
 package machine
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/knemesis/knemesis/threshold"
 )
 
 func TestParseProbe(t *testing.T) {
@@ -43,5 +46,30 @@ func TestProbeTimesOut(t *testing.T) {
 	}
 	if got := Probe(fast); got != (Placement{Class: "near", LatencyUs: 0.061}) {
 		t.Errorf("probe gave %+v, want near 0.061", got)
+	}
+}
+
+// TestLinePlacement pins the class of a cache-line time by fixed values on
+// each side of threshold.SharedLineMax (150 ns), so that the harness's test,
+// which can only compare measured readings with the same rule, rests on a
+// rule checked here.
+func TestLinePlacement(t *testing.T) {
+	if threshold.SharedLineMax != 150*time.Nanosecond {
+		t.Fatalf("threshold.SharedLineMax is %v: update the cases below", threshold.SharedLineMax)
+	}
+	for _, c := range []struct {
+		oneWay time.Duration
+		want   Placement
+	}{
+		{40 * time.Nanosecond, Placement{Class: "near", LatencyUs: 0.04}},
+		{150 * time.Nanosecond, Placement{Class: "near", LatencyUs: 0.15}},
+		{151 * time.Nanosecond, Placement{Class: "far", LatencyUs: 0.151}},
+		{250 * time.Nanosecond, Placement{Class: "far", LatencyUs: 0.25}},
+		{3 * time.Microsecond, Placement{Class: "far", LatencyUs: 3}},
+	} {
+		got := LinePlacement(c.oneWay)
+		if got.Class != c.want.Class || math.Abs(got.LatencyUs-c.want.LatencyUs) > 1e-12 {
+			t.Errorf("LinePlacement(%v) = %+v, want %+v", c.oneWay, got, c.want)
+		}
 	}
 }
