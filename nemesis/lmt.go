@@ -130,7 +130,7 @@ func (ep *Endpoint) SendControl(dst int, pkt []byte) (ok bool, err error) {
 	}
 	p := &ep.peers[dst]
 	if len(pkt) <= ep.seg.fboxPayload {
-		if fb, pl := p.outBox(&ep.stats); fb != nil {
+		if fb, pl := ep.outBox(dst); fb != nil {
 			memcopy.Copy(pl, pkt)
 			p.postFbox(fb, kindControl, 0, len(pkt), 0)
 			ep.stats.FastboxCtrl++
