@@ -63,8 +63,9 @@
 // box is empty, skipping both queues; the flag and the first 32 payload bytes
 // share a cache line. Because a sender may then have messages to the same
 // receiver both in the queue and in a fastbox, every message carries a
-// per-pair sequence number, and the number names the box: each ordered pair
-// has three, taken in turn (message n uses box n mod 3). A sender whose
+// per-pair sequence number, and the number names the box: an ordered pair
+// with a fastbox set (see below) has three boxes, taken in turn (message n
+// uses box n mod 3). A sender whose
 // previous messages still sit in their boxes (an LMT DONE, say, followed at
 // once by the RTS of a reply) thus finds the next one free, where with a
 // single box the message would take a cell through both queues: several

@@ -24,16 +24,20 @@ import (
 // here, one enqueued after finds the word set. A fastbox is filled with a
 // release store, which the filler's read of the word may pass: such a
 // message, like payload an LMT moves without a packet, is seen when the
-// sleep times out. The timeout starts at dozeMin and doubles up to dozeMax
-// (dozeMaxLMT with an LMT, whose transfers move without waking anyone), and
-// every wake-up checks the peers' liveness when it is due: a dozing rank
-// notices a dead peer within dozeMax. With an LMT that does not count what
+// sleep times out. The timeout starts at dozeMin and grows fourfold at each
+// doze up to dozeMax (dozeMaxLMT with an LMT, whose transfers move without
+// waking anyone), and every wake-up checks the peers' liveness when it is
+// due: a dozing rank notices a dead peer within dozeMax. A second is long
+// for a message lost in that race, which takes a fastbox store and the
+// sleeper's announcement within some nanoseconds of each other, but it
+// keeps what 190 dozing ranks cost to a wake-up and a poll(2) over their
+// pidfds each per second (TestJob192, docs/performance-scale.md). With an LMT that does not count what
 // it moves (no LMTMeter) a blocked call cannot tell a transfer in motion
 // from an idle one, and never dozes.
 const (
 	yieldsBeforeDoze = 256
 	dozeMin          = 50 * time.Microsecond
-	dozeMax          = 100 * time.Millisecond
+	dozeMax          = time.Second
 	dozeMaxLMT       = time.Millisecond
 )
 
@@ -46,7 +50,7 @@ const (
 // doze sleeps until woken or the waiter's current timeout passes.
 func (ep *Endpoint) doze(w *waiter) error {
 	n := w.spins - (SpinBeforeYield + yieldsBeforeDoze)
-	nap := dozeMin << min(n, 16)
+	nap := dozeMin << min(2*n, 20)
 	if limit := ep.dozeLimit(); nap > limit {
 		nap = limit
 	}

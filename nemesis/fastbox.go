@@ -119,9 +119,12 @@ func (ep *Endpoint) claimSet(dst int) bool {
 		return false
 	}
 	off, c, err := ep.freeQ.dequeue(s)
-	if err != nil || off == 0 {
-		ep.fail(err) // nil when there was just no cell: no-op
+	if err != nil {
+		ep.fail(err)
 		return false
+	}
+	if off == 0 {
+		return false // no cell free: claim at a later packet
 	}
 	set := ep.fbNext
 	c.kind, c.src, c.seq, c.tag, c.len, c.total = kindFboxSetup, uint32(ep.rank), p.sendSeq, 0, 0, uint64(set)

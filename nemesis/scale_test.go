@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -200,6 +203,27 @@ func sleepers(ep *Endpoint) error {
 			}
 		}
 		phase := time.Since(t0)
+		// Now that all doze: what do they cost while they keep waiting,
+		// once their naps have grown (about a second), over a second?
+		var steady [3]time.Duration
+		for i := range steady {
+			if i > 0 {
+				for t := time.Now(); time.Since(t) < time.Second; {
+					if err := ep.Send(1, tag, b[:8]); err != nil {
+						return err
+					}
+					if _, err := ep.Recv(1, tag, b[:8]); err != nil {
+						return err
+					}
+				}
+			}
+			var err error
+			if steady[i], err = procCPU(ep, 2); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("sleepers: once all doze, the %d blocked ranks used %v of CPU in all over the next second, %v over the one after\n",
+			ep.Size()-2, steady[1]-steady[0], steady[2]-steady[1])
 		if err := ep.Send(1, tag+1, nil); err != nil {
 			return err
 		}
@@ -248,6 +272,29 @@ func sleepers(ep *Endpoint) error {
 		}
 	}
 	return barrier(ep)
+}
+
+// procCPU sums the CPU time (user and system, /proc/PID/stat, in clock
+// ticks of 10 ms) of the ranks from first on.
+func procCPU(ep *Endpoint, first int) (time.Duration, error) {
+	var ticks int64
+	for r := first; r < ep.Size(); r++ {
+		pid, _ := ep.PeerPID(r)
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, err
+		}
+		// Fields after the command name, which ends with the last ')'.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		for _, i := range []int{11, 12} { // utime, stime: fields 14 and 15
+			v, err := strconv.ParseInt(f[i], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/stat: %v", pid, err)
+			}
+			ticks += v
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }
 
 func cpuTime() time.Duration {
