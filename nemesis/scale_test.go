@@ -357,6 +357,9 @@ func allToAll64K(ep *Endpoint) error {
 		if need, _ := SegmentSize(n, nil); held != need {
 			return fmt.Errorf("the segment holds %d bytes of /dev/shm, SegmentSize says %d", held, need)
 		}
+		if held > 1<<30 {
+			return fmt.Errorf("the segment of %d ranks holds %d bytes of /dev/shm, more than 1 GiB", n, held)
+		}
 		others, _ := filepath.Glob("/dev/shm/*" + ep.Job() + "*")
 		fmt.Printf("all-to-all: the segment holds %d bytes (%.1f MiB) of /dev/shm, %.1f MiB of it written (mincore); other shared files of the job: %v\n",
 			held, float64(held)/(1<<20), float64(res)/(1<<20), others)
