@@ -660,7 +660,11 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 			return ep.sendRTS(r)
 		}
 		if n <= s.fboxPayload {
-			if fb, pl := ep.outBox(r.peer); fb != nil {
+			fb, pl := p.outBox(&ep.stats)
+			if fb == nil && p.fbOut[0] == nil {
+				fb, pl = ep.claimOutBox(r.peer)
+			}
+			if fb != nil {
 				if r.vec {
 					r.gather(pl[:n])
 				} else {
@@ -723,7 +727,11 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 		// Like any short packet (MPICH's send_header does the same),
 		// the RTS goes through its fastbox when it is free: one line
 		// to poll instead of a queue to walk, on both sides.
-		if fb, pl := ep.outBox(r.peer); fb != nil {
+		fb, pl := p.outBox(&ep.stats)
+		if fb == nil && p.fbOut[0] == nil {
+			fb, pl = ep.claimOutBox(r.peer)
+		}
+		if fb != nil {
 			k, err := ep.startLMTSend(r, pl)
 			if err != nil {
 				return sendBlocked, err

@@ -97,25 +97,25 @@ func (ep *Endpoint) setIn(src, set int) {
 	ep.fbActive = append(ep.fbActive, int32(src))
 }
 
-// outBox returns the fastbox the next packet to dst may take, with its
-// payload area, claiming a set for the pair first when it has none yet
-// and one is due; nil when the packet must go through a cell.
-func (ep *Endpoint) outBox(dst int) (*fboxHdr, []byte) {
-	p := &ep.peers[dst]
-	if p.fbOut[0] == nil && (ep.fbNext >= ep.seg.fastboxes || !ep.claimSet(dst)) {
+// claimOutBox is where a packet to dst goes when the pair has no fastbox
+// set: it claims one when one is due and returns its box for the packet,
+// or nil (the packet takes a cell). Callers try the pair's set first, with
+// peer.outBox inlined: a pair with a set never comes here.
+//
+//go:noinline
+func (ep *Endpoint) claimOutBox(dst int) (*fboxHdr, []byte) {
+	if !ep.claimSet(dst) {
 		return nil, nil
 	}
-	return p.outBox(&ep.stats)
+	return ep.peers[dst].outBox(&ep.stats)
 }
 
 // claimSet takes the next set of this rank's pool for the pair to dst and
 // announces it in a cell, once fboxThreshold packets went to dst.
-//
-//go:noinline
 func (ep *Endpoint) claimSet(dst int) bool {
 	s := ep.seg
 	p := &ep.peers[dst]
-	if dst == ep.rank || p.sendSeq < fboxThreshold || p.dead != nil {
+	if ep.fbNext >= s.fastboxes || dst == ep.rank || p.sendSeq < fboxThreshold || p.dead != nil {
 		return false
 	}
 	off, c, err := ep.freeQ.dequeue(s)
@@ -153,7 +153,8 @@ func (ep *Endpoint) attachSet(src int, set uint64) error {
 
 // outBox returns the box of the pair's set the next packet to the rank may
 // take, with its payload area: the slot of its sequence number, nil when
-// that box still holds an earlier packet.
+// the pair has no set (see claimOutBox) or that box still holds an earlier
+// packet.
 //
 // The box last held message sendSeq-fboxSlots or an earlier one. Once the
 // rank has acknowledged all those, the box is known empty without a look
@@ -164,6 +165,9 @@ func (ep *Endpoint) attachSet(src int, set uint64) error {
 func (p *peer) outBox(stats *Stats) (*fboxHdr, []byte) {
 	k := p.sendSeq % fboxSlots
 	fb := p.fbOut[k]
+	if fb == nil {
+		return nil, nil
+	}
 	if p.sendSeq-p.acked < fboxSlots {
 		stats.AckedBoxes++
 	} else if fb.full.Load() != 0 {
