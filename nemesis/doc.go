@@ -100,7 +100,7 @@
 //
 // DefaultFastboxes is 32, Open MPI's own bound: a 3D stencil's 26
 // neighbours fit, and the pool takes 192 KiB per rank, beside 512 KiB of
-// cells. What fastboxes buy is latency (a 8-byte message skips both
+// cells. What fastboxes buy is latency (an 8-byte message skips both
 // queues); what a set costs a receiver is one line to poll, every Poll
 // while a receive names its sender, every 64 Polls otherwise.
 // docs/performance-scale.md has the measurements.
