@@ -35,9 +35,9 @@ func TestJoinRejectsBadInput(t *testing.T) {
 		{"ok", 0, 1, Options{CellSize: -256}, ErrInvalidArg, "cell size -256, want a power of two in 256..1048576"},
 		{"ok", 0, 1, Options{Cells: -1}, ErrInvalidArg, "-1 cells per process, want 1..65536"},
 		{"ok", 0, 1, Options{Cells: 65537}, ErrInvalidArg, "65537 cells per process, want 1..65536"},
-		{"ok", 0, 1, Options{FastboxSize: 64}, ErrInvalidArg, "fastbox size 64, want 0 or a multiple of 64 in 128..1048576"},
-		{"ok", 0, 1, Options{FastboxSize: 100}, ErrInvalidArg, "fastbox size 100, want 0 or a multiple of 64 in 128..1048576"},
-		{"ok", 0, 1, Options{FastboxSize: 2 << 20}, ErrInvalidArg, "fastbox size 2097152, want 0 or a multiple of 64 in 128..1048576"},
+		{"ok", 0, 2, Options{FastboxSize: 64}, ErrInvalidArg, "fastbox size 64, want 0 or a multiple of 64 in 128..1048576"},
+		{"ok", 0, 2, Options{FastboxSize: 100}, ErrInvalidArg, "fastbox size 100, want 0 or a multiple of 64 in 128..1048576"},
+		{"ok", 0, 2, Options{FastboxSize: 2 << 20}, ErrInvalidArg, "fastbox size 2097152, want 0 or a multiple of 64 in 128..1048576"},
 	} {
 		dir := t.TempDir()
 		o := c.o

@@ -45,21 +45,23 @@ func TestMain(m *testing.M) {
 }
 
 type benchSpec struct {
-	job  string
-	opts Options
-	max  int // largest message
+	job   string
+	opts  Options
+	max   int // largest message
+	procs int // job size; ranks past 1 only wait for the stop message
+	rank  int
 }
 
 func (s benchSpec) String() string {
-	return fmt.Sprintf("%s,%d,%d,%d,%d", s.job, s.opts.CellSize, s.opts.Cells, s.opts.FastboxSize, s.max)
+	return fmt.Sprintf("%s,%d,%d,%d,%d,%d,%d", s.job, s.opts.CellSize, s.opts.Cells, s.opts.FastboxSize, s.max, s.procs, s.rank)
 }
 
 func parseSpec(spec string) (benchSpec, error) {
 	f := strings.Split(spec, ",")
-	if len(f) != 5 {
+	if len(f) != 7 {
 		return benchSpec{}, fmt.Errorf("bad spec %q", spec)
 	}
-	var n [4]int
+	var n [6]int
 	for i := range n {
 		v, err := strconv.Atoi(f[i+1])
 		if err != nil {
@@ -67,7 +69,7 @@ func parseSpec(spec string) (benchSpec, error) {
 		}
 		n[i] = v
 	}
-	return benchSpec{job: f[0], opts: Options{CellSize: n[0], Cells: n[1], FastboxSize: n[2]}, max: n[3]}, nil
+	return benchSpec{job: f[0], opts: Options{CellSize: n[0], Cells: n[1], FastboxSize: n[2]}, max: n[3], procs: n[4], rank: n[5]}, nil
 }
 
 func echoServer(spec string) error {
@@ -75,11 +77,16 @@ func echoServer(spec string) error {
 	if err != nil {
 		return err
 	}
-	ep, err := Join(s.job, 1, 2, &s.opts)
+	ep, err := Join(s.job, s.rank, s.procs, &s.opts)
 	if err != nil {
 		return err
 	}
 	defer ep.Close()
+	if s.rank > 1 {
+		// An idle rank: blocked in a receive (dozing) until the end.
+		_, err := ep.Recv(0, stopTag, nil)
+		return err
+	}
 	buf := make([]byte, s.max)
 	for {
 		st, err := ep.Recv(0, AnyTag, buf)
@@ -96,27 +103,46 @@ func echoServer(spec string) error {
 }
 
 // startEcho joins a two-rank job whose rank 1 is an echo server process.
-func startEcho(b *testing.B, o Options, max int) *Endpoint {
+func startEcho(b *testing.B, o Options, max int) *Endpoint { return startEchoJob(b, o, max, 2) }
+
+// startEchoJob joins a job of procs ranks: rank 1 is an echo server
+// process, ranks 2.. are processes blocked in a receive until the end.
+func startEchoJob(b *testing.B, o Options, max, procs int) *Endpoint {
 	b.Helper()
-	s := benchSpec{job: launch.NewJobName(), opts: o, max: max}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envEcho+"="+s.String())
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
+	job := launch.NewJobName()
+	cmds := make([]*exec.Cmd, 0, procs-1)
+	stop := func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
 	}
-	ep, err := Join(s.job, 0, 2, &o)
+	for rank := 1; rank < procs; rank++ {
+		s := benchSpec{job: job, opts: o, max: max, procs: procs, rank: rank}
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envEcho+"="+s.String())
+		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			stop()
+			b.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	ep, err := Join(job, 0, procs, &o)
 	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
+		stop()
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		ep.Send(1, stopTag, nil)
+		for r := 1; r < procs; r++ {
+			ep.Send(r, stopTag, nil)
+		}
 		ep.Close()
-		if err := cmd.Wait(); err != nil {
-			b.Errorf("echo server: %v", err)
+		for _, c := range cmds {
+			if err := c.Wait(); err != nil {
+				b.Errorf("rank of the echo job: %v", err)
+			}
 		}
 	})
 	return ep
@@ -182,6 +208,24 @@ func BenchmarkPingPong(b *testing.B) {
 		for _, size := range []int{0, 8, 64, 1024} {
 			b.Run(fmt.Sprintf("%s/%d", path, size), func(b *testing.B) {
 				pingPongShaped(b, startEcho(b, o, size), size, vec)
+			})
+		}
+	}
+}
+
+// BenchmarkPairInBigJob: one pair's ping-pong, 8 B (latency) and 1 MiB
+// (throughput, through cells: no LMT), in a job of 2 and in a job of 64
+// whose 62 other ranks are blocked in a receive. The 62 are given a
+// second to reach their doze before the pair starts.
+func BenchmarkPairInBigJob(b *testing.B) {
+	for _, procs := range []int{2, 64} {
+		for _, size := range []int{8, 1 << 20} {
+			b.Run(fmt.Sprintf("procs=%d/%d", procs, size), func(b *testing.B) {
+				ep := startEchoJob(b, Options{}, size, procs)
+				if procs > 2 {
+					time.Sleep(time.Second)
+				}
+				pingPong(b, ep, size)
 			})
 		}
 	}

@@ -10,8 +10,10 @@
 //   - a receive queue, the only place it polls for messages from anyone;
 //   - a free queue of fixed-size cells (Options.Cells of Options.CellSize
 //     bytes), from which it takes a cell whenever it sends;
-//   - three fastboxes from each other process: single-message mailboxes
-//     with a full/empty flag, taken in turn.
+//   - a pool of fastbox sets (Options.Fastboxes), each three single-message
+//     mailboxes with a full/empty flag, taken in turn: the process sends
+//     through one set to each of the peers it talks to most;
+//   - a bell: one bit per sender, and the word it sleeps on.
 //
 // To send, a process dequeues a cell from its own free queue, copies the
 // message into it and enqueues it on the receiver's receive queue. The
@@ -61,8 +63,9 @@
 // box is empty, skipping both queues; the flag and the first 32 payload bytes
 // share a cache line. Because a sender may then have messages to the same
 // receiver both in the queue and in a fastbox, every message carries a
-// per-pair sequence number, and the number names the box: each ordered pair
-// has three, taken in turn (message n uses box n mod 3). A sender whose
+// per-pair sequence number, and the number names the box: an ordered pair
+// with a fastbox set (see below) has three boxes, taken in turn (message n
+// uses box n mod 3). A sender whose
 // previous messages still sit in their boxes (an LMT DONE, say, followed at
 // once by the RTS of a reply) thus finds the next one free, where with a
 // single box the message would take a cell through both queues: several
@@ -76,9 +79,40 @@
 // its predecessors sit in the fastboxes (the sender filled them before
 // enqueueing the cell), which are consumed first. Receivers poll the
 // fastboxes of the sources their posted receives name at every Poll, and
-// all fastboxes every 64 Polls (every 8 while a wildcard receive is
-// posted).
-// Fastboxes cost N² space; above 64 processes they are off by default.
+// those of every peer with a set attached every 64 Polls.
+//
+// # Memory and polling that grow with the job, not its square
+//
+// One fastbox set per ordered pair would cost N² space (72 MiB at 192
+// ranks). Instead each rank owns a bounded pool of sets (fastbox.go): in a
+// job of up to Options.Fastboxes+1 ranks every pair has its set from the
+// start; in a larger one a sender sends its first 16 packets to a peer
+// through cells, then claims a set from its own pool and announces it in a
+// cell, in the pair's sequence, so both sides agree on it without a shared
+// claim word (Open MPI's sm BTL sets up its fast boxes the same way, after
+// the same 16 messages). Sets are never given back. The segment of a job
+// of N ranks is then N × (Cells × CellSize + Fastboxes × 3 × FastboxSize)
+// plus a few lines per rank: 704 KiB per rank by default, 132 MiB at 192
+// ranks (SegmentSize). Rank 0 checks it against the free space of the
+// segment's directory and reserves it with fallocate(2): a job that does
+// not fit fails Join with a SpaceError (size needed, size free, the fix)
+// instead of a SIGBUS on a later first touch.
+//
+// DefaultFastboxes is 32, Open MPI's own bound: a 3D stencil's 26
+// neighbours fit, and the pool takes 192 KiB per rank, beside 512 KiB of
+// cells. What fastboxes buy is latency (an 8-byte message skips both
+// queues); what a set costs a receiver is one line to poll, every Poll
+// while a receive names its sender, every 64 Polls otherwise.
+// docs/performance-scale.md has the measurements.
+//
+// Polling follows activity: a Poll visits the senders named by posted
+// receives, the destinations with queued sends, and every 64 calls the
+// attached sets, never the whole job. A wildcard receive polls the
+// attached sets at every Poll while there are at most 8 of them; with more,
+// it reads its bell, where a sender sets its bit after filling a fastbox
+// when it finds the bit clear, and polls only the senders whose bits it
+// took (with one SWAP). A rank with 191 peers of which 2 talk polls what a
+// rank with 2 peers does (BenchmarkPollIdlePeers).
 //
 // # Endpoint
 //
@@ -96,11 +130,14 @@
 // fastboxes, the receive queue, the LMT. There is no progress goroutine and
 // no lock: an Endpoint belongs to one goroutine. A blocked call polls, then,
 // once SpinBeforeYield polls in a row (tens of microseconds, as long as a
-// mid-sized copy takes) have moved nothing (no cell in or out, no LMT
-// chunk), yields the CPU with sched_yield at every round, so a
-// job with more processes than cores still runs (the tests run 8 processes
-// on 2 cores) while a transfer in motion is never slowed by a yield per
-// chunk.
+// mid-sized copy takes) have moved nothing (no cell in or
+// out, no LMT chunk), yields the CPU with sched_yield at every round, so a
+// job with more processes than cores still runs, while a transfer in
+// motion is never slowed by a yield per chunk. After 256 such yields it
+// dozes: it sleeps in futex(2) on the word of its bell, and whoever hands
+// it a cell or fills a fastbox to it wakes it (doze.go). A job of 192
+// ranks on 2 cores, most of them blocked in a receive, thus leaves the
+// cores to the ranks that work (TestJob192).
 //
 // Messages longer than one cell go as a series of cells, or, when an LMT is
 // set (SetLMT), by rendezvous: the RTS travels in a cell, in sequence with

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"sync/atomic"
 	"time"
 
-	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/internal/memcopy"
 	"github.com/knemesis/knemesis/nemesis/internal/ilist"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -21,13 +21,10 @@ const (
 	DefaultCellSize = 8192 // see BenchmarkCellSize and the package doc
 	DefaultCells    = 64   // cells per process
 	// DefaultFastboxSize is one fastbox (32-byte header + payload): a 1 KiB
-	// message still fits, and 8 ranks use 64 pairs × 3 boxes × 2 KiB =
-	// 384 KiB of boxes.
+	// message still fits, and a rank's DefaultFastboxes sets of 3 boxes
+	// take 192 KiB.
 	DefaultFastboxSize = 2048
-	// fastboxProcLimit: above this many ranks the default is no fastboxes,
-	// whose number grows as the square of the job size (§3.2).
-	fastboxProcLimit = 64
-	maxInt           = math.MaxInt
+	maxInt             = math.MaxInt
 )
 
 // Options tune a job's geometry and timeouts. The geometry fields must be
@@ -37,15 +34,16 @@ type Options struct {
 	CellSize         int           // bytes per cell incl. its 40-byte header; power of two; DefaultCellSize
 	Cells            int           // cells per process (its free queue); DefaultCells
 	FastboxSize      int           // bytes per fastbox incl. 32-byte header, multiple of 64; <0 disables; DefaultFastboxSize
+	Fastboxes        int           // fastbox sets per process: the most peers it sends to through fastboxes; DefaultFastboxes, at most size-1
 	JoinTimeout      time.Duration // how long Join waits for the other ranks; 30 s
 	LivenessInterval time.Duration // how often a blocked call checks that peers live; 10 ms
 	Dir              string        // where the segment file lives; /dev/shm
 }
 
 func (o *Options) layout(size int) layout {
-	l := layout{nprocs: size, cellSize: DefaultCellSize, cellsPerProc: DefaultCells, fastboxSize: DefaultFastboxSize}
-	if size > fastboxProcLimit {
-		l.fastboxSize = 0
+	l := layout{nprocs: size, cellSize: DefaultCellSize, cellsPerProc: DefaultCells, fastboxSize: DefaultFastboxSize, fastboxes: DefaultFastboxes}
+	if o.Fastboxes > 0 {
+		l.fastboxes = o.Fastboxes
 	}
 	if o.CellSize != 0 {
 		l.cellSize = o.CellSize
@@ -55,8 +53,10 @@ func (o *Options) layout(size int) layout {
 	}
 	if o.FastboxSize > 0 {
 		l.fastboxSize = o.FastboxSize
-	} else if o.FastboxSize < 0 {
-		l.fastboxSize = 0
+	}
+	l.fastboxes = min(l.fastboxes, size-1)
+	if o.FastboxSize < 0 || l.fastboxes == 0 {
+		l.fastboxSize, l.fastboxes = 0, 0
 	}
 	return l
 }
@@ -67,40 +67,10 @@ const (
 	kindCont    = 2 // continuation of a multi-cell message
 	kindRTS     = 3 // LMT request to send
 	kindControl = 4 // LMT packet
+	// kindFboxSetup announces the fastbox set the sender will use to the
+	// receiver from now on; the cell's total names it (see fastbox.go).
+	kindFboxSetup = 5
 )
-
-// outBox returns the fastbox the next message to the rank may take, with
-// its payload area: the slot of its sequence number, nil when fastboxes
-// are off or that box still holds an earlier message.
-//
-// The box last held message sendSeq-fboxSlots or an earlier one. Once the
-// rank has acknowledged all those, the box is known empty without a look
-// at its flag, a line the receiver wrote last: in a ping-pong every
-// message finds its box acknowledged by the reply to the one before, and
-// skips a cache miss, the costliest step of a send when the two CPUs sit
-// far apart.
-func (p *peer) outBox(stats *Stats) (*fboxHdr, []byte) {
-	k := p.sendSeq % fboxSlots
-	fb := p.fbOut[k]
-	if fb == nil {
-		return nil, nil
-	}
-	if p.sendSeq-p.acked < fboxSlots {
-		stats.AckedBoxes++
-	} else if fb.full.Load() != 0 {
-		return nil, nil
-	}
-	return fb, p.fbOutPl[k]
-}
-
-// postFbox hands fb, the box outBox returned, to the rank, its payload
-// written: n bytes of a packet of kind whose message is total bytes long,
-// next in sequence.
-func (p *peer) postFbox(fb *fboxHdr, kind uint32, tag, n, total int) {
-	fb.seq, fb.tag, fb.len, fb.kind, fb.ack, fb.total = p.sendSeq, int32(tag), uint32(n), kind, p.released, uint64(total)
-	p.sendSeq++
-	lineops.StoreRelease(&fb.full, 1)
-}
 
 // peer is what an endpoint knows about one rank, itself included.
 type peer struct {
@@ -110,8 +80,11 @@ type peer struct {
 	fbOutPl [fboxSlots][]byte
 	fbIn    [fboxSlots]*fboxHdr
 	fbInPl  [fboxSlots][]byte
-	sendSeq uint32 // next sequence number to this rank
-	recvSeq uint32 // next sequence number expected from this rank
+	bell    *atomic.Uint64 // the word of the rank's bell that holds our bit
+	bellBit uint64
+	sleep   *atomic.Uint32 // the rank's sleep word: non-zero while it dozes
+	sendSeq uint32         // next sequence number to this rank
+	recvSeq uint32         // next sequence number expected from this rank
 	// released counts the rank's messages consumed here, their fastboxes
 	// emptied: the acknowledgment every fastbox to the rank carries. It
 	// moves only once a message's handler has returned, and no handler
@@ -156,6 +129,10 @@ type Endpoint struct {
 	sendsOut  int                 // requests in sendq
 	sendDsts  []int32             // destinations whose sendq is not empty
 	polls     uint32
+	fbNext    int              // next fastbox set of this rank's pool to claim
+	fbActive  []int32          // sources whose fastbox set to this rank is attached
+	bells     []*atomic.Uint64 // this rank's bell
+	sleep     *atomic.Uint32   // this rank's sleep word
 
 	lmt      LMT
 	lmtMeter LMTMeter  // lmt, when it can tell a Poll that moved payload
@@ -184,7 +161,9 @@ type Stats struct {
 	RTS           uint64 // messages handed to the LMT
 	Unexpected    uint64 // messages that arrived before their receive
 	SeqFromFbox   uint64 // fastbox messages a queue cell found ahead of it
-	FullFboxScans uint64 // Polls that visited every fastbox
+	FullFboxScans uint64 // Polls that visited every attached fastbox set
+	FastboxSets   uint64 // fastbox sets claimed from this rank's pool
+	Dozes         uint64 // times a blocked call slept until woken (or a timeout)
 	Reaped        uint64 // cells taken back from the queues of gone ranks
 	Yields        uint64 // times a blocked call gave its CPU away
 }
@@ -258,18 +237,16 @@ func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
 	ep.sendq = make([]ilist.List[Request], ep.size)
 	ep.expected = make([]int32, 0, ep.size)
 	ep.sendDsts = make([]int32, 0, ep.size)
+	ep.bells, ep.sleep = s.bellsOf(rank), s.sleepWord(rank)
 	for i := range ep.peers {
 		p := &ep.peers[i]
 		pb := s.proc(i)
 		p.recvQ, p.freeQ = queue{sh: &pb.recv}, queue{sh: &pb.free}
 		p.expectI = -1
-		if s.fastboxSize > 0 {
-			for k := range fboxSlots {
-				p.fbOut[k], p.fbOutPl[k] = s.fbox(rank, i, k)
-				p.fbIn[k], p.fbInPl[k] = s.fbox(i, rank, k)
-			}
-		}
+		p.bell, p.bellBit = s.bellWord(i, rank/64), 1<<(rank%64)
+		p.sleep = s.sleepWord(i)
 	}
+	ep.attachStatic()
 	return ep
 }
 
@@ -321,6 +298,16 @@ func (ep *Endpoint) PeerPID(rank int) (int, error) {
 		return 0, err
 	}
 	return ep.peers[rank].pid, nil
+}
+
+// SharedMemory returns the bytes of shared memory the job's segment holds,
+// as its file system counts them: SegmentSize, reserved whole when rank 0
+// created it (where the file system can reserve).
+func (ep *Endpoint) SharedMemory() (uint64, error) {
+	if ep.closed {
+		return 0, ErrClosed
+	}
+	return ep.seg.allocated()
 }
 
 // CellPayload is the number of payload bytes one cell carries.
@@ -706,7 +693,11 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 			return ep.sendRTS(r)
 		}
 		if n <= s.fboxPayload {
-			if fb, pl := p.outBox(&ep.stats); fb != nil {
+			fb, pl := p.outBox(&ep.stats)
+			if fb == nil && p.fbOut[0] == nil {
+				fb, pl = ep.claimOutBox(r.peer)
+			}
+			if fb != nil {
 				if r.vec {
 					r.gather(pl[:n])
 				} else {
@@ -746,6 +737,7 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 		if err := p.recvQ.enqueue(s, off, c); err != nil {
 			return sendBlocked, ep.fail(err)
 		}
+		p.wake()
 		if r.sent == n {
 			return sendDone, nil
 		}
@@ -768,7 +760,11 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 		// Like any short packet (MPICH's send_header does the same),
 		// the RTS goes through its fastbox when it is free: one line
 		// to poll instead of a queue to walk, on both sides.
-		if fb, pl := p.outBox(&ep.stats); fb != nil {
+		fb, pl := p.outBox(&ep.stats)
+		if fb == nil && p.fbOut[0] == nil {
+			fb, pl = ep.claimOutBox(r.peer)
+		}
+		if fb != nil {
 			k, err := ep.startLMTSend(r, pl)
 			if err != nil {
 				return sendBlocked, err
@@ -802,6 +798,7 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 	if err := p.recvQ.enqueue(s, off, c); err != nil {
 		return sendBlocked, ep.fail(err)
 	}
+	p.wake()
 	return sendHanded, nil
 }
 
@@ -851,6 +848,7 @@ func (ep *Endpoint) sendCell(dst int, kind uint32, tag int, pkt []byte, total in
 	if err := p.recvQ.enqueue(s, off, c); err != nil {
 		return false, ep.fail(err)
 	}
+	p.wake()
 	return true, nil
 }
 

@@ -23,6 +23,7 @@ var (
 	ErrSegmentInUse  = errors.New("nemesis: segment name in use by a live job")
 	ErrNotSupported  = errors.New("nemesis: not supported")
 	ErrProbeTimeout  = errors.New("nemesis: peer did not take part in the latency probe")
+	ErrNoSpace       = errors.New("nemesis: not enough shared memory for the job") // see SpaceError
 	errInternalState = errors.New("nemesis: internal state")
 )
 

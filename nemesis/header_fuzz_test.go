@@ -10,10 +10,11 @@ import (
 // little-endian bytes: the seeds of FuzzSegmentHeader.
 func headerBytes(l layout) []byte {
 	var h segHeader
-	procOff, fboxOff, cellOff, size := l.offsets()
+	procOff, bellOff, fboxOff, cellOff, size := l.offsets()
 	h.magic, h.version, h.headerSize = segMagic, layoutVersion, headerSize
-	h.nprocs, h.cellSize, h.cellsPerProc, h.fastboxSize = uint32(l.nprocs), uint32(l.cellSize), uint32(l.cellsPerProc), uint32(l.fastboxSize)
-	h.segSize, h.procOff, h.fastboxOff, h.cellOff = size, procOff, fboxOff, cellOff
+	h.nprocs, h.cellSize, h.cellsPerProc = uint32(l.nprocs), uint32(l.cellSize), uint32(l.cellsPerProc)
+	h.fastboxSize, h.fastboxes = uint32(l.fastboxSize), uint32(l.fastboxes)
+	h.segSize, h.procOff, h.bellOff, h.fastboxOff, h.cellOff = size, procOff, bellOff, fboxOff, cellOff
 	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&h)), unsafe.Sizeof(h))...)
 }
 
@@ -24,15 +25,15 @@ func headerBytes(l layout) []byte {
 // go test.
 func FuzzSegmentHeader(f *testing.F) {
 	for _, l := range []layout{
-		{nprocs: 2, cellSize: 256, cellsPerProc: 2, fastboxSize: 128},
-		{nprocs: 3, cellSize: 1024, cellsPerProc: 4, fastboxSize: 0},
-		{nprocs: 1, cellSize: 4096, cellsPerProc: 1, fastboxSize: 256},
+		{nprocs: 2, cellSize: 256, cellsPerProc: 2, fastboxSize: 128, fastboxes: 1},
+		{nprocs: 3, cellSize: 1024, cellsPerProc: 4, fastboxSize: 0, fastboxes: 0},
+		{nprocs: 40, cellSize: 4096, cellsPerProc: 1, fastboxSize: 256, fastboxes: 32},
 	} {
 		h := headerBytes(l)
-		_, _, _, size := l.offsets()
+		_, _, _, _, size := l.offsets()
 		f.Add(h, uint32(size))
 		f.Add(h, uint32(size-1)) // mapping one byte short
-		for _, field := range []int{0, 8, 16, 20, 24, 32, 40, 48, 56} {
+		for _, field := range []int{0, 8, 16, 20, 24, 28, 32, 40, 48, 56, 64, 72} {
 			bad := append([]byte(nil), h...)
 			bad[field] ^= 0x41
 			f.Add(bad, uint32(size))
@@ -40,7 +41,7 @@ func FuzzSegmentHeader(f *testing.F) {
 	}
 	f.Add([]byte("not a segment"), uint32(4096))
 	f.Fuzz(func(t *testing.T, hdr []byte, mapped uint32) {
-		n := max(int(mapped)%(1<<20), int(unsafe.Sizeof(segHeader{})))
+		n := max(int(mapped)%(4<<20), int(unsafe.Sizeof(segHeader{})))
 		words := make([]uint64, (n+7)/8) // aligned for the header's atomics
 		mem := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
 		copy(mem, hdr)
@@ -55,11 +56,12 @@ func FuzzSegmentHeader(f *testing.F) {
 			return off + length
 		}
 		procEnd := end("process blocks", s.procOff, uint64(s.nprocs)*uint64(unsafe.Sizeof(procBlock{})))
-		fboxEnd := end("fastboxes", s.fboxOff, uint64(s.nprocs)*uint64(s.nprocs)*fboxSlots*uint64(s.fastboxSize))
+		bellEnd := end("bells", s.bellOff, uint64(s.nprocs)*s.bellSize())
+		fboxEnd := end("fastboxes", s.fboxOff, uint64(s.nprocs)*uint64(s.fastboxes)*s.fboxSetSize())
 		cellEnd := end("cells", s.cellOff, s.cellBytes)
-		if s.procOff < uint64(unsafe.Sizeof(segHeader{})) || procEnd > s.fboxOff || fboxEnd > s.cellOff || cellEnd > uint64(len(mem)) {
-			t.Fatalf("areas overlap: header %d, procs [%#x,%#x), fastboxes [%#x,%#x), cells [%#x,%#x)",
-				unsafe.Sizeof(segHeader{}), s.procOff, procEnd, s.fboxOff, fboxEnd, s.cellOff, cellEnd)
+		if s.procOff < uint64(unsafe.Sizeof(segHeader{})) || procEnd > s.bellOff || bellEnd > s.fboxOff || fboxEnd > s.cellOff || cellEnd > uint64(len(mem)) {
+			t.Fatalf("areas overlap: header %d, procs [%#x,%#x), bells [%#x,%#x), fastboxes [%#x,%#x), cells [%#x,%#x)",
+				unsafe.Sizeof(segHeader{}), s.procOff, procEnd, s.bellOff, bellEnd, s.fboxOff, fboxEnd, s.cellOff, cellEnd)
 		}
 		last := s.cellOffset(s.nprocs-1, s.cellsPerProc-1)
 		if !s.validCell(last) || last+uint64(s.cellSize) != cellEnd || s.validCell(cellEnd) {

@@ -55,6 +55,9 @@ func (ep *Endpoint) idle(w *waiter) error {
 	if w.spins < SpinBeforeYield {
 		return nil
 	}
+	if w.spins >= SpinBeforeYield+yieldsBeforeDoze && ep.canDoze() {
+		return ep.doze(w)
+	}
 	ep.stats.Yields++
 	runtime.Gosched() // the peer may be a goroutine of this process
 	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
@@ -190,6 +193,7 @@ func (ep *Endpoint) reapGone() error {
 			if err := ep.peers[owner].freeQ.enqueue(ep.seg, off, c); err != nil {
 				return ep.fail(err)
 			}
+			ep.peers[owner].wake()
 			ep.stats.Reaped++
 		}
 	}

@@ -168,7 +168,11 @@ func (ep *Endpoint) SendControl(dst int, pkt []byte) (ok bool, err error) {
 	}
 	p := &ep.peers[dst]
 	if len(pkt) <= ep.seg.fboxPayload {
-		if fb, pl := p.outBox(&ep.stats); fb != nil {
+		fb, pl := p.outBox(&ep.stats)
+		if fb == nil && p.fbOut[0] == nil {
+			fb, pl = ep.claimOutBox(dst)
+		}
+		if fb != nil {
 			memcopy.Copy(pl, pkt)
 			p.postFbox(fb, kindControl, 0, len(pkt), 0)
 			ep.stats.FastboxCtrl++

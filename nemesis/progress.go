@@ -13,8 +13,9 @@ import (
 const maxCellsPerPoll = 64
 
 // Poll advances everything once: queued sends, the fastboxes of expected
-// sources (all fastboxes every few calls, more often while a wildcard
-// receive is posted), the receive queue, and the LMT. It never blocks and
+// sources (those of every source attached here every 64 calls, and the
+// ones a wildcard receive must see at every call: see fastbox.go), the
+// receive queue, and the LMT. It never blocks and
 // allocates nothing unless a message arrives before its receive is posted.
 func (ep *Endpoint) Poll() error {
 	if ep.fatal != nil {
@@ -38,16 +39,14 @@ func (ep *Endpoint) Poll() error {
 			}
 			i++
 		}
-		mask := uint32(63)
 		if ep.wildcards > 0 {
-			mask = 7
+			if err := ep.pollWildcard(); err != nil {
+				return err
+			}
 		}
-		if ep.polls&mask == 0 {
-			ep.stats.FullFboxScans++
-			for src := range ep.peers {
-				if err := ep.pollFboxes(src); err != nil {
-					return err
-				}
+		if ep.polls&63 == 0 {
+			if err := ep.pollActive(); err != nil {
+				return err
 			}
 		}
 	}
@@ -210,12 +209,21 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 		} else {
 			err = ep.lmt.HandleControl(src, pl)
 		}
+	case kindFboxSetup:
+		err = ep.attachSet(src, c.total)
 	default:
 		return errorf(ErrCorrupt, "cell from rank %d has unknown kind %d", src, c.kind)
 	}
 	p.released = seq + 1
-	if qerr := ep.peers[owner].freeQ.enqueue(s, off, c); qerr != nil {
+	o := &ep.peers[owner]
+	if qerr := o.freeQ.enqueue(s, off, c); qerr != nil {
 		return qerr
+	}
+	o.wake()
+	if err == nil && ep.wildcards > 0 && p.fbIn[0] != nil {
+		// src's next message may wait in its fastbox behind this cell,
+		// its bell rung while the cell was not yet taken.
+		err = ep.pollFboxes(src)
 	}
 	return err
 }

@@ -18,12 +18,18 @@ import (
 //
 //	0              header (one page): magic, layout version, sizes, offsets
 //	procOff        one procBlock per rank: pid, receive queue, free queue
-//	fastboxOff     nprocs×nprocs×fboxSlots fastboxes, grouped by receiver
+//	bellOff        one bell per rank: its sleep word, then one bit per sender
+//	fastboxOff     nprocs×fastboxes sets of fboxSlots fastboxes, grouped by
+//	               the rank that sends through them (see fastbox.go)
 //	cellOff        nprocs×cellsPerProc cells, grouped by owner (sender)
+//
+// Every part grows linearly with nprocs (the bells by nprocs/512 lines
+// each, one line up to 448 ranks): the segment of a job of N ranks is
+// about N × (cells + fastbox sets) bytes, see SegmentSize.
 const (
 	lineSize      = 64
 	segMagic      = 0x5349_5345_4d45_4e4b // "KNEMESIS" read as little-endian
-	layoutVersion = 7
+	layoutVersion = 8
 	headerSize    = 4096
 	// A cell's payload follows its 40-byte header in the same line, so a
 	// message of up to 24 bytes costs the receiver one miss for the cell.
@@ -50,12 +56,14 @@ type segHeader struct {
 	cellSize     uint32
 	cellsPerProc uint32
 	fastboxSize  uint32
+	fastboxes    uint32
 	segSize      uint64
 	procOff      uint64
+	bellOff      uint64
 	fastboxOff   uint64
 	cellOff      uint64
 	creatorPID   int32
-	_            [lineSize - 4]byte
+	_            [2*lineSize - 84]byte
 	ready        atomic.Uint32 // set last by the creator
 	joined       atomic.Uint32 // ranks that mapped the segment
 	_            [lineSize - 8]byte
@@ -126,20 +134,34 @@ var (
 	_ [6*lineSize - unsafe.Sizeof(procBlock{})]byte
 )
 
-// layout is the geometry every rank must agree on.
+// layout is the geometry every rank must agree on. fastboxes is the number
+// of fastbox sets each rank owns: the peers it may send to through
+// fastboxes (0 when fastboxSize is).
 type layout struct {
-	nprocs, cellSize, cellsPerProc, fastboxSize int
+	nprocs, cellSize, cellsPerProc, fastboxSize, fastboxes int
 }
 
-func (l layout) offsets() (procOff, fboxOff, cellOff, size uint64) {
+// offsets places the parts of the segment. Each part starts on a page.
+func (l layout) offsets() (procOff, bellOff, fboxOff, cellOff, size uint64) {
+	page := func(off uint64) uint64 { return (off + 4095) &^ 4095 }
 	procOff = headerSize
-	fboxOff = procOff + uint64(l.nprocs)*uint64(unsafe.Sizeof(procBlock{}))
-	fboxOff = (fboxOff + 4095) &^ 4095
-	cellOff = fboxOff + uint64(l.nprocs)*uint64(l.nprocs)*fboxSlots*uint64(l.fastboxSize)
-	cellOff = (cellOff + 4095) &^ 4095
+	bellOff = page(procOff + uint64(l.nprocs)*uint64(unsafe.Sizeof(procBlock{})))
+	fboxOff = page(bellOff + uint64(l.nprocs)*l.bellSize())
+	cellOff = page(fboxOff + uint64(l.nprocs)*uint64(l.fastboxes)*l.fboxSetSize())
 	size = cellOff + uint64(l.nprocs)*uint64(l.cellsPerProc)*uint64(l.cellSize)
 	return
 }
+
+// bellSize is the bytes of one rank's bell: the sleep word (padded to 8
+// bytes), then one bit per rank, in whole lines.
+func (l layout) bellSize() uint64 {
+	words := 1 + (uint64(l.nprocs)+63)/64
+	return (words*8 + lineSize - 1) &^ (lineSize - 1)
+}
+
+// fboxSetSize is the bytes of one fastbox set: the fboxSlots boxes one
+// ordered pair takes in turn.
+func (l layout) fboxSetSize() uint64 { return fboxSlots * uint64(l.fastboxSize) }
 
 // segment is one process's mapping of the job's shared memory.
 type segment struct {
@@ -147,12 +169,14 @@ type segment struct {
 	base unsafe.Pointer
 	hdr  *segHeader
 	layout
-	procOff, fboxOff, cellOff uint64
+	procOff, bellOff, fboxOff uint64
+	cellOff                   uint64
 	cellBytes                 uint64 // total bytes of cells
 	cellMask                  uint64 // cellSize-1
 	payloadSize               int    // cellSize - cellHdrSize
 	fboxPayload               int    // fastboxSize - fboxHdrSize, or 0
 	path                      string
+	fd                        int // the segment file, kept for allocated
 	unlinked                  bool
 }
 
@@ -191,13 +215,23 @@ func (s *segment) payload(off uint64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(s.base, off+cellHdrSize)), s.payloadSize)
 }
 
-// fbox returns fastbox slot of the pair from src to dst and its payload
-// area.
-func (s *segment) fbox(src, dst, slot int) (*fboxHdr, []byte) {
-	pair := uint64(dst)*uint64(s.nprocs) + uint64(src)
-	off := s.fboxOff + (pair*fboxSlots+uint64(slot))*uint64(s.fastboxSize)
+// fbox returns the box of slot in fastbox set set of rank owner, with its
+// payload area. The caller has checked set < s.fastboxes.
+func (s *segment) fbox(owner, set, slot int) (*fboxHdr, []byte) {
+	off := s.fboxOff + (uint64(owner)*uint64(s.fastboxes)+uint64(set))*s.fboxSetSize() + uint64(slot)*uint64(s.fastboxSize)
 	p := unsafe.Add(s.base, off)
 	return (*fboxHdr)(p), unsafe.Slice((*byte)(unsafe.Add(p, fboxHdrSize)), s.fboxPayload)
+}
+
+// sleepWord is the futex word of rank's bell (see doze.go).
+func (s *segment) sleepWord(rank int) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Add(s.base, s.bellOff+uint64(rank)*s.bellSize()))
+}
+
+// bellWord is word i of rank's bell bits: bit j of word i is set by rank
+// 64i+j after it filled a fastbox to rank (see fastbox.go).
+func (s *segment) bellWord(rank, i int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Add(s.base, s.bellOff+uint64(rank)*s.bellSize()+8+8*uint64(i)))
 }
 
 func segPath(dir, job string) string { return filepath.Join(dir, "knemesis-"+job) }
@@ -221,7 +255,10 @@ func validJobName(job string) error {
 // replaced. A segment left by a crashed job (creator dead) is removed first.
 func createSegment(dir, job string, l layout) (*segment, error) {
 	path := segPath(dir, job)
-	procOff, fboxOff, cellOff, size := l.offsets()
+	procOff, bellOff, fboxOff, cellOff, size := l.offsets()
+	if err := checkSpace(dir, size); err != nil {
+		return nil, err
+	}
 	tmp := path + ".init-" + strconv.Itoa(os.Getpid())
 	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
 	if err != nil {
@@ -232,6 +269,9 @@ func createSegment(dir, job string, l layout) (*segment, error) {
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		return nil, fmt.Errorf("nemesis: sizing %s to %d bytes: %w", tmp, size, err)
 	}
+	if err := reserve(fd, dir, size); err != nil {
+		return nil, err
+	}
 	s, err := mapSegment(fd, int(size))
 	if err != nil {
 		return nil, err
@@ -239,7 +279,8 @@ func createSegment(dir, job string, l layout) (*segment, error) {
 	h := s.hdr
 	h.magic, h.version, h.headerSize = segMagic, layoutVersion, headerSize
 	h.nprocs, h.cellSize, h.cellsPerProc, h.fastboxSize = uint32(l.nprocs), uint32(l.cellSize), uint32(l.cellsPerProc), uint32(l.fastboxSize)
-	h.segSize, h.procOff, h.fastboxOff, h.cellOff = size, procOff, fboxOff, cellOff
+	h.fastboxes = uint32(l.fastboxes)
+	h.segSize, h.procOff, h.bellOff, h.fastboxOff, h.cellOff = size, procOff, bellOff, fboxOff, cellOff
 	h.creatorPID = int32(os.Getpid())
 	if err := s.adopt(); err != nil {
 		s.unmap()
@@ -367,19 +408,26 @@ func tryJoin(path string, l layout) (*segment, error) {
 	if s.layout != l {
 		got := s.layout
 		s.unmap()
-		return nil, errorf(ErrLayout, "%s has %d procs, %d-byte cells ×%d, %d-byte fastboxes; this process wants %d procs, %d-byte cells ×%d, %d-byte fastboxes",
-			path, got.nprocs, got.cellSize, got.cellsPerProc, got.fastboxSize, l.nprocs, l.cellSize, l.cellsPerProc, l.fastboxSize)
+		return nil, errorf(ErrLayout, "%s has %d procs, %d-byte cells ×%d, %d-byte fastboxes ×%d sets; this process wants %d procs, %d-byte cells ×%d, %d-byte fastboxes ×%d sets",
+			path, got.nprocs, got.cellSize, got.cellsPerProc, got.fastboxSize, got.fastboxes, l.nprocs, l.cellSize, l.cellsPerProc, l.fastboxSize, l.fastboxes)
 	}
 	s.path = path
 	return s, nil
 }
 
+// mapSegment maps the segment file and keeps a descriptor of it, by which
+// the segment's memory is measured once its name is gone (allocated).
 func mapSegment(fd, size int) (*segment, error) {
+	keep, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("nemesis: keeping a descriptor of the segment: %w", err)
+	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		unix.Close(keep)
 		return nil, fmt.Errorf("nemesis: mapping %d bytes of shared memory: %w", size, err)
 	}
-	s := &segment{mem: mem, base: unsafe.Pointer(&mem[0])}
+	s := &segment{mem: mem, base: unsafe.Pointer(&mem[0]), fd: keep}
 	s.hdr = (*segHeader)(s.base)
 	return s, nil
 }
@@ -395,16 +443,16 @@ func (s *segment) adopt() error {
 	if h.version != layoutVersion || h.headerSize != headerSize {
 		return errorf(ErrLayout, "layout version %d (header %d bytes), this code speaks version %d", h.version, h.headerSize, layoutVersion)
 	}
-	l := layout{int(h.nprocs), int(h.cellSize), int(h.cellsPerProc), int(h.fastboxSize)}
+	l := layout{int(h.nprocs), int(h.cellSize), int(h.cellsPerProc), int(h.fastboxSize), int(h.fastboxes)}
 	if err := l.check(); err != nil {
 		return err
 	}
-	procOff, fboxOff, cellOff, size := l.offsets()
-	if h.procOff != procOff || h.fastboxOff != fboxOff || h.cellOff != cellOff || h.segSize != size || size > uint64(len(s.mem)) {
-		return errorf(ErrLayout, "offsets (%#x %#x %#x, %d bytes) do not match the sizes or the %d-byte mapping", h.procOff, h.fastboxOff, h.cellOff, h.segSize, len(s.mem))
+	procOff, bellOff, fboxOff, cellOff, size := l.offsets()
+	if h.procOff != procOff || h.bellOff != bellOff || h.fastboxOff != fboxOff || h.cellOff != cellOff || h.segSize != size || size > uint64(len(s.mem)) {
+		return errorf(ErrLayout, "offsets (%#x %#x %#x %#x, %d bytes) do not match the sizes or the %d-byte mapping", h.procOff, h.bellOff, h.fastboxOff, h.cellOff, h.segSize, len(s.mem))
 	}
 	s.layout = l
-	s.procOff, s.fboxOff, s.cellOff = procOff, fboxOff, cellOff
+	s.procOff, s.bellOff, s.fboxOff, s.cellOff = procOff, bellOff, fboxOff, cellOff
 	s.cellBytes = uint64(l.nprocs) * uint64(l.cellsPerProc) * uint64(l.cellSize)
 	s.cellMask = uint64(l.cellSize) - 1
 	s.payloadSize = l.cellSize - cellHdrSize
@@ -425,8 +473,10 @@ func (l layout) check() error {
 		return errorf(ErrInvalidArg, "%d cells per process, want 1..65536", l.cellsPerProc)
 	case l.fastboxSize != 0 && (l.fastboxSize < 2*lineSize || l.fastboxSize > MaxCellSize || l.fastboxSize%lineSize != 0):
 		return errorf(ErrInvalidArg, "fastbox size %d, want 0 or a multiple of %d in %d..%d", l.fastboxSize, lineSize, 2*lineSize, MaxCellSize)
+	case l.fastboxes < 0 || l.fastboxes >= l.nprocs || (l.fastboxSize == 0) != (l.fastboxes == 0):
+		return errorf(ErrInvalidArg, "%d fastbox sets of %d bytes per process in a job of %d, want 1..%d sets of a non-zero size, or none", l.fastboxes, l.fastboxSize, l.nprocs, l.nprocs-1)
 	}
-	_, _, _, size := l.offsets()
+	_, _, _, _, size := l.offsets()
 	if size > 1<<40 {
 		return errorf(ErrInvalidArg, "segment of %d bytes is too large", size)
 	}
@@ -459,6 +509,17 @@ func (s *segment) unlink() {
 func (s *segment) unmap() {
 	if s.mem != nil {
 		_ = unix.Munmap(s.mem)
+		_ = unix.Close(s.fd)
 		s.mem, s.base, s.hdr = nil, nil, nil
 	}
+}
+
+// allocated returns the bytes the file system holds for the segment (its
+// blocks, as tmpfs charges them), measured, not computed from the layout.
+func (s *segment) allocated() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(s.fd, &st); err != nil {
+		return 0, fmt.Errorf("nemesis: stat of the segment: %w", err)
+	}
+	return uint64(st.Blocks) * 512, nil
 }

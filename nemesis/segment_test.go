@@ -29,7 +29,7 @@ func deadPID(t *testing.T) int {
 // leaveSegment publishes a segment for job in dir as if created by pid.
 func leaveSegment(t *testing.T, dir, job string, pid int) string {
 	t.Helper()
-	s, err := createSegment(dir, job, layout{nprocs: 2, cellSize: 512, cellsPerProc: 2, fastboxSize: 128})
+	s, err := createSegment(dir, job, layout{nprocs: 2, cellSize: 512, cellsPerProc: 2, fastboxSize: 128, fastboxes: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestLayoutMismatch(t *testing.T) {
 func TestSegmentHeaderChecked(t *testing.T) {
 	dir := t.TempDir()
 	job := "hdr"
-	s, err := createSegment(dir, job, layout{nprocs: 2, cellSize: 512, cellsPerProc: 2, fastboxSize: 128})
+	s, err := createSegment(dir, job, layout{nprocs: 2, cellSize: 512, cellsPerProc: 2, fastboxSize: 128, fastboxes: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestInvalidArguments(t *testing.T) {
 		{"", 0, 1, Options{}, ErrInvalidArg},
 		{"ok", 0, 1, Options{CellSize: 3000}, ErrInvalidArg},
 		{"ok", 0, 1, Options{CellSize: 128}, ErrInvalidArg},
-		{"ok", 0, 1, Options{FastboxSize: 100}, ErrInvalidArg},
+		{"ok", 0, 2, Options{FastboxSize: 100}, ErrInvalidArg},
 	} {
 		if _, err := Join(c.job, c.rank, c.size, &c.o); !errors.Is(err, c.want) {
 			t.Errorf("Join(%q, %d, %d, %+v): %v, want %v", c.job, c.rank, c.size, c.o, err, c.want)

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
@@ -23,6 +27,7 @@ func writeInfo(w io.Writer, o *options, full bool) error {
 	f := machine.Detect()
 	fmt.Fprintf(w, "machine:   %s, %d CPUs usable (%s), kernel %s, %s\n", f.CPUModel, len(f.CPUs), cpuRange(f.CPUs), f.Kernel, f.Go)
 	fmt.Fprintf(w, "caches:    %s\n", f.Caches)
+	fmt.Fprintf(w, "shm:       %s\n", shmUse(len(f.CPUs)))
 	switch probe := o.probePath(); probe {
 	case "":
 		fmt.Fprintln(w, "placement: not probed (--placement-probe none)")
@@ -121,4 +126,27 @@ func writeSelector(w io.Writer, o *options) error {
 		fmt.Fprintf(w, "    %s  %s\n", r.Range(), r.Backend)
 	}
 	return nil
+}
+
+// shmUse says how much of /dev/shm the nemesis segment of a job takes, for
+// a few job sizes (one rank per usable CPU among them), and how much is free.
+func shmUse(cpus int) string {
+	sizes := []int{2, 64, 192}
+	if !slices.Contains(sizes, cpus) && cpus > 1 {
+		sizes = append(sizes, cpus)
+		slices.Sort(sizes)
+	}
+	var b strings.Builder
+	b.WriteString("nemesis segment (default geometry)")
+	for _, n := range sizes {
+		if size, err := nemesis.SegmentSize(n, nil); err == nil {
+			fmt.Fprintf(&b, ", %d ranks %.1f MiB", n, float64(size)/(1<<20))
+		}
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &st); err != nil {
+		return b.String() + "; /dev/shm: " + err.Error()
+	}
+	fmt.Fprintf(&b, "; /dev/shm %.1f GiB free (an shm LMT adds its rings per pair that uses it)", float64(st.Bavail*uint64(st.Bsize))/(1<<30))
+	return b.String()
 }

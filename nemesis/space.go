@@ -1,0 +1,90 @@
+package nemesis
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// SpaceError says that the directory of the segment (a tmpfs, /dev/shm by
+// default) cannot hold it. Join returns it instead of letting a rank die of
+// SIGBUS when it first touches a page the tmpfs cannot supply.
+type SpaceError struct {
+	Dir  string
+	Need uint64 // bytes the job's segment takes (SegmentSize)
+	Free uint64 // bytes free in Dir when Join looked
+}
+
+func (e *SpaceError) Error() string {
+	return fmt.Sprintf("%v: the segment of this job needs %s in %s, which has %s free; "+
+		"give it more (docker run --shm-size=%s, or mount -o remount,size=... %s) or shrink the job (fewer ranks, Options.Cells, Options.Fastboxes)",
+		ErrNoSpace, sizeString(e.Need), e.Dir, sizeString(e.Free), shmSizeFlag(e.Need), e.Dir)
+}
+
+func (e *SpaceError) Unwrap() error { return ErrNoSpace }
+
+// SegmentSize returns how many bytes of shared memory the segment of a job
+// of size ranks with options o takes: all of it is reserved when rank 0
+// creates the segment, and it does not grow afterwards. (An LMT maps its
+// own memory on top: see its package.)
+func SegmentSize(size int, o *Options) (uint64, error) {
+	if size < 1 || size > MaxProcs {
+		return 0, errorf(ErrInvalidArg, "job size %d, want 1..%d", size, MaxProcs)
+	}
+	if o == nil {
+		o = &Options{}
+	}
+	l := o.layout(size)
+	if err := l.check(); err != nil {
+		return 0, err
+	}
+	_, _, _, _, n := l.offsets()
+	return n, nil
+}
+
+// checkSpace refuses, before anything is created, a segment larger than
+// what dir has free.
+func checkSpace(dir string, size uint64) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("nemesis: statfs %s: %w", dir, err)
+	}
+	if free := st.Bavail * uint64(st.Bsize); size > free {
+		return &SpaceError{Dir: dir, Need: size, Free: free}
+	}
+	return nil
+}
+
+// reserve allocates every page of the segment file now, so that a tmpfs
+// that fills up later (another job, an LMT's rings) fails this Join with a
+// SpaceError rather than a later access with SIGBUS. A file system without
+// fallocate keeps the statfs check only.
+func reserve(fd int, dir string, size uint64) error {
+	err := unix.Fallocate(fd, 0, 0, int64(size))
+	switch err {
+	case nil, unix.EOPNOTSUPP, unix.ENOSYS:
+		return nil
+	case unix.ENOSPC:
+		var st unix.Statfs_t
+		_ = unix.Statfs(dir, &st)
+		return &SpaceError{Dir: dir, Need: size, Free: st.Bavail * uint64(st.Bsize)}
+	}
+	return fmt.Errorf("nemesis: reserving %d bytes in %s: %w", size, dir, err)
+}
+
+func sizeString(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// shmSizeFlag suggests a --shm-size comfortably above need, in whole MiB.
+func shmSizeFlag(need uint64) string {
+	return fmt.Sprintf("%dm", 2*((need+(1<<20)-1)>>20)+64)
+}
