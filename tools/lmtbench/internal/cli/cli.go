@@ -36,6 +36,7 @@ commands:
   pollution  how much a transfer slows the receiver's re-read of a cache-sized working set
   tune       measure the crossovers here and write the selector's tuning file
   copies     bytes copied per payload byte, by copier, from the eBPF probes
+  peers      the same sizes and shapes over Open MPI, MPICH, UCX and libfabric, in the same run
 
 flags:
 `
@@ -98,6 +99,12 @@ type options struct {
 	workingSet string
 
 	tuningFile string
+	shapes     string // peers: which shapes
+	peerNames  string // peers: which peers
+
+	// alongside measures more rows in each round and size of interleave,
+	// after the backends' samples (lmtbench peers).
+	alongside func(ctx context.Context, round, size int) error
 
 	avail   map[string]error // backend name → nil or why it cannot run; see availability
 	machine *machine.Facts
@@ -129,6 +136,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.copies, "copies", true, "also count copies per byte with the eBPF probes, when this process may load them")
 	fs.StringVar(&o.workingSet, "working-set", "", "pollution: bytes the receiver re-reads (default: its L2 cache)")
 	fs.StringVar(&o.tuningFile, "tuning-file", "", "tune: where to write the tuning file (default $KNEMESIS_TUNING, else knemesis/tuning.json in the user config directory)")
+	fs.StringVar(&o.shapes, "shapes", "", "peers: shapes to measure, of pingpong, netpipe and stream (default all three)")
+	fs.StringVar(&o.peerNames, "peers", "", "peers: which peer stacks (default every one installed; lmtbench peers --help lists them)")
 	fs.BoolVar(&o.json, "json", false, "print results as a JSON array instead of the table")
 	fs.BoolVar(&o.csv, "csv", false, "print results as CSV instead of the table (schema in tools/lmtbench/README.md)")
 	fs.BoolVar(&o.benchfmt, "benchfmt", false, "print Go benchmark lines for benchstat instead of the table")
@@ -205,11 +214,12 @@ func init() {
 		"pollution": runMode(harness.Pollution),
 		"tune":      runTune,
 		"copies":    runCopies,
+		"peers":     runPeers,
 	}
 }
 
 func commandList() string {
-	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies"
+	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers"
 }
 
 func run(args []string, stdout, stderr io.Writer) error {

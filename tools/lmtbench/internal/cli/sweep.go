@@ -452,6 +452,11 @@ func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []
 					return nil, nil, err
 				}
 			}
+			if o.alongside != nil {
+				if err := o.alongside(ctx, round, size); err != nil {
+					return nil, nil, err
+				}
+			}
 		}
 	}
 	var results []report.Result
