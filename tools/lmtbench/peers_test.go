@@ -32,7 +32,8 @@ func TestPeersEveryInstalledPeerGivesARow(t *testing.T) {
 	for _, m := range missing {
 		t.Logf("not measured here: %s", m)
 	}
-	r := run(t, "peers", "--sizes", "8,64K", "--samples", "1", "--time", "2ms", "--placement-probe", "none", "--json")
+	dir := t.TempDir()
+	r := run(t, "peers", "--sizes", "8,64K", "--samples", "1", "--time", "2ms", "--placement-probe", "none", "--copies=false", "--json", "--report", dir)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -76,6 +77,17 @@ func TestPeersEveryInstalledPeerGivesARow(t *testing.T) {
 				t.Errorf("%s %d: auto has no comparison with the %d peers: %+v", shape, size, n, a)
 			}
 		}
+	}
+	// The report draws every peer's line, dashed as a peer, beside auto's.
+	figures, _ := renderReport(t, dir)
+	for _, shape := range []string{peers.PingPong, peers.NetPIPE, peers.Stream} {
+		want := map[string]string{"auto": "auto"}
+		for _, p := range installed {
+			if p.Measures(shape) {
+				want[p.Name] = "peer"
+			}
+		}
+		checkFigures(t, figures, shape, 2, want)
 	}
 }
 

@@ -90,6 +90,7 @@ type options struct {
 	json, csv  bool
 	benchfmt   bool
 	plot       string
+	report     string // directory of the HTML report
 	vm         bool
 	timeout    time.Duration
 	probe      string
@@ -142,9 +143,10 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.csv, "csv", false, "print results as CSV instead of the table (schema in tools/lmtbench/README.md)")
 	fs.BoolVar(&o.benchfmt, "benchfmt", false, "print Go benchmark lines for benchstat instead of the table")
 	fs.StringVar(&o.plot, "plot", "", "also draw throughput against size to FILE.png or FILE.svg")
+	fs.StringVar(&o.report, "report", "", "also write DIR/index.html: one self-contained page with the machine, the tables and the plots")
 	fs.BoolVar(&o.vm, "vm", false, "run the kernel module's backends inside the QEMU guest of ci/")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on a job whose ranks have not finished after this long")
-	fs.StringVar(&o.probe, "placement-probe", "", "placement probe to bracket samples with: a program printing \"near|far <µs>\", 'builtin' (a cache line timed between the two ranks) or 'none' (default ../shared/tools/placement-probe when found, else builtin)")
+	fs.StringVar(&o.probe, "placement-probe", "", "placement probe to bracket samples with: a program printing \"near|far <µs>\", 'builtin' (a cache line timed between the two ranks) or 'none' (default $LMTBENCH_PLACEMENT_PROBE when set, else builtin)")
 	fs.BoolVar(&o.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "draw a progress bar on stderr")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -182,6 +184,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.reuse && o.command != "pingpong" && o.command != "sweep" {
 		return nil, usagef("--reuse applies to pingpong, not %s", o.command)
+	}
+	if err := o.checkReport(); err != nil {
+		return nil, err
 	}
 	if o.plot != "" && o.command == "pollution" {
 		return nil, usagef("--plot draws throughput; pollution has none to draw")
@@ -234,9 +239,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 }
 
 // probePath resolves --placement-probe: "" for none, machine.Builtin, or
-// a program's path. Without the flag, the project's probe when there is
-// one (../shared/tools, where the baselines were measured with it), else
-// the built-in one: every sample is bracketed on any machine.
+// a program's path. Without the flag, $LMTBENCH_PLACEMENT_PROBE when the
+// user set it, else the built-in one: every sample is bracketed on any
+// machine, and nothing is looked for beside the repository.
 func (o *options) probePath() string {
 	switch o.probe {
 	case "none":

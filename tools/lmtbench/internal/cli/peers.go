@@ -42,11 +42,15 @@ func runPeers(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	steps := 0
 	for _, shape := range pp.shapes {
 		steps += (len(pp.backends) + len(pp.measuring(shape))) * len(pp.sizes) * o.samples
+		if o.copies {
+			steps += len(pp.backends) * len(pp.sizes)
+		}
 	}
 	bar := newProgress(stderr, o.progress, steps)
 	defer bar.done()
 	var all []report.Result
 	var failed []error
+	var copiesNote string
 	probe := o.probePath()
 	for _, shape := range pp.shapes {
 		m := &peerMeasurer{o: o, probe: probe, cpus: pp.cpus, shape: shape, peers: pp.measuring(shape), bar: bar}
@@ -59,6 +63,11 @@ func runPeers(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		}
 		pp.skipped = append(pp.skipped, skipped...)
 		failed = append(failed, m.failed...)
+		if o.copies {
+			// The toolkit's rows only: the probes count Go's copies and
+			// the kernel's, not those inside the peers' C libraries.
+			copiesNote = countCopies(ctx, o, results, bar)
+		}
 		all = append(all, results...)
 		all = append(all, m.results(o.facts(), pp.sizes)...)
 	}
@@ -74,7 +83,13 @@ func runPeers(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if err := o.writeReport(stdout, all, "lmtbench peers"); err != nil {
+		return err
+	}
 	if !o.machineReadable() {
+		if copiesNote != "" {
+			fmt.Fprintln(stdout, copiesNote)
+		}
 		for _, why := range pp.skipped {
 			fmt.Fprintf(stdout, "not measured: %v\n", why)
 		}

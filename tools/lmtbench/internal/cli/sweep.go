@@ -126,6 +126,9 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 			return err
 		}
 	}
+	if err := o.writeReport(stdout, results, "lmtbench "+mode); err != nil {
+		return err
+	}
 	if !o.machineReadable() {
 		for _, why := range p.skipped {
 			fmt.Fprintf(stdout, "not measured: %v\n", why)
