@@ -237,13 +237,13 @@ func (m *peerMeasurer) round(ctx context.Context, round, size int) error {
 }
 
 // results aggregates each peer's samples as the toolkit's are, and
-// attaches the command line of the median sample.
+// attaches the command line of the median sample. A peer that failed
+// keeps the rows of the sizes it measured before (its error is printed
+// with the table): a launcher killed at 4 MiB on a loaded machine does
+// not void its 8-byte figures.
 func (m *peerMeasurer) results(f machine.Facts, sizes []int) []report.Result {
 	var out []report.Result
 	for _, p := range m.peers {
-		if m.gone[p.Name] {
-			continue
-		}
 		for _, size := range sizes {
 			ss := m.samples[p.Name][size]
 			if len(ss) == 0 {
