@@ -43,6 +43,9 @@ func openMPI(name, stack string, mca []string) *Peer {
 			} else {
 				cmd = append(cmd, "--bind-to", "none")
 			}
+			if j.ShmDir != "" {
+				cmd = append(cmd, "--mca", "btl_vader_backing_directory", j.ShmDir)
+			}
 			cmd = append(cmd, mca...)
 			return Invocation{Client: append(cmd, netpipeArgs("NPopenmpi", j)...), OutFile: j.OutFile}
 		},

@@ -47,6 +47,11 @@ type Job struct {
 	// OutFile is where a tool that writes its report to a file (NetPIPE)
 	// writes it.
 	OutFile string
+	// ShmDir is a directory of /dev/shm of this sample alone, for the
+	// shared-memory files of a stack that names them itself (Open MPI's
+	// vader segments): removed after the sample, even one killed at its
+	// deadline, which would otherwise leave them behind.
+	ShmDir string
 }
 
 // Measurement is one sample in lmtbench's units.

@@ -124,9 +124,9 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestInvocationString(t *testing.T) {
-	j := Job{Shape: Stream, Size: 4 << 20, Iters: 20, CPUs: []int{0, 1}, Root: true, Port: 40000, OutFile: "/tmp/x/report"}
+	j := Job{Shape: Stream, Size: 4 << 20, Iters: 20, CPUs: []int{0, 1}, Root: true, Port: 40000, OutFile: "/tmp/x/report", ShmDir: "/dev/shm/y"}
 	for name, want := range map[string]string{
-		"ompi-copy":   "mpirun.openmpi --allow-run-as-root -np 2 --bind-to cpu-list:ordered --cpu-set 0,1 --mca btl self,vader --mca btl_vader_single_copy_mechanism none NPopenmpi -l 4194304 -u 4194304 -p 0 -n 20 -s -o /tmp/x/report",
+		"ompi-copy":   "mpirun.openmpi --allow-run-as-root -np 2 --bind-to cpu-list:ordered --cpu-set 0,1 --mca btl_vader_backing_directory /dev/shm/y --mca btl self,vader --mca btl_vader_single_copy_mechanism none NPopenmpi -l 4194304 -u 4194304 -p 0 -n 20 -s -o /tmp/x/report",
 		"mpich-posix": "mpiexec.mpich -n 2 -bind-to user:0,1 -genv UCX_TLS self,posix NPmpich2 -l 4194304 -u 4194304 -p 0 -n 20 -s -o /tmp/x/report",
 		"ucx-sysv":    "UCX_TLS=sysv ucx_perftest -p 40000 -c 1 & UCX_TLS=sysv ucx_perftest 127.0.0.1 -p 40000 -c 0 -t tag_bw -s 4194304 -n 20 -w 12 -v",
 	} {

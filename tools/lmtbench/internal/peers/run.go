@@ -63,6 +63,14 @@ func (p *Peer) Invocation(j Job) Invocation { return p.invocation(j) }
 // Measurement.
 func (p *Peer) Parse(out []byte, j Job) (Measurement, error) { return p.parse(out, j) }
 
+// shmDir is where the per-sample directory of Job.ShmDir is made: the
+// tmpfs the stacks use by default, so that their figures are the same.
+const shmDir = "/dev/shm"
+
+// termGrace is how long a killed sample's processes have between
+// SIGTERM and SIGKILL.
+const termGrace = 2 * time.Second
+
 // listenWait bounds how long a server may take to listen: ucx_perftest
 // and fi_pingpong do within tens of milliseconds.
 const listenWait = 10 * time.Second
@@ -80,6 +88,10 @@ func (p *Peer) Run(ctx context.Context, j Job) (Measurement, Invocation, error) 
 	}
 	defer os.RemoveAll(dir)
 	j.OutFile = filepath.Join(dir, "report")
+	if j.ShmDir, err = os.MkdirTemp(shmDir, "lmtbench-peer-"); err != nil {
+		return Measurement{}, Invocation{}, err
+	}
+	defer os.RemoveAll(j.ShmDir)
 	if j.Port, err = freePort(); err != nil {
 		return Measurement{}, Invocation{}, err
 	}
@@ -135,6 +147,7 @@ func (inv Invocation) run(ctx context.Context) ([]byte, error) {
 // the launcher's children die with it.
 type proc struct {
 	cmd            *exec.Cmd
+	ctx            context.Context
 	stdout, stderr bytes.Buffer
 	done           chan struct{}
 	waitErr        error
@@ -142,13 +155,20 @@ type proc struct {
 }
 
 func start(ctx context.Context, argv, env []string) *proc {
-	p := &proc{done: make(chan struct{})}
+	p := &proc{done: make(chan struct{}), ctx: ctx}
 	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p.cmd.Cancel = func() error { return syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
-	p.cmd.WaitDelay = time.Second
+	// At the deadline the group gets SIGTERM first, so that a launcher
+	// tears its job down and its processes unlink what they made; SIGKILL
+	// follows for whatever still runs.
+	p.cmd.Cancel = func() error {
+		pid := p.cmd.Process.Pid
+		time.AfterFunc(termGrace, func() { syscall.Kill(-pid, syscall.SIGKILL) })
+		return syscall.Kill(-pid, syscall.SIGTERM)
+	}
+	p.cmd.WaitDelay = termGrace + time.Second
 	if p.err = p.cmd.Start(); p.err != nil {
 		close(p.done)
 		return p
@@ -167,7 +187,8 @@ func (p *proc) wait() error {
 	if p.waitErr == nil {
 		return nil
 	}
-	if errors.Is(p.cmd.Err, context.DeadlineExceeded) || p.cmd.ProcessState != nil && !p.cmd.ProcessState.Exited() {
+	// A launcher that handles the SIGTERM exits with a status of its own.
+	if errors.Is(p.ctx.Err(), context.DeadlineExceeded) || p.cmd.ProcessState != nil && !p.cmd.ProcessState.Exited() {
 		return fmt.Errorf("%s: %w (killed: the sample ran past its deadline)", p.cmd.Args[0], p.waitErr)
 	}
 	msg := lastLine(p.stderr.Bytes())
