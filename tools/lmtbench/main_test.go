@@ -704,8 +704,8 @@ func TestBuiltinProbeWithLargeBuffers(t *testing.T) {
 	}
 }
 
-// TestPlacementProbeDefaultsToBuiltin: run where no ../shared/tools probe
-// can be found (outside any module), lmtbench brackets its samples with
+// TestPlacementProbeDefaultsToBuiltin: without $LMTBENCH_PLACEMENT_PROBE,
+// lmtbench brackets its samples with
 // the built-in probe and says so, in info as in a sweep.
 func TestPlacementProbeDefaultsToBuiltin(t *testing.T) {
 	for _, args := range [][]string{
@@ -731,6 +731,10 @@ func TestPlacementProbeDefaultsToBuiltin(t *testing.T) {
 		}
 		if args[0] == "info" && !regexp.MustCompile(`(?m)^placement: (near|far) \d+\.\d{3} µs`).Match(out) {
 			t.Errorf("info: no reading of the built-in probe:\n%s", out)
+		}
+		// This machine's /dev/shm is a roomy tmpfs: its line has no problem.
+		if args[0] == "info" && !regexp.MustCompile(`(?m)^/dev/shm:  tmpfs, \d+ [MG]iB, \d+ [MG]iB free$`).Match(out) {
+			t.Errorf("info: no /dev/shm line, or one with a problem:\n%s", out)
 		}
 	}
 }

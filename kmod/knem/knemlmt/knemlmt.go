@@ -166,11 +166,13 @@ func unavailable(err error) error {
 	case errors.Is(err, knem.ErrNoDevice):
 		u.Reason = "no " + knem.DevicePath + ": the knem module is not loaded"
 		u.Fix = "load it (modprobe knem, or insmod kmod/knem/module/knem.ko) and install kmod/knem/99-knem.rules"
-	case errors.Is(err, unix.EACCES):
-		u.Reason = "this user may not open " + knem.DevicePath
-		u.Fix = "install kmod/knem/99-knem.rules (mode 0666) or chmod the device"
+	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
+		u.Reason, u.Fix = "this process may not open "+knem.DevicePath, "install kmod/knem/99-knem.rules (mode 0666) or chmod the device"
+		if n, c, serr := nodeAndCreds(); serr == nil {
+			u.Reason, u.Fix = DeniedReason(n, c)
+		}
 	case errors.Is(err, knem.ErrABI):
-		u.Fix = "load the knem module of this tree (ABI 0xd)"
+		u.Fix = "unload the knem module loaded now (rmmod knem: another KNEM build), then load this tree's (make install puts it under DKMS; modprobe knem)"
 	}
 	return u
 }

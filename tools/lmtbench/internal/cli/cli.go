@@ -36,6 +36,7 @@ commands:
   pollution  how much a transfer slows the receiver's re-read of a cache-sized working set
   tune       measure the crossovers here and write the selector's tuning file
   copies     bytes copied per payload byte, by copier, from the eBPF probes
+  peers      the same sizes and shapes over Open MPI, MPICH, UCX and libfabric, in the same run
 
 flags:
 `
@@ -89,6 +90,7 @@ type options struct {
 	json, csv  bool
 	benchfmt   bool
 	plot       string
+	report     string // directory of the HTML report
 	vm         bool
 	timeout    time.Duration
 	probe      string
@@ -98,6 +100,12 @@ type options struct {
 	workingSet string
 
 	tuningFile string
+	shapes     string // peers: which shapes
+	peerNames  string // peers: which peers
+
+	// alongside measures more rows in each round and size of interleave,
+	// after the backends' samples (lmtbench peers).
+	alongside func(ctx context.Context, round, size int) error
 
 	avail   map[string]error // backend name → nil or why it cannot run; see availability
 	machine *machine.Facts
@@ -129,13 +137,16 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.copies, "copies", true, "also count copies per byte with the eBPF probes, when this process may load them")
 	fs.StringVar(&o.workingSet, "working-set", "", "pollution: bytes the receiver re-reads (default: its L2 cache)")
 	fs.StringVar(&o.tuningFile, "tuning-file", "", "tune: where to write the tuning file (default $KNEMESIS_TUNING, else knemesis/tuning.json in the user config directory)")
+	fs.StringVar(&o.shapes, "shapes", "", "peers: shapes to measure, of pingpong, netpipe and stream (default all three)")
+	fs.StringVar(&o.peerNames, "peers", "", "peers: which peer stacks (default every one installed; lmtbench peers --help lists them)")
 	fs.BoolVar(&o.json, "json", false, "print results as a JSON array instead of the table")
 	fs.BoolVar(&o.csv, "csv", false, "print results as CSV instead of the table (schema in tools/lmtbench/README.md)")
 	fs.BoolVar(&o.benchfmt, "benchfmt", false, "print Go benchmark lines for benchstat instead of the table")
 	fs.StringVar(&o.plot, "plot", "", "also draw throughput against size to FILE.png or FILE.svg")
+	fs.StringVar(&o.report, "report", "", "also write DIR/index.html: one self-contained page with the machine, the tables and the plots")
 	fs.BoolVar(&o.vm, "vm", false, "run the kernel module's backends inside the QEMU guest of ci/")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on a job whose ranks have not finished after this long")
-	fs.StringVar(&o.probe, "placement-probe", "", "placement probe to bracket samples with: a program printing \"near|far <µs>\", 'builtin' (a cache line timed between the two ranks) or 'none' (default ../shared/tools/placement-probe when found, else builtin)")
+	fs.StringVar(&o.probe, "placement-probe", "", "placement probe to bracket samples with: a program printing \"near|far <µs>\", 'builtin' (a cache line timed between the two ranks) or 'none' (default $LMTBENCH_PLACEMENT_PROBE when set, else builtin)")
 	fs.BoolVar(&o.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "draw a progress bar on stderr")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -174,6 +185,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if o.reuse && o.command != "pingpong" && o.command != "sweep" {
 		return nil, usagef("--reuse applies to pingpong, not %s", o.command)
 	}
+	if err := o.checkReport(); err != nil {
+		return nil, err
+	}
 	if o.plot != "" && o.command == "pollution" {
 		return nil, usagef("--plot draws throughput; pollution has none to draw")
 	}
@@ -205,11 +219,12 @@ func init() {
 		"pollution": runMode(harness.Pollution),
 		"tune":      runTune,
 		"copies":    runCopies,
+		"peers":     runPeers,
 	}
 }
 
 func commandList() string {
-	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies"
+	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers"
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -224,9 +239,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 }
 
 // probePath resolves --placement-probe: "" for none, machine.Builtin, or
-// a program's path. Without the flag, the project's probe when there is
-// one (../shared/tools, where the baselines were measured with it), else
-// the built-in one: every sample is bracketed on any machine.
+// a program's path. Without the flag, $LMTBENCH_PLACEMENT_PROBE when the
+// user set it, else the built-in one: every sample is bracketed on any
+// machine, and nothing is looked for beside the repository.
 func (o *options) probePath() string {
 	switch o.probe {
 	case "none":

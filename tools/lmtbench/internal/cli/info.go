@@ -28,6 +28,7 @@ func writeInfo(w io.Writer, o *options, full bool) error {
 	fmt.Fprintf(w, "machine:   %s, %d CPUs usable (%s), kernel %s, %s\n", f.CPUModel, len(f.CPUs), cpuRange(f.CPUs), f.Kernel, f.Go)
 	fmt.Fprintf(w, "caches:    %s\n", f.Caches)
 	fmt.Fprintf(w, "shm:       %s\n", shmUse(len(f.CPUs)))
+	writeShm(w)
 	switch probe := o.probePath(); probe {
 	case "":
 		fmt.Fprintln(w, "placement: not probed (--placement-probe none)")

@@ -126,6 +126,9 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 			return err
 		}
 	}
+	if err := o.writeReport(stdout, results, "lmtbench "+mode); err != nil {
+		return err
+	}
 	if !o.machineReadable() {
 		for _, why := range p.skipped {
 			fmt.Fprintf(stdout, "not measured: %v\n", why)
@@ -450,6 +453,11 @@ func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []
 				if skip, err := o.unavailable(err); skip {
 					skipped, gone[i] = append(skipped, err), true
 				} else if err != nil {
+					return nil, nil, err
+				}
+			}
+			if o.alongside != nil {
+				if err := o.alongside(ctx, round, size); err != nil {
 					return nil, nil, err
 				}
 			}

@@ -13,8 +13,8 @@
 // number times the size divided by the elapsed time; so ping-pong latency is
 // half the round trip, as in IMB.
 //
-// Every sample is bracketed by the placement probe: ../shared/tools's, run
-// by rank 0 while rank 1 sleeps in a blocking read, or the built-in one,
+// Every sample is bracketed by the placement probe: an external program
+// named by the user, run by rank 0 while rank 1 sleeps in a blocking read, or the built-in one,
 // a cache line timed between ranks 0 and 1 (placement.go). Every size is first checked: the
 // receiver verifies each byte of a patterned message, in both directions,
 // before anything is timed.

@@ -1,6 +1,6 @@
 // Package machine describes the computer lmtbench runs on: CPU model,
 // kernel, which CPUs the benchmark may use, and where the hypervisor has
-// placed them right now (the placement probe of ../shared/tools).
+// placed them right now (the placement probe).
 package machine
 
 import (
@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -149,41 +148,12 @@ func LinePlacement(oneWay time.Duration) Placement {
 	return Placement{Class: class, LatencyUs: float64(oneWay) / float64(time.Microsecond)}
 }
 
-// ProbePath finds the placement probe: $LMTBENCH_PLACEMENT_PROBE, else
-// shared/tools/placement-probe beside the repository holding the working
-// directory (../shared/tools/placement-probe) or beside one of its parent
-// directories, so that a git worktree nested one level deeper finds the
-// same probe. It returns "" when there is none.
+// ProbePath is the placement probe the user named in
+// $LMTBENCH_PLACEMENT_PROBE, or "" when none is named (lmtbench then uses
+// the built-in probe). Nothing is looked for beside the repository: what
+// lmtbench runs must not depend on the directory it is started from.
 func ProbePath() string {
-	if p := os.Getenv("LMTBENCH_PLACEMENT_PROBE"); p != "" {
-		return p
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for !fileExists(filepath.Join(dir, "go.mod")) {
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-	for {
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		if p := filepath.Join(parent, "shared", "tools", "placement-probe"); fileExists(p) {
-			return p
-		}
-		dir = parent
-	}
-}
-
-func fileExists(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && !fi.IsDir()
+	return os.Getenv("LMTBENCH_PLACEMENT_PROBE")
 }
 
 // ProbeTimeout bounds one placement probe. It takes 40–90 ms on an idle

@@ -47,13 +47,13 @@ type ClassRatios struct {
 func CompareAuto(results []Result) {
 	for i := range results {
 		a := &results[i]
-		if !isSelector(a.Backend) || a.Reference || a.Mode == harness.Pollution {
+		if !isSelector(a.Backend) || a.Reference || a.Peer != nil || a.Mode == harness.Pollution {
 			continue
 		}
 		var peers []*Result
 		for j := range results {
 			r := &results[j]
-			if r.Mode == a.Mode && r.Size == a.Size && !r.Reference && !isSelector(r.Backend) {
+			if r.Mode == a.Mode && r.Size == a.Size && !r.Reference && r.Peer == nil && !isSelector(r.Backend) {
 				peers = append(peers, r)
 			}
 		}

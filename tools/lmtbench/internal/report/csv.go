@@ -36,6 +36,8 @@ import (
 //	pollution_slowdown          after / baseline
 //	cpus                        CPUs of rank 0 and rank 1, space-separated; empty when unpinned
 //	cpu_model, kernel, hostname, go   machine facts
+//	peer_stack                  lmtbench peers: the stack a peer row measured; empty for the toolkit's rows
+//	peer_command                the exact command line of a peer row's median sample
 var CSVHeader = []string{
 	"mode", "backend", "reference", "size", "iterations", "messages", "seconds",
 	"bytes_per_sec", "latency_us", "procs",
@@ -43,7 +45,7 @@ var CSVHeader = []string{
 	"cpu_seconds_per_byte", "cpu_seconds_per_byte_rank0", "cpu_seconds_per_byte_rank1",
 	"placement", "placement_latency_us", "samples", "samples_kept",
 	"pollution_working_set", "pollution_baseline_us", "pollution_after_us", "pollution_slowdown", "cpus",
-	"cpu_model", "kernel", "hostname", "go",
+	"cpu_model", "kernel", "hostname", "go", "peer_stack", "peer_command",
 }
 
 // WriteCSV writes the header and one row per result.
@@ -64,6 +66,10 @@ func WriteCSV(w io.Writer, results []Result) error {
 		if p := r.Pollution; p != nil {
 			pol = [4]string{strconv.Itoa(p.WorkingSet), g(float64(p.BaselineNs) / 1e3), g(float64(p.AfterNs) / 1e3), g(p.Slowdown)}
 		}
+		var peer [2]string
+		if r.Peer != nil {
+			peer = [2]string{r.Peer.Stack, r.Peer.Command}
+		}
 		row := []string{
 			r.Mode, r.Backend, strconv.FormatBool(r.Reference), strconv.Itoa(r.Size),
 			strconv.Itoa(r.Iterations), strconv.Itoa(r.Messages), g(r.Seconds),
@@ -72,6 +78,7 @@ func WriteCSV(w io.Writer, results []Result) error {
 			g(r.CPUSecondsPerByte), g(r.CPUSecondsPerBytePerRank[0]), g(r.CPUSecondsPerBytePerRank[1]),
 			r.Placement, g(r.PlacementLatencyUs), strconv.Itoa(r.Samples), strconv.Itoa(r.SamplesKept),
 			pol[0], pol[1], pol[2], pol[3], cpuList(r.CPUs), r.Machine.CPUModel, r.Machine.Kernel, r.Machine.Hostname, r.Machine.Go,
+			peer[0], peer[1],
 		}
 		if err := cw.Write(row); err != nil {
 			return err

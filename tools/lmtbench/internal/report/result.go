@@ -47,6 +47,10 @@ type Result struct {
 	// AutoVsBest compares auto with the best single backend in each
 	// placement class; only auto's results carry it (CompareAuto).
 	AutoVsBest *AutoVsBest `json:"auto_vs_best,omitempty"`
+	// Peer marks a row of another stack, measured by its own benchmark
+	// (lmtbench peers); AutoVsPeers compares auto with the best of them.
+	Peer        *PeerInfo    `json:"peer,omitempty"`
+	AutoVsPeers *AutoVsPeers `json:"auto_vs_peers,omitempty"`
 
 	kept []harness.Sample // the samples the median was taken over
 	all  []harness.Sample // every sample, whatever its placement
