@@ -47,9 +47,11 @@ func Open() (*Device, error) {
 	return OpenPath(DevicePath)
 }
 
-// OpenPath is Open on another device node.
+// OpenPath is Open on another device node. The descriptor is opened
+// O_NONBLOCK: only reads of notifications look at that flag, and
+// Notifications waits with poll(2) instead.
 func OpenPath(path string) (*Device, error) {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENODEV) {
 		return nil, fmt.Errorf("%w: open %s: %v", ErrNoDevice, path, err)
 	}
