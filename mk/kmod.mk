@@ -18,7 +18,7 @@ KMOD_OUT ?= kmod/out
 
 .PHONY: check-uapi build-kmod kmod-guest-tests
 
-KMOD_GUEST_TESTS := abi_smoke semantics ioctl_stress copy_bench
+KMOD_GUEST_TESTS := abi_smoke semantics attach ioctl_stress copy_bench attach_bench
 
 # The guest programs are compiled here too, so that a header change that
 # breaks them fails on the host, before any guest boots.

@@ -68,6 +68,7 @@ static int knem_open(struct inode *inode, struct file *file)
 	atomic_set(&ctx->inflight, 0);
 	init_waitqueue_head(&ctx->inflight_wq);
 	spin_lock_init(&ctx->dma_chans_lock);
+	xa_init_flags(&ctx->attachments, XA_FLAGS_ALLOC1);
 	knem_notify_init(ctx);
 	file->private_data = ctx;
 	return 0;
@@ -83,6 +84,7 @@ static int knem_release(struct inode *inode, struct file *file)
 {
 	struct knem_ctx *ctx = file->private_data;
 
+	knem_attachments_release(ctx);
 	knem_regions_release(ctx);
 	wait_event(ctx->inflight_wq, !atomic_read(&ctx->inflight));
 	knem_dma_ctx_sync(ctx);
@@ -94,10 +96,11 @@ static long knem_get_info(void __user *arg)
 {
 	struct knem_cmd_info info = {
 		.abi = KNEM_ABI_VERSION,
-		.features = knem_dma_usable() ? KNEM_FEATURE_DMA : 0,
+		.features = KNEM_FEATURE_ATTACH |
+			    (knem_dma_usable() ? KNEM_FEATURE_DMA : 0),
 	};
 
-	if (!info.features)
+	if (!(info.features & KNEM_FEATURE_DMA))
 		info.ignored_flags = KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE |
 				     KNEM_FLAG_DMATHREAD;
 	return copy_to_user(arg, &info, sizeof(info)) ? -EFAULT : 0;
@@ -169,6 +172,12 @@ static long knem_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return knem_region_destroy(ctx, cookie);
 	case KNEM_CMD_INIT_SEND:
 		return knem_ioctl_init_send(ctx, uarg);
+	case KNEM_CMD_ATTACH_REGION:
+		return knem_ioctl_attach(ctx, uarg);
+	case KNEM_CMD_DETACH_REGION:
+		if (get_user(cookie, (u64 __user *)uarg))
+			return -EFAULT;
+		return knem_detach(ctx, cookie);
 	case KNEM_CMD_COPY:
 	case KNEM_CMD_COPY_BOUNDED:
 	case KNEM_CMD_INLINE_COPY:
@@ -184,6 +193,8 @@ static int knem_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	if (!(file->f_mode & FMODE_WRITE))
 		return -EBADF;
+	if (vma->vm_pgoff)
+		return knem_attach_mmap(file->private_data, vma);
 	return knem_status_mmap(file->private_data, vma);
 }
 

@@ -4,6 +4,7 @@
  *
  *   knem_main.c    device, file operations, ioctl dispatch, parameters
  *   knem_region.c  pinned regions, the global cookie table, lifetimes
+ *   knem_attach.c  region attach: mmap of a region's pages
  *   knem_account.c pinned_vm / RLIMIT_MEMLOCK and per-user region counts
  *   knem_copy.c    copy commands: argument checks, length, engine choice
  *   knem_cpu.c     CPU copy engine, in the caller or on a shared workqueue
@@ -22,6 +23,7 @@
 #include <linux/wait.h>
 #include <linux/rhashtable.h>
 #include <linux/mm_types.h>
+#include <linux/xarray.h>
 #include <linux/cpumask.h>
 #include <linux/uidgid.h>
 #include <linux/uio.h>
@@ -75,6 +77,9 @@ struct knem_ctx {
 	/* Asynchronous copies not yet finished; release waits for zero. */
 	atomic_t inflight;
 	wait_queue_head_t inflight_wq;
+
+	/* Region attachments: id (mmap offset >> 32) -> knem_attach. */
+	struct xarray attachments;
 
 	/* Channels this file's DMA copies used, synchronized on release. */
 	struct dma_chan *dma_chans[KNEM_MAX_DMA_CHANS];
@@ -177,6 +182,7 @@ int knem_region_create(struct knem_ctx *ctx, u64 iovecs, u32 nr, u32 flags,
 		       u32 prot, knem_cookie_t *cookie);
 int knem_region_destroy(struct knem_ctx *ctx, knem_cookie_t cookie);
 struct knem_region *knem_region_lookup(knem_cookie_t cookie, u32 need_prot);
+struct knem_region *knem_region_get(knem_cookie_t cookie, u32 need_prot);
 void knem_region_put(struct knem_region *region);
 void knem_regions_release(struct knem_ctx *ctx);
 void knem_cursor_init(struct knem_cursor *cur, const struct knem_pinned *pin,
@@ -184,6 +190,12 @@ void knem_cursor_init(struct knem_cursor *cur, const struct knem_pinned *pin,
 bool knem_cursor_next(struct knem_cursor *cur, u64 max, struct page **page,
 		      unsigned int *offset, unsigned int *len);
 u64 knem_bytes_after(u64 total, u64 offset);
+
+/* knem_attach.c */
+long knem_ioctl_attach(struct knem_ctx *ctx, void __user *arg);
+int knem_detach(struct knem_ctx *ctx, u64 offset);
+int knem_attach_mmap(struct knem_ctx *ctx, struct vm_area_struct *vma);
+void knem_attachments_release(struct knem_ctx *ctx);
 
 /* knem_account.c */
 int knem_mm_charge(struct mm_struct *mm, unsigned long pages);

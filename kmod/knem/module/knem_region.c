@@ -462,15 +462,17 @@ int knem_region_destroy(struct knem_ctx *ctx, knem_cookie_t cookie)
 }
 
 /*
- * Take a reference to the region named by @cookie for a copy by the
- * current task.  Errors in the order clients expect: unknown cookie
- * EINVAL, another euid without ANY_USER_ACCESS EPERM, protection EACCES.
- * The euid is the caller's now, not the opener's of the file (a process
- * that drops privileges loses access to root's regions at once).  A
- * SINGLEUSE region passing those checks is consumed: unlinked, its table
- * reference handed to the caller, so the next lookup fails with EINVAL.
+ * Take a reference to the region named by @cookie for the current task.
+ * Errors in the order clients expect: unknown cookie EINVAL, another euid
+ * without ANY_USER_ACCESS EPERM, protection EACCES.  The euid is the
+ * caller's now, not the opener's of the file (a process that drops
+ * privileges loses access to root's regions at once).  A SINGLEUSE region
+ * passing those checks is consumed by a copy (@consume): unlinked, its
+ * table reference handed to the caller, so the next lookup fails with
+ * EINVAL; without @consume it is EINVAL.
  */
-struct knem_region *knem_region_lookup(knem_cookie_t cookie, u32 need_prot)
+static struct knem_region *knem_region_find(knem_cookie_t cookie,
+					    u32 need_prot, bool consume)
 {
 	struct knem_region *region;
 	int err = -EINVAL;
@@ -491,7 +493,7 @@ struct knem_region *knem_region_lookup(knem_cookie_t cookie, u32 need_prot)
 	err = -EINVAL;
 	if (region->flags & KNEM_FLAG_SINGLEUSE) {
 		/* Exactly one lookup wins the table's reference. */
-		if (!knem_region_unlink(region))
+		if (!consume || !knem_region_unlink(region))
 			goto fail;
 	} else if (!atomic_read(&region->linked) ||
 		   !kref_get_unless_zero(&region->kref)) {
@@ -502,6 +504,18 @@ struct knem_region *knem_region_lookup(knem_cookie_t cookie, u32 need_prot)
 fail:
 	rcu_read_unlock();
 	return ERR_PTR(err);
+}
+
+/* The region of a copy; consumes a SINGLEUSE region. */
+struct knem_region *knem_region_lookup(knem_cookie_t cookie, u32 need_prot)
+{
+	return knem_region_find(cookie, need_prot, true);
+}
+
+/* The region of an attachment; SINGLEUSE regions are EINVAL. */
+struct knem_region *knem_region_get(knem_cookie_t cookie, u32 need_prot)
+{
+	return knem_region_find(cookie, need_prot, false);
 }
 
 /* Close of the owner's file: unlink all its regions. */

@@ -4,8 +4,9 @@
  * processes (one of them under another uid) that trade cookies through
  * shared memory, with random flags, lengths, offsets, bad addresses, files
  * closed with copies in flight and buffers unmapped under live regions,
- * NOTIFY_FD copies and reads of their queue of every size, and a root
- * worker that drops to another uid in the middle of its run.
+ * NOTIFY_FD copies and reads of their queue of every size, region
+ * attachments mapped, touched, split, detached and left to process exit,
+ * and a root worker that drops to another uid in the middle of its run.
  *
  *   ioctl_stress [seconds=10] [seed=1]
  *
@@ -106,6 +107,37 @@ static void fill_iovecs(struct knem_cmd_param_iovec *iov, uint32_t *nr,
 	*nr = n;
 }
 
+/* Attach a cookie, map some of it, read it, maybe unmap part or detach. */
+static void attach_op(int fd, knem_cookie_t *mine, int nmine)
+{
+	struct knem_cmd_attach_region at = {
+		.cookie = rnd_cookie(mine, nmine),
+		.protection = pick(10) ? 1 + pick(3) : rnd() & 0xf,
+		.flags = pick(20) ? 0 : rnd(),
+	};
+	uint64_t len, off;
+	volatile unsigned char *p;
+
+	if (ioctl(fd, KNEM_CMD_ATTACH_REGION, &at)) {
+		if (!pick(4)) {
+			off = pick(4) ? rnd() << 32 : rnd();
+			ioctl(fd, KNEM_CMD_DETACH_REGION, &off);
+		}
+		return;
+	}
+	len = pick(5) ? at.map_length : 4096 * (1 + pick(8));
+	off = at.offset + (pick(5) ? 0 : 4096 * pick(4));
+	p = mmap(NULL, len, pick(4) ? PROT_READ : PROT_READ | PROT_WRITE,
+		 pick(10) ? MAP_SHARED : MAP_PRIVATE, fd, off);
+	if (p != MAP_FAILED) {
+		(void)p[pick(len)];
+		if (pick(2))
+			munmap((void *)p, pick(2) ? len : 4096);
+	}
+	if (pick(2))
+		ioctl(fd, KNEM_CMD_DETACH_REGION, &at.offset);
+}
+
 static void one_op(int *fd, unsigned char **buf, knem_cookie_t *mine,
 		   int *nmine, void **slots)
 {
@@ -119,13 +151,14 @@ static void one_op(int *fd, unsigned char **buf, knem_cookie_t *mine,
 		struct knem_cmd_init_send_param is;
 		struct knem_cmd_sync_recv_param sr;
 		struct knem_cmd_init_async_recv_param ar;
+		struct knem_cmd_attach_region at;
 		knem_cookie_t cookie;
 	} u;
 	uint64_t mask = rnd();
 
 	memset(&u, 0, sizeof(u));
 	memset(iov, 0, sizeof(iov));
-	switch (pick(16)) {
+	switch (pick(18)) {
 	case 0:
 	case 1:
 	case 2:
@@ -229,6 +262,10 @@ static void one_op(int *fd, unsigned char **buf, knem_cookie_t *mine,
 				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 			memset(*buf, 1, BUFSZ);
 		}
+		break;
+	case 16:
+	case 17:
+		attach_op(*fd, mine, *nmine);
 		break;
 	}
 }
