@@ -6,7 +6,8 @@
 #   make build-kmod   build both modules against every installed Debian
 #                     header set (KMOD_KDIRS), warnings are errors
 #   make kmod-guest-tests  static C test programs for a guest, in
-#                     $(KMOD_OUT)/tests: abi_smoke, ioctl_stress, copy_bench
+#                     $(KMOD_OUT)/tests: abi_smoke, semantics, attach,
+#                     ioctl_stress, copy_bench, attach_bench
 
 DEB_PACKAGES += gcc make
 TEST_TARGETS += check-uapi
