@@ -203,11 +203,16 @@ struct knem_cmd_attach_region {
 
 /*
  * Asynchronous copies (current_status PENDING on return) finish by setting
- * their status slot to SUCCESS or FAILED.  With KNEM_FLAG_NOTIFY_FD the slot
- * index is also queued on the file descriptor: read() on a descriptor opened
- * for writing returns completed indexes as __u32 values (poll() reports
- * POLLIN while some are queued).  read() on a read-only descriptor returns
- * human-readable statistics instead.
+ * their status slot to SUCCESS or FAILED.  With KNEM_FLAG_NOTIFY_FD (only
+ * with MEMCPYTHREAD or DMATHREAD, never ASYNCDMACOMPLETE: EINVAL) the slot
+ * index is also queued on the file descriptor, in a queue of as many
+ * entries as status slots (a submission that would overflow it: EBUSY).
+ * read() of N bytes (a multiple of 4, else EINVAL) on a descriptor opened
+ * for writing blocks until N / 4 indexes (__u32) are queued, or returns
+ * what is queued with O_NONBLOCK (EAGAIN if nothing); poll() reports
+ * POLLIN while some are queued, POLLERR without a status array.  read()
+ * on a read-only descriptor returns human-readable statistics instead,
+ * and every ioctl on it fails with EBADF.
  */
 typedef __u32 knem_notify_index_t;
 
