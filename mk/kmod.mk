@@ -6,7 +6,8 @@
 #   make build-kmod   build both modules against every installed Debian
 #                     header set (KMOD_KDIRS), warnings are errors
 #   make kmod-guest-tests  static C test programs for a guest, in
-#                     $(KMOD_OUT)/tests: abi_smoke, ioctl_stress, copy_bench
+#                     $(KMOD_OUT)/tests: abi_smoke, semantics, attach,
+#                     ioctl_stress, copy_bench, attach_bench
 
 DEB_PACKAGES += gcc make
 TEST_TARGETS += check-uapi
@@ -18,7 +19,7 @@ KMOD_OUT ?= kmod/out
 
 .PHONY: check-uapi build-kmod kmod-guest-tests
 
-KMOD_GUEST_TESTS := abi_smoke ioctl_stress copy_bench
+KMOD_GUEST_TESTS := abi_smoke semantics attach ioctl_stress copy_bench attach_bench
 
 # The guest programs are compiled here too, so that a header change that
 # breaks them fails on the host, before any guest boots.

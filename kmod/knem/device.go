@@ -47,9 +47,11 @@ func Open() (*Device, error) {
 	return OpenPath(DevicePath)
 }
 
-// OpenPath is Open on another device node.
+// OpenPath is Open on another device node. The descriptor is opened
+// O_NONBLOCK: only reads of notifications look at that flag, and
+// Notifications waits with poll(2) instead.
 func OpenPath(path string) (*Device, error) {
-	fd, err := openNode(path, unix.O_RDWR)
+	fd, err := openNode(path, unix.O_RDWR|unix.O_NONBLOCK)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,14 @@
 // shared with the kernel ([Device.MapStatus]). Allocating, polling and
 // releasing slots takes no lock and no system call.
 //
+// # Attached regions
+//
+// Where the driver reports [FeatureAttach] (a knemesis extension), a
+// process may instead map a region it is allowed to copy into its own
+// address space ([Device.Attach]) and copy with plain loads and stores,
+// with no system call per message once attached. The same access rules
+// apply; the mapping holds the region's pages until [Attachment.Close].
+//
 // # Memory rules
 //
 // The driver holds the pages of a region (and of an asynchronous copy's

@@ -16,6 +16,11 @@ import (
 // FlagNotifyFD to complete and stores their status slots in slots. It
 // returns how many it stored: 0 when none completed in time. A negative
 // timeout waits forever. The slots' status bytes hold the outcomes.
+//
+// The driver queues as many completions as the status array has slots; a
+// copy submitted while the queue is full fails with EBUSY, so a program
+// using FlagNotifyFD must call Notifications to make room. Without a
+// status array it fails with EINVAL (poll reports POLLERR).
 func (d *Device) Notifications(slots []Slot, timeout time.Duration) (int, error) {
 	if len(slots) == 0 {
 		return 0, nil
@@ -24,6 +29,9 @@ func (d *Device) Notifications(slots []Slot, timeout time.Duration) (int, error)
 	if timeout >= 0 {
 		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
 	}
+	// The descriptor is non-blocking (see OpenPath): read takes what is
+	// queued, up to len(slots), and poll does the waiting.
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(&slots[0])), len(slots)*4)
 	fds := [1]unix.PollFd{{Fd: int32(d.fd), Events: unix.POLLIN}}
 	for {
 		n, err := unix.Poll(fds[:], ms)
@@ -36,17 +44,21 @@ func (d *Device) Notifications(slots []Slot, timeout time.Duration) (int, error)
 		if n == 0 {
 			return 0, nil
 		}
-		break
+		if fds[0].Revents&unix.POLLERR != 0 {
+			return 0, &Error{Op: "poll notifications (no status array)", Err: unix.EINVAL}
+		}
+		n, err = unix.Read(d.fd, buf)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			continue // another reader took them first
+		}
+		if err != nil {
+			return 0, &Error{Op: "read notifications", Err: err}
+		}
+		if n%4 != 0 || n == 0 {
+			return 0, &Error{Op: "read notifications", Err: io.ErrUnexpectedEOF}
+		}
+		return n / 4, nil
 	}
-	buf := unsafe.Slice((*byte)(unsafe.Pointer(&slots[0])), len(slots)*4)
-	n, err := unix.Read(d.fd, buf)
-	if err != nil {
-		return 0, &Error{Op: "read notifications", Err: err}
-	}
-	if n%4 != 0 {
-		return 0, &Error{Op: "read notifications", Err: io.ErrUnexpectedEOF}
-	}
-	return n / 4, nil
 }
 
 // Stats returns the driver's statistics, as text, from a read-only

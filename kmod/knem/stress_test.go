@@ -49,7 +49,7 @@ func TestRandomIoctlStress(t *testing.T) {
 var documented = map[unix.Errno]bool{
 	unix.EINVAL: true, unix.EFAULT: true, unix.EACCES: true, unix.EPERM: true,
 	unix.ENOSYS: true, unix.EBUSY: true, unix.ENOMEM: true, unix.EAGAIN: true,
-	unix.ENOSPC: true, // the per-context region limit (module parameter max_regions)
+	unix.ENOSPC: true, // the per-user region limit (module parameter max_user_regions)
 }
 
 type stressDev struct {

@@ -14,12 +14,19 @@
  * into a kernel pointer with phys_to_virt(), valid for all RAM on x86-64,
  * after checking that both ends are RAM pages.
  *
- * Test knobs (writable at run time): fail_every makes every Nth descriptor
- * complete with DMA_TRANS_WRITE_FAILED without copying; max_queued makes
- * prep fail once that many descriptors are outstanding on a channel.
- * Like I/OAT, whose channel halts on an error, a failure aborts every
- * descriptor issued before it was seen (DMA_TRANS_ABORTED, not executed):
- * a chained completion write after failed data never runs.
+ * Test knobs (writable at run time), the faults of real engines:
+ *  - fail_every=N: every Nth descriptor (counted per channel from the
+ *    time it is set) completes with DMA_TRANS_WRITE_FAILED without copying;
+ *  - halt_on_error (1): like I/OAT, whose channel halts on an error, a
+ *    failure aborts every descriptor issued before it was seen
+ *    (DMA_TRANS_ABORTED, not executed); 0 keeps running after the error,
+ *    as dmaengine allows, so later descriptors succeed;
+ *  - copy_align=S: the engine demands 2^S-byte aligned addresses and
+ *    lengths (advertised in copy_align) and fails a descriptor that is not;
+ *  - stall=1: the channels stop executing (until stall=0 or
+ *    dmaengine_terminate_sync(), which drops what was queued);
+ *  - max_queued=N: prep fails once that many descriptors are outstanding
+ *    on a channel.
  */
 #include <linux/module.h>
 #include <linux/platform_device.h>
@@ -37,9 +44,39 @@ static unsigned int nr_channels = 2;
 module_param(nr_channels, uint, 0444);
 MODULE_PARM_DESC(nr_channels, "DMA_MEMCPY channels to register (2, max 16)");
 
+static int softdma_set_fail_every(const char *val,
+				  const struct kernel_param *kp);
+
 static unsigned int fail_every;
-module_param(fail_every, uint, 0644);
-MODULE_PARM_DESC(fail_every, "Fail every Nth descriptor, 0 = never (0)");
+static const struct kernel_param_ops softdma_fail_every_ops = {
+	.set = softdma_set_fail_every,
+	.get = param_get_uint,
+};
+module_param_cb(fail_every, &softdma_fail_every_ops, &fail_every, 0644);
+MODULE_PARM_DESC(fail_every, "Fail every Nth descriptor from now on, 0 = never (0)");
+
+static bool halt_on_error = true;
+module_param(halt_on_error, bool, 0644);
+MODULE_PARM_DESC(halt_on_error, "Abort the queued descriptors after an error, as I/OAT (1)");
+
+static int softdma_set_copy_align(const char *val, const struct kernel_param *kp);
+static int softdma_set_stall(const char *val, const struct kernel_param *kp);
+
+static unsigned int copy_align;
+static const struct kernel_param_ops softdma_copy_align_ops = {
+	.set = softdma_set_copy_align,
+	.get = param_get_uint,
+};
+module_param_cb(copy_align, &softdma_copy_align_ops, &copy_align, 0644);
+MODULE_PARM_DESC(copy_align, "Demand 2^copy_align byte aligned copies, 0-12 (0)");
+
+static bool stall;
+static const struct kernel_param_ops softdma_stall_ops = {
+	.set = softdma_set_stall,
+	.get = param_get_bool,
+};
+module_param_cb(stall, &softdma_stall_ops, &stall, 0644);
+MODULE_PARM_DESC(stall, "Stop executing descriptors while set (0)");
 
 static unsigned int max_queued = 1U << 20;
 module_param(max_queued, uint, 0644);
@@ -75,6 +112,51 @@ struct softdma {
 };
 
 static struct softdma *softdma;
+
+static int softdma_set_copy_align(const char *val,
+				  const struct kernel_param *kp)
+{
+	unsigned int shift;
+	int err = kstrtouint(val, 0, &shift);
+
+	if (err)
+		return err;
+	if (shift > PAGE_SHIFT)
+		return -EINVAL;
+	WRITE_ONCE(copy_align, shift);
+	if (softdma)
+		softdma->dma.copy_align = shift;
+	return 0;
+}
+
+/* Counting restarts, so that a test knows which descriptor fails. */
+static int softdma_set_fail_every(const char *val,
+				  const struct kernel_param *kp)
+{
+	unsigned int i;
+	int err = param_set_uint(val, kp);
+
+	if (err || !softdma)
+		return err;
+	for (i = 0; i < softdma->nr; i++) {
+		spin_lock_irq(&softdma->chans[i].lock);
+		softdma->chans[i].executed = 0;
+		spin_unlock_irq(&softdma->chans[i].lock);
+	}
+	return 0;
+}
+
+static int softdma_set_stall(const char *val, const struct kernel_param *kp)
+{
+	unsigned int i;
+	int err = param_set_bool(val, kp);
+
+	if (err || !softdma)
+		return err;
+	for (i = 0; i < softdma->nr; i++)
+		wake_up(&softdma->chans[i].work_wq);
+	return 0;
+}
 
 static struct softdma_chan *to_softdma_chan(struct dma_chan *chan)
 {
@@ -203,6 +285,31 @@ static void softdma_synchronize(struct dma_chan *chan)
 	wait_event(sc->idle_wq, softdma_idle(sc));
 }
 
+/*
+ * Drop every descriptor not yet executed, without callbacks, as
+ * dmaengine_terminate_*() requires; the one executing (if any) finishes.
+ */
+static int softdma_terminate_all(struct dma_chan *chan)
+{
+	struct softdma_chan *sc = to_softdma_chan(chan);
+	struct softdma_desc *d, *next;
+	unsigned long flags;
+	LIST_HEAD(dead);
+
+	spin_lock_irqsave(&sc->lock, flags);
+	list_splice_tail_init(&sc->submitted, &dead);
+	list_splice_tail_init(&sc->issued, &dead);
+	list_for_each_entry(d, &dead, node)
+		sc->outstanding--;
+	chan->completed_cookie = chan->cookie;
+	sc->aborting = false;
+	spin_unlock_irqrestore(&sc->lock, flags);
+	list_for_each_entry_safe(d, next, &dead, node)
+		kfree(d);
+	wake_up(&sc->idle_wq);
+	return 0;
+}
+
 static int softdma_alloc_chan_resources(struct dma_chan *chan)
 {
 	return 0;
@@ -222,9 +329,12 @@ static enum dmaengine_tx_result softdma_execute(struct softdma_chan *sc,
 						struct softdma_desc *d)
 {
 	unsigned int every = READ_ONCE(fail_every);
+	u64 align_mask = (1ULL << READ_ONCE(copy_align)) - 1;
 
 	sc->executed++;
 	if (every && !(sc->executed % every))
+		return DMA_TRANS_WRITE_FAILED;
+	if ((d->src | d->dst | d->len) & align_mask)
 		return DMA_TRANS_WRITE_FAILED;
 	if (!softdma_is_ram(d->src, d->len))
 		return DMA_TRANS_READ_FAILED;
@@ -261,11 +371,13 @@ static int softdma_thread(void *data)
 
 	while (!kthread_should_stop()) {
 		wait_event_interruptible(sc->work_wq,
-					 !list_empty(&sc->issued) ||
+					 (!list_empty(&sc->issued) &&
+					  !READ_ONCE(stall)) ||
 					 kthread_should_stop());
 		spin_lock_irq(&sc->lock);
-		d = list_first_entry_or_null(&sc->issued, struct softdma_desc,
-					     node);
+		d = READ_ONCE(stall) ? NULL :
+			list_first_entry_or_null(&sc->issued,
+						 struct softdma_desc, node);
 		if (d) {
 			list_del(&d->node);
 			sc->busy = true;
@@ -277,7 +389,8 @@ static int softdma_thread(void *data)
 			res = DMA_TRANS_ABORTED;
 		} else {
 			res = softdma_execute(sc, d);
-			sc->aborting = res != DMA_TRANS_NOERROR;
+			sc->aborting = res != DMA_TRANS_NOERROR &&
+				       READ_ONCE(halt_on_error);
 		}
 		softdma_complete(sc, d, res);
 		spin_lock_irq(&sc->lock);
@@ -360,13 +473,14 @@ static void softdma_init_device(struct softdma *sd)
 	dma_cap_zero(dma->cap_mask);
 	dma_cap_set(DMA_MEMCPY, dma->cap_mask);
 	dma->dev = &sd->pdev->dev;
-	dma->copy_align = DMAENGINE_ALIGN_1_BYTE;
+	dma->copy_align = READ_ONCE(copy_align);
 	dma->device_alloc_chan_resources = softdma_alloc_chan_resources;
 	dma->device_free_chan_resources = softdma_free_chan_resources;
 	dma->device_prep_dma_memcpy = softdma_prep_memcpy;
 	dma->device_issue_pending = softdma_issue_pending;
 	dma->device_tx_status = softdma_tx_status;
 	dma->device_synchronize = softdma_synchronize;
+	dma->device_terminate_all = softdma_terminate_all;
 }
 
 /*

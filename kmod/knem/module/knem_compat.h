@@ -8,6 +8,7 @@
 #define KNEM_COMPAT_H
 
 #include <linux/mm.h>
+#include <linux/version.h>
 
 /*
  * Long-term pins of user pages.  Both kernels provide pin_user_pages_fast()
@@ -26,6 +27,27 @@ static inline void knem_unpin_pages(struct page **pages, unsigned long nr,
 				    bool dirty)
 {
 	unpin_user_pages_dirty_lock(pages, nr, dirty);
+}
+
+/* vm_flags became read-only behind helpers in 6.3. */
+static inline void knem_vma_flags_set(struct vm_area_struct *vma,
+				      vm_flags_t flags)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
+	vm_flags_set(vma, flags);
+#else
+	vma->vm_flags |= flags;
+#endif
+}
+
+static inline void knem_vma_flags_clear(struct vm_area_struct *vma,
+					vm_flags_t flags)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
+	vm_flags_clear(vma, flags);
+#else
+	vma->vm_flags &= ~flags;
+#endif
 }
 
 #endif /* KNEM_COMPAT_H */

@@ -5,8 +5,12 @@
  * knem_copy_args, check it, build a knem_xfer and hand it to an engine.
  *
  * A copy either finishes inside the ioctl (current_status SUCCESS or FAILED)
- * or returns PENDING, in which case - and only then - its status slot is
- * written later and, with NOTIFY_FD, its index queued on the file.
+ * or returns PENDING, in which case its status slot is written later and,
+ * with NOTIFY_FD, its index queued on the file.  A copy asked to be
+ * asynchronous that finishes inside the ioctl anyway (zero length, or DMA
+ * unusable) also writes its final status to its slot, so that a client
+ * that only watches the slot never waits for a PENDING that stays.
+ * NOTIFY_FD copies always go through a worker and are always notified.
  */
 #include <linux/slab.h>
 #include <linux/mman.h>
@@ -55,20 +59,19 @@ static void knem_xfer_free(struct knem_xfer *xfer)
 }
 
 /*
- * Completion of an asynchronous copy, in process context (kthread or the
- * DMA completion work).  The DMA engine already wrote SUCCESS itself when
- * it ran the chained status copy.
+ * Completion of an asynchronous copy, in process context (a worker of the
+ * offload workqueues).
  */
 void knem_xfer_finish(struct knem_xfer *xfer, int err, enum knem_engine eng)
 {
 	struct knem_ctx *ctx = xfer->ctx;
 
-	if (err || !xfer->status_by_dma)
-		knem_status_set(ctx, xfer->status_index,
-				err ? KNEM_STATUS_FAILED : KNEM_STATUS_SUCCESS);
+	knem_status_set(ctx, xfer->status_index,
+			err ? KNEM_STATUS_FAILED : KNEM_STATUS_SUCCESS);
 	if (xfer->flags & KNEM_FLAG_NOTIFY_FD)
 		knem_notify_push(ctx, xfer->status_index);
-	knem_xfer_account(xfer, eng, err);
+	if (xfer->length)
+		knem_xfer_account(xfer, eng, err);
 	knem_xfer_free(xfer);
 	if (atomic_dec_and_test(&ctx->inflight))
 		wake_up(&ctx->inflight_wq);
@@ -100,7 +103,7 @@ static int knem_xfer_sides(struct knem_ctx *ctx, struct knem_copy_args *a,
 			if (err)
 				return err;
 		}
-		remote = knem_region_lookup(ctx, a->src_cookie,
+		remote = knem_region_lookup(a->src_cookie,
 					    a->write ? PROT_WRITE : PROT_READ);
 		if (IS_ERR(remote)) {
 			err = PTR_ERR(remote);
@@ -128,13 +131,13 @@ static int knem_xfer_sides(struct knem_ctx *ctx, struct knem_copy_args *a,
 		return 0;
 	}
 
-	x->src = knem_region_lookup(ctx, a->src_cookie, PROT_READ);
+	x->src = knem_region_lookup(a->src_cookie, PROT_READ);
 	if (IS_ERR(x->src)) {
 		err = PTR_ERR(x->src);
 		x->src = NULL;
 		return err;
 	}
-	x->dst = knem_region_lookup(ctx, a->dst_cookie, PROT_WRITE);
+	x->dst = knem_region_lookup(a->dst_cookie, PROT_WRITE);
 	if (IS_ERR(x->dst)) {
 		err = PTR_ERR(x->dst);
 		x->dst = NULL;
@@ -155,28 +158,50 @@ out_local:
 	return err;
 }
 
-/* Start an asynchronous copy: the ioctl returns PENDING if this succeeds. */
-static int knem_xfer_start_async(struct knem_ctx *ctx, struct knem_xfer *x,
-				 bool use_dma)
+/*
+ * NOTIFY_FD as KNEM 1.1 accepts it: only for copies completed by a worker
+ * (MEMCPYTHREAD or DMATHREAD), never with ASYNCDMACOMPLETE.
+ */
+static bool knem_notify_flags_ok(u32 flags)
 {
+	if (!(flags & KNEM_FLAG_NOTIFY_FD))
+		return true;
+	return (flags & (KNEM_FLAG_MEMCPYTHREAD | KNEM_FLAG_DMATHREAD)) &&
+	       !(flags & KNEM_FLAG_ASYNCDMACOMPLETE);
+}
+
+/*
+ * Hand @sync_x, both sides pinned, to a worker: the ioctl returns PENDING.
+ * Nothing can fail once the copy is queued.
+ */
+static int knem_xfer_start_async(struct knem_ctx *ctx,
+				 struct knem_xfer *sync_x, bool use_dma)
+{
+	bool notify = sync_x->flags & KNEM_FLAG_NOTIFY_FD;
+	struct knem_xfer *x;
 	int err;
 
+	if (notify) {
+		err = knem_notify_reserve(ctx);
+		if (err)
+			return err;
+	}
+	/* No pointer into sync_x remains: the user_iter side is unused. */
+	x = kmemdup(sync_x, sizeof(*x), GFP_KERNEL_ACCOUNT);
+	if (!x) {
+		if (notify)
+			knem_notify_unreserve(ctx);
+		return -ENOMEM;
+	}
+	x->on_heap = true;
+	/* The references to the sides now belong to x. */
+	sync_x->src = NULL;
+	sync_x->dst = NULL;
 	knem_status_set(ctx, x->status_index, KNEM_STATUS_PENDING);
 	knem_ctx_get(ctx);
 	atomic_inc(&ctx->inflight);
-	if (!use_dma)
-		err = knem_thread_submit(x, false);
-	else if (x->flags & KNEM_FLAG_DMATHREAD)
-		err = knem_thread_submit(x, true);
-	else
-		err = knem_dma_copy(x, true);
-	if (err == -EINPROGRESS)
-		return 0;
-	/* Not started (or done in place after a DMA fallback): undo. */
-	if (atomic_dec_and_test(&ctx->inflight))
-		wake_up(&ctx->inflight_wq);
-	knem_ctx_put(ctx);
-	return err ? err : 1;
+	knem_offload_submit(x, use_dma);
+	return 0;
 }
 
 static int knem_do_copy(struct knem_ctx *ctx, struct knem_copy_args *a)
@@ -185,7 +210,7 @@ static int knem_do_copy(struct knem_ctx *ctx, struct knem_copy_args *a)
 	struct knem_xfer sync_x, *x = &sync_x;
 	int err;
 
-	if (a->flags & ~KNEM_FLAGS_ALL)
+	if ((a->flags & ~KNEM_FLAGS_ALL) || !knem_notify_flags_ok(a->flags))
 		return -EINVAL;
 	use_dma = (a->flags & KNEM_FLAG_DMA) && knem_dma_usable();
 	async = use_dma ? a->flags & (KNEM_FLAG_ASYNCDMACOMPLETE |
@@ -195,6 +220,7 @@ static int knem_do_copy(struct knem_ctx *ctx, struct knem_copy_args *a)
 		err = knem_status_check(ctx, a->status_index);
 		if (err)
 			return err;
+		a->slot_always = true;
 	}
 	pin_local = async || use_dma || (a->flags & KNEM_FLAG_PINLOCAL);
 
@@ -207,48 +233,23 @@ static int knem_do_copy(struct knem_ctx *ctx, struct knem_copy_args *a)
 	if (err)
 		goto out_free;
 
-	if (async && x->length) {
-		if ((a->flags & KNEM_FLAG_NOTIFY_FD) && !knem_notify_reserve(ctx)) {
-			err = -EAGAIN;
-			goto out_free;
-		}
-		/* Both sides are pinned: no pointer into sync_x remains. */
-		x = kmemdup(&sync_x, sizeof(*x), GFP_KERNEL);
-		if (!x) {
-			x = &sync_x;
-			if (a->flags & KNEM_FLAG_NOTIFY_FD)
-				knem_notify_unreserve(ctx);
-			err = -ENOMEM;
-			goto out_free;
-		}
-		x->on_heap = true;
+	if (async && (x->length || (a->flags & KNEM_FLAG_NOTIFY_FD))) {
 		err = knem_xfer_start_async(ctx, x, use_dma);
-		if (!err) {
-			a->current_status = KNEM_STATUS_PENDING;
-			return 0;
-		}
-		if (err < 0) {
-			if (a->flags & KNEM_FLAG_NOTIFY_FD)
-				knem_notify_unreserve(ctx);
+		if (err)
 			goto out_free;
-		}
-		/* A DMA fallback finished in place: no notification. */
-		if (a->flags & KNEM_FLAG_NOTIFY_FD)
-			knem_notify_unreserve(ctx);
-		err = 0;
-		goto out_done;
+		a->current_status = KNEM_STATUS_PENDING;
+		goto out_free;
 	}
 
 	if (!x->length)
 		err = 0;
 	else if (use_dma)
-		err = knem_dma_copy(x, false);
+		err = knem_dma_copy(x, true);
 	else
 		err = knem_cpu_copy(x);
 	/* A fault on the caller's own unpinned buffer is an argument error. */
 	if (err == -EFAULT)
 		goto out_free;
-out_done:
 	a->current_status = err ? KNEM_STATUS_FAILED : KNEM_STATUS_SUCCESS;
 	if (a->slot_always)
 		knem_status_set(ctx, a->status_index, a->current_status);

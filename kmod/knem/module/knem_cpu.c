@@ -5,14 +5,20 @@
  * PINLOCAL) is reached through an iov_iter, which keeps the caller's own
  * page faults and access checks in the usual user-copy helpers.
  *
- * Asynchronous copies (MEMCPYTHREAD, and DMATHREAD submissions) run on one
- * kthread_worker per file, created on first use and optionally bound with
- * BIND_OFFLOAD; seed 003 §3.4 places it on the receiver's core.
+ * Asynchronous copies (MEMCPYTHREAD, and the DMA copies waited for off
+ * the caller: DMATHREAD and ASYNCDMACOMPLETE) run on two workqueues shared
+ * by every file, not on a kernel thread per open file: an unbound one, and
+ * a per-CPU one (WQ_CPU_INTENSIVE, so long copies do not stall the CPU's
+ * other work items) for files placed with BIND_OFFLOAD, whose copies go to
+ * the CPUs of their mask in turn.  Buti, Goglin et al., "Cache-efficient,
+ * intranode, large-message MPI communication with MPICH2-Nemesis" (2009)
+ * place the copy on the receiver's core for its cache; the mask says where.
  */
 #include <linux/highmem.h>
 #include <linux/slab.h>
 #include <linux/sched.h>
 #include <linux/uaccess.h>
+#include <linux/workqueue.h>
 
 #include "knem_priv.h"
 
@@ -77,13 +83,39 @@ int knem_cpu_copy(struct knem_xfer *x)
 	return x->has_user_iter ? knem_copy_user(x) : knem_copy_pinned(x);
 }
 
-static void knem_thread_work(struct kthread_work *work)
+static struct workqueue_struct *knem_wq_unbound;
+static struct workqueue_struct *knem_wq_percpu;
+
+int knem_offload_init(void)
+{
+	knem_wq_unbound = alloc_workqueue("knem_offload", WQ_UNBOUND, 0);
+	if (!knem_wq_unbound)
+		return -ENOMEM;
+	knem_wq_percpu = alloc_workqueue("knem_offload_bound",
+					 WQ_CPU_INTENSIVE, 0);
+	if (!knem_wq_percpu) {
+		destroy_workqueue(knem_wq_unbound);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Every file is closed, so every queued copy has finished. */
+void knem_offload_exit(void)
+{
+	destroy_workqueue(knem_wq_percpu);
+	destroy_workqueue(knem_wq_unbound);
+}
+
+static void knem_offload_work(struct work_struct *work)
 {
 	struct knem_xfer *x = container_of(work, struct knem_xfer, work);
-	int err;
+	int err = 0;
 
-	if (x->thread_dma) {
-		/* DMATHREAD: the thread waits for the engine, not the caller. */
+	if (!x->length) {
+		x->engine = KNEM_ENGINE_THREAD;
+	} else if (x->thread_dma) {
+		/* The worker waits for the engine, not the caller. */
 		err = knem_dma_copy(x, false);
 	} else {
 		x->engine = KNEM_ENGINE_THREAD;
@@ -92,48 +124,40 @@ static void knem_thread_work(struct kthread_work *work)
 	knem_xfer_finish(x, err, x->engine);
 }
 
-static struct kthread_worker *knem_worker_get(struct knem_ctx *ctx)
+/* The next CPU of a bound file's mask, or nr_cpu_ids when none is online. */
+static unsigned int knem_offload_cpu(struct knem_ctx *ctx)
 {
-	struct kthread_worker *worker;
+	unsigned int cpu;
 
-	mutex_lock(&ctx->lock);
-	worker = ctx->worker;
-	if (!worker) {
-		worker = kthread_create_worker(0, "knem/%d", ctx->tgid);
-		if (IS_ERR(worker)) {
-			worker = NULL;
-		} else {
-			if (ctx->offload_bound)
-				set_cpus_allowed_ptr(worker->task,
-						     ctx->offload_cpus);
-			ctx->worker = worker;
-		}
-	}
-	mutex_unlock(&ctx->lock);
-	return worker;
+	spin_lock(&ctx->offload_lock);
+	cpu = cpumask_next_and(ctx->offload_last, ctx->offload_cpus,
+			       cpu_online_mask);
+	if (cpu >= nr_cpu_ids)
+		cpu = cpumask_first_and(ctx->offload_cpus, cpu_online_mask);
+	if (cpu < nr_cpu_ids)
+		ctx->offload_last = cpu;
+	spin_unlock(&ctx->offload_lock);
+	return cpu;
 }
 
 /*
- * Queue @x on the file's kthread.  Returns -EINPROGRESS once the worker
- * owns @x; @dma selects a DMA copy waited for on the thread (DMATHREAD).
+ * Queue @x, which the work owns from now on; @dma selects a DMA copy
+ * waited for by the worker (DMATHREAD, ASYNCDMACOMPLETE).  Queueing
+ * cannot fail, so a copy reported PENDING always completes.
  */
-int knem_thread_submit(struct knem_xfer *x, bool dma)
+void knem_offload_submit(struct knem_xfer *x, bool dma)
 {
-	struct kthread_worker *worker = knem_worker_get(x->ctx);
+	struct knem_ctx *ctx = x->ctx;
+	unsigned int cpu = nr_cpu_ids;
 
-	if (!worker)
-		return -ENOMEM;
 	x->thread_dma = dma;
-	kthread_init_work(&x->work, knem_thread_work);
-	kthread_queue_work(worker, &x->work);
-	return -EINPROGRESS;
-}
-
-void knem_thread_stop(struct knem_ctx *ctx)
-{
-	if (ctx->worker)
-		kthread_destroy_worker(ctx->worker);
-	ctx->worker = NULL;
+	INIT_WORK(&x->work, knem_offload_work);
+	if (READ_ONCE(ctx->offload_bound))
+		cpu = knem_offload_cpu(ctx);
+	if (cpu < nr_cpu_ids)
+		queue_work_on(cpu, knem_wq_percpu, &x->work);
+	else
+		queue_work(knem_wq_unbound, &x->work);
 }
 
 static int knem_bind_mask(struct knem_cmd_bind_offload *bind,
@@ -147,7 +171,7 @@ static int knem_bind_mask(struct knem_cmd_bind_offload *bind,
 		if (!bind->mask_len || bind->mask_len > PAGE_SIZE)
 			return -EINVAL;
 		bytes = max_t(size_t, bind->mask_len, cpumask_size());
-		bits = kzalloc(ALIGN(bytes, sizeof(long)), GFP_KERNEL);
+		bits = kzalloc(ALIGN(bytes, sizeof(long)), GFP_KERNEL_ACCOUNT);
 		if (!bits)
 			return -ENOMEM;
 		/* A little-endian byte array is also a bitmap of longs. */
@@ -171,7 +195,7 @@ static int knem_bind_mask(struct knem_cmd_bind_offload *bind,
 	return cpumask_empty(mask) ? -EINVAL : 0;
 }
 
-/* BIND_OFFLOAD: where the file's kthread runs, now and once created. */
+/* BIND_OFFLOAD: the CPUs this file's offloaded copies run on from now. */
 int knem_bind_offload(struct knem_ctx *ctx, void __user *arg)
 {
 	struct knem_cmd_bind_offload bind;
@@ -185,12 +209,11 @@ int knem_bind_offload(struct knem_ctx *ctx, void __user *arg)
 	err = knem_bind_mask(&bind, mask);
 	if (err)
 		goto out;
-	mutex_lock(&ctx->lock);
+	spin_lock(&ctx->offload_lock);
 	cpumask_copy(ctx->offload_cpus, mask);
-	ctx->offload_bound = true;
-	if (ctx->worker)
-		err = set_cpus_allowed_ptr(ctx->worker->task, mask);
-	mutex_unlock(&ctx->lock);
+	ctx->offload_last = -1;
+	WRITE_ONCE(ctx->offload_bound, true);
+	spin_unlock(&ctx->offload_lock);
 out:
 	free_cpumask_var(mask);
 	return err;

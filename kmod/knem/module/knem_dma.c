@@ -8,21 +8,23 @@
  * loaded become usable immediately, and their providers stay loaded as
  * long as knem is.
  *
- * Both sides of a DMA copy are pinned.  Each page-bounded piece is mapped
- * for the channel's device and becomes one memcpy descriptor.  Completion:
- *  - synchronous (and DMATHREAD): the last descriptor interrupts, the
- *    caller (or the kthread) sleeps until then;
- *  - ASYNCDMACOMPLETE (seed 003 §3.4): after the data, fenced, one more
- *    1-byte descriptor copies KNEM_STATUS_SUCCESS from a kernel page into
- *    the user's status slot, so the engine itself reports completion and
- *    the CPU only comes back to unmap and unpin.
+ * Both sides of a DMA copy are pinned.  Each physically contiguous run is
+ * mapped for the channel's device and becomes one memcpy descriptor; a run
+ * the device cannot copy (is_dma_copy_aligned() false) is copied by the
+ * CPU instead.  A copy is always waited for by a task: the caller
+ * (synchronous DMA, killable) or an offload worker (DMATHREAD and
+ * ASYNCDMACOMPLETE), and its status is written by the CPU afterwards.
+ *
+ * Every descriptor reports its own result: dmaengine does not promise that
+ * a channel halts after an error, so one failed descriptor among many
+ * fails the copy even when the last one succeeded, and no status the
+ * engine wrote could be taken back - hence no engine-written status.
+ * The wait has a timeout (dma_timeout_ms): a stalled channel is stopped
+ * with dmaengine_terminate_sync() before any page is unmapped or unpinned,
+ * and the copy fails.
+ *
  * If the engine cannot take a descriptor, what was submitted is waited for
  * and the whole copy is redone by the CPU (counted as a DMA fallback).
- *
- * Errors: the final descriptor's result decides.  Engines halt on an error
- * and abort what follows (I/OAT does; softdma imitates it), so a failed
- * piece also fails the final descriptor and the chained status write
- * never happens.
  */
 #include <linux/dmaengine.h>
 #include <linux/dma-mapping.h>
@@ -41,29 +43,18 @@ struct knem_dma_ent {
 struct knem_dma_map {
 	struct dma_chan *chan;
 	struct device *dev;
-	unsigned int nr;	/* mapped entries: data pairs, then status */
+	unsigned int nr;	/* mapped entries: (source, destination) pairs */
 	unsigned int max;
+	atomic_t pending;	/* submitted and not completed, +1 meanwhile */
+	atomic_t failed;	/* some descriptor reported an error */
 	struct completion done;
-	enum dmaengine_tx_result result;
 	struct knem_dma_ent ent[];
 };
 
-static struct page *knem_success_page;
-static struct workqueue_struct *knem_dma_wq;
 static bool knem_dma_client;
 
 int knem_dma_init(void)
 {
-	knem_dma_wq = alloc_workqueue("knem_dma", WQ_UNBOUND, 0);
-	if (!knem_dma_wq)
-		return -ENOMEM;
-	knem_success_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
-	if (!knem_success_page) {
-		destroy_workqueue(knem_dma_wq);
-		return -ENOMEM;
-	}
-	*(knem_status_t *)page_address(knem_success_page) =
-		KNEM_STATUS_SUCCESS;
 	if (knem_dma_enable) {
 		dmaengine_get();
 		knem_dma_client = true;
@@ -73,10 +64,8 @@ int knem_dma_init(void)
 
 void knem_dma_exit(void)
 {
-	destroy_workqueue(knem_dma_wq);
 	if (knem_dma_client)
 		dmaengine_put();
-	__free_page(knem_success_page);
 }
 
 bool knem_dma_usable(void)
@@ -145,7 +134,7 @@ static unsigned int knem_dma_pieces(const struct knem_xfer *x)
 {
 	u64 pages = DIV_ROUND_UP(x->length, PAGE_SIZE);
 
-	return 2 * (pages + x->src->pin.nr_segs + x->dst->pin.nr_segs) + 2;
+	return 2 * (pages + x->src->pin.nr_segs + x->dst->pin.nr_segs);
 }
 
 /* A run of bytes contiguous in physical memory on both sides. */
@@ -157,6 +146,24 @@ struct knem_dma_run {
 	u32 len;
 };
 
+/* The CPU copies a run the device cannot: both sides are contiguous. */
+static void knem_dma_run_by_cpu(const struct knem_dma_run *run)
+{
+	size_t soff = run->soff, doff = run->doff, left = run->len;
+
+	while (left) {
+		size_t so = offset_in_page(soff), dof = offset_in_page(doff);
+		size_t n = min3(left, PAGE_SIZE - so, PAGE_SIZE - dof);
+
+		memcpy_page(nth_page(run->dpage, doff >> PAGE_SHIFT), dof,
+			    nth_page(run->spage, soff >> PAGE_SHIFT), so, n);
+		soff += n;
+		doff += n;
+		left -= n;
+	}
+	knem_stat_add(KNEM_STAT_DMA_CPU_PIECES, 1);
+}
+
 static int knem_dma_run_flush(struct knem_dma_map *map,
 			      struct knem_dma_run *run)
 {
@@ -164,6 +171,12 @@ static int knem_dma_run_flush(struct knem_dma_map *map,
 
 	if (!run->len)
 		return 0;
+	if (!is_dma_copy_aligned(map->chan->device, run->soff, run->doff,
+				 run->len)) {
+		knem_dma_run_by_cpu(run);
+		run->len = 0;
+		return 0;
+	}
 	err = knem_dma_map_one(map, run->spage, run->soff, run->len,
 			       DMA_TO_DEVICE);
 	if (!err)
@@ -230,91 +243,88 @@ static int knem_dma_map_data(struct knem_xfer *x, struct knem_dma_map *map)
 	return knem_dma_run_flush(map, &run);
 }
 
-static int knem_dma_map_status(struct knem_xfer *x, struct knem_dma_map *map)
-{
-	void *slot = x->ctx->status + x->status_index;
-	int err;
-
-	err = knem_dma_map_one(map, knem_success_page, 0, 1, DMA_TO_DEVICE);
-	if (err)
-		return err;
-	return knem_dma_map_one(map, vmalloc_to_page(slot),
-				offset_in_page(slot), 1, DMA_FROM_DEVICE);
-}
-
-static void knem_dma_sync_done(void *param,
+/* Called once per descriptor, possibly in softirq context. */
+static void knem_dma_desc_done(void *param,
 			       const struct dmaengine_result *result)
 {
 	struct knem_dma_map *map = param;
 
-	map->result = result ? result->result : DMA_TRANS_NOERROR;
-	complete(&map->done);
-}
-
-static void knem_dma_async_work(struct work_struct *work)
-{
-	struct knem_xfer *x = container_of(work, struct knem_xfer, done_work);
-	int err = x->map->result == DMA_TRANS_NOERROR ? 0 : -EIO;
-
-	knem_dma_unmap(x->map);
-	x->map = NULL;
-	x->status_by_dma = true;
-	knem_xfer_finish(x, err, KNEM_ENGINE_DMA);
-}
-
-/* May run in softirq context (hardware providers): defer the unpinning. */
-static void knem_dma_async_done(void *param,
-				const struct dmaengine_result *result)
-{
-	struct knem_xfer *x = param;
-
-	x->map->result = result ? result->result : DMA_TRANS_NOERROR;
-	queue_work(knem_dma_wq, &x->done_work);
+	if (result && result->result != DMA_TRANS_NOERROR)
+		atomic_set(&map->failed, 1);
+	if (atomic_dec_and_test(&map->pending))
+		complete(&map->done);
 }
 
 /*
- * Submit descriptors for the mapped pairs (and the status pair when
- * @chain).  Returns 0 once the final descriptor is submitted; otherwise
- * the cookie of the last submitted one is left in *last (or 0).
+ * Submit one descriptor per mapped pair, each with its own callback, and
+ * start the channel.  On error the descriptors already submitted run on
+ * and are waited for as usual.
  */
-static int knem_dma_submit(struct knem_xfer *x, struct knem_dma_map *map,
-			   unsigned int pairs, bool chain, dma_cookie_t *last)
+static int knem_dma_submit(struct knem_dma_map *map)
 {
 	struct dma_async_tx_descriptor *tx;
 	unsigned int i;
-	unsigned int data = chain ? pairs - 1 : pairs;
+	int err = 0;
 
-	*last = 0;
-	for (i = 0; i < pairs; i++) {
-		unsigned long flags = DMA_CTRL_ACK;
-		bool final = i == pairs - 1;
-		dma_cookie_t cookie;
-
-		/* The status byte must not land before the data. */
-		if (chain && i == data - 1)
-			flags |= DMA_PREP_FENCE;
-		if (final)
-			flags |= DMA_PREP_INTERRUPT;
+	atomic_set(&map->pending, 1);
+	atomic_set(&map->failed, 0);
+	init_completion(&map->done);
+	for (i = 0; i < map->nr / 2; i++) {
 		tx = dmaengine_prep_dma_memcpy(map->chan,
 					       map->ent[2 * i + 1].addr,
 					       map->ent[2 * i].addr,
-					       map->ent[2 * i].len, flags);
-		if (!tx)
-			return -EBUSY;
-		if (final) {
-			tx->callback_result = chain ? knem_dma_async_done :
-						      knem_dma_sync_done;
-			tx->callback_param = chain ? (void *)x : (void *)map;
+					       map->ent[2 * i].len,
+					       DMA_CTRL_ACK | DMA_PREP_INTERRUPT);
+		if (!tx) {
+			err = -EBUSY;
+			break;
 		}
-		cookie = dmaengine_submit(tx);
-		if (dma_submit_error(cookie))
-			return -EBUSY;
-		*last = cookie;
+		tx->callback_result = knem_dma_desc_done;
+		tx->callback_param = map;
+		atomic_inc(&map->pending);
+		if (dma_submit_error(dmaengine_submit(tx))) {
+			atomic_dec(&map->pending);
+			err = -EBUSY;
+			break;
+		}
 	}
-	return 0;
+	if (i)
+		dma_async_issue_pending(map->chan);
+	if (atomic_dec_and_test(&map->pending))
+		complete(&map->done);
+	return err;
 }
 
-/* The whole copy by the CPU, in the caller or on the kthread. */
+/*
+ * Wait for the submitted descriptors: 0, -EIO when one failed, or, after
+ * the timeout or a fatal signal, -ETIMEDOUT / -EINTR once the channel is
+ * stopped.  A provider that cannot be stopped is waited for without limit:
+ * its pages must stay pinned while it may write them.
+ */
+static int knem_dma_wait(struct knem_dma_map *map, bool killable)
+{
+	unsigned long timeout = msecs_to_jiffies(READ_ONCE(knem_dma_timeout_ms));
+	long left;
+	int err;
+
+	if (killable)
+		left = wait_for_completion_killable_timeout(&map->done,
+							    timeout);
+	else
+		left = wait_for_completion_timeout(&map->done, timeout);
+	if (left > 0)
+		return atomic_read(&map->failed) ? -EIO : 0;
+	err = left < 0 ? -EINTR : -ETIMEDOUT;
+	knem_stat_add(KNEM_STAT_DMA_TIMEOUTS, 1);
+	pr_warn_ratelimited("knem: DMA copy on %s %s, terminating the channel\n",
+			    dma_chan_name(map->chan),
+			    err == -EINTR ? "interrupted" : "timed out");
+	if (dmaengine_terminate_sync(map->chan))
+		wait_for_completion(&map->done);
+	return err;
+}
+
+/* The whole copy by the CPU, in the caller or on a worker. */
 static int knem_dma_by_cpu(struct knem_xfer *x)
 {
 	int err;
@@ -327,68 +337,39 @@ static int knem_dma_by_cpu(struct knem_xfer *x)
 }
 
 /*
- * The engine refused part of the copy: wait for what it accepted (only the
- * final descriptor has a callback, and it was not submitted), then redo
- * everything on the CPU.
+ * Copy @x, both sides pinned, with a DMA channel, and wait for it: in the
+ * caller (@killable) or on a worker.  Returns 0 when the data is there,
+ * an error when the copy failed; either way no descriptor is left running.
  */
-static int knem_dma_fallback(struct knem_xfer *x, struct knem_dma_map *map,
-			     dma_cookie_t last)
-{
-	if (last) {
-		dma_async_issue_pending(map->chan);
-		dma_sync_wait(map->chan, last);
-	}
-	knem_dma_unmap(map);
-	x->map = NULL;
-	return knem_dma_by_cpu(x);
-}
-
-/*
- * Copy @x, both sides pinned, with a DMA channel.  With @chain the call
- * returns -EINPROGRESS and completion is reported by the engine (the
- * caller set the slot PENDING and holds the in-flight count); otherwise
- * it returns when the data is there.  Any other return means the copy is
- * over and was done in place.
- */
-int knem_dma_copy(struct knem_xfer *x, bool chain)
+int knem_dma_copy(struct knem_xfer *x, bool killable)
 {
 	struct dma_chan *chan = dma_find_channel(DMA_MEMCPY);
 	struct knem_dma_map *map;
-	unsigned int pairs, max;
-	dma_cookie_t last;
-	int err;
+	unsigned int max;
+	int err, werr;
 
 	x->engine = KNEM_ENGINE_DMA;
 	if (!chan || !knem_dma_track(x->ctx, chan))
 		return knem_dma_by_cpu(x);
-	max = knem_dma_pieces(x) * 2 + 2;
-	map = kvzalloc(struct_size(map, ent, max), GFP_KERNEL | __GFP_NOWARN);
+	max = knem_dma_pieces(x) * 2;
+	map = kvzalloc(struct_size(map, ent, max),
+		       GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!map)
 		return knem_dma_by_cpu(x);
 	map->chan = chan;
 	map->dev = chan->device->dev;
 	map->max = max;
-	init_completion(&map->done);
-	x->map = map;
 
 	err = knem_dma_map_data(x, map);
-	if (!err && chain)
-		err = knem_dma_map_status(x, map);
-	if (err)
-		return knem_dma_fallback(x, map, 0);
-	pairs = map->nr / 2;
-	if (chain)
-		INIT_WORK(&x->done_work, knem_dma_async_work);
-	err = knem_dma_submit(x, map, pairs, chain, &last);
-	if (err)
-		return knem_dma_fallback(x, map, last);
-	dma_async_issue_pending(chan);
-	if (chain)
-		return -EINPROGRESS;
-
-	wait_for_completion(&map->done);
-	err = map->result == DMA_TRANS_NOERROR ? 0 : -EIO;
+	if (err) {
+		knem_dma_unmap(map);
+		return knem_dma_by_cpu(x);
+	}
+	err = knem_dma_submit(map);
+	werr = knem_dma_wait(map, killable);
 	knem_dma_unmap(map);
-	x->map = NULL;
-	return err;
+	if (werr)
+		return werr;
+	/* The engine refused part of it: the CPU redoes the whole copy. */
+	return err ? knem_dma_by_cpu(x) : 0;
 }

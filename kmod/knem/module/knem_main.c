@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * knem - a KNEM ABI 0xd compatible single-copy engine for intra-node MPI
- * large messages (seed 003 §3.2-3.4): /dev/knem, its file operations and
- * the ioctl dispatch.  See ../README.md for parameters and semantics.
+ * large messages (Goglin and Moreaud, "KNEM: a generic and scalable
+ * kernel-assisted intra-node MPI communication framework", 2013):
+ * /dev/knem, its file operations and the ioctl dispatch.  See ../README.md
+ * for parameters and semantics.
  */
 #include <linux/module.h>
 #include <linux/miscdevice.h>
@@ -22,64 +24,69 @@ unsigned int knem_max_iovecs = 1024;
 module_param_named(max_iovecs, knem_max_iovecs, uint, 0644);
 MODULE_PARM_DESC(max_iovecs, "Most iovecs in one region or local list (1024)");
 
-unsigned int knem_max_regions = 4096;
-module_param_named(max_regions, knem_max_regions, uint, 0644);
-MODULE_PARM_DESC(max_regions, "Most live regions per open file (4096)");
-
-unsigned long knem_max_pinned_pages = 262144;
-module_param_named(max_pinned_pages, knem_max_pinned_pages, ulong, 0644);
-MODULE_PARM_DESC(max_pinned_pages,
-		 "Most pages pinned per open file, regions and copies (262144 = 1 GiB)");
+unsigned long knem_max_user_regions = 1UL << 20;
+module_param_named(max_user_regions, knem_max_user_regions, ulong, 0644);
+MODULE_PARM_DESC(max_user_regions,
+		 "Most live regions of one user, all files together (1048576)");
 
 unsigned long knem_max_status_slots = 1UL << 24;
 module_param_named(max_status_slots, knem_max_status_slots, ulong, 0644);
 MODULE_PARM_DESC(max_status_slots, "Largest status array mapping, in slots (16M)");
 
+unsigned int knem_dma_timeout_ms = 10000;
+module_param_named(dma_timeout_ms, knem_dma_timeout_ms, uint, 0644);
+MODULE_PARM_DESC(dma_timeout_ms,
+		 "A DMA copy not done after this long is stopped and fails (10000)");
+
 bool knem_dma_enable = true;
 module_param_named(dma, knem_dma_enable, bool, 0444);
 MODULE_PARM_DESC(dma, "Use dmaengine DMA_MEMCPY channels when asked (1)");
 
+/*
+ * A read-only file only reads statistics: it gets no status array, no
+ * notification ring and no offload mask, and every ioctl fails (EBADF).
+ */
 static int knem_open(struct inode *inode, struct file *file)
 {
-	struct knem_ctx *ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
+	struct knem_ctx *ctx = kzalloc(sizeof(*ctx), GFP_KERNEL_ACCOUNT);
 
 	if (!ctx)
 		return -ENOMEM;
-	if (!zalloc_cpumask_var(&ctx->offload_cpus, GFP_KERNEL))
-		goto out_ctx;
-	if (knem_notify_init(ctx))
-		goto out_mask;
+	if ((file->f_mode & FMODE_WRITE) &&
+	    !zalloc_cpumask_var(&ctx->offload_cpus, GFP_KERNEL_ACCOUNT)) {
+		kfree(ctx);
+		return -ENOMEM;
+	}
 	kref_init(&ctx->kref);
-	ctx->uid = file->f_cred->euid;
 	ctx->tgid = current->tgid;
+	spin_lock_init(&ctx->regions_lock);
 	INIT_LIST_HEAD(&ctx->regions);
 	atomic_long_set(&ctx->pinned_pages, 0);
 	mutex_init(&ctx->lock);
+	spin_lock_init(&ctx->offload_lock);
+	ctx->offload_last = -1;
 	atomic_set(&ctx->inflight, 0);
 	init_waitqueue_head(&ctx->inflight_wq);
 	spin_lock_init(&ctx->dma_chans_lock);
+	xa_init_flags(&ctx->attachments, XA_FLAGS_ALLOC1);
+	knem_notify_init(ctx);
 	file->private_data = ctx;
 	return 0;
-
-out_mask:
-	free_cpumask_var(ctx->offload_cpus);
-out_ctx:
-	kfree(ctx);
-	return -ENOMEM;
 }
 
 /*
  * Close (also at process exit): unpublish this file's regions, then wait
- * for its asynchronous copies, so that nothing it pinned outlives it
- * except pages another file's copy still has in flight.
+ * for its asynchronous copies (DMA waits are bounded by dma_timeout_ms),
+ * so that nothing it pinned outlives it except pages another file's copy
+ * still has in flight.
  */
 static int knem_release(struct inode *inode, struct file *file)
 {
 	struct knem_ctx *ctx = file->private_data;
 
+	knem_attachments_release(ctx);
 	knem_regions_release(ctx);
 	wait_event(ctx->inflight_wq, !atomic_read(&ctx->inflight));
-	knem_thread_stop(ctx);
 	knem_dma_ctx_sync(ctx);
 	knem_ctx_put(ctx);
 	return 0;
@@ -89,10 +96,11 @@ static long knem_get_info(void __user *arg)
 {
 	struct knem_cmd_info info = {
 		.abi = KNEM_ABI_VERSION,
-		.features = knem_dma_usable() ? KNEM_FEATURE_DMA : 0,
+		.features = KNEM_FEATURE_ATTACH |
+			    (knem_dma_usable() ? KNEM_FEATURE_DMA : 0),
 	};
 
-	if (!info.features)
+	if (!(info.features & KNEM_FEATURE_DMA))
 		info.ignored_flags = KNEM_FLAG_DMA | KNEM_FLAG_ASYNCDMACOMPLETE |
 				     KNEM_FLAG_DMATHREAD;
 	return copy_to_user(arg, &info, sizeof(info)) ? -EFAULT : 0;
@@ -149,6 +157,8 @@ static long knem_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	void __user *uarg = (void __user *)arg;
 	knem_cookie_t cookie;
 
+	if (!(file->f_mode & FMODE_WRITE))
+		return -EBADF;
 	switch (cmd) {
 	case KNEM_CMD_GET_INFO:
 		return knem_get_info(uarg);
@@ -162,6 +172,12 @@ static long knem_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return knem_region_destroy(ctx, cookie);
 	case KNEM_CMD_INIT_SEND:
 		return knem_ioctl_init_send(ctx, uarg);
+	case KNEM_CMD_ATTACH_REGION:
+		return knem_ioctl_attach(ctx, uarg);
+	case KNEM_CMD_DETACH_REGION:
+		if (get_user(cookie, (u64 __user *)uarg))
+			return -EFAULT;
+		return knem_detach(ctx, cookie);
 	case KNEM_CMD_COPY:
 	case KNEM_CMD_COPY_BOUNDED:
 	case KNEM_CMD_INLINE_COPY:
@@ -175,6 +191,10 @@ static long knem_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 static int knem_mmap(struct file *file, struct vm_area_struct *vma)
 {
+	if (!(file->f_mode & FMODE_WRITE))
+		return -EBADF;
+	if (vma->vm_pgoff)
+		return knem_attach_mmap(file->private_data, vma);
 	return knem_status_mmap(file->private_data, vma);
 }
 
@@ -222,23 +242,40 @@ static int __init knem_init(void)
 {
 	int err;
 
-	err = knem_dma_init();
+	err = knem_regions_init();
 	if (err)
 		return err;
+	err = knem_offload_init();
+	if (err)
+		goto out_regions;
+	err = knem_dma_init();
+	if (err)
+		goto out_offload;
 	err = misc_register(&knem_miscdev);
-	if (err) {
-		knem_dma_exit();
-		return err;
-	}
+	if (err)
+		goto out_dma;
 	pr_info("knem: ABI 0x%x, /dev/%s ready, DMA %s\n", KNEM_ABI_VERSION,
 		KNEM_DEVICE_NAME, knem_dma_usable() ? "available" : "absent");
 	return 0;
+
+out_dma:
+	knem_dma_exit();
+out_offload:
+	knem_offload_exit();
+out_regions:
+	knem_regions_exit();
+	return err;
 }
 
 static void __exit knem_exit(void)
 {
 	misc_deregister(&knem_miscdev);
 	knem_dma_exit();
+	knem_offload_exit();
+	/* Regions freed by kfree_rcu() may still hold pins and user counts. */
+	rcu_barrier();
+	knem_regions_exit();
+	knem_users_exit();
 	WARN_ON(knem_pinned_total());
 }
 

@@ -4,9 +4,11 @@
  *
  *   knem_main.c    device, file operations, ioctl dispatch, parameters
  *   knem_region.c  pinned regions, the global cookie table, lifetimes
+ *   knem_attach.c  region attach: mmap of a region's pages
+ *   knem_account.c pinned_vm / RLIMIT_MEMLOCK and per-user region counts
  *   knem_copy.c    copy commands: argument checks, length, engine choice
- *   knem_cpu.c     CPU copy engine, in the caller or on the context kthread
- *   knem_dma.c     dmaengine copy engine and its chained status write
+ *   knem_cpu.c     CPU copy engine, in the caller or on a shared workqueue
+ *   knem_dma.c     dmaengine copy engine: per-descriptor results, timeouts
  *   knem_status.c  the mmap'ed status array and NOTIFY_FD completions
  *   knem_stats.c   counters and the statistics text read() returns
  */
@@ -19,8 +21,9 @@
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
-#include <linux/kfifo.h>
-#include <linux/kthread.h>
+#include <linux/rhashtable.h>
+#include <linux/mm_types.h>
+#include <linux/xarray.h>
 #include <linux/cpumask.h>
 #include <linux/uidgid.h>
 #include <linux/uio.h>
@@ -33,7 +36,7 @@
 /* Values of the knem_copy tracepoint's engine field (an external contract). */
 enum knem_engine {
 	KNEM_ENGINE_CPU = 0,		/* CPU copy in the calling task */
-	KNEM_ENGINE_THREAD = 1,		/* CPU copy on the context kthread */
+	KNEM_ENGINE_THREAD = 1,		/* CPU copy offloaded to a kernel worker */
 	KNEM_ENGINE_DMA = 2,		/* dmaengine copy */
 	KNEM_ENGINE_NR
 };
@@ -45,42 +48,55 @@ enum knem_engine {
 
 /* Module parameters (knem_main.c). */
 extern unsigned int knem_max_iovecs;
-extern unsigned int knem_max_regions;
-extern unsigned long knem_max_pinned_pages;
+extern unsigned long knem_max_user_regions;
 extern unsigned long knem_max_status_slots;
+extern unsigned int knem_dma_timeout_ms;
 extern bool knem_dma_enable;
 
 /* Per open file. */
 struct knem_ctx {
 	struct kref kref;
-	kuid_t uid;
 	pid_t tgid;
 
-	/* Regions this file created; under knem_regions_lock. */
+	/* Regions this file created and still publishes. */
+	spinlock_t regions_lock;
 	struct list_head regions;
-	unsigned int nr_regions;
+	unsigned long nr_regions;
 	atomic_long_t pinned_pages;
 
-	struct mutex lock;		/* status array setup, worker, binding */
+	struct mutex lock;		/* status array and notify queue setup */
 	knem_status_t *status;		/* vmalloc_user'ed, set once by mmap */
 	unsigned long status_slots;
-	struct kthread_worker *worker;	/* MEMCPYTHREAD / DMATHREAD */
+
+	/* BIND_OFFLOAD: CPUs offloaded copies run on, when bound. */
+	spinlock_t offload_lock;
 	cpumask_var_t offload_cpus;
+	int offload_last;			/* last CPU used, -1 for none */
 	bool offload_bound;
 
 	/* Asynchronous copies not yet finished; release waits for zero. */
 	atomic_t inflight;
 	wait_queue_head_t inflight_wq;
 
+	/* Region attachments: id (mmap offset >> 32) -> knem_attach. */
+	struct xarray attachments;
+
 	/* Channels this file's DMA copies used, synchronized on release. */
 	struct dma_chan *dma_chans[KNEM_MAX_DMA_CHANS];
 	spinlock_t dma_chans_lock;
 
-	/* NOTIFY_FD completions: status indexes waiting for read(). */
-	spinlock_t notify_lock;
-	DECLARE_KFIFO_PTR(notify, u32);
+	/*
+	 * NOTIFY_FD completions: a ring of status_slots indexes, allocated at
+	 * the first NOTIFY_FD copy.  notify_reserved counts queued and
+	 * promised entries, so a completion always finds room.
+	 */
+	spinlock_t notify_lock;		/* head, queued, ring contents */
+	struct mutex notify_read_lock;	/* one reader takes entries at a time */
+	u32 *notify_ring;
+	unsigned long notify_head;
+	unsigned long notify_queued;
+	atomic_long_t notify_reserved;
 	wait_queue_head_t notify_wq;
-	atomic_t notify_reserved;	/* queued + promised indexes */
 };
 
 /* One user iovec list turned into pinned pages. */
@@ -97,18 +113,22 @@ struct knem_pinned {
 	unsigned int nr_segs;
 	u64 length;
 	bool writable;
-	struct knem_ctx *charged;	/* pinned-page accounting, referenced */
+	struct knem_ctx *charged;	/* per-file statistics, referenced */
+	struct mm_struct *mm;		/* pinned_vm charged, mmgrab'ed */
 };
+
+struct knem_user;
 
 struct knem_region {
 	struct kref kref;
-	struct hlist_node hash;		/* in the cookie table while linked */
+	struct rhash_head node;		/* in the cookie table while linked */
 	struct rcu_head rcu;
 	struct list_head ctx_link;	/* in owner->regions while linked */
-	bool linked;
+	atomic_t linked;		/* 1 while published; cleared once */
 	knem_cookie_t cookie;
 	struct knem_ctx *owner;		/* referenced */
-	kuid_t uid;
+	struct knem_user *user;		/* per-user region count, or NULL */
+	kuid_t uid;			/* creator's euid */
 	u32 flags;
 	u32 prot;
 	struct knem_pinned pin;
@@ -134,23 +154,20 @@ struct knem_xfer {
 	struct iov_iter user_iter;
 	struct iovec *user_iov;		/* backing array of user_iter */
 	struct iovec fast_iov[KNEM_FAST_IOVECS];
-	bool status_by_dma;		/* chained DMA copy wrote SUCCESS */
-	bool thread_dma;		/* DMATHREAD: DMA waited for on the kthread */
+	bool thread_dma;		/* offloaded DMA copy, waited for by a worker */
 	enum knem_engine engine;	/* who copied, for stats and trace */
 	u64 src_off;
 	u64 dst_off;
 	u64 length;
 	u32 flags;
 	u32 status_index;
-	bool async;
 	pid_t tgid;
-	struct kthread_work work;	/* MEMCPYTHREAD / DMATHREAD */
-	struct work_struct done_work;	/* chained DMA completion */
-	struct knem_dma_map *map;	/* DMA mappings to undo at completion */
+	struct work_struct work;	/* offloaded copies */
 };
 
 /* knem_region.c */
-extern spinlock_t knem_regions_lock;
+int knem_regions_init(void);
+void knem_regions_exit(void);
 void knem_ctx_get(struct knem_ctx *ctx);
 void knem_ctx_put(struct knem_ctx *ctx);
 int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
@@ -164,8 +181,8 @@ struct knem_region *knem_region_alloc(struct knem_ctx *ctx, u32 flags,
 int knem_region_create(struct knem_ctx *ctx, u64 iovecs, u32 nr, u32 flags,
 		       u32 prot, knem_cookie_t *cookie);
 int knem_region_destroy(struct knem_ctx *ctx, knem_cookie_t cookie);
-struct knem_region *knem_region_lookup(struct knem_ctx *ctx,
-				       knem_cookie_t cookie, u32 need_prot);
+struct knem_region *knem_region_lookup(knem_cookie_t cookie, u32 need_prot);
+struct knem_region *knem_region_get(knem_cookie_t cookie, u32 need_prot);
 void knem_region_put(struct knem_region *region);
 void knem_regions_release(struct knem_ctx *ctx);
 void knem_cursor_init(struct knem_cursor *cur, const struct knem_pinned *pin,
@@ -174,36 +191,50 @@ bool knem_cursor_next(struct knem_cursor *cur, u64 max, struct page **page,
 		      unsigned int *offset, unsigned int *len);
 u64 knem_bytes_after(u64 total, u64 offset);
 
+/* knem_attach.c */
+long knem_ioctl_attach(struct knem_ctx *ctx, void __user *arg);
+int knem_detach(struct knem_ctx *ctx, u64 offset);
+int knem_attach_mmap(struct knem_ctx *ctx, struct vm_area_struct *vma);
+void knem_attachments_release(struct knem_ctx *ctx);
+
+/* knem_account.c */
+int knem_mm_charge(struct mm_struct *mm, unsigned long pages);
+void knem_mm_uncharge(struct mm_struct *mm, unsigned long pages);
+struct knem_user *knem_user_charge(kuid_t uid);
+void knem_user_uncharge(struct knem_user *user);
+void knem_users_exit(void);
+
 /* knem_copy.c */
 long knem_ioctl_copy(struct knem_ctx *ctx, unsigned int cmd,
 		     void __user *arg);
 void knem_xfer_finish(struct knem_xfer *xfer, int err, enum knem_engine eng);
 
 /* knem_cpu.c */
+int knem_offload_init(void);
+void knem_offload_exit(void);
 int knem_cpu_copy(struct knem_xfer *xfer);
-int knem_thread_submit(struct knem_xfer *xfer, bool dma);
+void knem_offload_submit(struct knem_xfer *xfer, bool dma);
 int knem_bind_offload(struct knem_ctx *ctx, void __user *arg);
-void knem_thread_stop(struct knem_ctx *ctx);
 
 /* knem_dma.c */
 int knem_dma_init(void);
 void knem_dma_exit(void);
 bool knem_dma_usable(void);
-int knem_dma_copy(struct knem_xfer *xfer, bool chain_status);
+int knem_dma_copy(struct knem_xfer *xfer, bool killable);
 void knem_dma_ctx_sync(struct knem_ctx *ctx);
 
 /* knem_status.c */
 int knem_status_mmap(struct knem_ctx *ctx, struct vm_area_struct *vma);
 int knem_status_check(struct knem_ctx *ctx, u32 index);
 void knem_status_set(struct knem_ctx *ctx, u32 index, knem_status_t value);
-bool knem_notify_reserve(struct knem_ctx *ctx);
+int knem_notify_reserve(struct knem_ctx *ctx);
 void knem_notify_unreserve(struct knem_ctx *ctx);
 void knem_notify_push(struct knem_ctx *ctx, u32 index);
 ssize_t knem_notify_read(struct knem_ctx *ctx, struct file *file,
 			 char __user *buf, size_t count);
 __poll_t knem_notify_poll(struct knem_ctx *ctx, struct file *file,
 			  poll_table *wait);
-int knem_notify_init(struct knem_ctx *ctx);
+void knem_notify_init(struct knem_ctx *ctx);
 void knem_status_free(struct knem_ctx *ctx);
 
 /* knem_stats.c */
@@ -218,6 +249,8 @@ enum knem_stat {
 	KNEM_STAT_BYTES_DMA,
 	KNEM_STAT_COPIES_FAILED,
 	KNEM_STAT_DMA_FALLBACKS,
+	KNEM_STAT_DMA_CPU_PIECES,
+	KNEM_STAT_DMA_TIMEOUTS,
 	KNEM_STAT_NR
 };
 void knem_stat_add(enum knem_stat stat, u64 value);

@@ -2,31 +2,54 @@
 /*
  * Regions: user iovec lists pinned at creation and published under an
  * unguessable cookie in one global table, so that any process opening
- * /dev/knem can name another process's buffer (subject to the uid check).
+ * /dev/knem can name another process's buffer (subject to the uid check,
+ * made against the euid of the task using the cookie, at that time).
  *
  * Lifetime: the table holds one reference to a linked region, every copy in
  * progress holds one more.  Unlinking (DESTROY_REGION, the first use of a
  * SINGLEUSE region, close of the owner's file) drops the table's reference;
  * pages are unpinned when the last reference goes, possibly after a copy in
- * flight on a kthread or a DMA engine completes.
+ * flight on an offload worker or a DMA engine completes.
  *
- * Copies look cookies up under RCU only (kref_get_unless_zero), so the
- * copy path takes no global lock; changes to the table, and consuming a
- * SINGLEUSE region, happen under knem_regions_lock.
+ * The table is an rhashtable: lookups walk one short bucket under RCU
+ * (kref_get_unless_zero), inserts and removals lock one bucket, and the
+ * table grows with the number of regions, so neither the copy path nor
+ * region creation takes a global lock.  Unpublishing is decided by one
+ * atomic_cmpxchg() on region->linked: DESTROY_REGION, the consumption of a
+ * SINGLEUSE region and the owner's close race for it and exactly one wins
+ * the table's reference.
  */
 #include <linux/slab.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
-#include <linux/hashtable.h>
 #include <linux/random.h>
+#include <linux/sched/mm.h>
+#include <linux/backing-dev.h>
 #include <linux/uaccess.h>
 #include <linux/sched.h>
 
 #include "knem_priv.h"
 #include "knem_compat.h"
 
-DEFINE_SPINLOCK(knem_regions_lock);
-static DEFINE_HASHTABLE(knem_regions, 10);
+static struct rhashtable knem_regions;
+
+static const struct rhashtable_params knem_regions_params = {
+	.key_len = sizeof(knem_cookie_t),
+	.key_offset = offsetof(struct knem_region, cookie),
+	.head_offset = offsetof(struct knem_region, node),
+	.automatic_shrinking = true,
+};
+
+int knem_regions_init(void)
+{
+	return rhashtable_init(&knem_regions, &knem_regions_params);
+}
+
+void knem_regions_exit(void)
+{
+	/* Every file is closed: the table is empty. */
+	rhashtable_destroy(&knem_regions);
+}
 
 void knem_ctx_get(struct knem_ctx *ctx)
 {
@@ -56,6 +79,7 @@ u64 knem_bytes_after(u64 total, u64 offset)
 /*
  * Copy a user iovec array in and check it: the count against the module
  * limit, each range against the user address space, the sum for overflow.
+ * A single iovec may exceed 2 GiB: regions of registration caches do.
  * Up to KNEM_FAST_IOVECS entries land in @fast (caller's stack).
  */
 int knem_iovecs_import(u64 uptr, u32 nr, struct iovec *fast,
@@ -71,7 +95,7 @@ int knem_iovecs_import(u64 uptr, u32 nr, struct iovec *fast,
 		return -EINVAL;
 	iov = fast;
 	if (nr > KNEM_FAST_IOVECS)
-		iov = kvmalloc_array(nr, sizeof(*iov), GFP_KERNEL);
+		iov = kvmalloc_array(nr, sizeof(*iov), GFP_KERNEL_ACCOUNT);
 	if (!iov)
 		return -ENOMEM;
 	for (i = 0; i < nr; i++) {
@@ -81,7 +105,7 @@ int knem_iovecs_import(u64 uptr, u32 nr, struct iovec *fast,
 				  !access_ok(u64_to_user_ptr(param.base),
 					     param.len)))
 			goto fault;
-		if (sum + param.len < sum || param.len > MAX_RW_COUNT)
+		if (sum + param.len < sum)
 			goto inval;
 		sum += param.len;
 		iov[i].iov_base = u64_to_user_ptr(param.base);
@@ -112,21 +136,58 @@ static unsigned long knem_iov_pages(const struct iovec *iov)
 	return (end >> PAGE_SHIFT) - (start >> PAGE_SHIFT) + 1;
 }
 
-static int knem_charge_pages(struct knem_ctx *ctx, unsigned long nr)
+static void knem_ctx_pinned_add(struct knem_ctx *ctx, long nr)
 {
-	if (atomic_long_add_return(nr, &ctx->pinned_pages) >
-	    knem_max_pinned_pages) {
-		atomic_long_sub(nr, &ctx->pinned_pages);
-		return -ENOMEM;
-	}
+	atomic_long_add(nr, &ctx->pinned_pages);
 	knem_pinned_add(nr);
-	return 0;
 }
 
-static void knem_uncharge_pages(struct knem_ctx *ctx, unsigned long nr)
+/*
+ * Does a writable long-term pin of @vma need the filesystem's dirty
+ * tracking?  The rule of Linux 6.5+ (writable_file_mapping_allowed()),
+ * applied by knem on every kernel so that 6.1 refuses what 6.12 refuses:
+ * shared file mappings written back by a filesystem cannot be pinned for
+ * writing, anonymous, private, shmem and hugetlbfs mappings can.
+ */
+static bool knem_vma_needs_dirty_tracking(struct vm_area_struct *vma)
 {
-	atomic_long_sub(nr, &ctx->pinned_pages);
-	knem_pinned_add(-(long)nr);
+	const struct vm_operations_struct *ops = vma->vm_ops;
+
+	if (!(vma->vm_flags & VM_SHARED))
+		return false;
+	if (ops && (ops->page_mkwrite || ops->pfn_mkwrite))
+		return true;
+	if (vma->vm_flags & VM_PFNMAP)
+		return false;
+	return vma->vm_file && vma->vm_file->f_mapping &&
+	       mapping_can_writeback(vma->vm_file->f_mapping);
+}
+
+/* EFAULT, as gup itself on 6.5+, when a range is such a mapping. */
+static int knem_check_writable(const struct iovec *iov, u32 nr)
+{
+	struct mm_struct *mm = current->mm;
+	int err = 0;
+	u32 i;
+
+	mmap_read_lock(mm);
+	for (i = 0; i < nr && !err; i++) {
+		unsigned long start = (unsigned long)iov[i].iov_base;
+		unsigned long end = start + iov[i].iov_len;
+		struct vm_area_struct *vma;
+
+		if (!iov[i].iov_len)
+			continue;
+		for (vma = find_vma(mm, start); vma && vma->vm_start < end;
+		     vma = find_vma(mm, vma->vm_end)) {
+			if (knem_vma_needs_dirty_tracking(vma)) {
+				err = -EFAULT;
+				break;
+			}
+		}
+	}
+	mmap_read_unlock(mm);
+	return err;
 }
 
 /* Pin one user range into @pages; all or nothing. */
@@ -185,12 +246,14 @@ static int knem_pin_segments(const struct iovec *iov, u32 nr,
 
 /*
  * Pin the user iovec list at @uptr for the lifetime of @pin, charging the
- * pages to @ctx.  Read-only or unmapped memory fails with EFAULT.
+ * pages to the caller's pinned_vm (RLIMIT_MEMLOCK, ENOMEM beyond it) and
+ * to @ctx's statistics.  Read-only or unmapped memory fails with EFAULT.
  */
 int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 		    struct knem_pinned *pin)
 {
 	struct iovec fast[KNEM_FAST_IOVECS], *iov;
+	struct mm_struct *mm = current->mm;
 	unsigned long npages = 0;
 	unsigned int nsegs = 0;
 	u64 total;
@@ -207,17 +270,21 @@ int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 		npages += knem_iov_pages(&iov[i]);
 		nsegs++;
 	}
-	err = -ENOMEM;
-	if (npages > knem_max_pinned_pages)
-		goto out_iov;
-	err = knem_charge_pages(ctx, npages);
+	if (writable) {
+		err = knem_check_writable(iov, nr);
+		if (err)
+			goto out_iov;
+	}
+	err = knem_mm_charge(mm, npages);
 	if (err)
 		goto out_iov;
 	err = -ENOMEM;
 	pin->pages = kvmalloc_array(max_t(unsigned long, npages, 1),
-				    sizeof(*pin->pages), GFP_KERNEL);
+				    sizeof(*pin->pages),
+				    GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	pin->segs = kvmalloc_array(max_t(unsigned int, nsegs, 1),
-				   sizeof(*pin->segs), GFP_KERNEL);
+				   sizeof(*pin->segs),
+				   GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!pin->pages || !pin->segs)
 		goto out_free;
 	pin->writable = writable;
@@ -226,8 +293,10 @@ int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 		goto out_free;
 	pin->nr_pages = npages;
 	pin->length = total;
+	pin->mm = mm;
 	pin->charged = ctx;
 	knem_ctx_get(ctx);
+	knem_ctx_pinned_add(ctx, npages);
 	knem_iovecs_free(iov, fast);
 	return 0;
 
@@ -236,7 +305,7 @@ out_free:
 	kvfree(pin->segs);
 	pin->pages = NULL;
 	pin->segs = NULL;
-	knem_uncharge_pages(ctx, npages);
+	knem_mm_uncharge(mm, npages);
 out_iov:
 	knem_iovecs_free(iov, fast);
 	return err;
@@ -247,7 +316,8 @@ void knem_unpin(struct knem_pinned *pin)
 	if (!pin->charged)
 		return;
 	knem_unpin_pages(pin->pages, pin->nr_pages, pin->writable);
-	knem_uncharge_pages(pin->charged, pin->nr_pages);
+	knem_mm_uncharge(pin->mm, pin->nr_pages);
+	knem_ctx_pinned_add(pin->charged, -(long)pin->nr_pages);
 	knem_ctx_put(pin->charged);
 	kvfree(pin->pages);
 	kvfree(pin->segs);
@@ -257,16 +327,17 @@ void knem_unpin(struct knem_pinned *pin)
 struct knem_region *knem_region_alloc(struct knem_ctx *ctx, u32 flags,
 				      u32 prot)
 {
-	struct knem_region *region = kzalloc(sizeof(*region), GFP_KERNEL);
+	struct knem_region *region;
 
+	region = kzalloc(sizeof(*region), GFP_KERNEL_ACCOUNT);
 	if (!region)
 		return NULL;
 	kref_init(&region->kref);
-	INIT_HLIST_NODE(&region->hash);
 	INIT_LIST_HEAD(&region->ctx_link);
+	atomic_set(&region->linked, 0);
 	region->owner = ctx;
 	knem_ctx_get(ctx);
-	region->uid = ctx->uid;
+	region->uid = current_euid();
 	region->flags = flags;
 	region->prot = prot;
 	return region;
@@ -280,6 +351,8 @@ static void knem_region_free(struct kref *kref)
 	/* Only published regions count; inline-copy pins never had a cookie. */
 	if (region->cookie)
 		knem_stat_add(KNEM_STAT_REGIONS_DESTROYED, 1);
+	if (region->user)
+		knem_user_uncharge(region->user);
 	knem_unpin(&region->pin);
 	knem_ctx_put(region->owner);
 	kfree_rcu(region, rcu);
@@ -290,51 +363,50 @@ void knem_region_put(struct knem_region *region)
 	kref_put(&region->kref, knem_region_free);
 }
 
-static struct knem_region *knem_region_find(knem_cookie_t cookie)
+/*
+ * Unpublish @region if nobody did yet.  Returns true when the caller won:
+ * the table's reference is then the caller's to drop.
+ */
+static bool knem_region_unlink(struct knem_region *region)
 {
-	struct knem_region *region;
+	struct knem_ctx *owner = region->owner;
 
-	hash_for_each_possible_rcu(knem_regions, region, hash, cookie,
-				   lockdep_is_held(&knem_regions_lock))
-		if (region->cookie == cookie)
-			return region;
-	return NULL;
-}
-
-/* Caller holds knem_regions_lock; the table's reference moves to caller. */
-static void knem_region_unlink(struct knem_region *region)
-{
-	hash_del_rcu(&region->hash);
+	if (atomic_cmpxchg(&region->linked, 1, 0) != 1)
+		return false;
+	rhashtable_remove_fast(&knem_regions, &region->node,
+			       knem_regions_params);
+	spin_lock(&owner->regions_lock);
 	list_del_init(&region->ctx_link);
-	region->owner->nr_regions--;
-	WRITE_ONCE(region->linked, false);
+	owner->nr_regions--;
+	spin_unlock(&owner->regions_lock);
+	return true;
 }
 
-/* Publish @region under a fresh random cookie, never 0 and never reused
- * while the old one is live.
+/*
+ * Publish @region under a fresh random cookie, never 0 and never equal to
+ * a live one.  It joins the owner's list first, so that whoever unlinks it
+ * (a SINGLEUSE copy may, as soon as it is in the table) finds it there.
  */
 static int knem_region_link(struct knem_ctx *ctx, struct knem_region *region)
 {
-	knem_cookie_t cookie;
+	int err;
 
-	do {
-		cookie = get_random_u64();
-	} while (!cookie);
-
-	spin_lock(&knem_regions_lock);
-	if (ctx->nr_regions >= knem_max_regions) {
-		spin_unlock(&knem_regions_lock);
-		return -ENOSPC;
-	}
-	while (!cookie || knem_region_find(cookie))
-		cookie = get_random_u64();
-	region->cookie = cookie;
-	region->linked = true;
-	hash_add_rcu(knem_regions, &region->hash, cookie);
+	spin_lock(&ctx->regions_lock);
 	list_add(&region->ctx_link, &ctx->regions);
 	ctx->nr_regions++;
-	spin_unlock(&knem_regions_lock);
-	return 0;
+	spin_unlock(&ctx->regions_lock);
+	atomic_set(&region->linked, 1);
+	do {
+		do {
+			region->cookie = get_random_u64();
+		} while (!region->cookie);
+		err = rhashtable_lookup_insert_fast(&knem_regions,
+						    &region->node,
+						    knem_regions_params);
+	} while (err == -EEXIST);
+	if (err)
+		knem_region_unlink(region);
+	return err;
 }
 
 int knem_region_create(struct knem_ctx *ctx, u64 iovecs, u32 nr, u32 flags,
@@ -348,13 +420,21 @@ int knem_region_create(struct knem_ctx *ctx, u64 iovecs, u32 nr, u32 flags,
 	region = knem_region_alloc(ctx, flags, prot);
 	if (!region)
 		return -ENOMEM;
+	region->user = knem_user_charge(region->uid);
+	if (IS_ERR(region->user)) {
+		err = PTR_ERR(region->user);
+		region->user = NULL;
+		goto out_put;
+	}
 	err = knem_pin_iovecs(ctx, iovecs, nr, prot & PROT_WRITE,
 			      &region->pin);
 	if (err)
 		goto out_put;
 	err = knem_region_link(ctx, region);
-	if (err)
+	if (err) {
+		region->cookie = 0;
 		goto out_put;
+	}
 	knem_stat_add(KNEM_STAT_REGIONS_CREATED, 1);
 	*cookie = region->cookie;
 	return 0;
@@ -367,39 +447,44 @@ out_put:
 int knem_region_destroy(struct knem_ctx *ctx, knem_cookie_t cookie)
 {
 	struct knem_region *region;
+	bool won = false;
 
-	spin_lock(&knem_regions_lock);
-	region = knem_region_find(cookie);
-	if (!region || region->owner != ctx) {
-		spin_unlock(&knem_regions_lock);
+	rcu_read_lock();
+	region = rhashtable_lookup(&knem_regions, &cookie,
+				   knem_regions_params);
+	if (region && region->owner == ctx)
+		won = knem_region_unlink(region);
+	rcu_read_unlock();
+	if (!won)
 		return -EINVAL;
-	}
-	knem_region_unlink(region);
-	spin_unlock(&knem_regions_lock);
 	knem_region_put(region);
 	return 0;
 }
 
 /*
- * Take a reference to the region named by @cookie for a copy by @ctx.
- * Errors in the order clients expect: unknown cookie EINVAL, foreign uid
- * without ANY_USER_ACCESS EPERM, protection EACCES.  A SINGLEUSE region
- * passing those checks is consumed: unlinked, its table reference handed
- * to the caller, so the next lookup fails with EINVAL.
+ * Take a reference to the region named by @cookie for the current task.
+ * Errors in the order clients expect: unknown cookie EINVAL, another euid
+ * without ANY_USER_ACCESS EPERM, protection EACCES.  The euid is the
+ * caller's now, not the opener's of the file (a process that drops
+ * privileges loses access to root's regions at once).  A SINGLEUSE region
+ * passing those checks is consumed by a copy (@consume): unlinked, its
+ * table reference handed to the caller, so the next lookup fails with
+ * EINVAL; without @consume it is EINVAL.
  */
-struct knem_region *knem_region_lookup(struct knem_ctx *ctx,
-				       knem_cookie_t cookie, u32 need_prot)
+static struct knem_region *knem_region_find(knem_cookie_t cookie,
+					    u32 need_prot, bool consume)
 {
 	struct knem_region *region;
 	int err = -EINVAL;
 
 	rcu_read_lock();
-	region = cookie ? knem_region_find(cookie) : NULL;
+	region = cookie ? rhashtable_lookup(&knem_regions, &cookie,
+					    knem_regions_params) : NULL;
 	if (!region)
 		goto fail;
 	/* uid, flags and prot never change after publication. */
 	err = -EPERM;
-	if (!uid_eq(region->uid, ctx->uid) &&
+	if (!uid_eq(region->uid, current_euid()) &&
 	    !(region->flags & KNEM_FLAG_ANY_USER_ACCESS))
 		goto fail;
 	err = -EACCES;
@@ -407,15 +492,10 @@ struct knem_region *knem_region_lookup(struct knem_ctx *ctx,
 		goto fail;
 	err = -EINVAL;
 	if (region->flags & KNEM_FLAG_SINGLEUSE) {
-		/* Exactly one lookup may win the table's reference. */
-		spin_lock(&knem_regions_lock);
-		if (!region->linked) {
-			spin_unlock(&knem_regions_lock);
+		/* Exactly one lookup wins the table's reference. */
+		if (!consume || !knem_region_unlink(region))
 			goto fail;
-		}
-		knem_region_unlink(region);
-		spin_unlock(&knem_regions_lock);
-	} else if (!READ_ONCE(region->linked) ||
+	} else if (!atomic_read(&region->linked) ||
 		   !kref_get_unless_zero(&region->kref)) {
 		goto fail;
 	}
@@ -426,21 +506,37 @@ fail:
 	return ERR_PTR(err);
 }
 
+/* The region of a copy; consumes a SINGLEUSE region. */
+struct knem_region *knem_region_lookup(knem_cookie_t cookie, u32 need_prot)
+{
+	return knem_region_find(cookie, need_prot, true);
+}
+
+/* The region of an attachment; SINGLEUSE regions are EINVAL. */
+struct knem_region *knem_region_get(knem_cookie_t cookie, u32 need_prot)
+{
+	return knem_region_find(cookie, need_prot, false);
+}
+
 /* Close of the owner's file: unlink all its regions. */
 void knem_regions_release(struct knem_ctx *ctx)
 {
-	struct knem_region *region, *next;
-	LIST_HEAD(dead);
+	struct knem_region *region;
 
-	spin_lock(&knem_regions_lock);
-	list_for_each_entry_safe(region, next, &ctx->regions, ctx_link) {
-		knem_region_unlink(region);
-		list_add(&region->ctx_link, &dead);
-	}
-	spin_unlock(&knem_regions_lock);
-	list_for_each_entry_safe(region, next, &dead, ctx_link) {
-		list_del_init(&region->ctx_link);
+	for (;;) {
+		spin_lock(&ctx->regions_lock);
+		region = list_first_entry_or_null(&ctx->regions,
+						  struct knem_region, ctx_link);
+		if (region)
+			kref_get(&region->kref);
+		spin_unlock(&ctx->regions_lock);
+		if (!region)
+			break;
+		/* Losing means a SINGLEUSE copy is taking it off the list. */
+		if (knem_region_unlink(region))
+			knem_region_put(region);
 		knem_region_put(region);
+		cond_resched();
 	}
 }
 

@@ -25,6 +25,8 @@ static const char *const knem_stat_names[KNEM_STAT_NR] = {
 	[KNEM_STAT_BYTES_DMA] = "bytes dma",
 	[KNEM_STAT_COPIES_FAILED] = "copies failed",
 	[KNEM_STAT_DMA_FALLBACKS] = "dma fallbacks to cpu",
+	[KNEM_STAT_DMA_CPU_PIECES] = "dma pieces copied by cpu",
+	[KNEM_STAT_DMA_TIMEOUTS] = "dma timeouts",
 };
 
 void knem_stat_add(enum knem_stat stat, u64 value)
@@ -50,7 +52,7 @@ ssize_t knem_stats_read(struct knem_ctx *ctx, char __user *buf, size_t count,
 	char *text;
 	int i;
 
-	text = kmalloc(size, GFP_KERNEL);
+	text = kmalloc(size, GFP_KERNEL_ACCOUNT);
 	if (!text)
 		return -ENOMEM;
 	len += scnprintf(text + len, size - len, "knem ABI 0x%x\n",
@@ -63,10 +65,10 @@ ssize_t knem_stats_read(struct knem_ctx *ctx, char __user *buf, size_t count,
 				 (long long)atomic64_read(&knem_stats[i]));
 	len += scnprintf(text + len, size - len, "pinned pages: %ld\n",
 			 knem_pinned_total());
-	spin_lock(&knem_regions_lock);
-	len += scnprintf(text + len, size - len, "this file regions: %u\n",
+	spin_lock(&ctx->regions_lock);
+	len += scnprintf(text + len, size - len, "this file regions: %lu\n",
 			 ctx->nr_regions);
-	spin_unlock(&knem_regions_lock);
+	spin_unlock(&ctx->regions_lock);
 	len += scnprintf(text + len, size - len,
 			 "this file pinned pages: %ld\n",
 			 atomic_long_read(&ctx->pinned_pages));

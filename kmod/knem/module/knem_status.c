@@ -2,23 +2,28 @@
 /*
  * The status array: one knem_status_t per slot, allocated by the driver
  * when the user maps the device at offset 0, so that asynchronous copies
- * (kthread or DMA engine) report completion with a store the user polls.
- * One mapping per file; its length (page-rounded) is the slot count.
+ * report completion with a store the user polls.  One mapping per file;
+ * its length (page-rounded) is the slot count.
  *
- * NOTIFY_FD: completed slot indexes of flagged asynchronous copies are also
- * queued on the file; read() returns them as u32s, poll() waits for them.
- * A submission first reserves its place in the queue, so a completion can
- * never find the queue full.
+ * NOTIFY_FD, as KNEM 1.1 defines it: completed slot indexes of flagged
+ * asynchronous copies are also queued on the file, in a ring of as many
+ * entries as there are status slots (allocated at the first NOTIFY_FD
+ * copy).  A submission reserves its entry first and fails with EBUSY when
+ * the ring is full, so a completion always finds room.  read() of N bytes
+ * (a multiple of 4, else EINVAL) blocks until N / 4 indexes are queued and
+ * returns them all at once; with O_NONBLOCK it returns what is queued, or
+ * EAGAIN.  Readers are serialized, so concurrent readers never see a
+ * short or empty read.  poll() reports POLLIN while an index is queued and
+ * POLLERR while no status array is mapped.
  */
 #include <linux/vmalloc.h>
 #include <linux/mm.h>
 #include <linux/uaccess.h>
 #include <linux/fs.h>
+#include <linux/slab.h>
 
 #include "knem_priv.h"
 #include "knem_compat.h"
-
-#define KNEM_NOTIFY_DEPTH	4096
 
 int knem_status_mmap(struct knem_ctx *ctx, struct vm_area_struct *vma)
 {
@@ -56,6 +61,7 @@ out:
 
 int knem_status_check(struct knem_ctx *ctx, u32 index)
 {
+	/* Pairs with the release in knem_status_mmap(): slots is set. */
 	if (!smp_load_acquire(&ctx->status) || index >= ctx->status_slots)
 		return -EINVAL;
 	return 0;
@@ -71,76 +77,152 @@ void knem_status_set(struct knem_ctx *ctx, u32 index, knem_status_t value)
 void knem_status_free(struct knem_ctx *ctx)
 {
 	vfree(ctx->status);
-	kfifo_free(&ctx->notify);
+	kvfree(ctx->notify_ring);
 }
 
-int knem_notify_init(struct knem_ctx *ctx)
+void knem_notify_init(struct knem_ctx *ctx)
 {
 	spin_lock_init(&ctx->notify_lock);
+	mutex_init(&ctx->notify_read_lock);
 	init_waitqueue_head(&ctx->notify_wq);
-	atomic_set(&ctx->notify_reserved, 0);
-	return kfifo_alloc(&ctx->notify, KNEM_NOTIFY_DEPTH, GFP_KERNEL);
+	atomic_long_set(&ctx->notify_reserved, 0);
 }
 
-bool knem_notify_reserve(struct knem_ctx *ctx)
+/* The ring, allocated on first use: read-only users never pay for it. */
+static int knem_notify_ring(struct knem_ctx *ctx)
 {
-	if (atomic_inc_return(&ctx->notify_reserved) > KNEM_NOTIFY_DEPTH) {
-		atomic_dec(&ctx->notify_reserved);
-		return false;
+	u32 *ring;
+	int err = 0;
+
+	/* Pairs with the release below: a ring seen is a ring allocated. */
+	if (smp_load_acquire(&ctx->notify_ring))
+		return 0;
+	mutex_lock(&ctx->lock);
+	if (!ctx->notify_ring) {
+		ring = kvmalloc_array(ctx->status_slots, sizeof(*ring),
+				      GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+		if (!ring)
+			err = -ENOMEM;
+		/* Pairs with the acquire above (NULL is stored harmlessly). */
+		smp_store_release(&ctx->notify_ring, ring);
 	}
-	return true;
+	mutex_unlock(&ctx->lock);
+	return err;
+}
+
+/*
+ * Promise a ring entry to a NOTIFY_FD copy about to start.  The caller
+ * checked that the status array exists.  EBUSY when every entry is queued
+ * or promised.
+ */
+int knem_notify_reserve(struct knem_ctx *ctx)
+{
+	int err = knem_notify_ring(ctx);
+
+	if (err)
+		return err;
+	if (atomic_long_inc_return(&ctx->notify_reserved) >
+	    (long)ctx->status_slots) {
+		atomic_long_dec(&ctx->notify_reserved);
+		return -EBUSY;
+	}
+	return 0;
 }
 
 void knem_notify_unreserve(struct knem_ctx *ctx)
 {
-	atomic_dec(&ctx->notify_reserved);
+	atomic_long_dec(&ctx->notify_reserved);
 }
 
 void knem_notify_push(struct knem_ctx *ctx, u32 index)
 {
-	unsigned long flags;
+	unsigned long flags, tail;
 
 	spin_lock_irqsave(&ctx->notify_lock, flags);
-	kfifo_put(&ctx->notify, index);
+	tail = (ctx->notify_head + ctx->notify_queued) % ctx->status_slots;
+	ctx->notify_ring[tail] = index;
+	ctx->notify_queued++;
 	spin_unlock_irqrestore(&ctx->notify_lock, flags);
 	wake_up_interruptible_poll(&ctx->notify_wq, EPOLLIN | EPOLLRDNORM);
 }
 
-static bool knem_notify_pending(struct knem_ctx *ctx)
+static unsigned long knem_notify_queued(struct knem_ctx *ctx)
 {
-	return !kfifo_is_empty(&ctx->notify);
+	unsigned long queued;
+
+	spin_lock_irq(&ctx->notify_lock);
+	queued = ctx->notify_queued;
+	spin_unlock_irq(&ctx->notify_lock);
+	return queued;
+}
+
+/*
+ * Copy @n queued indexes out and drop them from the ring.  The caller
+ * holds notify_read_lock: entries [head, head + n) stay put meanwhile,
+ * since completions only write after the queued ones.
+ */
+static ssize_t knem_notify_take(struct knem_ctx *ctx, char __user *buf,
+				unsigned long n)
+{
+	unsigned long head = ctx->notify_head, first;
+
+	first = min(n, ctx->status_slots - head);
+	if (copy_to_user(buf, ctx->notify_ring + head, first * sizeof(u32)) ||
+	    copy_to_user(buf + first * sizeof(u32), ctx->notify_ring,
+			 (n - first) * sizeof(u32)))
+		return -EFAULT;
+	spin_lock_irq(&ctx->notify_lock);
+	ctx->notify_head = (head + n) % ctx->status_slots;
+	ctx->notify_queued -= n;
+	spin_unlock_irq(&ctx->notify_lock);
+	atomic_long_sub(n, &ctx->notify_reserved);
+	return n * sizeof(u32);
 }
 
 ssize_t knem_notify_read(struct knem_ctx *ctx, struct file *file,
 			 char __user *buf, size_t count)
 {
-	u32 batch[64];
-	unsigned int n;
-	int err;
+	bool nonblock = file->f_flags & O_NONBLOCK;
+	unsigned long want, avail;
+	ssize_t ret;
 
-	if (count < sizeof(u32))
+	if (count % sizeof(u32))
 		return -EINVAL;
-	if (!knem_notify_pending(ctx)) {
-		if (file->f_flags & O_NONBLOCK)
-			return -EAGAIN;
-		err = wait_event_interruptible(ctx->notify_wq,
-					       knem_notify_pending(ctx));
-		if (err)
-			return err;
+	/* Pairs with knem_status_mmap(): status_slots is valid after it. */
+	if (!smp_load_acquire(&ctx->status))
+		return -EINVAL;
+	if (!count)
+		return 0;
+	/* More than the ring holds could never be satisfied. */
+	want = min_t(unsigned long, count / sizeof(u32), ctx->status_slots);
+	for (;;) {
+		if (!nonblock && wait_event_interruptible(ctx->notify_wq,
+				knem_notify_queued(ctx) >= want))
+			return -ERESTARTSYS;
+		if (mutex_lock_interruptible(&ctx->notify_read_lock))
+			return -ERESTARTSYS;
+		avail = knem_notify_queued(ctx);
+		if (nonblock && !avail) {
+			ret = -EAGAIN;
+			break;
+		}
+		if (nonblock || avail >= want) {
+			ret = knem_notify_take(ctx, buf, min(avail, want));
+			break;
+		}
+		/* Another reader took them first: wait again. */
+		mutex_unlock(&ctx->notify_read_lock);
 	}
-	count = min_t(size_t, count / sizeof(u32), ARRAY_SIZE(batch));
-	spin_lock_irq(&ctx->notify_lock);
-	n = kfifo_out(&ctx->notify, batch, count);
-	spin_unlock_irq(&ctx->notify_lock);
-	atomic_sub(n, &ctx->notify_reserved);
-	if (copy_to_user(buf, batch, n * sizeof(u32)))
-		return -EFAULT;
-	return n * sizeof(u32);
+	mutex_unlock(&ctx->notify_read_lock);
+	return ret;
 }
 
 __poll_t knem_notify_poll(struct knem_ctx *ctx, struct file *file,
 			  poll_table *wait)
 {
 	poll_wait(file, &ctx->notify_wq, wait);
-	return knem_notify_pending(ctx) ? EPOLLIN | EPOLLRDNORM : 0;
+	/* Pairs with the release in knem_status_mmap(). */
+	if (!smp_load_acquire(&ctx->status))
+		return EPOLLERR;
+	return knem_notify_queued(ctx) ? EPOLLIN | EPOLLRDNORM : 0;
 }

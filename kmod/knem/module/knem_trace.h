@@ -3,7 +3,7 @@
  * Tracepoint knem:knem_copy, one event per finished copy.  Its fields are a
  * contract with the eBPF probes (tools/): keep names, types and meaning.
  *   length  bytes copied (0 when the copy failed)
- *   engine  0 CPU copy in the caller, 1 CPU copy on the kthread, 2 DMA
+ *   engine  0 CPU copy in the caller, 1 CPU copy on an offload worker, 2 DMA
  *   pid     tgid of the process that issued the copy
  */
 #undef TRACE_SYSTEM

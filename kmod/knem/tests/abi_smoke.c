@@ -12,217 +12,7 @@
  * page count of the statistics must be back to its starting value at the
  * end of every case.
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include "../uapi/knem_io.h"
-
-static int failures;
-static int case_failed;
-static const char *case_name;
-
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		printf("    %s:%d: ", __FILE__, __LINE__);		\
-		printf(__VA_ARGS__);					\
-		printf("\n");						\
-		case_failed = 1;					\
-		return;							\
-	}								\
-} while (0)
-
-#define CHECK_OK(expr) do {						\
-	int rc_ = (expr);						\
-	CHECK(rc_ == 0, "%s = %d, errno %d (%s)", #expr, rc_, errno,	\
-	      strerror(errno));						\
-} while (0)
-
-#define CHECK_ERR(expr, err) do {					\
-	int rc_ = (expr);						\
-	CHECK(rc_ == -1 && errno == (err), "%s = %d errno %d (%s), want %s", \
-	      #expr, rc_, rc_ ? errno : 0, strerror(errno), #err);	\
-} while (0)
-
-static const char *skip_reason;
-
-static int dev_open(void)
-{
-	return open(KNEM_DEVICE_FILENAME, O_RDWR);
-}
-
-static void pattern(unsigned char *p, size_t n, unsigned int seed)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		p[i] = (unsigned char)(i * 31 + seed + (i >> 12));
-}
-
-static int same_pattern(const unsigned char *p, size_t n, size_t off,
-			unsigned int seed)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (p[i] != (unsigned char)((i + off) * 31 + seed + ((i + off) >> 12)))
-			return 0;
-	return 1;
-}
-
-static void *buf_alloc(size_t n)
-{
-	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED) {
-		perror("mmap");
-		exit(2);
-	}
-	memset(p, 0, n);
-	return p;
-}
-
-static long stat_value(const char *name)
-{
-	char text[4096], *line;
-	int fd = open(KNEM_DEVICE_FILENAME, O_RDONLY);
-	ssize_t n;
-	long v = -1;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	text[n] = 0;
-	for (line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-		size_t l = strlen(name);
-
-		if (!strncmp(line, name, l) && line[l] == ':')
-			v = atol(line + l + 1);
-	}
-	return v;
-}
-
-static int region(int fd, void *p, size_t n, unsigned int prot,
-		  unsigned int flags, knem_cookie_t *cookie)
-{
-	struct knem_cmd_param_iovec iov = { (uintptr_t)p, n };
-	struct knem_cmd_create_region cr = {
-		.iovec_array = (uintptr_t)&iov, .iovec_nr = 1,
-		.flags = flags, .protection = prot,
-	};
-	int rc = ioctl(fd, KNEM_CMD_CREATE_REGION, &cr);
-
-	*cookie = cr.cookie;
-	return rc;
-}
-
-/*
- * A region of @n pages taken from every other page of @p (2 * n pages):
- * physically discontiguous by construction, so a DMA copy of it needs at
- * least @n descriptors.
- */
-static int strided_region(int fd, unsigned char *p, int n,
-			  knem_cookie_t *cookie)
-{
-	struct knem_cmd_param_iovec iov[64];
-	struct knem_cmd_create_region cr = {
-		.iovec_array = (uintptr_t)iov, .iovec_nr = n,
-		.protection = PROT_READ,
-	};
-	int i, rc;
-
-	for (i = 0; i < n; i++) {
-		iov[i].base = (uintptr_t)p + 2 * i * 4096;
-		iov[i].len = 4096;
-	}
-	rc = ioctl(fd, KNEM_CMD_CREATE_REGION, &cr);
-	*cookie = cr.cookie;
-	return rc;
-}
-
-static int strided_same(const unsigned char *dst, const unsigned char *src,
-			int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (memcmp(dst + i * 4096, src + 2 * i * 4096, 4096))
-			return 0;
-	return 1;
-}
-
-static int inline_copy(int fd, void *p, size_t n, int write, knem_cookie_t c,
-		       uint64_t off, uint32_t flags, uint32_t idx,
-		       uint32_t *status)
-{
-	struct knem_cmd_param_iovec iov = { (uintptr_t)p, n };
-	struct knem_cmd_inline_copy ic = {
-		.local_iovec_array = (uintptr_t)&iov, .local_iovec_nr = 1,
-		.write = write, .remote_cookie = c, .remote_offset = off,
-		.flags = flags, .async_status_index = idx,
-		.current_status = 0xdead,
-	};
-	int rc = ioctl(fd, KNEM_CMD_INLINE_COPY, &ic);
-
-	*status = ic.current_status;
-	return rc;
-}
-
-static int destroy(int fd, knem_cookie_t c)
-{
-	return ioctl(fd, KNEM_CMD_DESTROY_REGION, &c);
-}
-
-static int wait_slot(volatile knem_status_t *slot)
-{
-	int i;
-
-	for (i = 0; i < 20000 && *slot == KNEM_STATUS_PENDING; i++)
-		usleep(500);
-	return *slot;
-}
-
-static int have_dma(void)
-{
-	struct knem_cmd_info info;
-	int fd = dev_open();
-
-	ioctl(fd, KNEM_CMD_GET_INFO, &info);
-	close(fd);
-	return info.features & KNEM_FEATURE_DMA;
-}
-
-static void set_param(const char *mod, const char *param, const char *val)
-{
-	char path[256];
-	int fd;
-
-	snprintf(path, sizeof(path), "/sys/module/%s/parameters/%s", mod, param);
-	fd = open(path, O_WRONLY);
-	if (fd >= 0) {
-		if (write(fd, val, strlen(val)) < 0)
-			perror(path);
-		close(fd);
-	}
-}
+#include "ktest.h"
 
 /* ---------------------------------------------------------------- cases */
 
@@ -494,50 +284,21 @@ static void test_other_process(void)
 	munmap(p, n);
 }
 
-/* Cpus_allowed_list of the kthread named knem/<our tgid>, or "". */
-static void offload_cpus(char *out, size_t len)
-{
-	char want[32], path[64], line[256];
-	int pid;
-
-	snprintf(want, sizeof(want), "knem/%d\n", getpid());
-	out[0] = 0;
-	for (pid = 2; pid < 32768; pid++) {
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (!fgets(line, sizeof(line), f) || strcmp(line, want)) {
-			fclose(f);
-			continue;
-		}
-		fclose(f);
-		snprintf(path, sizeof(path), "/proc/%d/status", pid);
-		f = fopen(path, "r");
-		while (f && fgets(line, sizeof(line), f))
-			if (!strncmp(line, "Cpus_allowed_list:", 18))
-				sscanf(line + 18, "%63s", out);
-		if (f)
-			fclose(f);
-		(void)len;
-		return;
-	}
-}
-
+/*
+ * MEMCPYTHREAD with and without NOTIFY_FD, and BIND_OFFLOAD: the offloaded
+ * copy runs on the bound CPU (the knem_copy event's CPU says where).
+ */
 static void test_async_thread_notify(void)
 {
 	size_t n = 1 << 20;
 	unsigned char *src = buf_alloc(n), *dst = buf_alloc(n);
 	volatile knem_status_t *slots;
 	struct knem_cmd_bind_offload bind = { .flags = KNEM_BIND_FLAG_CURRENT };
-	unsigned long cpumask = 1;
+	unsigned long cpumask;
 	knem_cookie_t c;
 	uint32_t st, idx;
 	struct pollfd pfd;
-	char cpus[64];
-	int fd = dev_open();
+	int fd = dev_open(), cpu, want;
 
 	pattern(src, n, 33);
 	slots = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -548,14 +309,23 @@ static void test_async_thread_notify(void)
 	CHECK(st == KNEM_STATUS_PENDING, "current_status %u", st);
 	CHECK(wait_slot(&slots[7]) == KNEM_STATUS_SUCCESS, "slot %u", slots[7]);
 	CHECK(same_pattern(dst, n, 0, 33), "async data");
-	/* NOTIFY_FD: the index comes back through read() */
-	bind.flags = KNEM_BIND_FLAG_CUSTOM;
-	bind.mask_len = sizeof(cpumask);
-	bind.mask_ptr = (uintptr_t)&cpumask;
-	CHECK_OK(ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &bind));
-	offload_cpus(cpus, sizeof(cpus));
-	CHECK(!strcmp(cpus, "0"), "kthread knem/%d bound to \"%s\", want \"0\"",
-	      getpid(), cpus);
+	/* The copy runs on each CPU it is bound to in turn. */
+	CHECK(trace_knem(1) == 0, "cannot enable the knem_copy event");
+	for (want = sysconf(_SC_NPROCESSORS_ONLN) - 1; want >= 0; want--) {
+		cpumask = 1UL << want;
+		bind.flags = KNEM_BIND_FLAG_CUSTOM;
+		bind.mask_len = sizeof(cpumask);
+		bind.mask_ptr = (uintptr_t)&cpumask;
+		CHECK_OK(ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &bind));
+		slots[8] = KNEM_STATUS_PENDING;
+		CHECK_OK(inline_copy(fd, dst, n, 0, c, 0, KNEM_FLAG_MEMCPYTHREAD,
+				     8, &st));
+		CHECK(wait_slot(&slots[8]) == KNEM_STATUS_SUCCESS, "slot 8");
+		cpu = traced_cpu(1);
+		CHECK(cpu == want, "copy bound to CPU %d ran on CPU %d", want,
+		      cpu);
+	}
+	trace_knem(0);
 	bind.flags = 3;
 	CHECK_ERR(ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &bind), EINVAL);
 	cpumask = 0;
@@ -770,22 +540,30 @@ static void test_dma_fallback(void)
 	munmap(dst, n);
 }
 
-static void test_limits(void)
+/*
+ * max_user_regions bounds the live regions of one euid over all its files
+ * (ENOSPC), not those of one file.
+ */
+static void test_user_region_limit(void)
 {
 	unsigned char *p = buf_alloc(4096);
 	knem_cookie_t c[4];
-	int fd = dev_open(), i;
+	long base = stat_value("regions created") - stat_value("regions destroyed");
+	int fd = dev_open(), fd2 = dev_open(), i;
+	char limit[32];
 
-	set_param("knem", "max_regions", "3");
-	for (i = 0; i < 3; i++)
+	snprintf(limit, sizeof(limit), "%ld", base + 3);
+	set_param("knem", "max_user_regions", limit);
+	for (i = 0; i < 2; i++)
 		CHECK_OK(region(fd, p, 4096, PROT_READ, 0, &c[i]));
+	CHECK_OK(region(fd2, p, 4096, PROT_READ, 0, &c[2]));
 	CHECK_ERR(region(fd, p, 4096, PROT_READ, 0, &c[3]), ENOSPC);
-	set_param("knem", "max_regions", "4096");
-	set_param("knem", "max_pinned_pages", "1");
+	CHECK_ERR(region(fd2, p, 4096, PROT_READ, 0, &c[3]), ENOSPC);
 	CHECK_OK(destroy(fd, c[0]));
-	CHECK_ERR(region(fd, p, 4096, PROT_READ, 0, &c[3]), ENOMEM);
-	set_param("knem", "max_pinned_pages", "262144");
+	CHECK_OK(region(fd2, p, 4096, PROT_READ, 0, &c[3]));
+	set_param("knem", "max_user_regions", "1048576");
 	close(fd);
+	close(fd2);
 	munmap(p, 4096);
 }
 
@@ -849,11 +627,6 @@ static void test_tracepoint(void)
 	close(kfd);
 }
 
-struct tcase {
-	const char *name;
-	void (*fn)(void);
-};
-
 static const struct tcase cases[] = {
 	{ "TestInfo", test_info },
 	{ "TestInlineReadWrite", test_inline_read_write },
@@ -872,57 +645,12 @@ static const struct tcase cases[] = {
 	{ "TestDMAAsyncPartialFailure", test_dma_async_partial_failure },
 	{ "TestDMAThreadFailed", test_dma_thread_failed },
 	{ "TestDMAFallback", test_dma_fallback },
-	{ "TestLimits", test_limits },
+	{ "TestUserRegionLimit", test_user_region_limit },
 	{ "TestStatsReadOnly", test_stats_readonly },
 	{ "TestTracepoint", test_tracepoint },
 };
 
-static void run(const struct tcase *t)
-{
-	long pinned_before = stat_value("pinned pages"), pinned_after = -2;
-	int i;
-
-	case_name = t->name;
-	case_failed = 0;
-	skip_reason = NULL;
-	printf("=== RUN   %s\n", t->name);
-	fflush(stdout);
-	t->fn();
-	/* asynchronous completions of closed files may lag a little */
-	for (i = 0; i < 200 && !case_failed; i++) {
-		pinned_after = stat_value("pinned pages");
-		if (pinned_after == pinned_before)
-			break;
-		usleep(10000);
-	}
-	if (!case_failed && pinned_after != pinned_before) {
-		printf("    pinned pages %ld before, %ld after\n",
-		       pinned_before, pinned_after);
-		case_failed = 1;
-	}
-	if (case_failed) {
-		printf("--- FAIL: %s\n", t->name);
-		failures++;
-	} else if (skip_reason) {
-		printf("--- SKIP: %s (%s)\n", t->name, skip_reason);
-	} else {
-		printf("--- PASS: %s\n", t->name);
-	}
-	fflush(stdout);
-}
-
 int main(void)
 {
-	size_t i;
-
-	signal(SIGPIPE, SIG_IGN);
-	if (access(KNEM_DEVICE_FILENAME, F_OK)) {
-		printf("--- FAIL: TestDevice (%s missing)\nFAIL\n",
-		       KNEM_DEVICE_FILENAME);
-		return 1;
-	}
-	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		run(&cases[i]);
-	printf(failures ? "FAIL\n" : "PASS\n");
-	return failures ? 1 : 0;
+	return ktest_main(cases, sizeof(cases) / sizeof(cases[0]));
 }

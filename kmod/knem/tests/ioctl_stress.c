@@ -3,7 +3,10 @@
  * ioctl_stress - random /dev/knem commands for a bounded time, from several
  * processes (one of them under another uid) that trade cookies through
  * shared memory, with random flags, lengths, offsets, bad addresses, files
- * closed with copies in flight and buffers unmapped under live regions.
+ * closed with copies in flight and buffers unmapped under live regions,
+ * NOTIFY_FD copies and reads of their queue of every size, region
+ * attachments mapped, touched, split, detached and left to process exit,
+ * and a root worker that drops to another uid in the middle of its run.
  *
  *   ioctl_stress [seconds=10] [seed=1]
  *
@@ -104,6 +107,37 @@ static void fill_iovecs(struct knem_cmd_param_iovec *iov, uint32_t *nr,
 	*nr = n;
 }
 
+/* Attach a cookie, map some of it, read it, maybe unmap part or detach. */
+static void attach_op(int fd, knem_cookie_t *mine, int nmine)
+{
+	struct knem_cmd_attach_region at = {
+		.cookie = rnd_cookie(mine, nmine),
+		.protection = pick(10) ? 1 + pick(3) : rnd() & 0xf,
+		.flags = pick(20) ? 0 : rnd(),
+	};
+	uint64_t len, off;
+	volatile unsigned char *p;
+
+	if (ioctl(fd, KNEM_CMD_ATTACH_REGION, &at)) {
+		if (!pick(4)) {
+			off = pick(4) ? rnd() << 32 : rnd();
+			ioctl(fd, KNEM_CMD_DETACH_REGION, &off);
+		}
+		return;
+	}
+	len = pick(5) ? at.map_length : 4096 * (1 + pick(8));
+	off = at.offset + (pick(5) ? 0 : 4096 * pick(4));
+	p = mmap(NULL, len, pick(4) ? PROT_READ : PROT_READ | PROT_WRITE,
+		 pick(10) ? MAP_SHARED : MAP_PRIVATE, fd, off);
+	if (p != MAP_FAILED) {
+		(void)p[pick(len)];
+		if (pick(2))
+			munmap((void *)p, pick(2) ? len : 4096);
+	}
+	if (pick(2))
+		ioctl(fd, KNEM_CMD_DETACH_REGION, &at.offset);
+}
+
 static void one_op(int *fd, unsigned char **buf, knem_cookie_t *mine,
 		   int *nmine, void **slots)
 {
@@ -117,13 +151,14 @@ static void one_op(int *fd, unsigned char **buf, knem_cookie_t *mine,
 		struct knem_cmd_init_send_param is;
 		struct knem_cmd_sync_recv_param sr;
 		struct knem_cmd_init_async_recv_param ar;
+		struct knem_cmd_attach_region at;
 		knem_cookie_t cookie;
 	} u;
 	uint64_t mask = rnd();
 
 	memset(&u, 0, sizeof(u));
 	memset(iov, 0, sizeof(iov));
-	switch (pick(16)) {
+	switch (pick(18)) {
 	case 0:
 	case 1:
 	case 2:
@@ -151,7 +186,7 @@ static void one_op(int *fd, unsigned char **buf, knem_cookie_t *mine,
 		u.icb.remote_cookie = rnd_cookie(mine, *nmine);
 		u.icb.remote_offset = pick(3) ? pick(BUFSZ) : rnd_len();
 		u.icb.length = rnd_len();
-		u.icb.flags = rnd_flags() & ~KNEM_FLAG_NOTIFY_FD;
+		u.icb.flags = rnd_flags();
 		u.icb.async_status_index = pick(5000);
 		ioctl(*fd, pick(2) ? KNEM_CMD_INLINE_COPY_BOUNDED :
 		      KNEM_CMD_INLINE_COPY, &u.icb);
@@ -194,14 +229,22 @@ static void one_op(int *fd, unsigned char **buf, knem_cookie_t *mine,
 		fill_iovecs(iov, &u.ar.recv_iovec_nr, *buf);
 		u.ar.recv_iovec_array = (uintptr_t)iov;
 		u.ar.send_cookie = rnd_cookie(mine, *nmine);
-		u.ar.flags = rnd_flags() & ~KNEM_FLAG_NOTIFY_FD;
+		u.ar.flags = rnd_flags();
 		u.ar.status_index = pick(5000);
 		ioctl(*fd, pick(2) ? KNEM_CMD_SYNC_RECV :
 		      KNEM_CMD_INIT_ASYNC_RECV, &u.ar);
 		break;
 	case 14:
-		ioctl(*fd, pick(2) ? KNEM_CMD_GET_INFO :
-		      _IOWR('K', pick(256), struct knem_cmd_info), &u.info);
+		if (pick(2)) {
+			ioctl(*fd, pick(2) ? KNEM_CMD_GET_INFO :
+			      _IOWR('K', pick(256), struct knem_cmd_info),
+			      &u.info);
+		} else {
+			/* NOTIFY_FD queue: any size, never blocking here */
+			uint32_t idx[64];
+
+			read(*fd, idx, pick(4) ? 4 * (1 + pick(64)) : pick(300));
+		}
 		break;
 	case 15:
 		if (!pick(8)) {
@@ -210,7 +253,7 @@ static void one_op(int *fd, unsigned char **buf, knem_cookie_t *mine,
 				munmap(*slots, 8192);
 			*slots = NULL;
 			close(*fd);
-			*fd = open(KNEM_DEVICE_FILENAME, O_RDWR);
+			*fd = open(KNEM_DEVICE_FILENAME, O_RDWR | O_NONBLOCK);
 			*nmine = 0;
 		} else if (!pick(4)) {
 			/* regions outlive the mapping they pinned */
@@ -220,6 +263,10 @@ static void one_op(int *fd, unsigned char **buf, knem_cookie_t *mine,
 			memset(*buf, 1, BUFSZ);
 		}
 		break;
+	case 16:
+	case 17:
+		attach_op(*fd, mine, *nmine);
+		break;
 	}
 }
 
@@ -228,7 +275,7 @@ static void worker(int id, int seconds)
 	unsigned char *buf = mmap(NULL, BUFSZ, PROT_READ | PROT_WRITE,
 				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	knem_cookie_t mine[NCOOKIES];
-	int fd, nmine = 0;
+	int fd, nmine = 0, dropped = 0;
 	time_t end = time(NULL) + seconds;
 	void *slots = NULL;
 	unsigned long ops = 0;
@@ -240,9 +287,16 @@ static void worker(int id, int seconds)
 	fd = open(KNEM_DEVICE_FILENAME, O_RDWR);
 	if (fd < 0)
 		_exit(2);
+	fcntl(fd, F_SETFL, O_NONBLOCK);
 	while (time(NULL) < end) {
 		one_op(&fd, &buf, mine, &nmine, &slots);
 		ops++;
+		/* Root worker 0 drops privileges half way, descriptor open. */
+		if (id == 0 && !dropped && time(NULL) >= end - seconds / 2) {
+			if (setuid(65534))
+				_exit(4);
+			dropped = 1;
+		}
 	}
 	printf("    worker %d: %lu operations\n", id, ops);
 	_exit(0);

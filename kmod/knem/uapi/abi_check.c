@@ -27,6 +27,9 @@ ABI_IOCTL(KNEM_CMD_COPY, 0x80304B32u);
 ABI_IOCTL(KNEM_CMD_INLINE_COPY, 0x80304B33u);
 ABI_IOCTL(KNEM_CMD_COPY_BOUNDED, 0x80384B34u);
 ABI_IOCTL(KNEM_CMD_INLINE_COPY_BOUNDED, 0x80384B35u);
+/* knemesis extension, behind KNEM_FEATURE_ATTACH */
+ABI_IOCTL(KNEM_CMD_ATTACH_REGION, 0xC0304B40u);
+ABI_IOCTL(KNEM_CMD_DETACH_REGION, 0x40084B41u);
 
 _Static_assert(KNEM_ABI_VERSION == 0xd, "ABI version");
 _Static_assert(sizeof(knem_cookie_t) == 8, "cookie is u64");
@@ -34,6 +37,7 @@ _Static_assert(sizeof(knem_status_t) == 1, "status is u8");
 _Static_assert(KNEM_STATUS_PENDING == 0 && KNEM_STATUS_SUCCESS == 1 &&
 	       KNEM_STATUS_FAILED == 2, "status values");
 _Static_assert(KNEM_FEATURE_DMA == 1, "feature DMA");
+_Static_assert(KNEM_FEATURE_ATTACH == 2, "feature ATTACH");
 _Static_assert(KNEM_FLAG_DMA == 1 && KNEM_FLAG_ASYNCDMACOMPLETE == 2 &&
 	       KNEM_FLAG_DMATHREAD == 4 && KNEM_FLAG_MEMCPYTHREAD == 8 &&
 	       KNEM_FLAG_PINLOCAL == 16 && KNEM_FLAG_SINGLEUSE == 32 &&
@@ -130,6 +134,15 @@ ABI_AT(struct knem_cmd_sync_recv_param, status, 12);
 ABI_AT(struct knem_cmd_sync_recv_param, send_cookie, 16);
 ABI_AT(struct knem_cmd_sync_recv_param, flags, 24);
 ABI_AT(struct knem_cmd_sync_recv_param, pad, 28);
+
+ABI_SIZE(struct knem_cmd_attach_region, 48);
+ABI_AT(struct knem_cmd_attach_region, cookie, 0);
+ABI_AT(struct knem_cmd_attach_region, protection, 8);
+ABI_AT(struct knem_cmd_attach_region, flags, 12);
+ABI_AT(struct knem_cmd_attach_region, offset, 16);
+ABI_AT(struct knem_cmd_attach_region, map_length, 24);
+ABI_AT(struct knem_cmd_attach_region, data_offset, 32);
+ABI_AT(struct knem_cmd_attach_region, data_length, 40);
 
 int main(void)
 {

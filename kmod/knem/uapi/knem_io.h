@@ -41,6 +41,7 @@ typedef __u8 knem_status_t;
 
 /* GET_INFO features */
 #define KNEM_FEATURE_DMA	(1U << 0)	/* a DMA_MEMCPY channel is usable */
+#define KNEM_FEATURE_ATTACH	(1U << 1)	/* ATTACH_REGION (knemesis) */
 
 /* Flags of region creation and of copies. */
 #define KNEM_FLAG_DMA			(1U << 0)
@@ -158,6 +159,30 @@ struct knem_cmd_sync_recv_param {
 	__u32 pad;
 };
 
+/*
+ * Region attach, a knemesis extension behind KNEM_FEATURE_ATTACH (ABI 0xd
+ * and every command above are unchanged): map a region one may copy from
+ * (and, with PROT_WRITE, to) into one's own address space and copy with
+ * plain loads and stores.  ATTACH_REGION checks the cookie as a copy does
+ * (EINVAL, EPERM, EACCES; SINGLEUSE regions and regions whose iovecs do not
+ * join page to page are EINVAL) and returns an mmap offset of the
+ * descriptor; mmap(MAP_SHARED) there, with at most the attached protection,
+ * maps map_length bytes (or a page-aligned part of them) whose byte
+ * data_offset is the region's first byte.  The mapping holds the region's
+ * pages until it is unmapped, also after the region is destroyed or its
+ * creator exits; the attachment itself lasts until DETACH_REGION (its
+ * offset) or close, and maps again only while the region lives.
+ */
+struct knem_cmd_attach_region {
+	knem_cookie_t cookie;	/* the region */
+	__u32 protection;	/* PROT_READ, optionally | PROT_WRITE */
+	__u32 flags;		/* 0 */
+	__u64 offset;		/* out: mmap offset of the attachment */
+	__u64 map_length;	/* out: bytes of the whole mapping */
+	__u64 data_offset;	/* out: the region's first byte in the mapping */
+	__u64 data_length;	/* out: the region's length */
+};
+
 #define KNEM_CMD_MAGIC	'K'
 
 #define KNEM_CMD_GET_INFO	_IOW(KNEM_CMD_MAGIC, 0x10, struct knem_cmd_info)
@@ -172,14 +197,22 @@ struct knem_cmd_sync_recv_param {
 #define KNEM_CMD_COPY_BOUNDED	_IOR(KNEM_CMD_MAGIC, 0x34, struct knem_cmd_copy_bounded)
 #define KNEM_CMD_INLINE_COPY_BOUNDED \
 	_IOR(KNEM_CMD_MAGIC, 0x35, struct knem_cmd_inline_copy_bounded)
+#define KNEM_CMD_ATTACH_REGION	\
+	_IOWR(KNEM_CMD_MAGIC, 0x40, struct knem_cmd_attach_region)
+#define KNEM_CMD_DETACH_REGION	_IOW(KNEM_CMD_MAGIC, 0x41, __u64)
 
 /*
  * Asynchronous copies (current_status PENDING on return) finish by setting
- * their status slot to SUCCESS or FAILED.  With KNEM_FLAG_NOTIFY_FD the slot
- * index is also queued on the file descriptor: read() on a descriptor opened
- * for writing returns completed indexes as __u32 values (poll() reports
- * POLLIN while some are queued).  read() on a read-only descriptor returns
- * human-readable statistics instead.
+ * their status slot to SUCCESS or FAILED.  With KNEM_FLAG_NOTIFY_FD (only
+ * with MEMCPYTHREAD or DMATHREAD, never ASYNCDMACOMPLETE: EINVAL) the slot
+ * index is also queued on the file descriptor, in a queue of as many
+ * entries as status slots (a submission that would overflow it: EBUSY).
+ * read() of N bytes (a multiple of 4, else EINVAL) on a descriptor opened
+ * for writing blocks until N / 4 indexes (__u32) are queued, or returns
+ * what is queued with O_NONBLOCK (EAGAIN if nothing); poll() reports
+ * POLLIN while some are queued, POLLERR without a status array.  read()
+ * on a read-only descriptor returns human-readable statistics instead,
+ * and every ioctl on it fails with EBADF.
  */
 typedef __u32 knem_notify_index_t;
 

@@ -23,6 +23,10 @@ const (
 // FeatureDMA is set in Info.Features when a DMA_MEMCPY channel is usable.
 const FeatureDMA = 1 << 0
 
+// FeatureAttach is set when the driver has CmdAttachRegion (a knemesis
+// extension; ABI 0xd is unchanged).
+const FeatureAttach = 1 << 1
+
 // Flags of region creation and of copies.
 const (
 	FlagDMA              = 1 << 0
@@ -156,6 +160,17 @@ type SyncRecvParam struct {
 	Pad            uint32
 }
 
+// AttachRegion is struct knem_cmd_attach_region (FeatureAttach).
+type AttachRegion struct {
+	Cookie     Cookie
+	Protection uint32
+	Flags      uint32
+	Offset     uint64
+	MapLength  uint64
+	DataOffset uint64
+	DataLength uint64
+}
+
 // The asm-generic ioctl encoding (x86-64 and arm64 share it): direction in
 // bits 30-31, argument size in bits 16-29, 'K' in bits 8-15, number below.
 const (
@@ -178,4 +193,6 @@ const (
 	CmdInlineCopy        = iocRead | magic | 0x33 | unsafe.Sizeof(InlineCopy{})<<16
 	CmdCopyBounded       = iocRead | magic | 0x34 | unsafe.Sizeof(CopyBounded{})<<16
 	CmdInlineCopyBounded = iocRead | magic | 0x35 | unsafe.Sizeof(InlineCopyBounded{})<<16
+	CmdAttachRegion      = iocRead | iocWrite | magic | 0x40 | unsafe.Sizeof(AttachRegion{})<<16
+	CmdDetachRegion      = iocWrite | magic | 0x41 | unsafe.Sizeof(uint64(0))<<16
 )

@@ -58,6 +58,12 @@ static const struct field fields[] = {
 	F(knem_cmd_inline_copy, flags), F(knem_cmd_inline_copy, current_status),
 	F(knem_cmd_inline_copy, async_status_index), F(knem_cmd_inline_copy, pad),
 
+	F(knem_cmd_attach_region, cookie), F(knem_cmd_attach_region, protection),
+	F(knem_cmd_attach_region, flags), F(knem_cmd_attach_region, offset),
+	F(knem_cmd_attach_region, map_length),
+	F(knem_cmd_attach_region, data_offset),
+	F(knem_cmd_attach_region, data_length),
+
 	F(knem_cmd_init_send_param, send_iovec_array),
 	F(knem_cmd_init_send_param, send_iovec_nr),
 	F(knem_cmd_init_send_param, flags), F(knem_cmd_init_send_param, send_cookie),
@@ -86,7 +92,7 @@ static const struct size {
 	S(knem_cmd_create_region), S(knem_cmd_copy_bounded), S(knem_cmd_copy),
 	S(knem_cmd_inline_copy_bounded), S(knem_cmd_inline_copy),
 	S(knem_cmd_init_send_param), S(knem_cmd_init_async_recv_param),
-	S(knem_cmd_sync_recv_param),
+	S(knem_cmd_sync_recv_param), S(knem_cmd_attach_region),
 	{ "knem_cookie_t", sizeof(knem_cookie_t) },
 	{ "knem_status_t", sizeof(knem_status_t) },
 	{ "knem_notify_index_t", sizeof(knem_notify_index_t) },
@@ -97,7 +103,8 @@ static const unsigned long ioctls[] = {
 	KNEM_CMD_CREATE_REGION, KNEM_CMD_DESTROY_REGION,
 	KNEM_CMD_INIT_ASYNC_RECV, KNEM_CMD_SYNC_RECV, KNEM_CMD_COPY,
 	KNEM_CMD_INLINE_COPY, KNEM_CMD_COPY_BOUNDED,
-	KNEM_CMD_INLINE_COPY_BOUNDED,
+	KNEM_CMD_INLINE_COPY_BOUNDED, KNEM_CMD_ATTACH_REGION,
+	KNEM_CMD_DETACH_REGION,
 };
 
 // Go cannot take the address of static C data; these can.
@@ -139,7 +146,7 @@ func Sizes() map[string]uintptr {
 // Ioctls are the header's command numbers, in the order of uapi's Cmd
 // constants: GET_INFO, BIND_OFFLOAD, INIT_SEND, CREATE_REGION,
 // DESTROY_REGION, INIT_ASYNC_RECV, SYNC_RECV, COPY, INLINE_COPY,
-// COPY_BOUNDED, INLINE_COPY_BOUNDED.
+// COPY_BOUNDED, INLINE_COPY_BOUNDED, ATTACH_REGION, DETACH_REGION.
 func Ioctls() []uintptr {
 	out := make([]uintptr, C.ioctl_count())
 	for i := range out {
@@ -155,6 +162,7 @@ var Constants = map[string]uint64{
 	"KNEM_STATUS_SUCCESS":             C.KNEM_STATUS_SUCCESS,
 	"KNEM_STATUS_FAILED":              C.KNEM_STATUS_FAILED,
 	"KNEM_FEATURE_DMA":                C.KNEM_FEATURE_DMA,
+	"KNEM_FEATURE_ATTACH":             C.KNEM_FEATURE_ATTACH,
 	"KNEM_FLAG_DMA":                   C.KNEM_FLAG_DMA,
 	"KNEM_FLAG_ASYNCDMACOMPLETE":      C.KNEM_FLAG_ASYNCDMACOMPLETE,
 	"KNEM_FLAG_DMATHREAD":             C.KNEM_FLAG_DMATHREAD,

@@ -24,6 +24,7 @@ var goTypes = map[string]reflect.Type{
 	"knem_cmd_init_send_param":       reflect.TypeFor[uapi.InitSendParam](),
 	"knem_cmd_init_async_recv_param": reflect.TypeFor[uapi.InitAsyncRecvParam](),
 	"knem_cmd_sync_recv_param":       reflect.TypeFor[uapi.SyncRecvParam](),
+	"knem_cmd_attach_region":         reflect.TypeFor[uapi.AttachRegion](),
 }
 
 // camel turns a C member name into the Go field name: ignored_flags →
@@ -76,11 +77,11 @@ func TestStructLayouts(t *testing.T) {
 func TestIoctlNumbers(t *testing.T) {
 	names := []string{"GET_INFO", "BIND_OFFLOAD", "INIT_SEND", "CREATE_REGION",
 		"DESTROY_REGION", "INIT_ASYNC_RECV", "SYNC_RECV", "COPY", "INLINE_COPY",
-		"COPY_BOUNDED", "INLINE_COPY_BOUNDED"}
+		"COPY_BOUNDED", "INLINE_COPY_BOUNDED", "ATTACH_REGION", "DETACH_REGION"}
 	goCmds := []uintptr{uapi.CmdGetInfo, uapi.CmdBindOffload, uapi.CmdInitSend,
 		uapi.CmdCreateRegion, uapi.CmdDestroyRegion, uapi.CmdInitAsyncRecv,
 		uapi.CmdSyncRecv, uapi.CmdCopy, uapi.CmdInlineCopy, uapi.CmdCopyBounded,
-		uapi.CmdInlineCopyBounded}
+		uapi.CmdInlineCopyBounded, uapi.CmdAttachRegion, uapi.CmdDetachRegion}
 	c := Ioctls()
 	if len(c) != len(goCmds) {
 		t.Fatalf("header lists %d ioctls, uapi %d", len(c), len(goCmds))
@@ -90,9 +91,11 @@ func TestIoctlNumbers(t *testing.T) {
 			t.Errorf("KNEM_CMD_%s: header %#x, uapi %#x", names[i], c[i], goCmds[i])
 		}
 	}
-	// The documented x86-64 values, so that a header edit cannot move both.
+	// The documented x86-64 values, so that a header edit cannot move both
+	// (the last two are the knemesis attach extension).
 	want := []uintptr{0x40104B10, 0x80104B11, 0xC0184B20, 0xC0204B21, 0x80084B22,
-		0x80204B30, 0x80204B31, 0x80304B32, 0x80304B33, 0x80384B34, 0x80384B35}
+		0x80204B30, 0x80204B31, 0x80304B32, 0x80304B33, 0x80384B34, 0x80384B35,
+		0xC0304B40, 0x40084B41}
 	for i := range want {
 		if goCmds[i] != want[i] {
 			t.Errorf("KNEM_CMD_%s = %#x, KNEM ABI 0xd says %#x", names[i], goCmds[i], want[i])
@@ -107,6 +110,7 @@ func TestConstants(t *testing.T) {
 		"KNEM_STATUS_SUCCESS":             uapi.StatusSuccess,
 		"KNEM_STATUS_FAILED":              uapi.StatusFailed,
 		"KNEM_FEATURE_DMA":                uapi.FeatureDMA,
+		"KNEM_FEATURE_ATTACH":             uapi.FeatureAttach,
 		"KNEM_FLAG_DMA":                   uapi.FlagDMA,
 		"KNEM_FLAG_ASYNCDMACOMPLETE":      uapi.FlagAsyncDMAComplete,
 		"KNEM_FLAG_DMATHREAD":             uapi.FlagDMAThread,
