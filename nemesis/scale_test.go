@@ -34,7 +34,7 @@ const scaleProcs = 192
 // checks that the job left nothing in /dev/shm.
 func TestJob192(t *testing.T) {
 	job := launch.NewJobName()
-	launchtest.RunOpts(t, scaleProcs, launchtest.Options{Job: job, Timeout: 4 * time.Minute}, func(p launch.Proc) error {
+	launchtest.RunOpts(t, scaleProcs, launchtest.Options{Job: job, Timeout: 4 * time.Minute, ExitEarly: []int{scaleProcs - 1}}, func(p launch.Proc) error {
 		start := time.Now()
 		ep, err := JoinProc(p, nil)
 		if err != nil {
