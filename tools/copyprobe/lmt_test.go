@@ -3,9 +3,11 @@ package copyprobe_test
 import (
 	"testing"
 
+	_ "github.com/knemesis/knemesis/cma" // registers the CMA backends
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	_ "github.com/knemesis/knemesis/pipe"     // registers the pipe backend
+	_ "github.com/knemesis/knemesis/shm"      // registers the shm backend
 	_ "github.com/knemesis/knemesis/vmsplice" // registers the vmsplice backend
 )
 

@@ -17,6 +17,7 @@ import (
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
+	_ "github.com/knemesis/knemesis/shm" // the fallback when Yama refuses CMA
 	"golang.org/x/sys/unix"
 )
 
