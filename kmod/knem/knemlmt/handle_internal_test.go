@@ -35,7 +35,7 @@ func TestDecodeHandleCorrupt(t *testing.T) {
 		c, err := decodeHandle(2, tc.h, tc.msgLen)
 		var ce *lmt.CorruptError
 		if c != 0 || !errors.As(err, &ce) || ce.Rank != 2 || err.Error() != tc.want {
-			t.Errorf("%s: cookie %#x, error %v\nwant 0, %s", tc.name, c, err, tc.want)
+			t.Errorf("%s: cookie %#x, error %v\nwant 0, %s", tc.name, uint64(c), err, tc.want)
 		}
 	}
 	if c, err := decodeHandle(2, knemHandle(0, 0), 0); c != 0 || err != nil {
@@ -58,7 +58,7 @@ func FuzzDecodeHandle(f *testing.F) {
 		c, err := decodeHandle(1, h, msgLen)
 		if err != nil {
 			if !errors.Is(err, lmt.ErrCorrupt) || c != 0 {
-				t.Fatalf("refusal %v with cookie %#x", err, c)
+				t.Fatalf("refusal %v with cookie %#x", err, uint64(c))
 			}
 			return
 		}
