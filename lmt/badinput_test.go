@@ -10,7 +10,9 @@ import (
 // TestNewBadConfig: every invalid Config field is refused by New with an
 // error naming it.
 func TestNewBadConfig(t *testing.T) {
-	good := func() lmt.Config { return lmt.Config{Rank: 0, Size: 2, Job: "bad-config", Control: loopEnd{&loop{}, 0}} }
+	good := func() lmt.Config {
+		return lmt.Config{Rank: 0, Size: 2, Job: "bad-config", Control: loopEnd{&loop{}, 0}}
+	}
 	for _, tc := range []struct {
 		name string
 		edit func(*lmt.Config)
