@@ -3,6 +3,8 @@ package lmt_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/knemesis/knemesis/lmt"
@@ -47,5 +49,28 @@ func TestCorruptDone(t *testing.T) {
 				t.Fatalf("rank 1 was sent %d packets, want one failed DONE", len(l.queue[1]))
 			}
 		})
+	}
+}
+
+// TestCMAHandleNamesAnotherProcess: a cma RTS whose handle names another
+// process than the sender's (as the job knows it) is refused with a
+// CorruptError before any copy: the receiver would otherwise read a third
+// process's memory. The sender is told.
+func TestCMAHandleNamesAnotherProcess(t *testing.T) {
+	l := newLoop(t, "cma")
+	s := startSend(t, l, make([]byte, 1000))
+	rts := append([]byte(nil), s.rts...)
+	binary.LittleEndian.PutUint32(rts[32:], 1) // init's pid, in the handle after the header
+	tr, err := l.engs[1].StartRecv(0, rts, [][]byte{make([]byte, 1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("lmt: rank 0 wrote a corrupt cma handle's pid: 1, but rank 0 is process %d", os.Getpid())
+	var ce *lmt.CorruptError
+	if !tr.Done() || !errors.As(tr.Err(), &ce) || tr.Err().Error() != want || tr.Moved() != 0 {
+		t.Fatalf("receive: done %v, moved %d, error %v\nwant done, 0, %s", tr.Done(), tr.Moved(), tr.Err(), want)
+	}
+	if len(l.queue[0]) != 1 || lmt.PacketType(l.queue[0][0]) != "DONE" || l.queue[0][0][2] != 1 {
+		t.Fatalf("rank 0 was sent %d packets, want one failed DONE", len(l.queue[0]))
 	}
 }
