@@ -132,3 +132,38 @@ func TestStartBadInput(t *testing.T) {
 		t.Fatalf("StartSend after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestNilIovecs: a nil iovec list is an empty message to send, and a
+// receive buffer of no bytes, which truncates a longer message to nothing
+// (the sender still completes) without writing anywhere.
+func TestNilIovecs(t *testing.T) {
+	for _, b := range []string{"shm", "cma"} {
+		t.Run(b, func(t *testing.T) {
+			l := newLoop(t, b)
+			rts := make([]byte, 4096)
+			snd, k, err := l.engs[0].StartSend(1, nil, "", rts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rcv, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{make([]byte, 10)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.wait(t, snd, rcv)
+			if snd.Err() != nil || rcv.Err() != nil || snd.Len() != 0 || rcv.Len() != 0 {
+				t.Fatalf("empty message: sender %v (%d bytes), receiver %v (%d bytes)", snd.Err(), snd.Len(), rcv.Err(), rcv.Len())
+			}
+
+			s := startSend(t, l, make([]byte, 100))
+			rcv, err = l.engs[1].StartRecv(0, s.rts, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.wait(t, s.tr, rcv)
+			var te *lmt.TruncationError
+			if !errors.As(rcv.Err(), &te) || *te != (lmt.TruncationError{Len: 100, Cap: 0}) || rcv.Moved() != 0 || s.tr.Err() != nil {
+				t.Fatalf("100 bytes into nil: receiver %v, moved %d; sender %v; want a truncation to 0, 0, nil", rcv.Err(), rcv.Moved(), s.tr.Err())
+			}
+		})
+	}
+}
