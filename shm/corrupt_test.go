@@ -119,7 +119,23 @@ func TestCorruptWritten(t *testing.T) {
 						return fmt.Errorf("byte %d of the receive buffer written from a corrupt ring", i)
 					}
 				}
-				return ch.SendMsg(0, []byte("checked"))
+				if err := ch.SendMsg(0, []byte("checked")); err != nil {
+					return err
+				}
+				// Rank 0 puts the counter back and sends again: the
+				// ring stays refused, at the next Start, with the
+				// same error.
+				if r, err = ch.NextRTS(0); err != nil {
+					return err
+				}
+				tr, err = eng.StartRecv(0, r, [][]byte{buf})
+				if err != nil {
+					return err
+				}
+				if !tr.Done() || tr.Err() == nil || tr.Err().Error() != want || tr.Moved() != 0 {
+					return fmt.Errorf("receive on the ring found corrupt before: done %v, %d bytes, error %v\nwant done, 0, %s", tr.Done(), tr.Moved(), tr.Err(), want)
+				}
+				return ch.SendMsg(0, []byte("checked again"))
 			})
 			if err := leftovers(name); err != nil {
 				t.Error(err)
@@ -152,6 +168,20 @@ func corruptWrittenSender(p launch.Proc, ch *lmttest.Channel, eng *lmt.Engine, w
 	var re *lmt.RemoteError
 	if !errors.As(tr.Err(), &re) || re.Rank != 1 || re.Msg != want {
 		return fmt.Errorf("sender: %v, want rank 1's failure %q", tr.Err(), want)
+	}
+	counter(mem, offWritten).Store(0)
+	tr, n, err = eng.StartSend(1, [][]byte{lmttest.Message(1<<20, 3)}, lmt.Shm, rts)
+	if err != nil {
+		return err
+	}
+	if err := ch.SendRTS(1, rts[:n]); err != nil {
+		return err
+	}
+	if err := pollUntil(ch, tr, 1, "checked again"); err != nil {
+		return err
+	}
+	if !errors.As(tr.Err(), &re) || re.Rank != 1 || re.Msg != want {
+		return fmt.Errorf("second send: %v, want rank 1's failure %q", tr.Err(), want)
 	}
 	return nil
 }
