@@ -477,8 +477,10 @@ func TestNoAllocPerMessage(t *testing.T) {
 // bytes are in the channel and the receiver's CTS is in, so a rank may
 // close and leave right after it; its Close must wait until the receiver
 // has taken them. Rank 1 matches the message (its CTS goes out) and then
-// stops polling for 300 ms: rank 0's Send returns meanwhile, and rank 1
-// must find rank 0 still there when it resumes, and the payload intact.
+// stops polling (a Poll would read the channel) until rank 0 reports that
+// its Send returned with the message in the channel; rank 0 then closes.
+// Rank 1 must find rank 0 still there and not past its Close, since it has
+// read nothing yet, and the payload intact. No step depends on timing.
 func TestCloseDeliversBufferedSends(t *testing.T) {
 	for _, b := range []string{"shm", "pipe"} {
 		t.Run(b, func(t *testing.T) {
@@ -488,17 +490,29 @@ func TestCloseDeliversBufferedSends(t *testing.T) {
 					return err
 				}
 				const n = 200<<10 + 3 // within the ring and the pipe
+				sent, closed := reportPath(ep, "sent"), reportPath(ep, "closed")
 				if p.Rank == 0 {
 					if err := ep.Send(1, 0, lmttest.Message(n, 5)); err != nil {
 						return err
 					}
+					if k := l.Engine().InChannel(); k != 1 {
+						return fmt.Errorf("Send returned with %d sends in the %s channel, want 1", k, b)
+					}
+					if err := report(sent, 1); err != nil {
+						return err
+					}
 					if err := l.Close(); err != nil {
+						return err
+					}
+					if err := report(closed, 1); err != nil {
 						return err
 					}
 					return ep.Close()
 				}
 				defer ep.Close()
 				defer l.Close()
+				defer os.Remove(sent)
+				defer os.Remove(closed)
 				pid, err := ep.PeerPID(0)
 				if err != nil {
 					return err
@@ -518,7 +532,10 @@ func TestCloseDeliversBufferedSends(t *testing.T) {
 						return err
 					}
 				}
-				time.Sleep(300 * time.Millisecond)
+				awaitReport(sent)
+				if _, err := os.Stat(closed); err == nil {
+					return fmt.Errorf("rank 0's Close returned before its %s send was read", b)
+				}
 				pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 				if k, err := unix.Poll(pfd, 0); err != nil || k != 0 {
 					return fmt.Errorf("rank 0 left (poll %d, %v) while its send was still in the %s channel", k, err, b)
@@ -535,12 +552,40 @@ func TestCloseDeliversBufferedSends(t *testing.T) {
 	}
 }
 
+// reportPath names a report file of ep's job (see report).
+func reportPath(ep *nemesis.Endpoint, what string) string {
+	return filepath.Join(os.TempDir(), "knemesis-"+ep.Job()+"-"+what)
+}
+
+// report writes b to path atomically: a rank tells another where it
+// stands without a message, which the other's Poll would have to take (and
+// with it read the LMT channel).
+func report(path string, b byte) error {
+	if err := os.WriteFile(path+".tmp", []byte{b}, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// awaitReport waits, without polling any endpoint, until path has been
+// written, and returns its byte. A rank that never reports leaves it to
+// launchtest's timeout.
+func awaitReport(path string) byte {
+	for {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return b[0]
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestSendCompletesInChannel: a send on shm or pipe completes before its
 // receiver reads a byte, once its bytes are in the channel and the CTS is
 // in; a vmsplice send, whose pipe references the sender's pages, does not.
-// Rank 1 matches the message (the CTS goes out) and stops polling until
-// rank 0 has reported, in a file, whether its send completed: any Poll of
-// rank 1 would also read the channel.
+// Rank 1 matches the message (the CTS goes out), says so in a file, and
+// stops polling until rank 0 has reported, in a file, whether its send
+// completed within a bounded number of polls once that CTS was in its
+// queue: any Poll of rank 1 would also read the channel.
 func TestSendCompletesInChannel(t *testing.T) {
 	for _, tc := range []struct {
 		backend string
@@ -555,9 +600,10 @@ func TestSendCompletesInChannel(t *testing.T) {
 				defer ep.Close()
 				defer l.Close()
 				const n = 100<<10 + 9
-				reportPath := filepath.Join(os.TempDir(), "knemesis-"+ep.Job()+"-report")
+				doneFile, ctsFile := reportPath(ep, "report"), reportPath(ep, "cts")
 				if p.Rank == 1 {
-					defer os.Remove(reportPath)
+					defer os.Remove(doneFile)
+					defer os.Remove(ctsFile)
 				}
 				var r nemesis.Request
 				if p.Rank == 1 {
@@ -570,14 +616,10 @@ func TestSendCompletesInChannel(t *testing.T) {
 							return err
 						}
 					}
-					var report []byte
-					for deadline := time.Now().Add(20 * time.Second); len(report) == 0; time.Sleep(time.Millisecond) {
-						if time.Now().After(deadline) {
-							return errors.New("rank 0 never reported")
-						}
-						report, _ = os.ReadFile(reportPath)
+					if err := report(ctsFile, 1); err != nil {
+						return err
 					}
-					if done := report[0] == 1; done != tc.early {
+					if done := awaitReport(doneFile) == 1; done != tc.early {
 						return fmt.Errorf("%s send done before its receiver read: %v, want %v", tc.backend, done, tc.early)
 					}
 					if err := ep.Wait(&r); err != nil {
@@ -593,22 +635,21 @@ func TestSendCompletesInChannel(t *testing.T) {
 						return err
 					}
 				}
-				// All bytes are in the pipe or ring: the CTS is in, or,
-				// for shm, on its way.
-				deadline := time.Now().Add(10 * time.Second)
-				for polls := 0; !r.Done() && (tc.early && time.Now().Before(deadline) || polls < 10000); polls++ {
+				// All bytes are in the pipe or ring, and rank 1's CTS is
+				// in rank 0's queue: a few polls take it, and an early
+				// send is done then, a vmsplice one not before rank 1
+				// reads.
+				awaitReport(ctsFile)
+				for polls := 0; !r.Done() && polls < 10000; polls++ {
 					if err := ep.Poll(); err != nil {
 						return err
 					}
 				}
-				report := []byte{0}
+				var done byte
 				if r.Done() {
-					report[0] = 1
+					done = 1
 				}
-				if err := os.WriteFile(reportPath+".tmp", report, 0o600); err != nil {
-					return err
-				}
-				if err := os.Rename(reportPath+".tmp", reportPath); err != nil {
+				if err := report(doneFile, done); err != nil {
 					return err
 				}
 				return ep.Wait(&r)

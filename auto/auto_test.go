@@ -1,6 +1,7 @@
 package auto_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/auto"
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -580,11 +582,30 @@ func TestNoAllocPerMessage(t *testing.T) {
 	}
 }
 
-// TestExample runs ExampleAttach as a job of two ranks.
+// TestExample runs ExampleAttach's ranks as a job of two: each must
+// succeed, and rank 0 report the 8 MiB message moved by a registered
+// backend under an eager limit below it; rank 1 reports nothing.
 func TestExample(t *testing.T) {
 	launchtest.RunOpts(t, 2, launchtest.Options{Env: []string{threshold.EnvTuning + "=" + filepath.Join(t.TempDir(), "none.json")}},
-		func(launch.Proc) error {
-			ExampleAttach()
+		func(p launch.Proc) error {
+			var out bytes.Buffer
+			if err := rank(p, &out); err != nil {
+				return err
+			}
+			if p.Rank != 0 {
+				if out.Len() != 0 {
+					return fmt.Errorf("rank %d wrote %q, want nothing", p.Rank, out.String())
+				}
+				return nil
+			}
+			var n, eager int
+			var backend string
+			if _, err := fmt.Sscanf(out.String(), "%d bytes via %s (eager up to %d bytes)\n", &n, &backend, &eager); err != nil {
+				return fmt.Errorf("rank 0 wrote %q: %v", out.String(), err)
+			}
+			if n != 8<<20 || !slices.Contains(lmt.Backends(), backend) || eager <= 0 || eager >= n {
+				return fmt.Errorf("rank 0 wrote %q: want %d bytes via one of %v with an eager limit below it", out.String(), 8<<20, lmt.Backends())
+			}
 			return nil
 		})
 }

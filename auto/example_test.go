@@ -2,6 +2,7 @@ package auto_test
 
 import (
 	"fmt"
+	"io"
 	"log"
 	"os"
 
@@ -16,13 +17,14 @@ import (
 // the pair's table, corrected by measurement, says.
 func ExampleAttach() {
 	if p, ok := launch.Self(); ok { // started by launch.Run
-		if err := rank(p); err != nil {
+		if err := rank(p, os.Stdout); err != nil {
 			log.Fatalf("rank %d: %v", p.Rank, err)
 		}
 	}
 }
 
-func rank(p launch.Proc) error {
+// rank is one rank's part; it writes what moved to w (TestExample checks it).
+func rank(p launch.Proc, w io.Writer) error {
 	ep, err := nemesis.JoinProc(p, nil)
 	if err != nil {
 		return err
@@ -54,6 +56,6 @@ func rank(p launch.Proc) error {
 		return err
 	}
 	st, _ := attach.Stats(&r)
-	fmt.Printf("%d bytes via %s (eager up to %d bytes)\n", st.Bytes, st.Backend, sel.EagerMax())
+	fmt.Fprintf(w, "%d bytes via %s (eager up to %d bytes)\n", st.Bytes, st.Backend, sel.EagerMax())
 	return nil
 }

@@ -80,6 +80,12 @@ func (c *cma) SetPeerHandle(t *lmt.Transfer, h []byte) error {
 			Reason: fmt.Sprintf("the peer runs in another PID namespace (pid:[%d], here pid:[%d]), where its pid %d names another process", pidns, c.pidns, pid),
 			Fix:    "start every rank in the same PID namespace"}
 	}
+	// The handle names the process whose memory the copy reads or
+	// writes: it must be the peer's own, as the job knows it, or a
+	// broken peer would have this process write into a third one.
+	if known := c.env.PeerPID(t.Peer()); known != 0 && pid != known {
+		return lmt.Corrupt(t.Peer(), c.Name()+" handle's pid", "%d, but rank %d is process %d", pid, t.Peer(), known)
+	}
 	c.pids[t.Peer()] = pid
 	return nil
 }

@@ -112,8 +112,9 @@ type Backend interface {
 // the CTS, whether that happened: if so, the sender starts over.
 type Early interface {
 	// Prefill moves at most max bytes of t from its cursor into the
-	// channel, before the CTS, without waiting for room.
-	Prefill(t *Transfer, max int) int
+	// channel, before the CTS, without waiting for room. An error (the
+	// channel is corrupt) fails t.
+	Prefill(t *Transfer, max int) (int, error)
 	// Kept reports, when t's CTS arrives, whether what Prefill moved is
 	// still in the channel for the receiver.
 	Kept(t *Transfer) bool

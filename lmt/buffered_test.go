@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
@@ -152,9 +151,12 @@ func TestBufferedReceiverFails(t *testing.T) {
 
 // TestDrainDeliversBufferedSends: a sender on shm or pipe completes with
 // its bytes still in the channel and may then close and exit at once:
-// Channel.Close (Engine.Drain) waits until the receiver, which only starts
-// reading 300 ms later, has taken them. A receiver that exits without
-// reading releases the sender's Close instead of holding it.
+// Channel.Close (Engine.Drain) waits until the receiver, which matched the
+// message but does not read until the sender has reported its send
+// complete, has taken them. A receiver that exits without reading releases
+// the sender's Close instead of holding it. Nothing here depends on how
+// long anything takes: the receiver does not progress its engine (which
+// would read) until the sender's report has arrived.
 func TestDrainDeliversBufferedSends(t *testing.T) {
 	const size = 200 << 10 // fits the shm ring (512 KiB) and the pipe
 	for _, backend := range []string{"shm", "pipe"} {
@@ -179,9 +181,14 @@ func TestDrainDeliversBufferedSends(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					// The sender meanwhile fills the channel, completes
-					// and closes.
-					time.Sleep(300 * time.Millisecond)
+					// The CTS is out. Deliver packets, never Progress,
+					// until the sender says its send completed.
+					if err := awaitMsg(ch, 0, "completed"); err != nil {
+						return err
+					}
+					if tr.Moved() != 0 {
+						return fmt.Errorf("receiver read %d bytes before the sender completed", tr.Moved())
+					}
 					if !reads {
 						return nil // this process exits, its message unread
 					}
@@ -200,8 +207,26 @@ func TestDrainDeliversBufferedSends(t *testing.T) {
 	}
 }
 
+// awaitMsg delivers control packets without progressing the engine until
+// src's next small message arrives, and checks it is want.
+func awaitMsg(ch *lmttest.Channel, src int, want string) error {
+	for {
+		if err := ch.Poll(); err != nil {
+			return err
+		}
+		if m, ok := ch.TryMsg(src); ok {
+			if string(m) != want {
+				return fmt.Errorf("rank %d said %q, want %q", src, m, want)
+			}
+			return nil
+		}
+	}
+}
+
 // sendAndClose sends one message of size to rank 1, checks that it
-// completed while its bytes were still in the channel, and closes.
+// completed while its bytes were still in the channel, tells rank 1 so,
+// and drains and closes: the drain must last until rank 1's DONE (reads)
+// or its death (!reads) has ended the send.
 func sendAndClose(ch *lmttest.Channel, eng *lmt.Engine, backend string, size int) error {
 	rts := make([]byte, 4096)
 	tr, n, err := eng.StartSend(1, [][]byte{lmttest.Message(size, 7)}, backend, rts)
@@ -214,14 +239,20 @@ func sendAndClose(ch *lmttest.Channel, eng *lmt.Engine, backend string, size int
 	if err := ch.Wait(tr); err != nil {
 		return err
 	}
-	if eng.InChannel() != 1 {
-		return fmt.Errorf("%s send completed with %d sends in the channel, want 1 (the test needs it to complete before the receiver reads)", backend, eng.InChannel())
+	if eng.InChannel() != 1 || eng.Pending() != 1 {
+		return fmt.Errorf("%s send completed with %d sends in the channel and %d pending, want 1 and 1", backend, eng.InChannel(), eng.Pending())
 	}
-	if err := ch.Close(); err != nil {
-		return fmt.Errorf("Close: %w", err)
+	if err := ch.SendMsg(1, []byte("completed")); err != nil {
+		return err
 	}
-	if eng.InChannel() != 0 {
-		return fmt.Errorf("Close returned with %d sends still in the channel", eng.InChannel())
+	if err := eng.Drain(ch.Poll); err != nil {
+		return fmt.Errorf("Drain: %w", err)
 	}
-	return nil
+	if err := eng.Progress(); err != nil { // sweeps what completed
+		return err
+	}
+	if eng.InChannel() != 0 || eng.Pending() != 0 || tr.Err() != nil {
+		return fmt.Errorf("Drain returned with %d sends in the channel, %d pending, send error %v; want 0, 0, nil", eng.InChannel(), eng.Pending(), tr.Err())
+	}
+	return ch.Close()
 }

@@ -62,7 +62,11 @@ func (ch *channel) fill(e *Engine, t *Transfer) {
 		return
 	}
 	max := int(min(int64(e.cfg.Chunk), t.length-t.moved))
-	n := ch.slot.early.Prefill(t, max)
+	n, err := ch.slot.early.Prefill(t, max)
+	if err != nil {
+		e.fail(t, err)
+		return
+	}
 	if n == 0 {
 		return
 	}

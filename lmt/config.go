@@ -1,6 +1,10 @@
 package lmt
 
 import (
+	"errors"
+	"fmt"
+	"strings"
+
 	"github.com/knemesis/knemesis/lmt/internal/knobs"
 )
 
@@ -129,4 +133,41 @@ func (c *Config) setDefaults() {
 	if len(c.Prefer) == 0 {
 		c.Prefer = defaultPrefer
 	}
+}
+
+// MaxMaxSegments bounds Config.MaxSegments: IOV_MAX, the most iovecs one
+// process_vm_readv takes. Every transfer's packet buffer has room for a
+// handle of MaxSegments segments.
+const MaxMaxSegments = 1024
+
+// validate refuses a Config no Engine can run with, naming the field. Zero
+// fields take their defaults; negative ones are mistakes.
+func (c *Config) validate() error {
+	if c.Size < 1 || c.Rank < 0 || c.Rank >= c.Size {
+		return fmt.Errorf("lmt: Config.Rank %d is out of range for Config.Size %d", c.Rank, c.Size)
+	}
+	if c.Job == "" || c.Control == nil {
+		return errors.New("lmt: Config needs a Job name and a Control channel")
+	}
+	if strings.ContainsAny(c.Job, "/\x00") {
+		return fmt.Errorf("lmt: Config.Job %q contains a slash or a NUL: it names files in /dev/shm and the job directory", c.Job)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"Chunk", c.Chunk}, {"CMAChunk", c.CMAChunk}, {"ShmSlots", c.ShmSlots}, {"ShmSlotSize", c.ShmSlotSize},
+		{"PipeSize", c.PipeSize}, {"MinPipeSize", c.MinPipeSize}, {"PipeChunk", c.PipeChunk}, {"MaxSegments", c.MaxSegments},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("lmt: Config.%s is %d, negative (0 takes the default)", f.name, f.v)
+		}
+	}
+	if c.MaxSegments > MaxMaxSegments {
+		return fmt.Errorf("lmt: Config.MaxSegments is %d, above IOV_MAX (%d)", c.MaxSegments, MaxMaxSegments)
+	}
+	if c.PipeSize > 0 && c.MinPipeSize > c.PipeSize {
+		return fmt.Errorf("lmt: Config.MinPipeSize %d is above Config.PipeSize %d", c.MinPipeSize, c.PipeSize)
+	}
+	return nil
 }

@@ -128,6 +128,20 @@
 // of a one-sided mechanism: its cookie is the handle, Step submits the copy
 // and reports bytes once the status word says so.
 //
+// # What a peer writes is not trusted
+//
+// As in nemesis, everything another process wrote is checked before it
+// drives a copy, a loop or an index: every field of a control packet
+// (type, reserved byte, status, payload length, a negative length, a DONE
+// claiming more than the message or a negative time), every field of a
+// handle (the segment handle's pid, count, length and 64-bit total, the
+// pid against the one the job knows; knem's cookie and length), and the
+// shm ring's counters in shared memory on every read. A bad value fails
+// the transfer, or the packet, with a [*CorruptError] naming the rank that
+// wrote it and the field ([ErrCorrupt] matches them all); the checks are
+// comparisons on the paths a good message takes, and allocate only when
+// they fail.
+//
 // # Availability
 //
 // [Check] tells whether a backend works here with a given peer and, when it

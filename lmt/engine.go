@@ -1,7 +1,6 @@
 package lmt
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 )
@@ -53,13 +52,10 @@ type Engine struct {
 
 // New creates an Engine with every registered backend.
 func New(cfg Config) (*Engine, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	cfg.setDefaults()
-	if cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size {
-		return nil, fmt.Errorf("lmt: rank %d of job size %d is out of range", cfg.Rank, cfg.Size)
-	}
-	if cfg.Job == "" || cfg.Control == nil {
-		return nil, errors.New("lmt: Config needs a Job name and a Control channel")
-	}
 	e := &Engine{cfg: cfg}
 	_ = monotonic() // calibrates the clock (2 ms, once a process) now, not on the first message
 	e.env = Env{Rank: cfg.Rank, Size: cfg.Size, Job: cfg.Job, Dir: cfg.Dir, Config: &e.cfg, PeerPID: e.peerPID}

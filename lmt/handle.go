@@ -33,29 +33,55 @@ func EncodeSegments(t *Transfer, pid int, pidns uint64, dst []byte) (int, error)
 
 // DecodeSegments reads a handle written by EncodeSegments into t's remote
 // buffer and returns the pid and its namespace, checking that the segments
-// cover the length the transfer moves.
+// cover the length the transfer moves. The handle comes from the peer and
+// is trusted in nothing: a field out of bounds is a [*CorruptError] naming
+// the peer and the field, and t's remote buffer is left empty.
 func DecodeSegments(t *Transfer, h []byte) (pid int, pidns uint64, err error) {
-	if len(h) < 16 {
-		return 0, 0, fmt.Errorf("lmt: segment handle of %d bytes is too short", len(h))
+	t.remote = t.remote[:0]
+	if len(h) < segHandleLen(0) {
+		return 0, 0, Corrupt(t.peer, "segment handle", "%d bytes, shorter than its %d-byte header", len(h), segHandleLen(0))
 	}
 	le := binary.LittleEndian
 	pid = int(le.Uint32(h[0:]))
-	n := int(le.Uint32(h[4:]))
+	n := uint64(le.Uint32(h[4:]))
 	pidns = le.Uint64(h[8:])
-	if n > t.e.cfg.MaxSegments || len(h) < segHandleLen(n) {
-		return 0, 0, fmt.Errorf("lmt: segment handle claims %d segments in %d bytes", n, len(h))
+	switch {
+	case pid <= 0 || pid > pidMaxLimit:
+		return 0, 0, Corrupt(t.peer, "pid in a segment handle", "%d, outside 1..%d", pid, pidMaxLimit)
+	case n > uint64(t.e.cfg.MaxSegments):
+		return 0, 0, Corrupt(t.peer, "segment count of a segment handle", "%d, above Config.MaxSegments %d", n, t.e.cfg.MaxSegments)
+	case uint64(len(h)) < uint64(segHandleLen(int(n))):
+		return 0, 0, Corrupt(t.peer, "segment handle", "%d bytes, %d segments need %d", len(h), n, segHandleLen(int(n)))
 	}
-	t.remote = t.remote[:0]
 	var total uint64
-	for i := 0; i < n; i++ {
+	for i := 0; i < int(n); i++ {
 		s := Segment{Addr: le.Uint64(h[16+16*i:]), Len: le.Uint64(h[24+16*i:])}
+		if s.Addr+s.Len < s.Addr || total+s.Len < total {
+			t.remote = t.remote[:0]
+			return 0, 0, segmentCorrupt(t.peer, i, s, total)
+		}
 		total += s.Len
 		t.remote = append(t.remote, s)
 	}
 	if total < uint64(t.length) {
-		return 0, 0, fmt.Errorf("lmt: peer buffer of %d bytes is shorter than the %d to move", total, t.length)
+		t.remote = t.remote[:0]
+		return 0, 0, Corrupt(t.peer, "segment handle", "its %d segments hold %d bytes, shorter than the %d to move", n, total, t.length)
 	}
 	return pid, pidns, nil
+}
+
+// pidMaxLimit is Linux's PID_MAX_LIMIT: no pid is larger on a 64-bit
+// kernel.
+const pidMaxLimit = 1 << 22
+
+// segmentCorrupt names what is wrong with segment i of a handle: it wraps
+// around the address space, or the lengths so far overflow 64 bits.
+func segmentCorrupt(rank, i int, s Segment, total uint64) error {
+	field := fmt.Sprintf("segment %d of a segment handle", i)
+	if s.Addr+s.Len < s.Addr {
+		return Corrupt(rank, field, "%d bytes at %#x wrap around the address space", s.Len, s.Addr)
+	}
+	return Corrupt(rank, field, "%d bytes after %d overflow a 64-bit total", s.Len, total)
 }
 
 func segHandleLen(n int) int { return 16 + 16*n }

@@ -58,22 +58,39 @@ func putHeader(p []byte, typ pktType, kind, status uint8, n int, src, dst uint64
 	le.PutUint64(p[24:], uint64(length))
 }
 
-// parseHeader fills h from p and returns p's payload. It writes h in place
-// rather than returning it: a returned header is built from byte stores and
-// copied out with 16-byte loads, which the store buffer cannot forward: a
-// stall on every packet of the receiver's path (docs/performance.md).
-func parseHeader(p []byte, h *header) ([]byte, error) {
+// parseHeader fills h from p, a packet rank wrote, and returns p's payload.
+// It writes h in place rather than returning it: a returned header is built
+// from byte stores and copied out with 16-byte loads, which the store buffer
+// cannot forward: a stall on every packet of the receiver's path
+// (docs/performance.md). Every field is checked, with one branch on the
+// path of a good packet; badHeader names the field of a bad one.
+func parseHeader(p []byte, h *header, rank int) ([]byte, error) {
 	if len(p) < hdrLen {
-		return nil, fmt.Errorf("lmt: control packet of %d bytes, shorter than the %d-byte header", len(p), hdrLen)
+		return nil, Corrupt(rank, "control packet", "%d bytes, shorter than the %d-byte header", len(p), hdrLen)
 	}
 	le := binary.LittleEndian
 	h.typ, h.kind, h.status = pktType(p[0]), p[1], p[2]
 	h.src, h.dst, h.length = le.Uint64(p[8:]), le.Uint64(p[16:]), int64(le.Uint64(p[24:]))
-	n := int(le.Uint32(p[4:]))
-	if h.typ < pktRTS || h.typ > pktDone || p[3] != 0 || n > len(p)-hdrLen || h.length < 0 {
-		return nil, fmt.Errorf("lmt: malformed control packet (type %d, payload %d of %d bytes)", p[0], n, len(p)-hdrLen)
+	n := uint64(le.Uint32(p[4:]))
+	if h.typ-pktRTS > pktDone-pktRTS || p[3]|h.status&^statusFailed != 0 || n > uint64(len(p)-hdrLen) || h.length < 0 {
+		return nil, badHeader(p, h, n, rank)
 	}
-	return p[hdrLen : hdrLen+n], nil
+	return p[hdrLen : hdrLen+int(n)], nil
+}
+
+// badHeader says which field of a header that parseHeader refused is wrong.
+func badHeader(p []byte, h *header, n uint64, rank int) error {
+	switch {
+	case h.typ < pktRTS || h.typ > pktDone:
+		return Corrupt(rank, "control packet type", "%d, not %d (RTS), %d (CTS) or %d (DONE)", p[0], pktRTS, pktCTS, pktDone)
+	case p[3] != 0:
+		return Corrupt(rank, "reserved byte of a control packet", "%d, not 0", p[3])
+	case h.status > statusFailed:
+		return Corrupt(rank, h.typ.String()+" status", "%d, not %d (ok) or %d (failed)", h.status, statusOK, statusFailed)
+	case n > uint64(len(p)-hdrLen):
+		return Corrupt(rank, h.typ.String()+" payload length", "%d bytes, but %d follow the header", n, len(p)-hdrLen)
+	}
+	return Corrupt(rank, h.typ.String()+" length", "%d, negative", h.length)
 }
 
 // IsRTS reports whether pkt is an RTS written by StartSend (for control

@@ -94,7 +94,7 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 		return nil, fmt.Errorf("lmt: source rank %d is not a peer", src)
 	}
 	var h header
-	payload, err := parseHeader(rts, &h)
+	payload, err := parseHeader(rts, &h, src)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func (e *Engine) fallback(t *Transfer) *channel {
 // HandleControl takes a packet the Engine of rank src sent through Control.
 func (e *Engine) HandleControl(src int, pkt []byte) error {
 	var h header
-	payload, err := parseHeader(pkt, &h)
+	payload, err := parseHeader(pkt, &h, src)
 	if err != nil {
 		return err
 	}
@@ -193,6 +193,11 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 			e.complete(t, &RemoteError{Rank: src, Msg: string(payload)})
 			return nil
 		}
+		if h.length > t.msgLen || int64(h.src) < 0 {
+			err := doneCorrupt(t, &h)
+			e.fail(t, err)
+			return err
+		}
 		if t.side == Sender && h.src != 0 {
 			t.stats.Moving = time.Duration(h.src) // see sendDone
 		}
@@ -200,6 +205,15 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 		return nil
 	}
 	return fmt.Errorf("lmt: unexpected %s packet from rank %d", h.typ, src)
+}
+
+// doneCorrupt names what is wrong with a successful DONE for t: it says
+// more bytes moved than the message holds, or a negative time.
+func doneCorrupt(t *Transfer, h *header) error {
+	if h.length > t.msgLen {
+		return Corrupt(t.peer, "DONE length", "%d bytes moved, the message has %d", h.length, t.msgLen)
+	}
+	return Corrupt(t.peer, "DONE time", "%d ns, negative", int64(h.src))
 }
 
 // onCTS takes a receiver's CTS: its id, the length it accepts, and the

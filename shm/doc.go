@@ -28,4 +28,13 @@
 // after its own CTS. It also lets a receiver skip what a truncated message
 // left behind. The ring holds a copy, so a send completes once its last
 // byte is in ([lmt.Buffered]).
+//
+// The peer's counter is read from a mapping it can write, so it is checked
+// on every read: written - read must lie in [0, slots]. Each side keeps its
+// own counter privately and only publishes it. A counter out of bounds
+// fails the transfer with an [lmt.CorruptError] naming the peer, instead
+// of walking 2^64 slots or waiting for room for ever, and the ring is not
+// used again; a Step looks at no more than the ring's slots whatever the
+// counters say. A ring whose first transfer fails before both sides mapped
+// it (the receiver died before its CTS) is unlinked at once.
 package shm

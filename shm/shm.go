@@ -52,7 +52,16 @@ type ring struct {
 	owners  []ownerWord
 	data    []byte
 	path    string
-	broken  bool
+	src     int // the sending rank
+	dst     int // the receiving rank
+	// mine is this side's own counter (written for the sender, read for
+	// the receiver), kept here: what the peer may overwrite in the
+	// mapping is only ever read for the peer's counter, and checked.
+	mine   uint64
+	broken bool
+	// corrupt is the error of a peer's counter out of bounds: the ring
+	// is unusable from then on.
+	corrupt error
 }
 
 // ownerWord is a slot's owner id alone in its 128-byte block.
@@ -105,6 +114,9 @@ func (s *shm) Start(t *lmt.Transfer) error {
 		unix.Unlink((*rp).path)
 		(*rp).path = ""
 	}
+	if (*rp).corrupt != nil {
+		return (*rp).corrupt
+	}
 	if (*rp).broken {
 		return fmt.Errorf("lmt: shm ring from rank %d to rank %d was left inconsistent by an earlier failed transfer", src, dst)
 	}
@@ -136,7 +148,7 @@ func (s *shm) open(src, dst int) (*ring, error) {
 		return nil, fmt.Errorf("lmt: shm ring %s has %d slots of %d bytes, this rank wants %d of %d (lmt.Config differs between ranks)",
 			path, g.Load()>>32, uint32(g.Load()), s.slots, s.slotSize)
 	}
-	return &ring{
+	r := &ring{
 		mem:     mem,
 		written: (*atomic.Uint64)(unsafe.Pointer(&mem[offWritten])),
 		read:    (*atomic.Uint64)(unsafe.Pointer(&mem[offRead])),
@@ -144,24 +156,36 @@ func (s *shm) open(src, dst int) (*ring, error) {
 		owners:  unsafe.Slice((*ownerWord)(unsafe.Pointer(&mem[offOwners])), s.slots),
 		data:    mem[hdr:],
 		path:    path,
-	}, nil
+		src:     src,
+		dst:     dst,
+	}
+	// Only this side advances its counter, which a new ring holds at 0;
+	// the peer's is checked against it on every read.
+	if src == s.env.Rank {
+		r.mine = r.written.Load()
+	} else {
+		r.mine = r.read.Load()
+	}
+	return r, nil
 }
 
 // Prefill implements lmt.Early: the sender's first slots, before the CTS.
-func (s *shm) Prefill(t *lmt.Transfer, max int) int {
+func (s *shm) Prefill(t *lmt.Transfer, max int) (int, error) {
 	r := s.out[t.Peer()]
 	if r == nil {
 		var err error
 		if r, err = s.open(s.env.Rank, t.Peer()); err != nil {
-			return 0 // the CTS will bring Start, and its error
+			return 0, nil // the CTS will bring Start, and its error
 		}
 		s.out[t.Peer()] = r
 	}
-	if r.broken {
-		return 0
+	if r.corrupt != nil {
+		return 0, r.corrupt
 	}
-	n, _ := s.push(r, t, max)
-	return n
+	if r.broken {
+		return 0, nil
+	}
+	return s.push(r, t, max)
 }
 
 // Kept implements lmt.Early.
@@ -177,10 +201,35 @@ func (s *shm) Step(t *lmt.Transfer, max int) (int, error) {
 	return s.pull(s.in[t.Peer()], t, max)
 }
 
+// The counters run on and never wrap in practice (2^64 slots), so the
+// sender is at most the ring's size ahead of the receiver: written - read
+// is in [0, slots] as unsigned numbers. A counter the peer wrote that
+// breaks this (the peer is broken, or the mapping was overwritten) fails
+// the transfer at once, naming the peer, instead of sending the receiver
+// through 2^64 slots or holding the sender back for ever; and the loops
+// below look at most at slots slots per Step whatever the counters say.
+
+// pushCorrupt and pullCorrupt record and return the error of a peer's
+// counter out of bounds.
+func (s *shm) pushCorrupt(r *ring, rd uint64) error {
+	r.corrupt = lmt.Corrupt(r.dst, fmt.Sprintf("read counter of the shm ring from rank %d to rank %d", r.src, r.dst),
+		"%d with %d written: not within the ring's %d slots behind it", rd, r.mine, s.slots)
+	return r.corrupt
+}
+
+func (s *shm) pullCorrupt(r *ring, w uint64) error {
+	r.corrupt = lmt.Corrupt(r.src, fmt.Sprintf("written counter of the shm ring from rank %d to rank %d", r.src, r.dst),
+		"%d with %d read: not within the ring's %d slots ahead of it", w, r.mine, s.slots)
+	return r.corrupt
+}
+
 func (s *shm) push(r *ring, t *lmt.Transfer, max int) (int, error) {
-	w, rd := r.written.Load(), r.read.Load()
+	w, rd := r.mine, r.read.Load()
+	if w-rd > s.slots {
+		return 0, s.pushCorrupt(r, rd)
+	}
 	n := 0
-	for n < max && w-rd < s.slots {
+	for i := uint64(0); i < s.slots && n < max && w-rd < s.slots; i++ {
 		off := int(w%s.slots) * s.slotSize
 		c := t.GatherAt(r.data[off:off+s.slotSize], n)
 		if c == 0 {
@@ -191,39 +240,43 @@ func (s *shm) push(r *ring, t *lmt.Transfer, max int) (int, error) {
 		// lines travel to the receiver's core (see internal/lineops).
 		lineops.StoreRelease64(&r.owners[w%s.slots].Uint64, t.ID())
 		w++
+		r.mine = w
 		lineops.StoreRelease64(r.written, w)
 		if w-rd == s.slots {
-			rd = r.read.Load()
+			if rd = r.read.Load(); w-rd > s.slots {
+				return 0, s.pushCorrupt(r, rd)
+			}
 		}
 	}
 	return n, nil
 }
 
 func (s *shm) pull(r *ring, t *lmt.Transfer, max int) (int, error) {
-	rd, w := r.read.Load(), r.written.Load()
+	rd, w := r.mine, r.written.Load()
+	if w-rd > s.slots {
+		return 0, s.pullCorrupt(r, w)
+	}
 	n := 0
-	for n < max && rd < w {
+	for i := uint64(0); i < s.slots && n < max && rd < w; i++ {
 		if o := r.owners[rd%s.slots].Load(); o != t.PeerID() {
 			// Filled early for a message matched later, or left by a
 			// truncated one: not ours.
 			lineops.StoreRelease64(r.revoked, o)
-			rd++
-			lineops.StoreRelease64(r.read, rd)
-			if rd == w {
-				w = r.written.Load()
+		} else {
+			off := int(rd%s.slots) * s.slotSize
+			c := t.ScatterAt(r.data[off:off+s.slotSize], n)
+			if c == 0 {
+				break
 			}
-			continue
+			n += c
 		}
-		off := int(rd%s.slots) * s.slotSize
-		c := t.ScatterAt(r.data[off:off+s.slotSize], n)
-		if c == 0 {
-			break
-		}
-		n += c
 		rd++
+		r.mine = rd
 		lineops.StoreRelease64(r.read, rd)
 		if rd == w {
-			w = r.written.Load()
+			if w = r.written.Load(); w-rd > s.slots {
+				return 0, s.pullCorrupt(r, w)
+			}
 		}
 	}
 	return n, nil
@@ -231,8 +284,15 @@ func (s *shm) pull(r *ring, t *lmt.Transfer, max int) (int, error) {
 
 func (s *shm) Abort(t *lmt.Transfer) {
 	rp, _, _ := s.ringFor(t)
-	if *rp != nil {
-		(*rp).broken = true
+	if r := *rp; r != nil {
+		r.broken = true
+		if r.path != "" {
+			// Nothing will map it any more: a transfer that failed
+			// before the sender's Start (the receiver died before its
+			// CTS, say) leaves nothing in /dev/shm.
+			unix.Unlink(r.path)
+			r.path = ""
+		}
 	}
 }
 

@@ -14,3 +14,5 @@ func TestSenderDies(t *testing.T)   { lmttest.RunPeerDies(t, lmt.Shm, 0) }
 func TestReceiverDies(t *testing.T) { lmttest.RunPeerDies(t, lmt.Shm, 1) }
 func TestManyPairs(t *testing.T)    { lmttest.RunManyPairs(t, lmt.Shm) }
 func TestManySegments(t *testing.T) { lmttest.RunManySegments(t, lmt.Shm) }
+
+func TestReceiverDiesBeforeCTS(t *testing.T) { lmttest.RunReceiverDiesBeforeCTS(t, lmt.Shm) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -161,6 +162,63 @@ func RunKilledAfterCTS(t *testing.T, backend string, inWindow []string) {
 	if _, child := launch.Self(); !child {
 		if err := wantListing("after the job", launch.JobDir(name), absent); err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// shmLeft lists what job left in /dev/shm.
+func shmLeft(job string) []string {
+	m, _ := filepath.Glob("/dev/shm/knemesis-" + job + "-*")
+	return m
+}
+
+// RunReceiverDiesBeforeCTS: the receiver dies once the RTS has reached it,
+// before it matches the message (so before any CTS), while the sender has
+// started filling the channel early where the backend lets it. The
+// sender's transfer must fail with a PeerError naming rank 1, and nothing
+// of the job may be left in /dev/shm, neither when it failed nor after
+// the sender's Close.
+func RunReceiverDiesBeforeCTS(t *testing.T, backend string) {
+	job := NewJob(2)
+	name := launch.NewJobName()
+	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Job: name, Timeout: time.Minute}, func(p launch.Proc) error {
+		ch, eng, err := Open(p, backend, nil)
+		if err != nil {
+			return err
+		}
+		if p.Rank == 1 {
+			if _, err := ch.NextRTS(0); err != nil {
+				return err
+			}
+			os.Exit(0) // as a killed rank: no CTS, no Close
+		}
+		rts := make([]byte, 4096)
+		tr, n, err := eng.StartSend(1, NewBuffer(1<<20, 0, false).Iov, backend, rts)
+		if err != nil {
+			return err
+		}
+		if err := ch.SendRTS(1, rts[:n]); err != nil {
+			return err
+		}
+		err = ch.Wait(tr)
+		var pe *lmt.PeerError
+		if !errors.As(err, &pe) || pe.Rank != 1 || !errors.Is(err, lmt.ErrPeerGone) || tr.Err() != err {
+			return fmt.Errorf("send to a receiver dead before its CTS: %v, want a PeerError naming rank 1", err)
+		}
+		if m := shmLeft(p.Job); len(m) != 0 {
+			return fmt.Errorf("after the PeerError, /dev/shm holds %q", m)
+		}
+		if err := eng.Close(); err != nil {
+			return err
+		}
+		if m := shmLeft(p.Job); len(m) != 0 {
+			return fmt.Errorf("after Close, /dev/shm holds %q", m)
+		}
+		return nil
+	})
+	if _, child := launch.Self(); !child {
+		if m := shmLeft(name); len(m) != 0 {
+			t.Errorf("after the job, /dev/shm holds %q", m)
 		}
 	}
 }

@@ -226,18 +226,28 @@ func (b *backend) Handle(t *lmt.Transfer, dst []byte) (int, error) {
 }
 
 func (b *backend) SetPeerHandle(t *lmt.Transfer, h []byte) error {
-	if len(h) != handleLen {
-		return fmt.Errorf("knemlmt: handle from rank %d has %d bytes, want %d", t.Peer(), len(h), handleLen)
-	}
-	c := knem.Cookie(binary.LittleEndian.Uint64(h))
-	if n := int64(binary.LittleEndian.Uint64(h[8:])); n != t.MessageLen() {
-		return fmt.Errorf("knemlmt: handle from rank %d says %d bytes, the RTS %d", t.Peer(), n, t.MessageLen())
-	}
-	if c == 0 && t.MessageLen() != 0 {
-		return fmt.Errorf("knemlmt: rank %d sent no cookie for %d bytes", t.Peer(), t.MessageLen())
+	c, err := decodeHandle(t.Peer(), h, t.MessageLen())
+	if err != nil {
+		return err
 	}
 	b.setState(t, c, 0)
 	return nil
+}
+
+// decodeHandle reads the handle rank sent in the RTS of a message of
+// msgLen bytes; what the peer wrote is checked, not trusted.
+func decodeHandle(rank int, h []byte, msgLen int64) (knem.Cookie, error) {
+	if len(h) != handleLen {
+		return 0, lmt.Corrupt(rank, "knem handle", "%d bytes, want %d", len(h), handleLen)
+	}
+	c := knem.Cookie(binary.LittleEndian.Uint64(h))
+	if n := int64(binary.LittleEndian.Uint64(h[8:])); n != msgLen {
+		return 0, lmt.Corrupt(rank, "message length of a knem handle", "%d bytes, the RTS says %d", n, msgLen)
+	}
+	if c == 0 && msgLen != 0 {
+		return 0, lmt.Corrupt(rank, "cookie of a knem handle", "0 for %d bytes", msgLen)
+	}
+	return c, nil
 }
 
 func (b *backend) Start(t *lmt.Transfer) error { return nil }
