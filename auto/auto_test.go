@@ -164,18 +164,26 @@ func TestSwitchAndTable(t *testing.T) {
 				if info.TuningStatus != "loaded" || len(sel.Warnings()) != 0 {
 					return fmt.Errorf("tuning file %s, warnings %q; want it loaded, no warning", info.TuningStatus, sel.Warnings())
 				}
-				if got, want := sel.EagerMax(), 40<<10-1; got != want || int64(got) != info.Table.LMTMin.Bytes-1 {
-					return fmt.Errorf("eager limit %d, want %d (table LMTMin %d - 1)", got, want, info.Table.LMTMin.Bytes)
+				// Learning, the eager path competes up to the
+				// end of the switch's size class; with the table
+				// alone, the switch is the limit.
+				wantMax, limit := 64<<10-1, "eager limit: 65535 bytes (larger messages go through the LMT)\neager or LMT decided per peer for 4096 to 65535 bytes\n"
+				if tableOnly {
+					wantMax, limit = 40<<10-1, "eager limit: 40959 bytes (larger messages go through the LMT)\n"
 				}
-				if (sel.Pair(peer).Adaptive == nil) != tableOnly {
-					return fmt.Errorf("TableOnly %v but Adaptive %v", tableOnly, sel.Pair(peer).Adaptive)
+				if got := sel.EagerMax(); got != wantMax {
+					return fmt.Errorf("eager limit %d, want %d (table LMTMin %d)", got, wantMax, info.Table.LMTMin.Bytes)
 				}
-				// The table's backends first, then the other
-				// candidates usable here.
-				how := "measuring pipe vmsplice shm cma-split"
+				if (sel.Pair(peer).Learner == nil) != tableOnly {
+					return fmt.Errorf("TableOnly %v but Learner %v", tableOnly, sel.Pair(peer).Learner)
+				}
+				// The candidates usable here, then the table's
+				// backends missing from them.
+				how := "measuring eager shm cma cma-split vmsplice"
 				if sel.Engine().Check("knem", peer) == nil {
 					how += " knem"
 				}
+				how += " pipe"
 				if tableOnly {
 					how = "table only"
 				}
@@ -184,7 +192,7 @@ func TestSwitchAndTable(t *testing.T) {
 					return err
 				}
 				for _, want := range []string{
-					"eager limit: 40959 bytes (larger messages go through the LMT)\n",
+					limit,
 					"ranks: 0:cpu0 (Options.CPUs), 1:cpu1 (Options.CPUs)\n",
 					fmt.Sprintf("to rank %d: cpu%d→cpu%d, ", peer, p.Rank, peer),
 					how + "\n",
@@ -195,6 +203,12 @@ func TestSwitchAndTable(t *testing.T) {
 						strings.HasSuffix(want, "\n") && !strings.Contains(out.String(), want) {
 						return fmt.Errorf("Describe lacks %q:\n%s", want, out.String())
 					}
+				}
+				if !tableOnly {
+					// A class starts from the table's choice at
+					// its smallest size, 32 KiB: eager, measured
+					// first.
+					sizes[1].want = "eager"
 				}
 				if err := expect(ep, sel, 0, 1, 0, sizes); err != nil {
 					return err
@@ -338,40 +352,43 @@ func TestPeersOwnSelectors(t *testing.T) {
 		if sel.Pair(p.Rank) != nil || sel.Pair(3) != nil {
 			return fmt.Errorf("Pair of the own rank or rank 3: %v %v, want nil", sel.Pair(p.Rank), sel.Pair(3))
 		}
-		var selectors []*threshold.Adaptive
+		var selectors []*threshold.Learner
 		for peer := range 3 {
 			if peer == p.Rank {
 				continue
 			}
 			pair := sel.Pair(peer)
 			want := []threshold.Backend{threshold.Vmsplice}
-			cands := []threshold.Backend{threshold.Shm, threshold.CMASplit}
+			cands := []threshold.Backend{threshold.Eager, threshold.Shm, threshold.CMA, threshold.CMASplit}
 			// Rank 2's refusal is the kernel's; between the
 			// others, CMA works as root and where ptrace is not
 			// restricted (Yama's ptrace_scope 1 refuses it to
 			// ordinary users: then it is refused everywhere).
 			if p.Rank == 2 || sel.Engine().Check("cma", peer) != nil && os.Geteuid() != 0 {
 				want = append(want, threshold.CMA, threshold.CMASplit)
-				cands = cands[:1]
+				cands = cands[:2]
 			}
 			if sel.Engine().Check("knem", peer) != nil {
 				want = append(want, threshold.Knem)
 			}
-			if pair.Peer != peer || !slices.Equal(pair.Unavailable, want) || !slices.Equal(pair.Adaptive.Candidates(), cands) {
-				return fmt.Errorf("to rank %d: pair of rank %d without %v measuring %v; want without %v measuring %v",
-					peer, pair.Peer, pair.Unavailable, pair.Adaptive.Candidates(), want, cands)
+			if !slices.Contains(want, threshold.Knem) {
+				cands = append(cands, threshold.Knem)
 			}
-			if slices.Contains(selectors, pair.Adaptive) {
+			if pair.Peer != peer || !slices.Equal(pair.Unavailable, want) || !slices.Equal(pair.Learner.Candidates(), cands) {
+				return fmt.Errorf("to rank %d: pair of rank %d without %v measuring %v; want without %v measuring %v",
+					peer, pair.Peer, pair.Unavailable, pair.Learner.Candidates(), want, cands)
+			}
+			if slices.Contains(selectors, pair.Learner) {
 				return fmt.Errorf("to rank %d: the selector of another peer", peer)
 			}
-			selectors = append(selectors, pair.Adaptive)
-			// Explore at every other message, so that every
-			// candidate carries some.
-			pair.Adaptive.ExploreEvery, pair.Adaptive.ExploreBytes = 2, 0
+			selectors = append(selectors, pair.Learner)
 		}
 
-		// Every rank sends to every other at once, 12 rounds.
-		const rounds, n = 12, 256 << 10
+		// Every rank sends to every other at once, 24 rounds: the
+		// first exploration round (1 + LearnerSamples messages per
+		// candidate) ends within them, with a message or two of
+		// measurement still on its way at each step.
+		const rounds, n = 24, 256 << 10
 		used := make([]map[string]int, 3)
 		reqs := make([]nemesis.Request, 4)
 		bufs := make([][]byte, 4)
@@ -424,7 +441,7 @@ func TestPeersOwnSelectors(t *testing.T) {
 			if u["vmsplice"] != 0 || p.Rank == 2 && u["cma"]+u["cma-split"] != 0 {
 				return fmt.Errorf("to rank %d: sent via %v, a backend that was unavailable", peer, u)
 			}
-			if slices.Contains(sel.Pair(peer).Adaptive.Candidates(), threshold.CMASplit) && peer != 2 && u["cma-split"] == 0 {
+			if slices.Contains(sel.Pair(peer).Learner.Candidates(), threshold.CMASplit) && peer != 2 && u["cma-split"] == 0 {
 				return fmt.Errorf("to rank %d: sent via %v, the selector never tried cma-split", peer, u)
 			}
 		}
@@ -432,13 +449,13 @@ func TestPeersOwnSelectors(t *testing.T) {
 		// Only rank 0 sends 4 MiB messages, only to rank 1: its
 		// selector for rank 1 measures them, the one for rank 2 knows
 		// nothing of that size.
-		for i := range 4 {
+		for i := range 2 * (1 + threshold.LearnerSamples) {
 			if _, err := exchange(ep, sel, 0, 1, 100+i, 4<<20, i); err != nil {
 				return err
 			}
 		}
 		if p.Rank == 0 {
-			c1, c2 := sel.Pair(1).Adaptive.Costs(4<<20), sel.Pair(2).Adaptive.Costs(4<<20)
+			c1, c2 := sel.Pair(1).Learner.State(4<<20).Costs, sel.Pair(2).Learner.State(4<<20).Costs
 			if !slices.ContainsFunc(c1, func(c float64) bool { return c > 0 }) || slices.ContainsFunc(c2, func(c float64) bool { return c != 0 }) {
 				return fmt.Errorf("4 MiB costs toward rank 1 %v, toward rank 2 %v; want measured, then none", c1, c2)
 			}
@@ -553,15 +570,12 @@ func TestNoAllocPerMessage(t *testing.T) {
 	for _, tableOnly := range []bool{false, true} {
 		t.Run(fmt.Sprintf("TableOnly=%v", tableOnly), func(t *testing.T) {
 			launchtest.Run(t, 2, func(p launch.Proc) error {
-				ep, sel, done, err := join(p, measuring(options(filepath.Join(t.TempDir(), "none.json"), 0, 1), !tableOnly))
+				ep, _, done, err := join(p, measuring(options(filepath.Join(t.TempDir(), "none.json"), 0, 1), !tableOnly))
 				if err != nil {
 					return err
 				}
 				defer done()
 				peer := 1 - p.Rank
-				if a := sel.Pair(peer).Adaptive; a != nil {
-					a.ExploreEvery, a.ExploreBytes = 4, 0
-				}
 				const n = 1<<20 + 5
 				pp := lmttest.NewPingPong(ep, ep.Wait, peer, n)
 				allocs := testing.AllocsPerRun(50, pp.Turn)
@@ -610,11 +624,17 @@ func TestSingleRank(t *testing.T) {
 
 // TestPeersDifferentSwitches: on a machine with two L3 caches, rank 2
 // shares none with ranks 0 and 1, and the tuning file gives such pairs a
-// later eager→LMT switch (128 KiB) than pairs sharing one (32 KiB). An
-// endpoint has one eager limit: ranks 0 and 1 take the smaller; their
-// messages to rank 2 between the two switches go through the LMT by that
-// pair's first backend, while rank 2 keeps them eager.
+// later eager→LMT switch (128 KiB) than pairs sharing one (32 KiB). Each
+// pair keeps its own switch: the endpoint's limit is the larger, and ranks
+// 0 and 1 decide per peer above the smaller (with the table alone) or
+// above 4 KiB (learning, each class starting from its pair's table).
 func TestPeersDifferentSwitches(t *testing.T) {
+	for _, tableOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("TableOnly=%v", tableOnly), func(t *testing.T) { peersDifferentSwitches(t, tableOnly) })
+	}
+}
+
+func peersDifferentSwitches(t *testing.T, tableOnly bool) {
 	launchtest.Run(t, 3, func(p launch.Proc) error {
 		path := filepath.Join(t.TempDir(), "tuning.json")
 		f := &threshold.TuningFile{Machine: here}
@@ -623,22 +643,26 @@ func TestPeersDifferentSwitches(t *testing.T) {
 		if err := f.Save(path); err != nil {
 			return err
 		}
-		o := options(path, 0, 1, 4)
+		o := measuring(options(path, 0, 1, 4), !tableOnly)
 		o.Threshold.Detect.Sysfs = os.DirFS("../topology/testdata/amd-ccx")
 		ep, sel, done, err := join(p, o)
 		if err != nil {
 			return err
 		}
 		defer done()
-		if want := []int{32<<10 - 1, 32<<10 - 1, 128<<10 - 1}[p.Rank]; sel.EagerMax() != want {
-			return fmt.Errorf("eager limit %d, want %d", sel.EagerMax(), want)
+		above := []int{32<<10 - 1, 32<<10 - 1, 128<<10 - 1}[p.Rank]
+		if !tableOnly {
+			above = 4<<10 - 1
+		}
+		if sel.EagerMax() != 128<<10-1 || sel.ChooseAbove() != above {
+			return fmt.Errorf("eager limit %d, per-peer choice above %d; want %d and %d", sel.EagerMax(), sel.ChooseAbove(), 128<<10-1, above)
 		}
 		if err := expect(ep, sel, 0, 1, 0, []via{{32<<10 - 1, "eager"}, {32 << 10, "pipe"}, {128 << 10, "pipe"}}); err != nil {
 			return err
 		}
-		// Rank 0's limit sends 64 KiB to rank 2 through the LMT, by
-		// the only backend of that pair's table.
-		if err := expect(ep, sel, 0, 2, 10, []via{{32<<10 - 1, "eager"}, {64 << 10, "vmsplice"}, {128 << 10, "vmsplice"}}); err != nil {
+		// Rank 0 sends 64 KiB to rank 2 eagerly, as that pair's table
+		// says, while 64 KiB to rank 1 went through the LMT.
+		if err := expect(ep, sel, 0, 2, 10, []via{{32<<10 - 1, "eager"}, {64 << 10, "eager"}, {128 << 10, "vmsplice"}}); err != nil {
 			return err
 		}
 		return expect(ep, sel, 2, 1, 20, []via{{64 << 10, "eager"}, {128<<10 - 1, "eager"}, {128 << 10, "vmsplice"}})
