@@ -762,3 +762,38 @@ func describe(sel *auto.Selection) string {
 	sel.Describe(&b)
 	return b.String()
 }
+
+// TestEagerLearned: with measurement on, a 16 KiB message may go eagerly
+// or through the LMT: the peer's Learner measures the eager path beside
+// the backends and settles, every message intact.
+func TestEagerLearned(t *testing.T) {
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		ep, sel, done, err := join(p, options(filepath.Join(t.TempDir(), "none.json"), 0, 1))
+		if err != nil {
+			return err
+		}
+		defer done()
+		if sel.ChooseAbove() != 4<<10-1 || sel.EagerMax() != 64<<10-1 {
+			return fmt.Errorf("eager range (%d, %d], want (4095, 65535]", sel.ChooseAbove(), sel.EagerMax())
+		}
+		const n, msgs = 16 << 10, 80
+		used := map[string]int{}
+		for i := range msgs {
+			got, err := exchange(ep, sel, 0, 1, i, n+i, i)
+			if err != nil {
+				return err
+			}
+			used[got]++
+		}
+		if p.Rank != 0 {
+			return nil
+		}
+		l := sel.Pair(1).Learner
+		st := l.State(n)
+		fmt.Printf("16 KiB to rank 1 via %v; learner over %v: %+v\n", used, l.Candidates(), st)
+		if used["eager"] == 0 || used["eager"] == msgs || st.Rounds == 0 || st.Costs[l.Index(threshold.Eager)] == 0 {
+			return fmt.Errorf("%d messages went via %v; learner %+v: want eager and the LMT both used, a round completed, eager measured", msgs, used, st)
+		}
+		return nil
+	})
+}

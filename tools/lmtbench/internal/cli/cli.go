@@ -101,6 +101,8 @@ type options struct {
 
 	avail   map[string]error // backend name → nil or why it cannot run; see availability
 	machine *machine.Facts
+	// regimes are the placement regimes of the last run's readings.
+	regimes machine.Regimes
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -135,7 +137,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.plot, "plot", "", "also draw throughput against size to FILE.png or FILE.svg")
 	fs.BoolVar(&o.vm, "vm", false, "run the kernel module's backends inside the QEMU guest of ci/")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on a job whose ranks have not finished after this long")
-	fs.StringVar(&o.probe, "placement-probe", "", "placement probe to bracket samples with: a program printing \"near|far <µs>\", 'builtin' (a cache line timed between the two ranks) or 'none' (default ../shared/tools/placement-probe when found, else builtin)")
+	fs.StringVar(&o.probe, "placement-probe", machine.Builtin, "placement probe to bracket samples with: 'builtin' (a cache line timed between the two ranks), a program printing \"near|far <µs>\", or 'none'")
 	fs.BoolVar(&o.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "draw a progress bar on stderr")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -223,18 +225,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return commands[o.command](context.Background(), o, stdout, stderr)
 }
 
-// probePath resolves --placement-probe: "" for none, machine.Builtin, or
-// a program's path. Without the flag, the project's probe when there is
-// one (../shared/tools, where the baselines were measured with it), else
-// the built-in one: every sample is bracketed on any machine.
+// probePath resolves --placement-probe: "" for none, machine.Builtin (the
+// default: every sample is bracketed on any machine, by lmtbench itself),
+// or a program's path.
 func (o *options) probePath() string {
 	switch o.probe {
 	case "none":
 		return ""
 	case "":
-		if p := machine.ProbePath(); p != "" {
-			return p
-		}
 		return machine.Builtin
 	}
 	return o.probe

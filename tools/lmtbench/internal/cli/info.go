@@ -13,6 +13,9 @@ import (
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
 
+// placementMethod says how a run files its samples near or far.
+var placementMethod = fmt.Sprintf("a run files samples near/far only where its own readings split at a gap of %.1f× (else one class, %q), never by a fixed line", machine.GapRatio, machine.All)
+
 func runInfo(_ context.Context, o *options, stdout, _ io.Writer) error {
 	return writeInfo(stdout, o, true)
 }
@@ -28,10 +31,10 @@ func writeInfo(w io.Writer, o *options, full bool) error {
 		fmt.Fprintln(w, "placement: not probed (--placement-probe none)")
 	case machine.Builtin:
 		p := harness.ProbePlacement(context.Background())
-		fmt.Fprintf(w, "placement: %s %.3f µs cache-line one-way now (built-in probe between two processes; near up to %v)\n", p.Class, p.LatencyUs, threshold.SharedLineMax)
+		fmt.Fprintf(w, "placement: %.3f µs cache-line one-way now (built-in probe between two processes); %s\n", p.LatencyUs, placementMethod)
 	default:
 		p := machine.Probe(probe)
-		fmt.Fprintf(w, "placement: %s %.3f µs cache-line one-way now (%s)\n", p.Class, p.LatencyUs, probe)
+		fmt.Fprintf(w, "placement: %.3f µs cache-line one-way now (%s); %s\n", p.LatencyUs, probe, placementMethod)
 	}
 	fmt.Fprintln(w, "backends (each checked by moving one verified 64 KiB message between two processes):")
 	avail := o.availability()

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -135,7 +134,8 @@ var Unknown = Placement{Class: "unknown"}
 
 // Builtin names lmtbench's own placement probe in place of a program's
 // path: a cache line timed between the two ranks of the job (package
-// internal/lineprobe), classed by threshold.SharedLineMax.
+// internal/lineprobe). A run files its readings near or far by the
+// regimes they show (FindRegimes); LinePlacement's class is provisional.
 const Builtin = "builtin"
 
 // LinePlacement classes a one-way cache-line time as auto does: near
@@ -147,43 +147,6 @@ func LinePlacement(oneWay time.Duration) Placement {
 		class = "near"
 	}
 	return Placement{Class: class, LatencyUs: float64(oneWay) / float64(time.Microsecond)}
-}
-
-// ProbePath finds the placement probe: $LMTBENCH_PLACEMENT_PROBE, else
-// shared/tools/placement-probe beside the repository holding the working
-// directory (../shared/tools/placement-probe) or beside one of its parent
-// directories, so that a git worktree nested one level deeper finds the
-// same probe. It returns "" when there is none.
-func ProbePath() string {
-	if p := os.Getenv("LMTBENCH_PLACEMENT_PROBE"); p != "" {
-		return p
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for !fileExists(filepath.Join(dir, "go.mod")) {
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-	for {
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		if p := filepath.Join(parent, "shared", "tools", "placement-probe"); fileExists(p) {
-			return p
-		}
-		dir = parent
-	}
-}
-
-func fileExists(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && !fi.IsDir()
 }
 
 // ProbeTimeout bounds one placement probe. It takes 40–90 ms on an idle
