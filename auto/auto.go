@@ -229,9 +229,9 @@ func (s *Selection) learn(all bool) error {
 // fixes the limit for every peer. Otherwise each peer decides its own
 // switch: with the table alone, its table's LMTMin (the endpoint's limit
 // is the largest of them, and the smallest opens the range); learning, its
-// Learner, from learnEagerFrom up to the largest switch rounded up to a
-// whole size class (at least Nemesis' 64 KiB), so that the eager path
-// competes with the LMT in every class it may serve.
+// Learner, from learnEagerFrom (or a smaller switch) up to the largest
+// switch rounded up to a whole size class (at least Nemesis' 64 KiB), so
+// that the eager path competes with the LMT in every class it may serve.
 func (s *Selection) setEagerMax() error {
 	lo, hi := int64(-1), int64(-1)
 	for _, p := range s.pairs {
@@ -255,7 +255,7 @@ func (s *Selection) setEagerMax() error {
 	default:
 		top := max(hi, threshold.NemesisLMTMin)
 		s.eagerMax = int(1)<<bits.Len64(uint64(top-1)) - 1
-		s.chooseAbove = learnEagerFrom - 1
+		s.chooseAbove = int(max(min(learnEagerFrom, lo)-1, 0)) // a tuned switch below 4 KiB stands
 	}
 	if err := s.LMT.SetEagerRange(s.chooseAbove, s.eagerMax); err != nil {
 		return fmt.Errorf("auto: eager limit %d: %w", s.eagerMax, err)

@@ -800,3 +800,21 @@ func TestEagerLearned(t *testing.T) {
 		return nil
 	})
 }
+
+// TestTunedSwitchBelowLearnedRange: a tuning file's switch below 4 KiB
+// opens the learned range there, so its first message past the switch
+// takes the file's backend, not the cells.
+func TestTunedSwitchBelowLearnedRange(t *testing.T) {
+	tt := threshold.TunedTable{LMTMin: 2 << 10, Rules: []threshold.TunedRule{{From: 2 << 10, Backend: threshold.Pipe}}}
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		ep, sel, done, err := join(p, options(tuning(t, here, tt), 0, 1))
+		if err != nil {
+			return err
+		}
+		defer done()
+		if sel.ChooseAbove() != 2<<10-1 {
+			return fmt.Errorf("per-peer choice above %d, want 2047", sel.ChooseAbove())
+		}
+		return expect(ep, sel, 0, 1, 0, []via{{2<<10 - 1, "eager"}, {3 << 10, "pipe"}})
+	})
+}
