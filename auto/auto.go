@@ -94,6 +94,8 @@ type Selection struct {
 	job      []int           // CPUs of the whole job, when all are known
 	first    *threshold.Info // the first pair's: the others derive from it
 	eagerMax int
+	readings []time.Duration   // this rank's cache-line readings, latest last
+	regimes  threshold.Regimes // what they show
 	// chooseAbove: messages of more than this many bytes, up to
 	// eagerMax, go eagerly or not as each peer's selector decides.
 	chooseAbove int
@@ -140,7 +142,7 @@ func (o *Options) validate(ep *nemesis.Endpoint) error {
 	if o.Attach.Select != nil {
 		return errors.New("auto: Options.Attach.Select is set: Attach installs its own selectors (call attach.Attach to choose yourself)")
 	}
-	if p := o.Threshold.Env.Placement; p.Sender != 0 || p.Receiver != 0 || p.JobCPUs != nil || p.Concurrent != 0 || p.LineLatency != 0 {
+	if p := o.Threshold.Env.Placement; p.Sender != 0 || p.Receiver != 0 || p.JobCPUs != nil || p.Concurrent != 0 || p.LineLatency != 0 || p.Apart {
 		return errors.New("auto: Options.Threshold.Env.Placement is set: Attach places each pair itself; give Options.CPUs and Options.Concurrent")
 	}
 	if o.ProbeTimeout < 0 {
@@ -167,6 +169,7 @@ func (s *Selection) decide() error {
 	if !s.opts.NoProbe {
 		probePeers(s.ep, cmp.Or(s.opts.ProbeTimeout, defaultProbeTimeout), lat)
 	}
+	s.learnRegimes(lat)
 	for peer := range s.ep.Size() {
 		if peer == s.ep.Rank() {
 			continue
@@ -183,7 +186,7 @@ func (s *Selection) decide() error {
 func (s *Selection) build(peer int, lat time.Duration) error {
 	me, o := s.ep.Rank(), s.opts
 	env := o.Threshold.Env
-	env.Placement = threshold.Placement{Sender: s.cpus[me], Receiver: s.cpus[peer], JobCPUs: s.job, Concurrent: o.Concurrent, LineLatency: lat}
+	env.Placement = threshold.Placement{Sender: s.cpus[me], Receiver: s.cpus[peer], JobCPUs: s.job, Concurrent: o.Concurrent, LineLatency: lat, Apart: s.regimes.Far(lat)}
 	env.Unavailable, env.Knem = s.refused(peer, o.Threshold.Env.Unavailable)
 	var info *threshold.Info
 	var err error
@@ -264,12 +267,13 @@ func (s *Selection) setEagerMax() error {
 }
 
 // Reprobe times the cache line to every peer again, as Attach did, and
-// rebuilds the table of each pair whose placement changed side of
-// threshold.SharedLineMax: on a VM the hypervisor may move the vCPUs after
-// Attach (here between one core and two, every few seconds to hours), and
-// a pair that no longer shares a core should leave the double copy. A
-// rebuilt pair gets a fresh Adaptive (the costs it had learned belong to
-// the other placement), and the eager limit follows the new tables. A
+// rebuilds the table of each pair whose placement changed regime
+// (threshold.FindRegimes over this rank's readings, these included): on a
+// VM the hypervisor may move the vCPUs after Attach (here between one core
+// and two, every few seconds to hours), and a pair that no longer shares a
+// core should leave the double copy. A rebuilt pair gets a fresh Learner
+// (the costs it had learned belong to the other placement), and the eager
+// limit follows the new tables. A
 // peer that does not answer within the probe timeout keeps its table.
 //
 // Like Attach, every rank must call it, about at once, at a point where
@@ -279,12 +283,13 @@ func (s *Selection) setEagerMax() error {
 func (s *Selection) Reprobe() ([]int, error) {
 	lat := make([]time.Duration, s.ep.Size())
 	probePeers(s.ep, cmp.Or(s.opts.ProbeTimeout, defaultProbeTimeout), lat)
+	s.learnRegimes(lat)
 	var changed []int
 	for peer, p := range s.pairs {
 		if p.Info == nil || lat[peer] == 0 {
 			continue
 		}
-		if apart(lat[peer]) == apart(p.Placement.LineLatency) {
+		if s.regimes.Far(lat[peer]) == p.Placement.Apart {
 			s.pairs[peer].Placement.LineLatency = lat[peer]
 			continue
 		}
@@ -299,10 +304,29 @@ func (s *Selection) Reprobe() ([]int, error) {
 	return changed, s.setEagerMax()
 }
 
-// apart tells whether a measured line says the pair shares no cache the
-// double copy could use, as threshold's selection reads it (0: not
-// measured, the topology decides).
-func apart(lat time.Duration) bool { return lat > threshold.SharedLineMax }
+// maxReadings bounds the line readings a rank keeps: the latest ones say
+// what the machine does now.
+const maxReadings = 64
+
+// learnRegimes adds the readings of a probe (0: not measured) to this
+// rank's and finds their regimes again (threshold.FindRegimes): a pair is
+// measured apart only when its line falls in the slow one of two regimes
+// this rank has seen, never by a fixed line.
+func (s *Selection) learnRegimes(lat []time.Duration) {
+	for _, d := range lat {
+		if d > 0 {
+			s.readings = append(s.readings, d)
+		}
+	}
+	if n := len(s.readings); n > maxReadings {
+		s.readings = append(s.readings[:0], s.readings[n-maxReadings:]...)
+	}
+	s.regimes = threshold.FindRegimes(s.readings)
+}
+
+// Regimes returns what this rank's cache-line readings show: one regime,
+// or near and far pairs.
+func (s *Selection) Regimes() threshold.Regimes { return s.regimes }
 
 // refused lists the backends of threshold.Backends the engine cannot use
 // with peer, after those the caller ruled out, and whether KNEM can

@@ -63,17 +63,22 @@
 // Whether a pair really shares its cache is also measured: Attach times a
 // cache line between the two ranks of every pair
 // ([nemesis.Endpoint.LineLatency], pairs meeting in the rounds of a
-// round-robin tournament, about 0.1 ms each) and a pair whose line takes
-// longer than [threshold.SharedLineMax] gets the table of a pair sharing
-// nothing, whatever the topology says: a VM's sysfs may report one L3 for
+// round-robin tournament, about 0.1 ms each). A rank files its pairs near
+// or far only where its readings (those of every probe so far) show two
+// regimes, split at a gap ([threshold.FindRegimes]), never by a fixed
+// line: a pair in the slow regime gets the table of a pair sharing
+// nothing, whatever the topology says (a VM's sysfs may report one L3 for
 // both vCPUs wherever the hypervisor runs them, and the double copy is
-// worth several times less when they do not share a core
-// (docs/performance.md). Options.NoProbe skips it (every rank alike: a peer that does not take
-// part costs the others 100 ms once, then its pairs use the topology).
-// The hypervisor may move the vCPUs later: [Selection.Reprobe], called by
-// every rank at once between a job's phases, times every pair again and
-// rebuilds the tables (and the eager limit) of the pairs whose line
-// crossed SharedLineMax either way. Two ranks on one CPU measure the
+// worth several times less when they do not share a core:
+// docs/performance.md); with one regime the topology decides, and the
+// Learner corrects the start by measurement. [Selection.Regimes] says
+// what was found. Options.NoProbe skips it (every rank alike: a peer that
+// does not take part costs the others 100 ms once, then its pairs use the
+// topology). The hypervisor may move the vCPUs later:
+// [Selection.Reprobe], called by every rank at once between a job's
+// phases, times every pair again and rebuilds the tables (and the eager
+// limit) of the pairs whose reading changed regime. Two ranks on one CPU
+// measure the
 // context switch: they share nothing the double copy could use.
 //
 // Availability is checked per peer with the engine (lmt.Engine.Check): a

@@ -48,7 +48,7 @@ func TestProbeOrder(t *testing.T) {
 // TestProbeReachesTable: with this machine's own caches, each rank of a
 // pair times the cache line to the other, the table gets that time, and
 // the pair counts as sharing a cache exactly when the topology says so and
-// the line crossed within threshold.SharedLineMax. A rank that does not
+// the line is not in the slow one of two regimes this rank measured. A rank that does not
 // probe leaves its pairs measured 0 (topology alone) after the others'
 // timeout, and the two that probe still measure each other.
 func TestProbeReachesTable(t *testing.T) {
@@ -77,7 +77,7 @@ func TestProbeReachesTable(t *testing.T) {
 				return fmt.Errorf("pair %d→%d: line %v, table's %v; measured %v", p.Rank, peer, lat, table.LineLatency, measured)
 			}
 			_, topo := pair.Info.Topology.SharedCache(pair.Placement.Sender, pair.Placement.Receiver)
-			if want := topo && lat <= threshold.SharedLineMax; table.Shared != want {
+			if want := topo && !sel.Regimes().Far(lat); table.Shared != want || pair.Placement.Apart != sel.Regimes().Far(lat) {
 				return fmt.Errorf("pair %d→%d: line %v, topology shared %v, table shared %v", p.Rank, peer, lat, topo, table.Shared)
 			}
 			var out strings.Builder

@@ -522,7 +522,7 @@ func TestTuneWritesAFileTheSelectorLoads(t *testing.T) {
 	// its probe measures the ranks apart: the formula's, the tuning file
 	// holding no measurement of such a pair.
 	_, shared := topo.SharedCache(0, 1)
-	apart := "measured apart (package auto finds a cache line slower than 150ns between the ranks):\n    < 16 KiB  eager\n    ≥ 16 KiB  cma\n    ≥ 24 KiB  cma-split\n"
+	apart := "measured apart (package auto finds the pair's cache line in the slow one of two regimes):\n    < 16 KiB  eager\n    ≥ 16 KiB  cma\n    ≥ 24 KiB  cma-split\n"
 	if strings.Contains(info.stdout, apart) != shared {
 		t.Errorf("info for a pair sharing a cache %v: measured-apart table %v, want %v\n%s", shared, !shared, shared, info.stdout)
 	}

@@ -113,12 +113,12 @@ func writeSelector(w io.Writer, o *options) error {
 	}
 	// auto times a cache line between the ranks at Attach: a pair
 	// the topology says shares a cache may still be measured apart.
-	env.LineLatency = threshold.SharedLineMax + 1
+	env.Apart = true
 	apart, err := info.For(env)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "  measured apart (package auto finds a cache line slower than %v between the ranks):\n", threshold.SharedLineMax)
+	fmt.Fprintln(w, "  measured apart (package auto finds the pair's cache line in the slow one of two regimes):")
 	fmt.Fprintf(w, "    < %s  eager\n", threshold.FormatSize(apart.Table.LMTMin.Bytes))
 	for _, r := range apart.Table.Rules {
 		fmt.Fprintf(w, "    %s  %s\n", r.Range(), r.Backend)

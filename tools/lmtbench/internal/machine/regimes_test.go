@@ -1,8 +1,8 @@
 package machine
 
 import (
-	"fmt"
 	"testing"
+	"time"
 )
 
 // spread returns n readings around center, ±frac, in a fixed zigzag.
@@ -20,8 +20,8 @@ func TestRegimesOne(t *testing.T) {
 	if r.Two || r.N != 40 || r.Class(0.140) != All || r.Class(0.160) != All {
 		t.Fatalf("%+v: want one regime of 40 readings, every reading %q", r, All)
 	}
-	if got := fmt.Sprintf("%.3f", r.Low); got != "0.148" {
-		t.Fatalf("median %s, want 0.148", got)
+	if r.Low != 148*time.Nanosecond {
+		t.Fatalf("median %v, want 148ns", r.Low)
 	}
 }
 
@@ -31,10 +31,10 @@ func TestRegimesTwo(t *testing.T) {
 	if !r.Two || r.N != 50 || r.Class(0.05) != "near" || r.Class(0.25) != "far" {
 		t.Fatalf("%+v: want near and far", r)
 	}
-	// The line in the gap: between the largest near (0.0495) and the
-	// smallest far (0.24).
-	if r.Line <= 0.0495 || r.Line >= 0.24 {
-		t.Fatalf("line %.4f µs, want inside the gap (0.0495, 0.24)", r.Line)
+	// The line in the gap: between the largest near (49.5 ns) and the
+	// smallest far (240 ns).
+	if r.Line <= 49*time.Nanosecond || r.Line >= 240*time.Nanosecond {
+		t.Fatalf("line %v, want inside the gap (49.5ns, 240ns)", r.Line)
 	}
 	if r.Class(0) != "unknown" {
 		t.Fatalf("class of no reading %q, want unknown", r.Class(0))
