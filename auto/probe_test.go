@@ -91,3 +91,34 @@ func TestProbeReachesTable(t *testing.T) {
 		return nil
 	})
 }
+
+// TestLearnRegimes: a rank files a reading far only once its readings show
+// two regimes, two readings each at least, and forgets the oldest past
+// maxReadings: the machine of now decides.
+func TestLearnRegimes(t *testing.T) {
+	ns := time.Nanosecond
+	s := &Selection{}
+	for i, c := range []struct {
+		lat []time.Duration // by rank; 0 for the own rank
+		two bool
+	}{
+		{[]time.Duration{0, 50 * ns}, false},
+		{[]time.Duration{0, 55 * ns}, false},
+		{[]time.Duration{0, 2000 * ns}, false}, // one slow reading is no regime
+		{[]time.Duration{0, 2100 * ns}, true},
+	} {
+		s.learnRegimes(c.lat)
+		if r := s.Regimes(); r.Two != c.two || r.N != i+1 {
+			t.Fatalf("after %d readings: %s, want two regimes %v", i+1, r, c.two)
+		}
+	}
+	if r := s.Regimes(); !r.Far(2000*ns) || r.Far(55*ns) {
+		t.Fatalf("%s: want 2 µs far, 55 ns near", r)
+	}
+	for range maxReadings - 2 {
+		s.learnRegimes([]time.Duration{0, 2000 * ns})
+	}
+	if r := s.Regimes(); r.Two || r.N != maxReadings || r.Far(2000*ns) {
+		t.Fatalf("after %d slow readings: %s, want one regime of the latest %d", maxReadings-2, r, maxReadings)
+	}
+}
