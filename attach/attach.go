@@ -38,6 +38,8 @@ package attach
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"time"
 
 	_ "github.com/knemesis/knemesis/cma" // the backends attach wires by default
@@ -81,12 +83,29 @@ type Selector interface {
 	Observe(backend string, size int64, elapsed time.Duration)
 }
 
+// An EagerChooser is a Selector that also decides whether each message up
+// to the eager limit goes eagerly, and learns from the time those took
+// (package auto's selectors, over a threshold.Learner). It is asked only
+// for the sizes [LMT.SetEagerRange] opens to it.
+type EagerChooser interface {
+	Selector
+	// Eager reports whether a message of size bytes goes by the cells.
+	Eager(size int64) bool
+	// ObserveEager reports a message sent eagerly and how long its copy
+	// into the cells took, sender side.
+	ObserveEager(size int64, elapsed time.Duration)
+}
+
 // LMT is the nemesis.LMT of one endpoint.
 type LMT struct {
 	ep        *nemesis.Endpoint
 	eng       *lmt.Engine
 	eagerMax  int
 	selectors []Selector // by peer rank; nil without Options.Select
+	// choosers are the selectors that are EagerChoosers, by peer rank;
+	// they decide for messages of more than chooseAbove bytes.
+	choosers    []EagerChooser
+	chooseAbove int
 }
 
 // request is the LMT's state on a nemesis.Request (its LMTData): the
@@ -111,12 +130,14 @@ func stateOf(r *nemesis.Request) *request {
 // Attach creates an engine for ep and installs it. Every rank of the job
 // must attach before sending its first long message.
 func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
-	l := &LMT{ep: ep}
+	l := &LMT{ep: ep, chooseAbove: math.MaxInt}
 	if o.Select != nil {
 		l.selectors = make([]Selector, ep.Size())
+		l.choosers = make([]EagerChooser, ep.Size())
 		for peer := range l.selectors {
 			if peer != ep.Rank() {
 				l.selectors[peer] = o.Select(peer)
+				l.choosers[peer], _ = l.selectors[peer].(EagerChooser)
 			}
 		}
 	}
@@ -151,6 +172,37 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// SetEagerRange sets the endpoint's eager limit to eagerMax and lets each
+// peer's EagerChooser decide for the messages of more than chooseAbove
+// bytes up to it (chooseAbove ≥ eagerMax: the limit alone decides). Like
+// the limit itself, it must be set before the first long message, or
+// between phases.
+func (l *LMT) SetEagerRange(chooseAbove, eagerMax int) error {
+	if chooseAbove < 0 || eagerMax < 0 {
+		return fmt.Errorf("attach: eager range (%d, %d]: want sizes of 0 or more", chooseAbove, eagerMax)
+	}
+	l.chooseAbove, l.eagerMax = chooseAbove, eagerMax
+	return l.ep.SetLMT(l, eagerMax)
+}
+
+// ChooseAbove implements nemesis.LMTChooser.
+func (l *LMT) ChooseAbove() int { return l.chooseAbove }
+
+// ViaLMT implements nemesis.LMTChooser.
+func (l *LMT) ViaLMT(peer, n int) bool {
+	if l.choosers == nil || l.choosers[peer] == nil {
+		return false
+	}
+	return !l.choosers[peer].Eager(int64(n))
+}
+
+// EagerSent implements nemesis.LMTChooser.
+func (l *LMT) EagerSent(peer, n int, d time.Duration) {
+	if l.choosers != nil && l.choosers[peer] != nil {
+		l.choosers[peer].ObserveEager(int64(n), d)
+	}
 }
 
 // Engine returns the engine (for statistics and availability checks).
@@ -317,7 +369,8 @@ type control struct{ ep *nemesis.Endpoint }
 func (c control) Send(dst int, pkt []byte) (bool, error) { return c.ep.SendControl(dst, pkt) }
 
 var (
-	_ nemesis.LMT       = (*LMT)(nil)
-	_ nemesis.LMTMeter  = (*LMT)(nil)
-	_ nemesis.LMTPoller = (*LMT)(nil)
+	_ nemesis.LMT        = (*LMT)(nil)
+	_ nemesis.LMTMeter   = (*LMT)(nil)
+	_ nemesis.LMTPoller  = (*LMT)(nil)
+	_ nemesis.LMTChooser = (*LMT)(nil)
 )

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -69,11 +70,14 @@ type Pair struct {
 	// Unavailable lists the backends left out for this peer: refused by
 	// the engine's check, or ruled out in Options.Threshold.Env.
 	Unavailable []threshold.Backend
+	// candidates are the methods usable with the peer, for its Learner.
+	candidates []threshold.Backend
 	// Info holds the table, its thresholds with their sources, and the
 	// warnings (a foreign tuning file) of this pair.
 	Info *threshold.Info
-	// Adaptive is the peer's learning selector; nil with TableOnly.
-	Adaptive *threshold.Adaptive
+	// Learner is the peer's learning selector, over the eager path and
+	// the backends usable with it; nil with TableOnly.
+	Learner *threshold.Learner
 }
 
 // Selection is an endpoint's LMT with its backends chosen per peer. It is
@@ -90,13 +94,24 @@ type Selection struct {
 	job      []int           // CPUs of the whole job, when all are known
 	first    *threshold.Info // the first pair's: the others derive from it
 	eagerMax int
+	readings []time.Duration   // this rank's cache-line readings, latest last
+	regimes  threshold.Regimes // what they show
+	// chooseAbove: messages of more than this many bytes, up to
+	// eagerMax, go eagerly or not as each peer's selector decides.
+	chooseAbove int
 }
 
-// adaptiveCandidates are the backends a peer's Adaptive weighs against the
-// table's choice, when usable with it: pipe (two kernel copies), cma and
-// cma-write (one CPU making the copy cma-split shares between two) were
-// never faster on the machines measured.
-var adaptiveCandidates = []threshold.Backend{threshold.Shm, threshold.CMASplit, threshold.Vmsplice, threshold.Knem}
+// learnedCandidates are the methods a peer's Learner weighs besides the
+// table's choices, when usable with it: the eager cells, and the backends
+// that won somewhere on the machines measured. Pipe (two kernel copies)
+// and cma-write never did; cma is the table's choice where one
+// process_vm_readv beats cma-split's CTS.
+var learnedCandidates = []threshold.Backend{threshold.Eager, threshold.Shm, threshold.CMA, threshold.CMASplit, threshold.Vmsplice, threshold.Knem}
+
+// learnEagerFrom is the smallest message whose eager/LMT switch is learned:
+// below 4 KiB no LMT has beaten the cells, even KNEM in a collective
+// (Buntinas et al., ICPP 2009, §4.4).
+const learnEagerFrom = 4 << 10
 
 // Attach creates the LMT engine of ep, builds the table of each peer and
 // installs both. Every rank of the job must call it (or attach.Attach)
@@ -127,7 +142,7 @@ func (o *Options) validate(ep *nemesis.Endpoint) error {
 	if o.Attach.Select != nil {
 		return errors.New("auto: Options.Attach.Select is set: Attach installs its own selectors (call attach.Attach to choose yourself)")
 	}
-	if p := o.Threshold.Env.Placement; p.Sender != 0 || p.Receiver != 0 || p.JobCPUs != nil || p.Concurrent != 0 || p.LineLatency != 0 {
+	if p := o.Threshold.Env.Placement; p.Sender != 0 || p.Receiver != 0 || p.JobCPUs != nil || p.Concurrent != 0 || p.LineLatency != 0 || p.Apart {
 		return errors.New("auto: Options.Threshold.Env.Placement is set: Attach places each pair itself; give Options.CPUs and Options.Concurrent")
 	}
 	if o.ProbeTimeout < 0 {
@@ -154,6 +169,7 @@ func (s *Selection) decide() error {
 	if !s.opts.NoProbe {
 		probePeers(s.ep, cmp.Or(s.opts.ProbeTimeout, defaultProbeTimeout), lat)
 	}
+	s.learnRegimes(lat)
 	for peer := range s.ep.Size() {
 		if peer == s.ep.Rank() {
 			continue
@@ -170,7 +186,7 @@ func (s *Selection) decide() error {
 func (s *Selection) build(peer int, lat time.Duration) error {
 	me, o := s.ep.Rank(), s.opts
 	env := o.Threshold.Env
-	env.Placement = threshold.Placement{Sender: s.cpus[me], Receiver: s.cpus[peer], JobCPUs: s.job, Concurrent: o.Concurrent, LineLatency: lat}
+	env.Placement = threshold.Placement{Sender: s.cpus[me], Receiver: s.cpus[peer], JobCPUs: s.job, Concurrent: o.Concurrent, LineLatency: lat, Apart: s.regimes.Far(lat)}
 	env.Unavailable, env.Knem = s.refused(peer, o.Threshold.Env.Unavailable)
 	var info *threshold.Info
 	var err error
@@ -189,46 +205,75 @@ func (s *Selection) build(peer int, lat time.Duration) error {
 	if !env.Knem {
 		p.Unavailable = append(p.Unavailable, threshold.Knem)
 	}
-	if !o.TableOnly {
-		if p.Adaptive, err = threshold.NewAdaptive(info.Table, candidates(env)); err != nil {
-			return fmt.Errorf("auto: the selector for rank %d: %w", peer, err)
-		}
-	}
+	p.candidates = candidates(env)
 	s.pairs[peer] = p
-	s.slots[peer].set(info.Table, p.Adaptive)
+	s.slots[peer].set(info.Table, nil)
 	return nil
 }
 
-// setEagerMax sets the endpoint's eager limit: Options.Attach.EagerMax, else
-// the smallest switch of the peers' tables, minus one.
+// learn gives every peer without one (or every peer, when all is set: the
+// eager range changed) a Learner over the eager range of the endpoint.
+func (s *Selection) learn(all bool) error {
+	for peer := range s.pairs {
+		p := &s.pairs[peer]
+		if p.Info == nil || s.opts.TableOnly || p.Learner != nil && !all {
+			continue
+		}
+		var err error
+		if p.Learner, err = threshold.NewLearner(p.Info.Table, p.candidates, int64(s.eagerMax), int64(s.chooseAbove)); err != nil {
+			return fmt.Errorf("auto: the selector for rank %d: %w", peer, err)
+		}
+		s.slots[peer].set(p.Info.Table, p.Learner)
+	}
+	return nil
+}
+
+// setEagerMax sets the endpoint's eager range. Options.Attach.EagerMax
+// fixes the limit for every peer. Otherwise each peer decides its own
+// switch: with the table alone, its table's LMTMin (the endpoint's limit
+// is the largest of them, and the smallest opens the range); learning, its
+// Learner, from learnEagerFrom (or a smaller switch) up to the largest
+// switch rounded up to a whole size class (at least Nemesis' 64 KiB), so
+// that the eager path competes with the LMT in every class it may serve.
 func (s *Selection) setEagerMax() error {
-	lmtMin := int64(-1)
+	lo, hi := int64(-1), int64(-1)
 	for _, p := range s.pairs {
-		if p.Info != nil && (lmtMin < 0 || p.Info.Table.LMTMin.Bytes < lmtMin) {
-			lmtMin = p.Info.Table.LMTMin.Bytes
+		if p.Info != nil {
+			m := p.Info.Table.LMTMin.Bytes
+			if lo < 0 || m < lo {
+				lo = m
+			}
+			hi = max(hi, m)
 		}
 	}
+	oldMax, oldAbove := s.eagerMax, s.chooseAbove
 	switch {
 	case s.opts.Attach.EagerMax > 0:
 		s.eagerMax = s.opts.Attach.EagerMax
-	case lmtMin >= 0:
-		s.eagerMax = int(max(lmtMin-1, 0))
-	default: // a job of one rank: nothing to decide
-		s.eagerMax = attach.DefaultEagerMax
+		s.chooseAbove = s.eagerMax
+	case lo < 0: // a job of one rank: nothing to decide
+		s.eagerMax, s.chooseAbove = attach.DefaultEagerMax, attach.DefaultEagerMax
+	case s.opts.TableOnly:
+		s.eagerMax, s.chooseAbove = int(max(hi-1, 0)), int(max(lo-1, 0))
+	default:
+		top := max(hi, threshold.NemesisLMTMin)
+		s.eagerMax = int(1)<<bits.Len64(uint64(top-1)) - 1
+		s.chooseAbove = int(max(min(learnEagerFrom, lo)-1, 0)) // a tuned switch below 4 KiB stands
 	}
-	if err := s.ep.SetLMT(s.LMT, s.eagerMax); err != nil {
+	if err := s.LMT.SetEagerRange(s.chooseAbove, s.eagerMax); err != nil {
 		return fmt.Errorf("auto: eager limit %d: %w", s.eagerMax, err)
 	}
-	return nil
+	return s.learn(oldMax != s.eagerMax || oldAbove != s.chooseAbove)
 }
 
 // Reprobe times the cache line to every peer again, as Attach did, and
-// rebuilds the table of each pair whose placement changed side of
-// threshold.SharedLineMax: on a VM the hypervisor may move the vCPUs after
-// Attach (here between one core and two, every few seconds to hours), and
-// a pair that no longer shares a core should leave the double copy. A
-// rebuilt pair gets a fresh Adaptive (the costs it had learned belong to
-// the other placement), and the eager limit follows the new tables. A
+// rebuilds the table of each pair whose placement changed regime
+// (threshold.FindRegimes over this rank's readings, these included): on a
+// VM the hypervisor may move the vCPUs after Attach (here between one core
+// and two, every few seconds to hours), and a pair that no longer shares a
+// core should leave the double copy. A rebuilt pair gets a fresh Learner
+// (the costs it had learned belong to the other placement), and the eager
+// limit follows the new tables. A
 // peer that does not answer within the probe timeout keeps its table.
 //
 // Like Attach, every rank must call it, about at once, at a point where
@@ -238,12 +283,13 @@ func (s *Selection) setEagerMax() error {
 func (s *Selection) Reprobe() ([]int, error) {
 	lat := make([]time.Duration, s.ep.Size())
 	probePeers(s.ep, cmp.Or(s.opts.ProbeTimeout, defaultProbeTimeout), lat)
+	s.learnRegimes(lat)
 	var changed []int
 	for peer, p := range s.pairs {
 		if p.Info == nil || lat[peer] == 0 {
 			continue
 		}
-		if apart(lat[peer]) == apart(p.Placement.LineLatency) {
+		if s.regimes.Far(lat[peer]) == p.Placement.Apart {
 			s.pairs[peer].Placement.LineLatency = lat[peer]
 			continue
 		}
@@ -258,10 +304,29 @@ func (s *Selection) Reprobe() ([]int, error) {
 	return changed, s.setEagerMax()
 }
 
-// apart tells whether a measured line says the pair shares no cache the
-// double copy could use, as threshold's selection reads it (0: not
-// measured, the topology decides).
-func apart(lat time.Duration) bool { return lat > threshold.SharedLineMax }
+// maxReadings bounds the line readings a rank keeps: the latest ones say
+// what the machine does now.
+const maxReadings = 64
+
+// learnRegimes adds the readings of a probe (0: not measured) to this
+// rank's and finds their regimes again (threshold.FindRegimes): a pair is
+// measured apart only when its line falls in the slow one of two regimes
+// this rank has seen, never by a fixed line.
+func (s *Selection) learnRegimes(lat []time.Duration) {
+	for _, d := range lat {
+		if d > 0 {
+			s.readings = append(s.readings, d)
+		}
+	}
+	if n := len(s.readings); n > maxReadings {
+		s.readings = append(s.readings[:0], s.readings[n-maxReadings:]...)
+	}
+	s.regimes = threshold.FindRegimes(s.readings)
+}
+
+// Regimes returns what this rank's cache-line readings show: one regime,
+// or near and far pairs.
+func (s *Selection) Regimes() threshold.Regimes { return s.regimes }
 
 // refused lists the backends of threshold.Backends the engine cannot use
 // with peer, after those the caller ruled out, and whether KNEM can
@@ -283,10 +348,10 @@ func (s *Selection) refused(peer int, ruledOut []threshold.Backend) (unavailable
 	return unavailable, knem
 }
 
-// candidates are the adaptiveCandidates usable with env's peer.
+// candidates are the learnedCandidates usable with env's peer.
 func candidates(env threshold.Env) []threshold.Backend {
 	var cands []threshold.Backend
-	for _, b := range adaptiveCandidates {
+	for _, b := range learnedCandidates {
 		if b == threshold.Knem && !env.Knem || slices.Contains(env.Unavailable, b) {
 			continue
 		}
@@ -295,9 +360,15 @@ func candidates(env threshold.Env) []threshold.Backend {
 	return cands
 }
 
-// EagerMax is the endpoint's eager limit: messages of up to this many bytes
-// stay on the Nemesis cells.
+// EagerMax is the endpoint's eager limit: no longer message goes by the
+// Nemesis cells. Each peer decides for messages of more than
+// [Selection.ChooseAbove] bytes up to it (see setEagerMax); shorter ones
+// always go eagerly.
 func (s *Selection) EagerMax() int { return s.eagerMax }
+
+// ChooseAbove is the size above which each peer's selector decides whether
+// a message up to EagerMax goes eagerly (EagerMax when none does).
+func (s *Selection) ChooseAbove() int { return s.chooseAbove }
 
 // Pair returns the decision for messages to peer, or nil for the own rank
 // and ranks outside the job.
@@ -338,6 +409,9 @@ func (s *Selection) Warnings() []string {
 // each peer, its table with the source of every threshold.
 func (s *Selection) Describe(w io.Writer) error {
 	fmt.Fprintf(w, "eager limit: %d bytes (larger messages go through the LMT)\n", s.eagerMax)
+	if s.chooseAbove < s.eagerMax {
+		fmt.Fprintf(w, "eager or LMT decided per peer for %d to %d bytes\n", s.chooseAbove+1, s.eagerMax)
+	}
 	ranks := make([]string, len(s.cpus))
 	for r, c := range s.cpus {
 		ranks[r] = fmt.Sprintf("%d:cpu%d (%s)", r, c, s.sources[r])
@@ -351,8 +425,8 @@ func (s *Selection) Describe(w io.Writer) error {
 		if len(p.Unavailable) > 0 {
 			fmt.Fprintf(w, ", without %s", joinBackends(p.Unavailable))
 		}
-		if p.Adaptive != nil {
-			fmt.Fprintf(w, ", measuring %s", joinBackends(p.Adaptive.Candidates()))
+		if p.Learner != nil {
+			fmt.Fprintf(w, ", measuring %s", joinBackends(p.Learner.Candidates()))
 		} else {
 			fmt.Fprint(w, ", table only")
 		}
@@ -372,21 +446,47 @@ func joinBackends(bs []threshold.Backend) string {
 	return strings.Join(names, " ")
 }
 
-// selector is one peer's attach.Selector. It exists before its table (the
-// table needs the engine's checks, the engine needs the selectors), and
-// sends everything the engine's way until set.
+// selector is one peer's attach.Selector and attach.EagerChooser. It
+// exists before its table (the table needs the engine's checks, the engine
+// needs the selectors), and sends everything the engine's way until set.
 type selector struct {
-	table    *threshold.Table
-	adaptive *threshold.Adaptive // nil: the table alone
+	table   *threshold.Table
+	learner *threshold.Learner // nil: the table alone
+	eager   int                // the learner's index of the eager path
 	// below carries the messages that are past the endpoint's eager
 	// limit but below this peer's own switch (peers' tables differ).
 	below string
 }
 
-func (s *selector) set(t *threshold.Table, a *threshold.Adaptive) {
-	s.table, s.adaptive = t, a
+func (s *selector) set(t *threshold.Table, l *threshold.Learner) {
+	s.table, s.learner, s.eager = t, l, -1
+	if l != nil {
+		s.eager = l.Index(threshold.Eager)
+	}
 	if len(t.Rules) > 0 {
 		s.below = string(t.Rules[0].Backend)
+	}
+}
+
+// Eager implements attach.EagerChooser: the learner's choice, or the
+// table's switch for this peer.
+func (s *selector) Eager(size int64) bool {
+	switch {
+	case s.table == nil:
+		return true
+	case s.learner != nil:
+		return s.learner.Choose(size) == threshold.Eager
+	}
+	return size < s.table.LMTMin.Bytes
+}
+
+// ObserveEager implements attach.EagerChooser. The sender sees its own
+// copy into the cells, not the receiver's copy out of them, the same copy
+// the other way: the eager path is charged twice what the sender saw, as
+// an LMT backend is charged its whole payload movement (lmt.Stats.Moving).
+func (s *selector) ObserveEager(size int64, elapsed time.Duration) {
+	if s.learner != nil {
+		s.learner.Record(size, s.eager, 2*elapsed)
 	}
 }
 
@@ -395,22 +495,27 @@ func (s *selector) Backend(size int64) string {
 	if s.table == nil {
 		return ""
 	}
-	var c threshold.Choice
-	if s.adaptive != nil {
-		c = s.adaptive.Choose(size)
-	} else {
-		c = s.table.Choose(size)
+	c := s.table.Choose(size)
+	if c.DMA {
+		// DMA offload is the knem backend's own decision
+		// (threshold.DecideCopy), not a CPU backend's cost.
+		return string(c.Backend)
+	}
+	if s.learner != nil {
+		if b := s.learner.Choose(size); b != threshold.Eager {
+			return string(b)
+		}
+		return s.below
 	}
 	if c.Eager {
 		return s.below
 	}
-	// The DMA bit is the knem backend's own decision (threshold.DecideCopy).
 	return string(c.Backend)
 }
 
 // Observe implements attach.Selector.
 func (s *selector) Observe(backend string, size int64, elapsed time.Duration) {
-	if s.adaptive != nil {
-		s.adaptive.Observe(backend, size, elapsed)
+	if s.learner != nil {
+		s.learner.Record(size, s.learner.Index(threshold.Backend(backend)), elapsed)
 	}
 }

@@ -166,18 +166,26 @@ func TestSwitchAndTable(t *testing.T) {
 				if info.TuningStatus != "loaded" || len(sel.Warnings()) != 0 {
 					return fmt.Errorf("tuning file %s, warnings %q; want it loaded, no warning", info.TuningStatus, sel.Warnings())
 				}
-				if got, want := sel.EagerMax(), 40<<10-1; got != want || int64(got) != info.Table.LMTMin.Bytes-1 {
-					return fmt.Errorf("eager limit %d, want %d (table LMTMin %d - 1)", got, want, info.Table.LMTMin.Bytes)
+				// Learning, the eager path competes up to the
+				// end of the switch's size class; with the table
+				// alone, the switch is the limit.
+				wantMax, limit := 64<<10-1, "eager limit: 65535 bytes (larger messages go through the LMT)\neager or LMT decided per peer for 4096 to 65535 bytes\n"
+				if tableOnly {
+					wantMax, limit = 40<<10-1, "eager limit: 40959 bytes (larger messages go through the LMT)\n"
 				}
-				if (sel.Pair(peer).Adaptive == nil) != tableOnly {
-					return fmt.Errorf("TableOnly %v but Adaptive %v", tableOnly, sel.Pair(peer).Adaptive)
+				if got := sel.EagerMax(); got != wantMax {
+					return fmt.Errorf("eager limit %d, want %d (table LMTMin %d)", got, wantMax, info.Table.LMTMin.Bytes)
 				}
-				// The table's backends first, then the other
-				// candidates usable here.
-				how := "measuring pipe vmsplice shm cma-split"
+				if (sel.Pair(peer).Learner == nil) != tableOnly {
+					return fmt.Errorf("TableOnly %v but Learner %v", tableOnly, sel.Pair(peer).Learner)
+				}
+				// The candidates usable here, then the table's
+				// backends missing from them.
+				how := "measuring eager shm cma cma-split vmsplice"
 				if sel.Engine().Check("knem", peer) == nil {
 					how += " knem"
 				}
+				how += " pipe"
 				if tableOnly {
 					how = "table only"
 				}
@@ -186,7 +194,7 @@ func TestSwitchAndTable(t *testing.T) {
 					return err
 				}
 				for _, want := range []string{
-					"eager limit: 40959 bytes (larger messages go through the LMT)\n",
+					limit,
 					"ranks: 0:cpu0 (Options.CPUs), 1:cpu1 (Options.CPUs)\n",
 					fmt.Sprintf("to rank %d: cpu%d→cpu%d, ", peer, p.Rank, peer),
 					how + "\n",
@@ -197,6 +205,12 @@ func TestSwitchAndTable(t *testing.T) {
 						strings.HasSuffix(want, "\n") && !strings.Contains(out.String(), want) {
 						return fmt.Errorf("Describe lacks %q:\n%s", want, out.String())
 					}
+				}
+				if !tableOnly {
+					// A class starts from the table's choice at
+					// its smallest size, 32 KiB: eager, measured
+					// first.
+					sizes[1].want = "eager"
 				}
 				if err := expect(ep, sel, 0, 1, 0, sizes); err != nil {
 					return err
@@ -340,40 +354,43 @@ func TestPeersOwnSelectors(t *testing.T) {
 		if sel.Pair(p.Rank) != nil || sel.Pair(3) != nil {
 			return fmt.Errorf("Pair of the own rank or rank 3: %v %v, want nil", sel.Pair(p.Rank), sel.Pair(3))
 		}
-		var selectors []*threshold.Adaptive
+		var selectors []*threshold.Learner
 		for peer := range 3 {
 			if peer == p.Rank {
 				continue
 			}
 			pair := sel.Pair(peer)
 			want := []threshold.Backend{threshold.Vmsplice}
-			cands := []threshold.Backend{threshold.Shm, threshold.CMASplit}
+			cands := []threshold.Backend{threshold.Eager, threshold.Shm, threshold.CMA, threshold.CMASplit}
 			// Rank 2's refusal is the kernel's; between the
 			// others, CMA works as root and where ptrace is not
 			// restricted (Yama's ptrace_scope 1 refuses it to
 			// ordinary users: then it is refused everywhere).
 			if p.Rank == 2 || sel.Engine().Check("cma", peer) != nil && os.Geteuid() != 0 {
 				want = append(want, threshold.CMA, threshold.CMASplit)
-				cands = cands[:1]
+				cands = cands[:2]
 			}
 			if sel.Engine().Check("knem", peer) != nil {
 				want = append(want, threshold.Knem)
 			}
-			if pair.Peer != peer || !slices.Equal(pair.Unavailable, want) || !slices.Equal(pair.Adaptive.Candidates(), cands) {
-				return fmt.Errorf("to rank %d: pair of rank %d without %v measuring %v; want without %v measuring %v",
-					peer, pair.Peer, pair.Unavailable, pair.Adaptive.Candidates(), want, cands)
+			if !slices.Contains(want, threshold.Knem) {
+				cands = append(cands, threshold.Knem)
 			}
-			if slices.Contains(selectors, pair.Adaptive) {
+			if pair.Peer != peer || !slices.Equal(pair.Unavailable, want) || !slices.Equal(pair.Learner.Candidates(), cands) {
+				return fmt.Errorf("to rank %d: pair of rank %d without %v measuring %v; want without %v measuring %v",
+					peer, pair.Peer, pair.Unavailable, pair.Learner.Candidates(), want, cands)
+			}
+			if slices.Contains(selectors, pair.Learner) {
 				return fmt.Errorf("to rank %d: the selector of another peer", peer)
 			}
-			selectors = append(selectors, pair.Adaptive)
-			// Explore at every other message, so that every
-			// candidate carries some.
-			pair.Adaptive.ExploreEvery, pair.Adaptive.ExploreBytes = 2, 0
+			selectors = append(selectors, pair.Learner)
 		}
 
-		// Every rank sends to every other at once, 12 rounds.
-		const rounds, n = 12, 256 << 10
+		// Every rank sends to every other at once, 24 rounds: the
+		// first exploration round (1 + LearnerSamples messages per
+		// candidate) ends within them, with a message or two of
+		// measurement still on its way at each step.
+		const rounds, n = 24, 256 << 10
 		used := make([]map[string]int, 3)
 		reqs := make([]nemesis.Request, 4)
 		bufs := make([][]byte, 4)
@@ -426,7 +443,7 @@ func TestPeersOwnSelectors(t *testing.T) {
 			if u["vmsplice"] != 0 || p.Rank == 2 && u["cma"]+u["cma-split"] != 0 {
 				return fmt.Errorf("to rank %d: sent via %v, a backend that was unavailable", peer, u)
 			}
-			if slices.Contains(sel.Pair(peer).Adaptive.Candidates(), threshold.CMASplit) && peer != 2 && u["cma-split"] == 0 {
+			if slices.Contains(sel.Pair(peer).Learner.Candidates(), threshold.CMASplit) && peer != 2 && u["cma-split"] == 0 {
 				return fmt.Errorf("to rank %d: sent via %v, the selector never tried cma-split", peer, u)
 			}
 		}
@@ -434,13 +451,13 @@ func TestPeersOwnSelectors(t *testing.T) {
 		// Only rank 0 sends 4 MiB messages, only to rank 1: its
 		// selector for rank 1 measures them, the one for rank 2 knows
 		// nothing of that size.
-		for i := range 4 {
+		for i := range 2 * (1 + threshold.LearnerSamples) {
 			if _, err := exchange(ep, sel, 0, 1, 100+i, 4<<20, i); err != nil {
 				return err
 			}
 		}
 		if p.Rank == 0 {
-			c1, c2 := sel.Pair(1).Adaptive.Costs(4<<20), sel.Pair(2).Adaptive.Costs(4<<20)
+			c1, c2 := sel.Pair(1).Learner.State(4<<20).Costs, sel.Pair(2).Learner.State(4<<20).Costs
 			if !slices.ContainsFunc(c1, func(c float64) bool { return c > 0 }) || slices.ContainsFunc(c2, func(c float64) bool { return c != 0 }) {
 				return fmt.Errorf("4 MiB costs toward rank 1 %v, toward rank 2 %v; want measured, then none", c1, c2)
 			}
@@ -555,26 +572,26 @@ func TestNoAllocPerMessage(t *testing.T) {
 	for _, tableOnly := range []bool{false, true} {
 		t.Run(fmt.Sprintf("TableOnly=%v", tableOnly), func(t *testing.T) {
 			launchtest.Run(t, 2, func(p launch.Proc) error {
-				ep, sel, done, err := join(p, measuring(options(filepath.Join(t.TempDir(), "none.json"), 0, 1), !tableOnly))
+				ep, _, done, err := join(p, measuring(options(filepath.Join(t.TempDir(), "none.json"), 0, 1), !tableOnly))
 				if err != nil {
 					return err
 				}
 				defer done()
 				peer := 1 - p.Rank
-				if a := sel.Pair(peer).Adaptive; a != nil {
-					a.ExploreEvery, a.ExploreBytes = 4, 0
-				}
-				const n = 1<<20 + 5
-				pp := lmttest.NewPingPong(ep, ep.Wait, peer, n)
-				allocs := testing.AllocsPerRun(50, pp.Turn)
-				if pp.Err != nil {
-					return pp.Err
-				}
-				if st, ok := attach.Stats(&pp.Sent); !ok || st.Bytes != n {
-					return fmt.Errorf("last send went via %+v, want the LMT", st)
-				}
-				if allocs != 0 {
-					return fmt.Errorf("rank %d: %v allocations per round trip of %d-byte messages, want 0", p.Rank, allocs, n)
+				// 16 KiB: the endpoint asks the selector, eager
+				// and LMT take turns while the class explores.
+				for _, n := range []int{1<<20 + 5, 16<<10 + 5} {
+					pp := lmttest.NewPingPong(ep, ep.Wait, peer, n)
+					allocs := testing.AllocsPerRun(50, pp.Turn)
+					if pp.Err != nil {
+						return pp.Err
+					}
+					if st, ok := attach.Stats(&pp.Sent); n > 64<<10 && (!ok || st.Bytes != int64(n)) {
+						return fmt.Errorf("last send went via %+v, want the LMT", st)
+					}
+					if allocs != 0 {
+						return fmt.Errorf("rank %d: %v allocations per round trip of %d-byte messages, want 0", p.Rank, allocs, n)
+					}
 				}
 				return nil
 			})
@@ -631,11 +648,17 @@ func TestSingleRank(t *testing.T) {
 
 // TestPeersDifferentSwitches: on a machine with two L3 caches, rank 2
 // shares none with ranks 0 and 1, and the tuning file gives such pairs a
-// later eager→LMT switch (128 KiB) than pairs sharing one (32 KiB). An
-// endpoint has one eager limit: ranks 0 and 1 take the smaller; their
-// messages to rank 2 between the two switches go through the LMT by that
-// pair's first backend, while rank 2 keeps them eager.
+// later eager→LMT switch (128 KiB) than pairs sharing one (32 KiB). Each
+// pair keeps its own switch: the endpoint's limit is the larger, and ranks
+// 0 and 1 decide per peer above the smaller (with the table alone) or
+// above 4 KiB (learning, each class starting from its pair's table).
 func TestPeersDifferentSwitches(t *testing.T) {
+	for _, tableOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("TableOnly=%v", tableOnly), func(t *testing.T) { peersDifferentSwitches(t, tableOnly) })
+	}
+}
+
+func peersDifferentSwitches(t *testing.T, tableOnly bool) {
 	launchtest.Run(t, 3, func(p launch.Proc) error {
 		path := filepath.Join(t.TempDir(), "tuning.json")
 		f := &threshold.TuningFile{Machine: here}
@@ -644,22 +667,26 @@ func TestPeersDifferentSwitches(t *testing.T) {
 		if err := f.Save(path); err != nil {
 			return err
 		}
-		o := options(path, 0, 1, 4)
+		o := measuring(options(path, 0, 1, 4), !tableOnly)
 		o.Threshold.Detect.Sysfs = os.DirFS("../topology/testdata/amd-ccx")
 		ep, sel, done, err := join(p, o)
 		if err != nil {
 			return err
 		}
 		defer done()
-		if want := []int{32<<10 - 1, 32<<10 - 1, 128<<10 - 1}[p.Rank]; sel.EagerMax() != want {
-			return fmt.Errorf("eager limit %d, want %d", sel.EagerMax(), want)
+		above := []int{32<<10 - 1, 32<<10 - 1, 128<<10 - 1}[p.Rank]
+		if !tableOnly {
+			above = 4<<10 - 1
+		}
+		if sel.EagerMax() != 128<<10-1 || sel.ChooseAbove() != above {
+			return fmt.Errorf("eager limit %d, per-peer choice above %d; want %d and %d", sel.EagerMax(), sel.ChooseAbove(), 128<<10-1, above)
 		}
 		if err := expect(ep, sel, 0, 1, 0, []via{{32<<10 - 1, "eager"}, {32 << 10, "pipe"}, {128 << 10, "pipe"}}); err != nil {
 			return err
 		}
-		// Rank 0's limit sends 64 KiB to rank 2 through the LMT, by
-		// the only backend of that pair's table.
-		if err := expect(ep, sel, 0, 2, 10, []via{{32<<10 - 1, "eager"}, {64 << 10, "vmsplice"}, {128 << 10, "vmsplice"}}); err != nil {
+		// Rank 0 sends 64 KiB to rank 2 eagerly, as that pair's table
+		// says, while 64 KiB to rank 1 went through the LMT.
+		if err := expect(ep, sel, 0, 2, 10, []via{{32<<10 - 1, "eager"}, {64 << 10, "eager"}, {128 << 10, "vmsplice"}}); err != nil {
 			return err
 		}
 		return expect(ep, sel, 2, 1, 20, []via{{64 << 10, "eager"}, {128<<10 - 1, "eager"}, {128 << 10, "vmsplice"}})
@@ -667,15 +694,16 @@ func TestPeersDifferentSwitches(t *testing.T) {
 }
 
 // TestReprobeFollowsPlacement: a pair built as sharing its cache (the
-// fixture's topology, no probe at Attach) is moved to the table of a pair
-// sharing nothing when Reprobe finds the line slow, here because both
-// ranks' threads are pinned to one CPU, where the line takes two context
-// switches. Messages then take the new table's backend, intact. Unpinned
+// fixture's topology, one reading at Attach) is moved to the table of a
+// pair sharing nothing when Reprobe finds the line in a slow regime, here
+// because both ranks' threads are pinned to one CPU, where the line takes
+// two context switches (a machine so loaded that its unpinned readings
+// were as slow shows one regime, and nothing moves). Messages then take the new table's backend, intact. Unpinned
 // again, Reprobe files the pair by what this machine's line says now.
 func TestReprobeFollowsPlacement(t *testing.T) {
 	launchtest.Run(t, 2, func(p launch.Proc) error {
 		o := measuring(options(filepath.Join(t.TempDir(), "none.json"), 0, 1), false)
-		o.ProbeTimeout = 5 * time.Second
+		o.ProbeTimeout, o.NoProbe = 5*time.Second, false // a first reading to compare with
 		ep, sel, done, err := join(p, o)
 		if err != nil {
 			return err
@@ -710,17 +738,41 @@ func TestReprobeFollowsPlacement(t *testing.T) {
 		if err := unix.SchedGetaffinity(0, &all); err != nil {
 			return err
 		}
+		// Two readings of each placement: one reading is no regime.
+		var changed []int
+		reprobe := func() error {
+			c, err := sel.Reprobe()
+			if !slices.Equal(changed, []int{peer}) {
+				changed = c
+			}
+			return err
+		}
+		if err := reprobe(); err != nil {
+			return err
+		}
 		one.Set(mask(t)[0])
 		if err := unix.SchedSetaffinity(0, &one); err != nil {
 			return err
 		}
-		changed, err := sel.Reprobe()
-		if err != nil {
+		if err := reprobe(); err != nil {
+			return err
+		}
+		if err := reprobe(); err != nil {
 			return err
 		}
 		pair := sel.Pair(peer)
-		if lat := pair.Placement.LineLatency; lat <= threshold.SharedLineMax || !slices.Equal(changed, []int{peer}) {
-			return fmt.Errorf("on one CPU: line %v, changed %v; want over %v and [%d]", lat, changed, threshold.SharedLineMax, peer)
+		if !sel.Regimes().Two {
+			// Attach's reading was already as slow as one CPU's
+			// (a loaded machine ran both ranks on one): one
+			// regime, nothing is filed apart, nothing changes.
+			fmt.Printf("rank %d: %s\n", p.Rank, sel.Regimes())
+			if pair.Placement.Apart || changed != nil {
+				return fmt.Errorf("one regime (%s), yet apart %v, changed %v", sel.Regimes(), pair.Placement.Apart, changed)
+			}
+			return check("one regime", 20)
+		}
+		if lat := pair.Placement.LineLatency; !pair.Placement.Apart || !slices.Equal(changed, []int{peer}) {
+			return fmt.Errorf("on one CPU: line %v (%s), changed %v; want it far, and [%d]", lat, sel.Regimes(), changed, peer)
 		}
 		if b := pair.Info.Table.Choose(size).Backend; b == threshold.Shm {
 			return fmt.Errorf("on one CPU the pair still takes shm at 1 MiB:\n%s", describe(sel))
@@ -743,9 +795,9 @@ func TestReprobeFollowsPlacement(t *testing.T) {
 			return err
 		}
 		lat := sel.Pair(peer).Placement.LineLatency
-		shared := lat <= threshold.SharedLineMax
+		shared := !sel.Pair(peer).Placement.Apart
 		if lat <= 0 || shared != slices.Equal(changed, []int{peer}) || !shared && changed != nil {
-			return fmt.Errorf("unpinned: line %v, changed %v; want the pair back to the shared table exactly when the line is within %v", lat, changed, threshold.SharedLineMax)
+			return fmt.Errorf("unpinned: line %v (%s), changed %v; want the pair back to the shared table exactly when the line is near", lat, sel.Regimes(), changed)
 		}
 		if b := sel.Pair(peer).Info.Table.Choose(size).Backend; shared != (b == threshold.Shm) {
 			return fmt.Errorf("unpinned: line %v, the pair takes %s at 1 MiB", lat, b)
@@ -758,4 +810,57 @@ func describe(sel *auto.Selection) string {
 	var b strings.Builder
 	sel.Describe(&b)
 	return b.String()
+}
+
+// TestEagerLearned: with measurement on, a 16 KiB message may go eagerly
+// or through the LMT: the peer's Learner measures the eager path beside
+// the backends and settles, every message intact.
+func TestEagerLearned(t *testing.T) {
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		ep, sel, done, err := join(p, options(filepath.Join(t.TempDir(), "none.json"), 0, 1))
+		if err != nil {
+			return err
+		}
+		defer done()
+		if sel.ChooseAbove() != 4<<10-1 || sel.EagerMax() != 64<<10-1 {
+			return fmt.Errorf("eager range (%d, %d], want (4095, 65535]", sel.ChooseAbove(), sel.EagerMax())
+		}
+		const n, msgs = 16 << 10, 80
+		used := map[string]int{}
+		for i := range msgs {
+			got, err := exchange(ep, sel, 0, 1, i, n+i, i)
+			if err != nil {
+				return err
+			}
+			used[got]++
+		}
+		if p.Rank != 0 {
+			return nil
+		}
+		l := sel.Pair(1).Learner
+		st := l.State(n)
+		fmt.Printf("16 KiB to rank 1 via %v; learner over %v: %+v\n", used, l.Candidates(), st)
+		if used["eager"] == 0 || used["eager"] == msgs || st.Rounds == 0 || st.Costs[l.Index(threshold.Eager)] == 0 {
+			return fmt.Errorf("%d messages went via %v; learner %+v: want eager and the LMT both used, a round completed, eager measured", msgs, used, st)
+		}
+		return nil
+	})
+}
+
+// TestTunedSwitchBelowLearnedRange: a tuning file's switch below 4 KiB
+// opens the learned range there, so its first message past the switch
+// takes the file's backend, not the cells.
+func TestTunedSwitchBelowLearnedRange(t *testing.T) {
+	tt := threshold.TunedTable{LMTMin: 2 << 10, Rules: []threshold.TunedRule{{From: 2 << 10, Backend: threshold.Pipe}}}
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		ep, sel, done, err := join(p, options(tuning(t, here, tt), 0, 1))
+		if err != nil {
+			return err
+		}
+		defer done()
+		if sel.ChooseAbove() != 2<<10-1 {
+			return fmt.Errorf("per-peer choice above %d, want 2047", sel.ChooseAbove())
+		}
+		return expect(ep, sel, 0, 1, 0, []via{{2<<10 - 1, "eager"}, {3 << 10, "pipe"}})
+	})
 }

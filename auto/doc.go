@@ -10,13 +10,15 @@
 // [attach.Attach] alone gives the engine's fixed preference list (shm
 // first). Attach gives, for each peer, what package threshold decides:
 //
-//   - The eager→LMT switch. Messages up to [Selection.EagerMax] bytes stay
-//     on the Nemesis cells; the limit is the table's LMTMin minus one:
-//     64 KiB (MPICH's switch) by default, 16 KiB or 4 KiB when the KNEM
-//     module serves a pair sharing no cache (the paper's §3.5 and §4.4),
-//     or the crossover `lmtbench tune` measured. One endpoint has one limit:
-//     with peers whose tables differ, the smallest one, and the messages to
-//     a peer between the limit and its own switch take its first backend.
+//   - The eager→LMT switch, per peer. Each pair starts from its table's
+//     LMTMin: 64 KiB (MPICH's switch) by default, 16 KiB or 4 KiB when the
+//     KNEM module serves a pair sharing no cache (the paper's §3.5 and
+//     §4.4), or the crossover `lmtbench tune` measured. Learning (the
+//     default), the endpoint asks the peer's selector for every message
+//     from 4 KiB to [Selection.EagerMax] (the largest switch rounded up to
+//     a size class, at least 64 KiB) whether it goes eagerly: the eager
+//     path is one more candidate of the pair's [threshold.Learner]. With
+//     Options.TableOnly each peer keeps its table's switch exactly.
 //   - The size→backend table of the pair. With a tuning file written by
 //     `lmtbench tune` on this machine (found at $KNEMESIS_TUNING, else
 //     knemesis/tuning.json in the user's configuration directory), its
@@ -28,13 +30,19 @@
 //     users).
 //     A foreign file is ignored with a warning in [Selection.Warnings].
 //   - Correction by measurement. Unless Options.TableOnly, each peer gets
-//     its own [threshold.Adaptive]: it starts from the table's choice and,
-//     per power-of-two size class, keeps the cost of the candidate
-//     backends (shm, cma-split, vmsplice, knem: those usable with that
-//     peer), measured from the sender's own completions, moving a class to
-//     another backend when it is faster. On virtual machines the best
-//     backend changes with the placement of the vCPUs; only measurement
-//     follows it.
+//     its own [threshold.Learner]: per power-of-two size class it starts
+//     from the table's choice, measures every candidate (the eager path
+//     where a message may take it; shm, cma, cma-split, vmsplice, knem:
+//     those usable with that peer) a few messages each, from the sender's
+//     own completions, settles on the fastest, and re-checks rarely (after
+//     64 messages, then twice as many each time the choice holds) or at
+//     once when the settled one slows down by half. Another candidate
+//     displaces the settled one only when more than 5% faster, so two close
+//     ones do not take turns, and of two more than 10% apart the faster
+//     always wins. On virtual machines the
+//     best backend changes with the placement of the vCPUs; only
+//     measurement follows it. The sender does not see the receiver's copy
+//     out of the cells: an eager message counts twice its copy in.
 //
 // # What the decision is made from
 //
@@ -55,17 +63,22 @@
 // Whether a pair really shares its cache is also measured: Attach times a
 // cache line between the two ranks of every pair
 // ([nemesis.Endpoint.LineLatency], pairs meeting in the rounds of a
-// round-robin tournament, about 0.1 ms each) and a pair whose line takes
-// longer than [threshold.SharedLineMax] gets the table of a pair sharing
-// nothing, whatever the topology says: a VM's sysfs may report one L3 for
+// round-robin tournament, about 0.1 ms each). A rank files its pairs near
+// or far only where its readings (those of every probe so far) show two
+// regimes, split at a gap ([threshold.FindRegimes]), never by a fixed
+// line: a pair in the slow regime gets the table of a pair sharing
+// nothing, whatever the topology says (a VM's sysfs may report one L3 for
 // both vCPUs wherever the hypervisor runs them, and the double copy is
-// worth several times less when they do not share a core
-// (docs/performance.md). Options.NoProbe skips it (every rank alike: a peer that does not take
-// part costs the others 100 ms once, then its pairs use the topology).
-// The hypervisor may move the vCPUs later: [Selection.Reprobe], called by
-// every rank at once between a job's phases, times every pair again and
-// rebuilds the tables (and the eager limit) of the pairs whose line
-// crossed SharedLineMax either way. Two ranks on one CPU measure the
+// worth several times less when they do not share a core:
+// docs/performance.md); with one regime the topology decides, and the
+// Learner corrects the start by measurement. [Selection.Regimes] says
+// what was found. Options.NoProbe skips it (every rank alike: a peer that
+// does not take part costs the others 100 ms once, then its pairs use the
+// topology). The hypervisor may move the vCPUs later:
+// [Selection.Reprobe], called by every rank at once between a job's
+// phases, times every pair again and rebuilds the tables (and the eager
+// limit) of the pairs whose reading changed regime. Two ranks on one CPU
+// measure the
 // context switch: they share nothing the double copy could use.
 //
 // Availability is checked per peer with the engine (lmt.Engine.Check): a

@@ -12,8 +12,9 @@ import (
 // cross and the double copy falls by as much (docs/performance.md). So Attach
 // times a cache line between the ranks of each pair
 // (nemesis.Endpoint.LineLatency) and hands it to the table
-// (threshold.Placement.LineLatency), which stops believing a shared cache
-// the line does not cross like one. A job started in one placement and
+// (threshold.Placement.LineLatency, and Apart when the reading falls in the
+// slow one of two regimes this rank has seen), which stops believing a
+// shared cache the line does not cross like one. A job started in one placement and
 // run in the other is the adaptive selector's to follow within the LMT
 // backends; Selection.Reprobe, called by every rank between phases, moves
 // the tables and the eager limit too; a short job gets the right start.

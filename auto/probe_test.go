@@ -48,7 +48,7 @@ func TestProbeOrder(t *testing.T) {
 // TestProbeReachesTable: with this machine's own caches, each rank of a
 // pair times the cache line to the other, the table gets that time, and
 // the pair counts as sharing a cache exactly when the topology says so and
-// the line crossed within threshold.SharedLineMax. A rank that does not
+// the line is not in the slow one of two regimes this rank measured. A rank that does not
 // probe leaves its pairs measured 0 (topology alone) after the others'
 // timeout, and the two that probe still measure each other.
 func TestProbeReachesTable(t *testing.T) {
@@ -77,7 +77,7 @@ func TestProbeReachesTable(t *testing.T) {
 				return fmt.Errorf("pair %d→%d: line %v, table's %v; measured %v", p.Rank, peer, lat, table.LineLatency, measured)
 			}
 			_, topo := pair.Info.Topology.SharedCache(pair.Placement.Sender, pair.Placement.Receiver)
-			if want := topo && lat <= threshold.SharedLineMax; table.Shared != want {
+			if want := topo && !sel.Regimes().Far(lat); table.Shared != want || pair.Placement.Apart != sel.Regimes().Far(lat) {
 				return fmt.Errorf("pair %d→%d: line %v, topology shared %v, table shared %v", p.Rank, peer, lat, topo, table.Shared)
 			}
 			var out strings.Builder
@@ -90,4 +90,35 @@ func TestProbeReachesTable(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestLearnRegimes: a rank files a reading far only once its readings show
+// two regimes, two readings each at least, and forgets the oldest past
+// maxReadings: the machine of now decides.
+func TestLearnRegimes(t *testing.T) {
+	ns := time.Nanosecond
+	s := &Selection{}
+	for i, c := range []struct {
+		lat []time.Duration // by rank; 0 for the own rank
+		two bool
+	}{
+		{[]time.Duration{0, 50 * ns}, false},
+		{[]time.Duration{0, 55 * ns}, false},
+		{[]time.Duration{0, 2000 * ns}, false}, // one slow reading is no regime
+		{[]time.Duration{0, 2100 * ns}, true},
+	} {
+		s.learnRegimes(c.lat)
+		if r := s.Regimes(); r.Two != c.two || r.N != i+1 {
+			t.Fatalf("after %d readings: %s, want two regimes %v", i+1, r, c.two)
+		}
+	}
+	if r := s.Regimes(); !r.Far(2000*ns) || r.Far(55*ns) {
+		t.Fatalf("%s: want 2 µs far, 55 ns near", r)
+	}
+	for range maxReadings - 2 {
+		s.learnRegimes([]time.Duration{0, 2000 * ns})
+	}
+	if r := s.Regimes(); r.Two || r.N != maxReadings || r.Far(2000*ns) {
+		t.Fatalf("after %d slow readings: %s, want one regime of the latest %d", maxReadings-2, r, maxReadings)
+	}
 }

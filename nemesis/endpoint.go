@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/knemesis/knemesis/internal/fastclock"
 	"github.com/knemesis/knemesis/internal/memcopy"
 	"github.com/knemesis/knemesis/nemesis/internal/ilist"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -139,7 +140,11 @@ type Endpoint struct {
 	lmtFds   LMTPoller // lmt, when its transfers may wait on descriptors
 	pollFds  []unix.PollFd
 	eagerMax int
-	cellsIn  uint64 // cells taken from the receive queue
+	// chooser, when the LMT is one, decides for messages of more than
+	// chooseAbove bytes up to eagerMax (chooseAbove == eagerMax: never).
+	chooser     LMTChooser
+	chooseAbove int
+	cellsIn     uint64 // cells taken from the receive queue
 
 	live    liveness
 	crashed error // the first rank found dead without having closed
@@ -230,7 +235,7 @@ func JoinProc(p launch.Proc, o *Options) (*Endpoint, error) {
 }
 
 func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
-	ep := &Endpoint{seg: s, rank: rank, size: s.nprocs, job: job, opts: o, eagerMax: maxInt}
+	ep := &Endpoint{seg: s, rank: rank, size: s.nprocs, job: job, opts: o, eagerMax: maxInt, chooseAbove: maxInt}
 	me := s.proc(rank)
 	ep.recvQ, ep.freeQ = queue{sh: &me.recv}, queue{sh: &me.free}
 	ep.peers = make([]peer, ep.size)
@@ -417,11 +422,19 @@ func (ep *Endpoint) startSend(r *Request) {
 		ep.queueSend(r)
 		return
 	}
+	chosen := r.msgLen > ep.chooseAbove && r.msgLen <= ep.eagerMax
+	var t0 int64
+	if chosen {
+		t0 = fastclock.Nanotime()
+	}
 	res, err := ep.trySend(r)
 	switch {
 	case err != nil:
 		ep.finish(r, 0, err)
 	case res == sendDone:
+		if chosen {
+			ep.chooser.EagerSent(r.peer, r.msgLen, time.Duration(fastclock.Nanotime()-t0))
+		}
 		ep.finish(r, r.msgLen, nil)
 	case res == sendHanded:
 	default:
@@ -689,7 +702,7 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 	p := &ep.peers[r.peer]
 	n := r.msgLen
 	if !r.seqd {
-		if n > ep.eagerMax {
+		if n > ep.eagerMax || n > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, n) {
 			return ep.sendRTS(r)
 		}
 		if n <= s.fboxPayload {

@@ -1,6 +1,8 @@
 package nemesis
 
 import (
+	"time"
+
 	"github.com/knemesis/knemesis/internal/memcopy"
 	"golang.org/x/sys/unix"
 )
@@ -83,16 +85,35 @@ type LMT interface {
 // long message: an RTS reaching an endpoint without an LMT is an error.
 func (ep *Endpoint) SetLMT(l LMT, eagerMax int) error {
 	if l == nil {
-		ep.lmt, ep.lmtMeter, ep.lmtFds, ep.eagerMax = nil, nil, nil, maxInt
+		ep.lmt, ep.lmtMeter, ep.lmtFds, ep.chooser = nil, nil, nil, nil
+		ep.eagerMax, ep.chooseAbove = maxInt, maxInt
 		return nil
 	}
 	if eagerMax < 0 {
 		return errorf(ErrInvalidArg, "eager limit %d is negative", eagerMax)
 	}
-	ep.lmt, ep.eagerMax = l, eagerMax
+	ep.lmt, ep.eagerMax, ep.chooseAbove = l, eagerMax, eagerMax
 	ep.lmtMeter, _ = l.(LMTMeter)
 	ep.lmtFds, _ = l.(LMTPoller)
+	if ep.chooser, _ = l.(LMTChooser); ep.chooser != nil {
+		ep.chooseAbove = max(min(ep.chooser.ChooseAbove(), eagerMax), 0)
+	}
 	return nil
+}
+
+// LMTChooser is implemented by an LMT that decides, message by message and
+// per peer, which messages up to the eager limit still go through it: the
+// eager/LMT switch of each pair, learned from transfer times rather than
+// one size for the whole endpoint. The endpoint asks ViaLMT for every
+// message of more than ChooseAbove() (read at SetLMT) and at most eagerMax
+// bytes, and reports through EagerSent how long each one it then sent
+// eagerly took to copy into the cells or fastbox, from the call to the
+// send's completion (a send that had to wait for cells is not reported:
+// its time is the receiver's, not the copy's).
+type LMTChooser interface {
+	ChooseAbove() int
+	ViaLMT(peer, n int) bool
+	EagerSent(peer, n int, d time.Duration)
 }
 
 // LMTPoller is implemented by an LMT whose transfers may wait on file

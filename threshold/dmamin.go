@@ -37,19 +37,14 @@ type Placement struct {
 	Concurrent int
 	// LineLatency is how long a cache line took, one way, between the
 	// two processes when measured (nemesis.Endpoint.LineLatency); 0 when
-	// not measured. Above SharedLineMax it overrules a topology that says
-	// they share a cache (see Build).
+	// not measured. It is reported, and decides nothing by itself.
 	LineLatency time.Duration
+	// Apart says the measured line falls in the slow one of two regimes
+	// the job's readings show ([FindRegimes]): Build then treats a pair
+	// the topology says shares a cache as sharing none (a VM's topology
+	// does not follow its vCPUs around the host).
+	Apart bool
 }
-
-// SharedLineMax is the longest one-way cache-line time between two CPUs
-// that Build believes share a cache. It sits between the two populations
-// it must tell apart: CPUs that do share a cache (SMT siblings, cores
-// behind one L3: tens of nanoseconds) and a VM's vCPUs that the hypervisor
-// runs on different cores while sysfs still describes a shared L3 (a few
-// hundred), where the double copy loses to cma-split. The figures are in
-// docs/performance.md (threshold, Placement).
-const SharedLineMax = 150 * time.Nanosecond
 
 // Threshold is a size in bytes and where it came from.
 type Threshold struct {

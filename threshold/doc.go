@@ -40,7 +40,9 @@
 // that cache when their placement is known ([Placement.JobCPUs]), else the
 // cores sharing it (one process per core, the paper's second formula).
 //
-// A table is a prediction from the caches. [Adaptive] corrects it while the
+// A table is a prediction from the caches. [Learner] corrects it per size
+// class from the job's own transfer times, the eager path included, and
+// settles (package auto gives one to each peer). [Adaptive] corrects it while the
 // job runs, from how long each message's payload took to move, for machines
 // where the best backend changes under the job (a VM whose vCPUs move between
 // one core and two) or with the job's buffer reuse; package lmt/attach takes

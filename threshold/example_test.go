@@ -114,3 +114,23 @@ func ExampleTune() {
 	// from 4 MiB: cma
 	// tables loaded: 1 measured points: 15
 }
+
+// A Learner starts a size class from the table's choice, measures every
+// candidate, and keeps the fastest: here the eager path loses to one CMA
+// copy at 16 KiB, though the formula's switch (64 KiB) said eager.
+func ExampleLearner() {
+	t := &threshold.Table{LMTMin: threshold.Threshold{Bytes: 64 << 10}, Rules: []threshold.Rule{{From: 64 << 10, Backend: threshold.Shm}}}
+	l, err := threshold.NewLearner(t, []threshold.Backend{threshold.Eager, threshold.CMA}, 64<<10-1, 4<<10-1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	nsPerByte := map[threshold.Backend]float64{threshold.Eager: 0.08, threshold.CMA: 0.05}
+	const size = 16 << 10
+	for range 8 { // a round: one cold and three counted messages each
+		b := l.Choose(size)
+		l.Record(size, l.Index(b), time.Duration(nsPerByte[b]*size))
+	}
+	s := l.State(size)
+	fmt.Println(l.Choose(size), s.Settled, s.Rounds, s.NextRecheck)
+	// Output: cma true 1 64
+}

@@ -85,7 +85,7 @@ type Table struct {
 	Cache  topology.Cache // the cache DMA_min was computed from
 	Shared bool           // the pair shares Cache (and measured so, when measured)
 	// LineLatency is the pair's measured one-way cache-line time (0 when
-	// not measured); Shared is false whenever it exceeds SharedLineMax.
+	// not measured); Shared is false whenever Placement.Apart.
 	LineLatency time.Duration
 	Rules       []Rule // ascending From; Rules[0].From == LMTMin.Bytes
 	Notes       []string
@@ -121,10 +121,10 @@ func (t *Table) Choose(size int64) Choice {
 //     measured), cma-split from 24 KiB, whose two halves two CPUs copy at
 //     once (measured nearly twice as fast as one process_vm_readv from
 //     1 MiB on); else vmsplice from Nemesis' 64 KiB.
-//   - A pair the topology says shares a cache, but whose measured
-//     cache-line time (Placement.LineLatency) exceeds SharedLineMax, is
-//     taken to share none: a VM's sysfs and CPUID describe the vCPUs, not
-//     where the hypervisor runs them now.
+//   - A pair the topology says shares a cache, but measured apart
+//     (Placement.Apart: its cache line in the slow one of two regimes the
+//     job measured), is taken to share none: a VM's sysfs and CPUID
+//     describe the vCPUs, not where the hypervisor runs them now.
 //   - Above DMA_min, not at it (§3.5 wants a cache "at least two times
 //     larger" than the message), DMA_min being lowered by concurrent
 //     transfers: KNEM with DMA offload when the module has a channel.
@@ -147,11 +147,11 @@ func Build(env Env) (*Table, error) {
 	}
 	sc, shared := env.Topology.SharedCache(env.Sender, env.Receiver)
 	t := &Table{DMAMin: dmaMin, Cache: cache, LineLatency: env.LineLatency}
-	if shared && env.LineLatency > SharedLineMax {
+	if shared && env.Apart {
 		// A VM's topology does not follow its vCPUs around the host.
 		shared = false
-		t.Notes = append(t.Notes, fmt.Sprintf("the topology says the pair shares its %s, but a cache line takes %v one way between them (above %v): treated as sharing no cache",
-			sc.Name(), env.LineLatency, SharedLineMax))
+		t.Notes = append(t.Notes, fmt.Sprintf("the topology says the pair shares its %s, but a cache line takes %v one way between them, in the slow one of two regimes measured: treated as sharing no cache",
+			sc.Name(), env.LineLatency))
 	}
 	t.Shared = shared
 	concurrent := env.Concurrent > 1

@@ -106,7 +106,7 @@ func TestSelectionTables(t *testing.T) {
 			"eager<64 KiB | shm≥64 KiB"},
 		// A measured cache line overrules the topology only toward
 		// sharing less.
-		{"xeon shared L2, measured far", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 4, LineLatency: 210 * time.Nanosecond}},
+		{"xeon shared L2, measured far", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 4, LineLatency: 210 * time.Nanosecond, Apart: true}},
 			"eager<16 KiB | cma≥16 KiB | cma-split≥24 KiB"},
 		{"xeon no shared cache, measured near", Env{Topology: xeon, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 50 * time.Nanosecond}},
 			"eager<16 KiB | cma≥16 KiB | cma-split≥24 KiB"},
@@ -130,9 +130,9 @@ func TestSelectionTables(t *testing.T) {
 		// the same in both placements.
 		{"epyc-kvm, measured near", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 52 * time.Nanosecond}},
 			"eager<64 KiB | shm≥64 KiB"},
-		{"epyc-kvm, measured far", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 204 * time.Nanosecond}},
+		{"epyc-kvm, measured far", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 204 * time.Nanosecond, Apart: true}},
 			"eager<16 KiB | cma≥16 KiB | cma-split≥24 KiB"},
-		{"epyc-kvm, measured far, knem+DMA", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 204 * time.Nanosecond}, Knem: true, DMA: true},
+		{"epyc-kvm, measured far, knem+DMA", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 204 * time.Nanosecond, Apart: true}, Knem: true, DMA: true},
 			"eager<16 KiB | knem≥16 KiB | knem+dma>8 MiB"},
 		{"epyc-kvm, knem without DMA", Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}, Knem: true},
 			"eager<64 KiB | shm≥64 KiB"},
@@ -213,12 +213,12 @@ func BenchmarkChoose(b *testing.B) {
 	_ = fmt.Sprint(sink)
 }
 
-// TestMeasuredLineOverrulesTopology: a pair measured slower than
-// SharedLineMax is built as sharing nothing, with a note saying why; one
-// measured at the bound still shares.
+// TestMeasuredLineOverrulesTopology: a pair measured apart (its line in
+// the slow one of two regimes) is built as sharing nothing, with a note
+// saying why; a slow line alone, in one regime, decides nothing.
 func TestMeasuredLineOverrulesTopology(t *testing.T) {
 	kvm := mustSysfs(t, "epyc-kvm")
-	far, err := Build(Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 204 * time.Nanosecond}})
+	far, err := Build(Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 204 * time.Nanosecond, Apart: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,11 +226,34 @@ func TestMeasuredLineOverrulesTopology(t *testing.T) {
 		!strings.Contains(far.Notes[0], "shares its L3, but a cache line takes 204ns one way") {
 		t.Errorf("far pair: shared %v, line %v, notes %q", far.Shared, far.LineLatency, far.Notes)
 	}
-	edge, err := Build(Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: SharedLineMax}})
+	slow, err := Build(Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1, LineLatency: 400 * time.Nanosecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !edge.Shared || len(edge.Notes) != 0 || compact(edge) != "eager<64 KiB | shm≥64 KiB" {
-		t.Errorf("pair at SharedLineMax: shared %v, notes %q, %s", edge.Shared, edge.Notes, compact(edge))
+	if !slow.Shared || len(slow.Notes) != 0 || compact(slow) != "eager<64 KiB | shm≥64 KiB" {
+		t.Errorf("slow line in one regime: shared %v, notes %q, %s", slow.Shared, slow.Notes, compact(slow))
+	}
+}
+
+// TestRegimesSmallSets: package auto's case, a few readings per rank.
+func TestRegimesSmallSets(t *testing.T) {
+	ns := time.Nanosecond
+	for _, c := range []struct {
+		readings []time.Duration
+		two      bool
+		far      time.Duration // a reading that must be far when two
+	}{
+		{[]time.Duration{148 * ns}, false, 0},
+		{[]time.Duration{148 * ns, 160 * ns}, false, 0},
+		{[]time.Duration{52 * ns, 3000 * ns}, false, 0}, // one reading is no regime
+		{[]time.Duration{52 * ns, 0, 204 * ns, 55 * ns}, false, 0},
+		{[]time.Duration{52 * ns, 3000 * ns, 55 * ns, 2900 * ns}, true, 2900 * ns}, // one CPU: two context switches
+		{[]time.Duration{52 * ns, 0, 204 * ns, 55 * ns, 237 * ns}, true, 204 * ns},
+		{[]time.Duration{140 * ns, 150 * ns, 160 * ns, 148 * ns, 152 * ns}, false, 0},
+	} {
+		r := FindRegimes(c.readings)
+		if r.Two != c.two || c.two && (!r.Far(c.far) || r.Far(r.Low)) || !c.two && r.Far(c.readings[0]) {
+			t.Errorf("%v: %+v (%s), want two regimes %v", c.readings, r, r, c.two)
+		}
 	}
 }

@@ -109,6 +109,8 @@ type options struct {
 
 	avail   map[string]error // backend name → nil or why it cannot run; see availability
 	machine *machine.Facts
+	// regimes are the placement regimes of the last run's readings.
+	regimes machine.Regimes
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {

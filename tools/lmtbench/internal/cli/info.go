@@ -17,6 +17,9 @@ import (
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
 
+// placementMethod says how a run files its samples near or far.
+var placementMethod = fmt.Sprintf("a run files samples near/far only where its own readings split at a gap of %.1f× (else one class, %q), never by a fixed line", machine.GapRatio, machine.All)
+
 func runInfo(_ context.Context, o *options, stdout, _ io.Writer) error {
 	return writeInfo(stdout, o, true)
 }
@@ -34,10 +37,10 @@ func writeInfo(w io.Writer, o *options, full bool) error {
 		fmt.Fprintln(w, "placement: not probed (--placement-probe none)")
 	case machine.Builtin:
 		p := harness.ProbePlacement(context.Background())
-		fmt.Fprintf(w, "placement: %s %.3f µs cache-line one-way now (built-in probe between two processes; near up to %v)\n", p.Class, p.LatencyUs, threshold.SharedLineMax)
+		fmt.Fprintf(w, "placement: %.3f µs cache-line one-way now (built-in probe between two processes); %s\n", p.LatencyUs, placementMethod)
 	default:
 		p := machine.Probe(probe)
-		fmt.Fprintf(w, "placement: %s %.3f µs cache-line one-way now (%s)\n", p.Class, p.LatencyUs, probe)
+		fmt.Fprintf(w, "placement: %.3f µs cache-line one-way now (%s); %s\n", p.LatencyUs, probe, placementMethod)
 	}
 	fmt.Fprintln(w, "backends (each checked by moving one verified 64 KiB message between two processes):")
 	avail := o.availability()
@@ -116,12 +119,12 @@ func writeSelector(w io.Writer, o *options) error {
 	}
 	// auto times a cache line between the ranks at Attach: a pair
 	// the topology says shares a cache may still be measured apart.
-	env.LineLatency = threshold.SharedLineMax + 1
+	env.Apart = true
 	apart, err := info.For(env)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "  measured apart (package auto finds a cache line slower than %v between the ranks):\n", threshold.SharedLineMax)
+	fmt.Fprintln(w, "  measured apart (package auto finds the pair's cache line in the slow one of two regimes):")
 	fmt.Fprintf(w, "    < %s  eager\n", threshold.FormatSize(apart.Table.LMTMin.Bytes))
 	for _, r := range apart.Table.Rules {
 		fmt.Fprintf(w, "    %s  %s\n", r.Range(), r.Backend)

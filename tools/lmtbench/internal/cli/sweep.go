@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/knemesis/knemesis/nemesis"
-	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
@@ -140,7 +139,9 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 		case "":
 			fmt.Fprintln(stdout, "placement: unknown — --placement-probe none; samples were not bracketed")
 		case machine.Builtin:
-			fmt.Fprintf(stdout, "placement: built-in probe, a cache line timed between the two ranks around each sample (near up to %v one way)\n", threshold.SharedLineMax)
+			fmt.Fprintf(stdout, "placement: built-in probe (a cache line timed between the two ranks around each sample): %s\n", o.regimes)
+		default:
+			fmt.Fprintf(stdout, "placement: %s around each sample: %s\n", probe, o.regimes)
 		}
 	}
 	return nil
@@ -463,6 +464,7 @@ func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []
 			}
 		}
 	}
+	o.regimes = classify(samples)
 	var results []report.Result
 	for i, b := range backends {
 		if gone[i] {
@@ -479,6 +481,34 @@ func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []
 	}
 	report.CompareAuto(results)
 	return results, skipped, nil
+}
+
+// classify files every placement reading of a run by the regimes the run's
+// own readings show (machine.FindRegimes): near and far only where they
+// split at a gap, else one class for all.
+func classify(samples []map[int][]harness.Sample) machine.Regimes {
+	var lat []float64
+	for _, bySize := range samples {
+		for _, ss := range bySize {
+			for _, s := range ss {
+				lat = append(lat, s.Before.LatencyUs, s.After.LatencyUs)
+			}
+		}
+	}
+	r := machine.FindRegimes(lat)
+	for _, bySize := range samples {
+		for _, ss := range bySize {
+			for i := range ss {
+				if ss[i].Before.LatencyUs > 0 {
+					ss[i].Before.Class = r.Class(ss[i].Before.LatencyUs)
+				}
+				if ss[i].After.LatencyUs > 0 {
+					ss[i].After.Class = r.Class(ss[i].After.LatencyUs)
+				}
+			}
+		}
+	}
+	return r
 }
 
 // facts are the machine facts, detected once per run.

@@ -263,7 +263,7 @@ func describeTuned(tt threshold.TunedTable, largest int) string {
 func writeVerdicts(w io.Writer, topo *topology.Topology, cpus [2]int, apart bool, file *threshold.TuningFile, points []threshold.Point) error {
 	env := threshold.Env{Topology: topo, Placement: threshold.Placement{Sender: cpus[0], Receiver: cpus[1], JobCPUs: cpus[:]}}
 	if apart {
-		env.LineLatency = threshold.SharedLineMax + 1 // as auto would measure them
+		env.Apart = true // as auto would file them
 	}
 	formula, err := threshold.Build(env)
 	if err != nil {

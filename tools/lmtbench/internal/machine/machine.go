@@ -125,7 +125,7 @@ func PinProcess(cpu int) error {
 
 // Placement is one reading of the placement probe.
 type Placement struct {
-	Class     string  `json:"class"`      // "far", "near" or "unknown"
+	Class     string  `json:"class"`      // "far", "near", "all" (one regime) or "unknown"
 	LatencyUs float64 `json:"latency_us"` // one-way cache-line latency; 0 when unknown
 }
 
@@ -134,18 +134,15 @@ var Unknown = Placement{Class: "unknown"}
 
 // Builtin names lmtbench's own placement probe in place of a program's
 // path: a cache line timed between the two ranks of the job (package
-// internal/lineprobe), classed by threshold.SharedLineMax.
+// internal/lineprobe). A run files its readings near or far by the
+// regimes they show (FindRegimes); LinePlacement's class is provisional.
 const Builtin = "builtin"
 
-// LinePlacement classes a one-way cache-line time as auto does: near
-// (the two CPUs share a cache as the double copy needs) up to
-// threshold.SharedLineMax, far above.
+// LinePlacement is one reading of a one-way cache-line time, in class All
+// until the run files it near or far by the regimes all its readings show
+// (FindRegimes): one reading alone cannot say which regime it is in.
 func LinePlacement(oneWay time.Duration) Placement {
-	class := "far"
-	if oneWay <= threshold.SharedLineMax {
-		class = "near"
-	}
-	return Placement{Class: class, LatencyUs: float64(oneWay) / float64(time.Microsecond)}
+	return Placement{Class: All, LatencyUs: float64(oneWay) / float64(time.Microsecond)}
 }
 
 // ProbePath is the placement probe the user named in

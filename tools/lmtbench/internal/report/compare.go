@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
 
 // Auto is the automatic choice's backend name.
@@ -16,9 +17,9 @@ var Selectors = []string{Auto, "table"}
 func isSelector(backend string) bool { return slices.Contains(Selectors, backend) }
 
 // Classes are the placement classes CompareAuto compares within, in the
-// order it reports them: far is the usual placement here, near the faster
-// one (../shared/docs/baselines.md).
-var Classes = []string{"far", "near"}
+// order it reports them: all (a run showing one regime), then far and near
+// (a run whose readings split in two).
+var Classes = []string{machine.All, "far", "near"}
 
 // AutoVsBest is how auto did against the best single backend at one size.
 type AutoVsBest struct {
@@ -64,7 +65,7 @@ func CompareAuto(results []Result) {
 		for _, p := range peers {
 			c.Backends = append(c.Backends, p.Backend)
 		}
-		for _, class := range Classes {
+		for _, class := range classesOf(a) {
 			ratios := pairedRatios(a, peers, class)
 			cr := ClassRatios{Placement: class, Rounds: len(ratios)}
 			if len(ratios) > 0 {
@@ -75,6 +76,15 @@ func CompareAuto(results []Result) {
 		}
 		a.AutoVsBest = c
 	}
+}
+
+// classesOf returns the classes a's samples are compared in: All when the
+// run showed one placement regime, else far and near.
+func classesOf(a *Result) []string {
+	if slices.ContainsFunc(a.all, func(s harness.Sample) bool { return s.Before.Class == machine.All }) {
+		return Classes[:1]
+	}
+	return Classes[1:]
 }
 
 // pairedRatios returns, for each round in which auto and every peer have a

@@ -94,7 +94,7 @@ func TestCompareAutoTooFewSameplacementRounds(t *testing.T) {
 	if err := WriteTable(&b, results); err != nil {
 		t.Fatal(err)
 	}
-	want := "size  far                                near\n1M    not enough same-placement samples  not enough same-placement samples\n"
+	want := "auto ÷ best single backend: no round in which auto and every backend kept one placement\n"
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("table lacks\n%s\ngot\n%s", want, b.String())
 	}
@@ -116,7 +116,7 @@ func TestCompareAutoBestAndTies(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"auto ÷ best single backend of shm, vmsplice: median over the rounds",
+		"auto ÷ best single backend of shm, vmsplice (median over rounds in one placement",
 		"1M    1.50 (2 rounds)  4.00 (1 round)\n",
 		// The table's lower medians tie auto with shm: the first row keeps it.
 		"best backend per size: 1M shm\n",
@@ -160,7 +160,7 @@ func TestBestComparesOneClass(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	if want := "best backend per size: 1M cma among far rows (not compared: shm near, vmsplice mixed)\n"; !strings.Contains(out, want) {
+	if want := "best backend per size: 1M cma (far; 2 rows apart)\n"; !strings.Contains(out, want) {
 		t.Errorf("table lacks %q:\n%s", want, out)
 	}
 	for _, line := range strings.Split(out, "\n") {
@@ -173,7 +173,7 @@ func TestBestComparesOneClass(t *testing.T) {
 	if err := WriteTable(&b, mixed); err != nil {
 		t.Fatal(err)
 	}
-	if want := "best backend per size: 1M none (every row's placement moved while it was measured)\n"; !strings.Contains(b.String(), want) {
+	if want := "best backend per size: 1M none (placement moved)\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("table lacks %q:\n%s", want, b.String())
 	}
 }
@@ -202,6 +202,31 @@ func TestCompareEachSelector(t *testing.T) {
 	for _, want := range []string{"auto ÷ best single backend of shm", "table ÷ best single backend of shm"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestCompareOneRegime: a run whose readings showed one regime files every
+// sample in machine.All; auto is compared in that one class, and the table
+// shows one short column and a short best line.
+func TestCompareOneRegime(t *testing.T) {
+	all := machine.All
+	results := []Result{
+		Aggregate("pingpong", "shm", false, []harness.Sample{at(0, 0.5, all, all), at(1, 0.5, all, all)}),
+		Aggregate("pingpong", "cma", false, []harness.Sample{at(0, 0.25, all, all), at(1, 0.25, all, all)}),
+		Aggregate("pingpong", "auto", false, []harness.Sample{at(0, 0.5, all, all), at(1, 0.25, all, all)}),
+	}
+	CompareAuto(results)
+	if bc := results[2].AutoVsBest.ByClass; len(bc) != 1 || bc[0].Placement != all || bc[0].Rounds != 2 || bc[0].Ratio == nil || *bc[0].Ratio != 0.75 {
+		t.Fatalf("ByClass %+v, want one class %q over 2 rounds, ratio 0.75 (median of 0.5 and 1)", bc, all)
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, results); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"best backend per size: 1M cma\n", "size  all\n1M    0.75 (2 rounds)\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
 	}
 }

@@ -34,7 +34,8 @@ type Result struct {
 	// during the timed loop; PerRank splits it.
 	CPUSecondsPerByte        float64    `json:"cpu_seconds_per_byte"`
 	CPUSecondsPerBytePerRank [2]float64 `json:"cpu_seconds_per_byte_per_rank"`
-	// Placement is "far", "near", "unknown" (no probe) or "mixed" (no
+	// Placement is "far", "near", "all" (the run's readings showed one
+	// regime: machine.FindRegimes), "unknown" (no probe) or "mixed" (no
 	// sample had the same placement before and after).
 	Placement          string        `json:"placement"`
 	PlacementLatencyUs float64       `json:"placement_latency_us"`
@@ -76,6 +77,8 @@ func Aggregate(mode, backend string, reference bool, samples []harness.Sample) R
 		r.Placement, r.kept = "far", byClass["far"]
 	case len(byClass["near"]) > 0:
 		r.Placement, r.kept = "near", byClass["near"]
+	case len(byClass[machine.All]) > 0:
+		r.Placement, r.kept = machine.All, byClass[machine.All]
 	case len(byClass["unknown"]) > 0:
 		r.Placement, r.kept = "unknown", byClass["unknown"]
 	default:

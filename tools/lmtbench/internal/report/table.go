@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/units"
 )
 
@@ -65,12 +66,12 @@ func WriteTable(w io.Writer, results []Result) error {
 			}
 			switch {
 			case best != nil && len(apart) > 0:
-				summary = append(summary, fmt.Sprintf("%s %s among %s rows (not compared: %s)",
-					units.Format(size), best.Backend, best.Placement, strings.Join(apart, ", ")))
+				summary = append(summary, fmt.Sprintf("%s %s (%s; %d %s apart)",
+					units.Format(size), best.Backend, best.Placement, len(apart), plural(len(apart), "row")))
 			case best != nil:
 				summary = append(summary, units.Format(size)+" "+best.Backend)
 			case len(apart) > 0:
-				summary = append(summary, units.Format(size)+" none (every row's placement moved while it was measured)")
+				summary = append(summary, units.Format(size)+" none (placement moved)")
 			}
 		}
 		if err := tw.Flush(); err != nil {
@@ -113,16 +114,32 @@ func writeSelectorVsBest(w io.Writer, sel string, autos []*Result) error {
 		_, err := fmt.Fprintln(w, sel+" ÷ best single backend: not computed — no placement probe, so no sample is known to share a placement")
 		return err
 	}
-	fmt.Fprintf(w, "%s ÷ best single backend of %s: median over the rounds where %s and all of them stayed in one placement; >1 %s is faster\n",
-		sel, strings.Join(autos[0].AutoVsBest.Backends, ", "), sel, sel)
+	// Only the classes some size has rounds in: one column on a machine
+	// with one placement regime.
+	var cols []string
+	for _, c := range Classes {
+		if slices.ContainsFunc(autos, func(a *Result) bool {
+			return slices.ContainsFunc(a.AutoVsBest.ByClass, func(r ClassRatios) bool { return r.Placement == c && r.Rounds > 0 })
+		}) {
+			cols = append(cols, c)
+		}
+	}
+	if len(cols) == 0 {
+		_, err := fmt.Fprintf(w, "%s ÷ best single backend: no round in which %s and every backend kept one placement\n", sel, sel)
+		return err
+	}
+	fmt.Fprintf(w, "%s ÷ best single backend of %s (median over rounds in one placement; >1: %s faster)\n",
+		sel, strings.Join(autos[0].AutoVsBest.Backends, ", "), sel)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "size\t"+strings.Join(Classes, "\t"))
+	fmt.Fprintln(tw, "size\t"+strings.Join(cols, "\t"))
 	for _, a := range autos {
 		fmt.Fprint(tw, units.Format(a.Size))
-		for _, c := range a.AutoVsBest.ByClass {
-			cell := "not enough same-placement samples"
-			if c.Ratio != nil {
-				cell = fmt.Sprintf("%.2f (%d %s)", *c.Ratio, c.Rounds, plural(c.Rounds, "round"))
+		for _, col := range cols {
+			cell := "-"
+			for _, c := range a.AutoVsBest.ByClass {
+				if c.Placement == col && c.Ratio != nil {
+					cell = fmt.Sprintf("%.2f (%d %s)", *c.Ratio, c.Rounds, plural(c.Rounds, "round"))
+				}
 			}
 			fmt.Fprint(tw, "\t"+cell)
 		}
@@ -165,7 +182,7 @@ func winner(results []Result, mode string, size int) (best *Result, apart []stri
 		}
 	}
 	class := ""
-	for _, c := range []string{"unknown", "near", "far"} {
+	for _, c := range []string{"unknown", machine.All, "near", "far"} {
 		if slices.ContainsFunc(rows, func(r *Result) bool { return r.Placement == c }) {
 			class = c
 		}

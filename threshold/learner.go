@@ -1,0 +1,307 @@
+package threshold
+
+import (
+	"fmt"
+	"time"
+)
+
+// Learner chooses, per power-of-two size class, among transfer methods
+// (the eager path and LMT backends) from the job's own transfer times, and
+// settles on the fastest. It is a deterministic state machine fed samples
+// (size, candidate, duration): it reads no clock, so scripted timings test
+// every transition.
+//
+// Each class starts from the table's choice (the DMA_min formula of
+// Buntinas, Goglin, Goodell, Mercier and Moreaud, "Cache-Efficient,
+// Intranode, Large-Message MPI Communication with MPICH2-Nemesis",
+// ICPP 2009, §3.5, or the tuning file), which stays the answer where
+// nothing was measured. Its life is a series of rounds:
+//
+//   - Exploring: every candidate eligible for the class, the incumbent
+//     first, is measured with one cold message, whose sample is dropped
+//     (its ring, pipe or cells are out of the caches after another
+//     candidate ran), then [LearnerSamples] counted ones; its cost is their
+//     median, in ns per byte.
+//   - Settled: the cheapest is kept. The incumbent stays unless another
+//     is cheaper by more than [LearnerMargin], so two candidates within a
+//     few percent of each other do not take turns, and two that differ by
+//     more than 10% are never confused by the margin.
+//   - Re-check: after [LearnerRecheck] samples of the settled candidate a
+//     new round measures all again; a round that confirms the incumbent
+//     doubles the wait before the next (up to [LearnerRecheckMax]), one
+//     that changes it resets the wait. A settled candidate whose running
+//     cost rises past 1.5× what it was settled at starts a round at once:
+//     the machine changed (a hypervisor moved the vCPUs).
+//
+// A sample for another candidate than the one the state expects (a message
+// still in flight from the previous step, a forced backend) is ignored.
+// Choose and Record allocate nothing, take no lock and look nothing up in a
+// map: the state is an array indexed by size class. One Learner serves one
+// peer from one goroutine.
+type Learner struct {
+	cands   []Backend
+	classes [maxClasses]learnClass
+}
+
+// Learner constants, the same for every class.
+const (
+	// LearnerSamples counted samples measure a candidate in a round.
+	LearnerSamples = 3
+	// LearnerMargin: another candidate displaces the incumbent only when
+	// cheaper by more than this fraction.
+	LearnerMargin = 0.05
+	// LearnerRecheck samples of the settled candidate pass before the
+	// first re-check; LearnerRecheckMax bounds the doubled wait.
+	LearnerRecheck    = 64
+	LearnerRecheckMax = 4096
+	// learnerDrift: a settled candidate whose running cost exceeds its
+	// settled cost by this factor triggers a re-check.
+	learnerDrift = 1.5
+)
+
+type learnPhase uint8
+
+const (
+	learnIdle learnPhase = iota // no message of the class yet
+	learnExploring
+	learnSettled
+)
+
+type learnClass struct {
+	phase     learnPhase
+	eligible  uint8 // candidates allowed in this class, by index bit
+	start     uint8 // the table's choice
+	best      uint8 // the settled or incumbent candidate
+	probe     uint8 // candidate measured now (exploring)
+	done      uint8 // candidates measured in this round, by index bit
+	skip      bool  // the next sample of probe (or best) is the cold one
+	n         uint8 // samples of probe so far this round
+	samples   [LearnerSamples]float64
+	cost      [maxCandidates]float64 // median of the last round, ns/byte
+	running   float64                // settled candidate's running cost
+	settledAt float64                // its cost when it was settled
+	count     uint32                 // samples of best since settling
+	interval  uint32                 // samples before the next re-check
+	switches  uint32                 // times best changed after a round
+	rounds    uint32                 // rounds completed
+}
+
+// NewLearner returns a learner over cands (at most 8, Eager allowed) that
+// starts each class from t's choice. Eager competes only in classes whose
+// every size is at most eagerMax (the endpoint's eager limit: beyond it a
+// message cannot go eagerly), LMT backends only in classes whose every size
+// is above lmtFrom (below, messages never reach the LMT). A class with a
+// single eligible candidate is settled at once.
+func NewLearner(t *Table, cands []Backend, eagerMax, lmtFrom int64) (*Learner, error) {
+	if t == nil {
+		return nil, fmt.Errorf("threshold: NewLearner needs a table")
+	}
+	l := &Learner{}
+	add := func(b Backend) error {
+		for _, c := range l.cands {
+			if c == b {
+				return nil
+			}
+		}
+		if !b.Valid() {
+			return fmt.Errorf("threshold: NewLearner: %q is not a transfer method", b)
+		}
+		if len(l.cands) == maxCandidates {
+			return fmt.Errorf("threshold: NewLearner: more than %d candidates", maxCandidates)
+		}
+		l.cands = append(l.cands, b)
+		return nil
+	}
+	for _, b := range cands {
+		if err := add(b); err != nil {
+			return nil, err
+		}
+	}
+	for c := range l.classes {
+		lo, hi := int64(1)<<c, int64(1)<<(c+1)-1
+		if c == 0 {
+			lo = 0
+		}
+		choice := t.Choose(lo)
+		want := Eager
+		if !choice.Eager {
+			want = choice.Backend
+		}
+		if err := add(want); err != nil {
+			return nil, err
+		}
+		k := &l.classes[c]
+		for i, b := range l.cands {
+			if b == Eager && hi <= eagerMax || b != Eager && lo > lmtFrom {
+				k.eligible |= 1 << i
+			}
+			if b == want {
+				k.start = uint8(i)
+			}
+		}
+		k.eligible |= 1 << k.start // the table's choice is always allowed
+		k.best, k.interval = k.start, LearnerRecheck
+	}
+	return l, nil
+}
+
+// Candidates returns the methods l weighs, by index.
+func (l *Learner) Candidates() []Backend { return l.cands }
+
+// Index returns the index of b among the candidates, or -1.
+func (l *Learner) Index(b Backend) int {
+	for i, c := range l.cands {
+		if c == b {
+			return i
+		}
+	}
+	return -1
+}
+
+// Choose returns the method for the next message of size bytes: the
+// candidate under measurement while the class explores, else the settled
+// one.
+func (l *Learner) Choose(size int64) Backend {
+	k := &l.classes[classOf(size)]
+	switch k.phase {
+	case learnIdle:
+		k.startRound(k.start)
+		if k.phase == learnSettled {
+			return l.cands[k.best]
+		}
+		return l.cands[k.probe]
+	case learnExploring:
+		return l.cands[k.probe]
+	}
+	return l.cands[k.best]
+}
+
+// Record feeds the time a message of size bytes took by candidate index
+// cand (see Index).
+func (l *Learner) Record(size int64, cand int, d time.Duration) {
+	if cand < 0 || cand >= len(l.cands) || size <= 0 || d <= 0 {
+		return
+	}
+	k := &l.classes[classOf(size)]
+	x := float64(d) / float64(size)
+	switch k.phase {
+	case learnExploring:
+		if uint8(cand) == k.probe {
+			k.explore(x)
+		}
+	case learnSettled:
+		if uint8(cand) == k.best {
+			k.settled(x)
+		}
+	}
+}
+
+// startRound measures every eligible candidate again, from first.
+func (k *learnClass) startRound(first uint8) {
+	if k.eligible&(k.eligible-1) == 0 { // one candidate: nothing to learn
+		k.phase, k.best = learnSettled, first
+		k.interval = ^uint32(0)
+		return
+	}
+	k.phase, k.done, k.probe, k.n, k.skip = learnExploring, 0, first, 0, true
+}
+
+func (k *learnClass) explore(x float64) {
+	if k.skip {
+		k.skip = false
+		return
+	}
+	k.samples[k.n] = x
+	k.n++
+	if k.n < LearnerSamples {
+		return
+	}
+	k.cost[k.probe] = median(k.samples)
+	k.done |= 1 << k.probe
+	if next := k.eligible &^ k.done; next != 0 {
+		k.probe, k.n, k.skip = lowestBit(next), 0, true
+		return
+	}
+	k.settle()
+}
+
+// settle ends a round: the cheapest candidate, unless the incumbent is
+// within LearnerMargin of it.
+func (k *learnClass) settle() {
+	bi := k.best
+	for i := range uint8(maxCandidates) {
+		if k.eligible&(1<<i) != 0 && k.cost[i] < k.cost[bi] {
+			bi = i
+		}
+	}
+	if k.rounds > 0 && k.cost[k.best] <= k.cost[bi]*(1+LearnerMargin) {
+		bi = k.best
+	}
+	if k.rounds > 0 && bi == k.best {
+		k.interval = min(2*k.interval, LearnerRecheckMax)
+	} else {
+		if k.rounds > 0 {
+			k.switches++
+		}
+		k.interval = LearnerRecheck
+	}
+	k.rounds++
+	k.phase, k.count = learnSettled, 0
+	k.skip = bi != k.probe // the last candidate measured ran last: bi is cold
+	k.best, k.running, k.settledAt = bi, k.cost[bi], k.cost[bi]
+}
+
+func (k *learnClass) settled(x float64) {
+	if k.skip {
+		k.skip = false
+		return
+	}
+	k.count++
+	k.running += (x - k.running) / 8
+	if k.count >= k.interval || k.count >= LearnerSamples && k.running > learnerDrift*k.settledAt {
+		k.startRound(k.best)
+	}
+}
+
+func lowestBit(m uint8) uint8 {
+	for i := range uint8(8) {
+		if m&(1<<i) != 0 {
+			return i
+		}
+	}
+	return 0
+}
+
+// median of the samples, without allocating.
+func median(s [LearnerSamples]float64) float64 {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s[len(s)/2]
+}
+
+// LearnerState is what a class has learned, for `lmtbench` and
+// Selection.Describe.
+type LearnerState struct {
+	Settled  bool
+	Best     Backend
+	Costs    []float64 // ns per byte by candidate, 0 where not measured
+	Rounds   uint32    // exploration rounds completed
+	Switches uint32    // rounds that changed the choice
+	// NextRecheck is how many samples of Best remain before the next
+	// round (while settled).
+	NextRecheck uint32
+}
+
+// State returns the state of the class of size.
+func (l *Learner) State(size int64) LearnerState {
+	k := &l.classes[classOf(size)]
+	s := LearnerState{Settled: k.phase == learnSettled, Best: l.cands[k.best],
+		Costs: append([]float64(nil), k.cost[:len(l.cands)]...), Rounds: k.rounds, Switches: k.switches}
+	if s.Settled && k.interval > k.count {
+		s.NextRecheck = k.interval - k.count
+	}
+	return s
+}
