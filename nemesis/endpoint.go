@@ -65,6 +65,7 @@ const (
 	kindCont    = 2 // continuation of a multi-cell message
 	kindRTS     = 3 // LMT request to send
 	kindControl = 4 // LMT packet
+	kindAM      = 5 // active message (see am.go)
 )
 
 // outBox returns the fastbox the next message to the rank may take, with
@@ -156,7 +157,9 @@ type Endpoint struct {
 	polls     uint32
 
 	lmt      LMT
-	lmtMeter LMTMeter // lmt, when it can tell a Poll that moved payload
+	lmtMeter LMTMeter  // lmt, when it can tell a Poll that moved payload
+	am       AMHandler // one-sided layer (package rma), see am.go
+	amHeld   []heldAM  // active messages that came before the handler
 	eagerMax int
 	cellsIn  uint64 // cells taken from the receive queue
 
