@@ -93,15 +93,16 @@ func (w *Window) allocate(size int, dir string) error {
 			ferr = fmt.Errorf("rma: mapping %d bytes of window file %s: %w", total, name, ferr)
 		}
 	}
-	if err := w.agree(ferr); err != nil {
-		return err
+	if ferr == nil {
+		// Before the last step: a peer that has finished it may put at
+		// once, and its packets can come in the same Poll as its step.
+		w.parts = make([][]byte, e.size)
+		for r := range e.size {
+			w.parts[r] = w.mem[offs[r] : offs[r]+w.sizes[r] : offs[r]+w.sizes[r]]
+		}
+		w.local = w.parts[e.rank]
 	}
-	w.parts = make([][]byte, e.size)
-	for r := range e.size {
-		w.parts[r] = w.mem[offs[r] : offs[r]+w.sizes[r] : offs[r]+w.sizes[r]]
-	}
-	w.local = w.parts[e.rank]
-	return nil
+	return w.agree(ferr)
 }
 
 // agree tells every rank whether this one succeeded and returns the first

@@ -1,6 +1,10 @@
 package rma
 
-import "github.com/knemesis/knemesis/internal/memcopy"
+import (
+	"unsafe"
+
+	"github.com/knemesis/knemesis/internal/memcopy"
+)
 
 // sendAM sends op's request as active messages: a put's data in as many
 // packets as it takes (the last one asks for the acknowledgment and
@@ -36,7 +40,9 @@ func (w *Window) sendAM(op *Op) (bool, error) {
 
 // serve executes an active message from src on this rank's part of the
 // window, checking every offset and length first: nothing outside the
-// part is ever touched.
+// part is ever touched. It may run before this rank's creation of the
+// window has returned (a peer that finished it first may start at once):
+// it uses w.local only, which is set before the last collective step.
 func (w *Window) serve(src int, h *header, data []byte) error {
 	e := w.e
 	switch h.typ {
@@ -65,7 +71,7 @@ func (w *Window) serve(src int, h *header, data []byte) error {
 		}
 		return e.owe(src, reply{typ: pktGetData, win: w.id, off: int(h.off), n: int(h.a)})
 	case pktAtomic:
-		if !w.inside(h.off, 8) || (w.addr(e.rank)+uintptr(h.off))%8 != 0 {
+		if !w.inside(h.off, 8) || (uintptr(unsafe.Pointer(unsafe.SliceData(w.local)))+uintptr(h.off))%8 != 0 {
 			return errorf(ErrCorrupt, "atomic at %d from rank %d, window of %d", h.off, src, len(w.local))
 		}
 		old := apply(w.local, int(h.off), h.flags&flagCAS != 0, h.a, h.b)
