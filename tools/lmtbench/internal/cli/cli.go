@@ -36,6 +36,8 @@ commands:
   pollution  how much a transfer slows the receiver's re-read of a cache-sized working set
   tune       measure the crossovers here and write the selector's tuning file
   copies     bytes copied per payload byte, by copier, from the eBPF probes
+  put, get   one-sided put (with notification) and get of package rma, per mechanism,
+             in RWAPI's three shapes: pingpong, bidir, stream (Ben Fredj and Renault)
 
 flags:
 `
@@ -205,11 +207,13 @@ func init() {
 		"pollution": runMode(harness.Pollution),
 		"tune":      runTune,
 		"copies":    runCopies,
+		"put":       runRMA("put"),
+		"get":       runRMA("get"),
 	}
 }
 
 func commandList() string {
-	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies"
+	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, put, get"
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
