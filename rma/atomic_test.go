@@ -19,7 +19,7 @@ import (
 func TestAtomicsContention(t *testing.T) {
 	const ranks, rounds = 4, 200
 	for _, k := range []kind{allocated, viaAM} {
-		t.Run(k.name, func(t *testing.T) {
+		t.Run(k.Name, func(t *testing.T) {
 			run(t, ranks, k, 4096, func(p launch.Proc, ep *nemesis.Endpoint, w *rma.Window) error {
 				var op rma.Op
 				var sum uint64
@@ -92,7 +92,7 @@ func casIncrement(w *rma.Window, target, off int) error {
 // refused at once, as is one past the window.
 func TestAtomicAlignment(t *testing.T) {
 	for _, k := range []kind{allocated, viaAM} {
-		t.Run(k.name, func(t *testing.T) {
+		t.Run(k.Name, func(t *testing.T) {
 			run(t, 2, k, 64, func(p launch.Proc, ep *nemesis.Endpoint, w *rma.Window) error {
 				var op rma.Op
 				if err := w.FetchAdd(&op, 1-p.Rank, 4, 1); !errors.Is(err, rma.ErrAlignment) {

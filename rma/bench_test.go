@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 
 func kindNamed(name string) (kind, error) {
 	for _, k := range []kind{allocated, viaCMA, viaAM, viaKnem} {
-		if k.name == name {
+		if k.Name == name {
 			return k, nil
 		}
 	}
@@ -73,7 +73,7 @@ func peer(spec string) error {
 	if err != nil {
 		return err
 	}
-	w, err := k.make(ep, size)
+	w, err := k.Make(ep, size)
 	if err != nil {
 		return err
 	}
@@ -117,10 +117,10 @@ func startPeer(b *testing.B, kindName string, size int) (*nemesis.Endpoint, *rma
 	if kindName != "nemesis" {
 		k, err := kindNamed(kindName)
 		if err == nil {
-			w, err = k.make(ep, size)
+			w, err = k.Make(ep, size)
 		}
-		if err == nil && w.Route(1).Mechanism != k.mech {
-			err = fmt.Errorf("route to rank 1: %v, want %v", w.Route(1), k.mech)
+		if err == nil && w.Route(1).Mechanism != k.Mech {
+			err = fmt.Errorf("route to rank 1: %v, want %v", w.Route(1), k.Mech)
 		}
 		if err != nil {
 			cmd.Process.Kill()

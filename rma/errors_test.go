@@ -23,7 +23,7 @@ import (
 func TestOutOfRange(t *testing.T) {
 	const size = 4096
 	for _, k := range kinds(t) {
-		t.Run(k.name, func(t *testing.T) {
+		t.Run(k.Name, func(t *testing.T) {
 			run(t, 2, k, size, func(p launch.Proc, ep *nemesis.Endpoint, w *rma.Window) error {
 				fill(w.Local(), 0xA5)
 				if err := w.Fence(); err != nil {
@@ -66,7 +66,7 @@ func TestOutOfRange(t *testing.T) {
 // of 16 MiB moves 4 MiB a poll: both are in flight when Free is called.)
 func TestFreeInFlight(t *testing.T) {
 	for _, k := range []kind{viaAM, viaCMA} {
-		t.Run(k.name, func(t *testing.T) {
+		t.Run(k.Name, func(t *testing.T) {
 			run(t, 2, k, 16<<20, func(p launch.Proc, ep *nemesis.Endpoint, w *rma.Window) error {
 				if p.Rank == 0 {
 					buf := make([]byte, 16<<20)
@@ -111,7 +111,7 @@ func shmFiles(job string) []string {
 // target. Nothing of the window stays in /dev/shm.
 func TestDeadTarget(t *testing.T) {
 	for _, k := range []kind{allocated, viaCMA, viaAM} {
-		t.Run(k.name, func(t *testing.T) {
+		t.Run(k.Name, func(t *testing.T) {
 			var job string
 			launchtest.Run(t, 2, func(p launch.Proc) error {
 				job = p.Job
@@ -119,7 +119,7 @@ func TestDeadTarget(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				w, err := k.make(ep, 1<<20)
+				w, err := k.Make(ep, 1<<20)
 				if err != nil {
 					return err
 				}
@@ -144,7 +144,7 @@ func TestDeadTarget(t *testing.T) {
 						return err
 					}
 					err := w.Wait(&op)
-					if k.mech == rma.Shared && err == nil {
+					if k.Mech == rma.Shared && err == nil {
 						err = w.Flush(1)
 					}
 					var te *rma.TargetError
