@@ -1,6 +1,9 @@
 package rma
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Mechanism is how operations reach a target's part of a window.
 type Mechanism uint8
@@ -31,7 +34,7 @@ func (m Mechanism) String() string {
 	if int(m) < len(mechNames) {
 		return mechNames[m]
 	}
-	return "mechanism(" + string(rune('0'+m)) + ")"
+	return "mechanism(" + strconv.Itoa(int(m)) + ")"
 }
 
 // ParseMechanism returns the mechanism named s (allocated, knem, cma, am).
