@@ -26,7 +26,8 @@
 //   - Expose makes memory the caller already has a part. Each other rank
 //     reaches it by the first mechanism both can use, in the order of
 //     Options.Prefer: a persistent knem region (cookie and offset; one
-//     kernel copy), CMA (process_vm_writev/readv on the target's pid and
+//     kernel copy, run from 256 KiB on by the driver's thread and
+//     completed through its status array, polled by the progress loop), CMA (process_vm_writev/readv on the target's pid and
 //     addresses, 4 MiB a call; one kernel copy), or active messages that
 //     the target executes from its progress loop (the Nemesis queues; no
 //     privilege needed, two copies more, and progress only while the
@@ -54,7 +55,8 @@
 // the caller's buffer, an atomic has been applied and Value holds the
 // word's previous value. Allocated windows, CMA and knem complete a put or
 // get inside the call or the next polls (a CMA transfer moves 4 MiB per
-// poll); active messages complete when the target has answered. An
+// poll, a large knem copy completes when its status slot says so); active
+// messages complete when the target has answered. An
 // operation whose target has died fails with a *TargetError naming the
 // rank.
 //

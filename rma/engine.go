@@ -1,6 +1,8 @@
 package rma
 
 import (
+	"runtime"
+
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -31,9 +33,10 @@ type engine struct {
 
 	pkt []byte // one outgoing packet
 
-	knem     *knem.Device // opened at the first Expose that may use it
-	knemErr  error
-	knemOpen bool
+	knem       *knem.Device // opened at the first Expose that may use it
+	knemStatus *knem.StatusArray
+	knemErr    error
+	knemOpen   bool
 
 	cmaLocal  [iovMax]unix.Iovec
 	cmaRemote [1]unix.RemoteIovec
@@ -141,6 +144,16 @@ func (e *engine) PeerFailed(rank int, err error) {
 	terr := &TargetError{Rank: rank, Err: err}
 	for op := e.tx[rank].pop(); op != nil; op = e.tx[rank].pop() {
 		e.txN--
+		if op.async {
+			// The driver may still write the caller's buffers: wait
+			// for the copy, which fails with the region, so that they
+			// are the caller's again when the failure is reported.
+			for e.knemStatus.Status(op.slot) == knem.StatusPending {
+				runtime.Gosched()
+			}
+			e.knemStatus.Free(op.slot)
+			op.async = false
+		}
 		op.w.finish(op, terr)
 	}
 	for op := e.rx[rank].pop(); op != nil; op = e.rx[rank].pop() {

@@ -1,6 +1,9 @@
 package rma
 
-import "github.com/knemesis/knemesis/nemesis"
+import (
+	"github.com/knemesis/knemesis/kmod/knem"
+	"github.com/knemesis/knemesis/nemesis"
+)
 
 type opKind uint8
 
@@ -34,6 +37,10 @@ type Op struct {
 	moved  int       // bytes copied, sent as active messages, or received
 	// issued: the data is on its way (active messages all sent) or moved.
 	issued bool
+	// async: a knem copy runs on the driver's thread; slot tells when
+	// it is done.
+	async bool
+	slot  knem.Slot
 	// notify: a PutNotify, whose notification with tag is still to be
 	// sent once the data has moved.
 	notify bool

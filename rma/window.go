@@ -151,7 +151,7 @@ func (w *Window) step(op *Op) (more bool, err error) {
 func (w *Window) stepRemote(op *Op) (bool, error) {
 	switch w.route[op.target].Mechanism {
 	case Knem:
-		return false, w.copyKnem(op)
+		return w.copyKnem(op)
 	case CMA:
 		return w.copyCMA(op)
 	}
