@@ -3,6 +3,7 @@ package rmatest
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -47,7 +48,7 @@ func CopyCounts(p launch.Proc, ep *nemesis.Endpoint, w *rma.Window, k Kind) erro
 		if err := w.Wait(&op); err != nil {
 			return err
 		}
-		r, err := probe.Read()
+		r, err := settled(probe, CopySize)
 		if err != nil {
 			return err
 		}
@@ -61,4 +62,20 @@ func CopyCounts(p launch.Proc, ep *nemesis.Endpoint, w *rma.Window, k Kind) erro
 		fmt.Printf("%s get=%v: user %d, kernel %d bytes\n", k.Name, get, r.Bytes.User, r.Bytes.Kernel)
 	}
 	return w.Fence()
+}
+
+// settled reads the probe until it has counted n bytes or a few seconds
+// have passed. The knem module marks an asynchronous copy's status slot
+// done before it fires its knem:knem_copy tracepoint (knem_xfer_finish),
+// so a read right after the operation completed can come before the
+// event: the count is then exact once the event has landed, never more.
+func settled(probe *copyprobe.Probe, n uint64) (copyprobe.Report, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, err := probe.Read()
+		if err != nil || r.Bytes.User+r.Bytes.Kernel >= n || time.Now().After(deadline) {
+			return r, err
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
