@@ -71,6 +71,7 @@ const (
 	// kindFboxSetup announces the fastbox set the sender will use to the
 	// receiver from now on; the cell's total names it (see fastbox.go).
 	kindFboxSetup = 5
+	kindAM        = 6 // active message (see am.go)
 )
 
 // peer is what an endpoint knows about one rank, itself included.
@@ -139,6 +140,8 @@ type Endpoint struct {
 	lmtMeter LMTMeter  // lmt, when it can tell a Poll that moved payload
 	lmtFds   LMTPoller // lmt, when its transfers may wait on descriptors
 	pollFds  []unix.PollFd
+	am       AMHandler // one-sided layer (package rma), see am.go
+	amHeld   []heldAM  // active messages that came before the handler
 	eagerMax int
 	// chooser, when the LMT is one, decides for messages of more than
 	// chooseAbove bytes up to eagerMax (chooseAbove == eagerMax: never).

@@ -255,6 +255,9 @@ func (ep *Endpoint) peerFailed(rank int) {
 	if ep.lmt != nil {
 		ep.lmt.PeerFailed(rank, err)
 	}
+	if ep.am != nil {
+		ep.am.PeerFailed(rank, err)
+	}
 }
 
 // unreachable says why no message from src (or from anyone, for AnySource)

@@ -173,18 +173,25 @@ func (ep *Endpoint) MaxControl() int { return ep.seg.payloadSize }
 // when no cell is free right now (retry from Progress). Control packets are
 // ordered with every other message from this rank to dst.
 func (ep *Endpoint) SendControl(dst int, pkt []byte) (ok bool, err error) {
+	return ep.sendShort(dst, kindControl, pkt)
+}
+
+// sendShort sends one packet of kind (control, active message) of at most
+// a cell's payload, through a fastbox when one is free, else a cell; ok is
+// false when neither is free right now.
+func (ep *Endpoint) sendShort(dst int, kind uint32, pkt []byte) (ok bool, err error) {
 	if err := ep.checkRank(dst, false); err != nil {
 		return false, err
 	}
 	if len(pkt) > ep.seg.payloadSize {
-		return false, errorf(ErrInvalidArg, "control packet of %d bytes exceeds the %d-byte cell payload", len(pkt), ep.seg.payloadSize)
+		return false, errorf(ErrInvalidArg, "packet of %d bytes exceeds the %d-byte cell payload", len(pkt), ep.seg.payloadSize)
 	}
 	if ep.fatal != nil {
 		return false, ep.fatal
 	}
 	if !ep.sendq[dst].Empty() {
-		// Keep control packets behind queued sends to dst: the LMT may
-		// rely on its DONE following an earlier RTS.
+		// Keep packets behind queued sends to dst: the LMT may rely on
+		// its DONE following an earlier RTS.
 		return false, nil
 	}
 	p := &ep.peers[dst]
@@ -195,12 +202,14 @@ func (ep *Endpoint) SendControl(dst int, pkt []byte) (ok bool, err error) {
 		}
 		if fb != nil {
 			memcopy.Copy(pl, pkt)
-			p.postFbox(fb, kindControl, 0, len(pkt), 0)
-			ep.stats.FastboxCtrl++
+			p.postFbox(fb, kind, 0, len(pkt), 0)
+			if kind == kindControl {
+				ep.stats.FastboxCtrl++
+			}
 			return true, nil
 		}
 	}
-	return ep.sendCell(dst, kindControl, 0, pkt, 0)
+	return ep.sendCell(dst, kind, 0, pkt, 0)
 }
 
 // Complete finishes request r, which the LMT was handed by StartSend or

@@ -68,6 +68,11 @@ func (ep *Endpoint) Poll() error {
 			return err
 		}
 	}
+	if ep.am != nil {
+		if err := ep.am.Progress(); err != nil {
+			return err
+		}
+	}
 	return ep.fatal
 }
 
@@ -152,6 +157,12 @@ func (ep *Endpoint) pollFbox(src int) (bool, error) {
 		lineops.StoreRelease(&fb.full, 0)
 		p.released = seq + 1
 		return true, err
+	case kind == kindAM:
+		p.recvSeq++
+		err := ep.handleAM(src, pl[:n])
+		lineops.StoreRelease(&fb.full, 0)
+		p.released = seq + 1
+		return true, err
 	}
 	return false, ep.fail(errorf(ErrCorrupt, "fastbox from rank %d: kind %d, %d bytes of %d (max %d)", src, kind, n, fb.total, len(pl)))
 }
@@ -211,6 +222,8 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 		}
 	case kindFboxSetup:
 		err = ep.attachSet(src, c.total)
+	case kindAM:
+		err = ep.handleAM(src, pl)
 	default:
 		return errorf(ErrCorrupt, "cell from rank %d has unknown kind %d", src, c.kind)
 	}

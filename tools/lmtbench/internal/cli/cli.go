@@ -37,6 +37,8 @@ commands:
   tune       measure the crossovers here and write the selector's tuning file
   copies     bytes copied per payload byte, by copier, from the eBPF probes
   peers      the same sizes and shapes over Open MPI, MPICH, UCX and libfabric, in the same run
+  put, get   one-sided put (with notification) and get of package rma, per mechanism,
+             in RWAPI's three shapes: pingpong, bidir, stream (Ben Fredj and Renault)
 
 flags:
 `
@@ -222,11 +224,13 @@ func init() {
 		"tune":      runTune,
 		"copies":    runCopies,
 		"peers":     runPeers,
+		"put":       runRMA("put"),
+		"get":       runRMA("get"),
 	}
 }
 
 func commandList() string {
-	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers"
+	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers, put, get"
 }
 
 func run(args []string, stdout, stderr io.Writer) error {

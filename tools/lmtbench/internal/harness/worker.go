@@ -113,7 +113,14 @@ func newRank(spec Spec, e engine.Engine, c *ctl, me int) (*rank, error) {
 	if r.send, err = e.SendBuffer(maxSize); err != nil {
 		return nil, err
 	}
-	r.recv = make([]byte, maxSize)
+	if rb, ok := e.(engine.RecvBufferer); ok {
+		r.recv, err = rb.RecvBuffer(maxSize)
+	} else {
+		r.recv = make([]byte, maxSize)
+	}
+	if err != nil {
+		return nil, err
+	}
 	// Touch every page now, so that no sample pays for first faults.
 	for i := range r.send {
 		r.send[i] = 1

@@ -1,0 +1,107 @@
+/*
+ * The plain C references of package rma's benchmarks, run in the same
+ * benchmark invocation so that Go and C are compared as a ratio:
+ *
+ *   cref cma-write SIZE ITERS      process_vm_writev of SIZE bytes (4 MiB
+ *                                  calls) into a child process, ITERS times
+ *   cref memcpy-shared SIZE ITERS  memcpy of SIZE bytes into a mapping a
+ *                                  child process shares, ITERS times
+ *
+ * Prints "GB/s <value>" (10^9 bytes per second).
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHUNK (4UL << 20)
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* child: hold buf, send its address, wait until told to go */
+static void child(int out, int in, char *buf, size_t size)
+{
+	char c;
+	uintptr_t addr = (uintptr_t)buf;
+
+	memset(buf, 1, size);
+	if (write(out, &addr, sizeof(addr)) != sizeof(addr))
+		_exit(1);
+	if (read(in, &c, 1) < 0)
+		_exit(1);
+	_exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	int up[2], down[2], shared;
+	size_t size, iters, i, off;
+	char *src, *dst;
+	uintptr_t addr;
+	double t0, t;
+	pid_t pid;
+
+	if (argc != 4) {
+		fprintf(stderr, "usage: cref cma-write|memcpy-shared SIZE ITERS\n");
+		return 2;
+	}
+	shared = strcmp(argv[1], "memcpy-shared") == 0;
+	size = strtoul(argv[2], NULL, 0);
+	iters = strtoul(argv[3], NULL, 0);
+	src = malloc(size);
+	if (shared)
+		dst = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	else
+		dst = malloc(size);
+	if (!src || dst == MAP_FAILED || !dst || pipe(up) || pipe(down)) {
+		perror("cref");
+		return 1;
+	}
+	memset(src, 2, size);
+	pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		return 1;
+	}
+	if (pid == 0)
+		child(up[1], down[0], dst, size);
+	if (read(up[0], &addr, sizeof(addr)) != sizeof(addr)) {
+		perror("read");
+		return 1;
+	}
+	t0 = now();
+	for (i = 0; i < iters; i++) {
+		if (shared) {
+			memcpy(dst, src, size);
+			continue;
+		}
+		for (off = 0; off < size; off += CHUNK) {
+			size_t n = size - off < CHUNK ? size - off : CHUNK;
+			struct iovec l = { src + off, n };
+			struct iovec r = { (void *)(addr + off), n };
+
+			if (process_vm_writev(pid, &l, 1, &r, 1, 0) != (ssize_t)n) {
+				perror("process_vm_writev");
+				return 1;
+			}
+		}
+	}
+	t = now() - t0;
+	if (write(down[1], "x", 1) != 1)
+		return 1;
+	waitpid(pid, NULL, 0);
+	printf("GB/s %.3f\n", size * (double)iters / t / 1e9);
+	return 0;
+}
