@@ -103,7 +103,7 @@
 // cells. What fastboxes buy is latency (an 8-byte message skips both
 // queues); what a set costs a receiver is one line to poll, every Poll
 // while a receive names its sender, every 64 Polls otherwise.
-// docs/performance-scale.md has the measurements.
+// docs/performance.md, "Scaling nemesis to a whole node" has the measurements.
 //
 // Polling follows activity: a Poll visits the senders named by posted
 // receives, the destinations with queued sends, and every 64 calls the

@@ -31,7 +31,7 @@ import (
 // for a message lost in that race, which takes a fastbox store and the
 // sleeper's announcement within some nanoseconds of each other, but it
 // keeps what 190 dozing ranks cost to a wake-up and a poll(2) over their
-// pidfds each per second (TestJob192, docs/performance-scale.md). With an LMT that does not count what
+// pidfds each per second (TestJob192, docs/performance.md, "Scaling nemesis to a whole node"). With an LMT that does not count what
 // it moves (no LMTMeter) a blocked call cannot tell a transfer in motion
 // from an idle one, and never dozes.
 const (

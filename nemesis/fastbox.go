@@ -44,7 +44,7 @@ const (
 	// DefaultFastboxes: a rank sends through fastboxes to at most 32
 	// peers (Open MPI's sm BTL default, btl_sm_max_fbox, is also 32):
 	// the 26 neighbours of a 3D stencil and a few more, for 192 KiB of
-	// 2 KiB boxes per rank. See docs/performance-scale.md.
+	// 2 KiB boxes per rank. See docs/performance.md, "Scaling nemesis to a whole node".
 	DefaultFastboxes = 32
 	// fboxThreshold packets go to a peer through cells before the sender
 	// claims a fastbox set for it (Open MPI: btl_sm_fbox_threshold, 16),

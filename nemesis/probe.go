@@ -16,7 +16,7 @@ import (
 // sharing a cache from one that does not.
 //
 // Both ranks must call it with each other, about at once (package
-// lmt/auto does, in Attach); each pair's calls are numbered, so a rank
+// package auto does, in Attach); each pair's calls are numbered, so a rank
 // must make as many with its peer as the peer makes with it. A peer that
 // does not answer within timeout makes it return an error wrapping
 // ErrProbeTimeout. It spins, moving no messages, for as long as it runs:

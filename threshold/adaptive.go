@@ -277,7 +277,7 @@ func (a *Adaptive) bestIndex(k *sizeClass) int {
 	return bi
 }
 
-// Backend is Choose for package lmt/attach's Selector: the backend's name,
+// Backend is Choose for package attach's Selector: the backend's name,
 // or "" for the eager path.
 func (a *Adaptive) Backend(size int64) string {
 	c := a.Choose(size)

@@ -45,7 +45,7 @@
 // settles (package auto gives one to each peer). [Adaptive] corrects it while the
 // job runs, from how long each message's payload took to move, for machines
 // where the best backend changes under the job (a VM whose vCPUs move between
-// one core and two) or with the job's buffer reuse; package lmt/attach takes
+// one core and two) or with the job's buffer reuse; package attach takes
 // one per peer in Options.Select.
 //
 // CPU copy or DMA offload is decided in one place, [DecideCopy]: DMA pays
