@@ -113,7 +113,7 @@ func TestDeadTarget(t *testing.T) {
 	for _, k := range []kind{allocated, viaCMA, viaAM} {
 		t.Run(k.Name, func(t *testing.T) {
 			var job string
-			launchtest.Run(t, 2, func(p launch.Proc) error {
+			launchtest.RunOpts(t, 2, launchtest.Options{ExitEarly: []int{1}}, func(p launch.Proc) error {
 				job = p.Job
 				ep, err := nemesis.JoinProc(p, nil)
 				if err != nil {

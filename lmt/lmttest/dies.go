@@ -181,7 +181,7 @@ func shmLeft(job string) []string {
 func RunReceiverDiesBeforeCTS(t *testing.T, backend string) {
 	job := NewJob(2)
 	name := launch.NewJobName()
-	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Job: name, Timeout: time.Minute}, func(p launch.Proc) error {
+	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Job: name, Timeout: time.Minute, ExitEarly: []int{1}}, func(p launch.Proc) error {
 		ch, eng, err := Open(p, backend, nil)
 		if err != nil {
 			return err
