@@ -29,7 +29,7 @@ var ErrModuleNotLoaded = errors.New("module not loaded")
 // knem.DevicePath.
 type Device string
 
-// GetInfo opens the device read-only and issues GET_INFO, whatever ABI the
+// GetInfo opens the device and issues GET_INFO, whatever ABI the
 // module speaks ([Discover] judges the answer).
 func (d Device) GetInfo() (ModuleInfo, error) {
 	p := string(d)

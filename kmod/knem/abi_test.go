@@ -28,8 +28,8 @@ func TestInfoReportsABI0xd(t *testing.T) {
 	}
 }
 
-// TestReadInfoMatchesInfo: the read-only probe gets the open context's
-// answer.
+// TestReadInfoMatchesInfo: the diagnostic probe, which checks no ABI,
+// gets the open context's answer.
 func TestReadInfoMatchesInfo(t *testing.T) {
 	want, err := open(t).Info()
 	if err != nil {

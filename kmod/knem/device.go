@@ -68,13 +68,15 @@ func OpenPath(path string) (*Device, error) {
 	return d, nil
 }
 
-// ReadInfo runs GET_INFO on the device node at path, opened read-only,
-// and checks nothing: what a diagnosis needs where the driver speaks
-// another ABI or this user may not write the node. Its errors are Open's:
+// ReadInfo runs GET_INFO on the device node at path and checks nothing:
+// what a diagnosis needs where the driver speaks another ABI. The node is
+// opened read-write, because KNEM refuses every command on a read-only
+// descriptor (EBADF); a user who may not write the node gets Open's
+// permission error, which the diagnosis reports as such. Its errors are Open's:
 // one wrapping [ErrNoDevice] (and the errno) when no driver is behind
 // path, a *[Error] with Op "GET_INFO" when the node takes no KNEM command.
 func ReadInfo(path string) (Info, error) {
-	fd, err := openNode(path, unix.O_RDONLY)
+	fd, err := openNode(path, unix.O_RDWR)
 	if err != nil {
 		return Info{}, err
 	}
