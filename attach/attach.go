@@ -79,7 +79,9 @@ type Selector interface {
 	// the engine choose).
 	Backend(size int64) string
 	// Observe reports a completed message and how long its payload took
-	// to move (lmt.Stats.Moving: without the wait for the receive).
+	// to move (lmt.Stats.Moving: without the wait for the receive); up to
+	// the eager limit, where the LMT competes with eager sends, its whole
+	// time on the sender (lmt.Stats.Elapsed: rendezvous included).
 	Observe(backend string, size int64, elapsed time.Duration)
 }
 
@@ -360,7 +362,15 @@ func (l *LMT) observe(t *lmt.Transfer) {
 	}
 	if s := l.selectors[t.Peer()]; s != nil {
 		st := t.Stats()
-		s.Observe(st.Backend, t.MessageLen(), st.Moving)
+		cost := st.Moving
+		if t.MessageLen() <= int64(l.eagerMax) && st.Elapsed > cost {
+			// Up to the eager limit the LMT competes with the eager
+			// path, whose cost is a whole send: charge the rendezvous
+			// too, or a message whose round trips outweigh its copy
+			// looks cheaper than eager and takes the LMT.
+			cost = st.Elapsed
+		}
+		s.Observe(st.Backend, t.MessageLen(), cost)
 	}
 }
 
