@@ -160,8 +160,8 @@ func (ep *Endpoint) attachSet(src int, set uint64) error {
 // rank has acknowledged all those, the box is known empty without a look
 // at its flag, a line the receiver wrote last: in a ping-pong every
 // message finds its box acknowledged by the reply to the one before, and
-// skips a cache miss that costs 0.1-0.2 µs when the two CPUs sit far
-// apart.
+// skips a cache miss, the costliest step of a send when the two CPUs sit
+// far apart (docs/performance.md, nemesis, "Fastboxes").
 func (p *peer) outBox(stats *Stats) (*fboxHdr, []byte) {
 	k := p.sendSeq % fboxSlots
 	fb := p.fbOut[k]
