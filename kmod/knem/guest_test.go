@@ -23,7 +23,7 @@ import (
 	"github.com/knemesis/knemesis/kmod/knem/internal/pins"
 )
 
-const noDevice = "no /dev/knem: the module tests run in QEMU via make test-kernel"
+const noDevice = "needs the knem module (/dev/knem absent): make test-kernel runs these tests in QEMU guests"
 
 // inGuest is true in the CI guests, where every capability the tests need
 // is there by construction: nothing may skip.

@@ -36,7 +36,7 @@ func TestNodeMap(t *testing.T) {
 // singleton without a server).
 func TestInitAlone(t *testing.T) {
 	if os.Getenv("PMIX_NAMESPACE") != "" {
-		t.Skip("this test process itself runs under a PMIx launcher")
+		t.Skip("needs a process started without a PMIx launcher (PMIX_NAMESPACE is set: this one runs under one)")
 	}
 	c, err := Init()
 	if err == nil {

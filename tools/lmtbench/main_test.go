@@ -140,7 +140,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 // loaded, as on a host whose kernel cannot load modules.
 func TestUnavailableBackendSaysWhyAndHow(t *testing.T) {
 	if _, err := os.Stat("/dev/knem"); err == nil {
-		t.Skip("/dev/knem exists here: the knem module is loaded, so knem is available")
+		t.Skip("needs a machine without the knem module: /dev/knem exists here, so knem is available")
 	}
 	r := run(t, "--backends", "knem")
 	want := "lmtbench: --backends: knem: /dev/knem missing — load the module with modprobe knem"

@@ -27,7 +27,7 @@ func needDevice(t *testing.T) (dma bool) {
 	t.Helper()
 	d, err := knem.Open()
 	if errors.Is(err, knem.ErrNoDevice) && os.Getenv("KNEMESIS_KCI") != "1" {
-		t.Skip("no /dev/knem: the module tests run in QEMU via make test-kernel")
+		t.Skip("needs the knem module (/dev/knem absent): make test-kernel runs these tests in QEMU guests")
 	}
 	if err != nil {
 		t.Fatal(err)
