@@ -232,7 +232,10 @@ func TestJobCellsReapedFromDeadPeer(t *testing.T) {
 			if err != nil || string(buf[:st.Count]) != "survivor" {
 				return fmt.Errorf("rank 2 got %q, %v", buf[:st.Count], err)
 			}
-			return nil
+			// If this rank is the reaper, the cell that carried
+			// "survivor" came home mid-drain; the drain ends before
+			// Recv returns, so this reply tells rank 0 it is over.
+			return ep.Send(0, 6, nil)
 		}
 		defer ep.Close()
 		if _, err := ep.Recv(1, 9, nil); err != nil {
@@ -244,6 +247,9 @@ func TestJobCellsReapedFromDeadPeer(t *testing.T) {
 			}
 		}
 		if err := ep.Send(2, 5, []byte("survivor")); err != nil {
+			return err
+		}
+		if _, err := ep.Recv(2, 6, nil); err != nil {
 			return err
 		}
 		// Rank 0 or rank 2, whichever noticed first, drained the queue.
