@@ -333,7 +333,11 @@ run_main() {
 	return "$rc"
 }
 
-if [ "${1:-}" = --run ]; then
+# Sourced (ci/dkms-test.sh boots its guests with these functions): define
+# them only.
+if [ "${BASH_SOURCE[0]}" != "$0" ]; then
+	:
+elif [ "${1:-}" = --run ]; then
 	[ $# -ge 2 ] || { echo "usage: ci/test-kernel.sh --run BINARY [-- ARGS...]" >&2; exit 2; }
 	shift
 	run_main "$@"

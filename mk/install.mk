@@ -10,8 +10,10 @@
 #   make uninstall      dkms remove, and the files above
 #   make dkms-test      ci/dkms-test.sh: the DKMS package built and installed
 #                       through dkms against each guest kernel's headers, in
-#                       a private DKMS tree, checked, and removed
-DEB_PACKAGES += dkms
+#                       a private DKMS tree; that tree booted in the QEMU
+#                       guest with udev (systemd-udevd, udevadm: package
+#                       udev), loaded by modprobe, tested, removed
+DEB_PACKAGES += dkms udev
 TEST_TARGETS += dkms-test
 
 PREFIX ?= /usr/local
