@@ -23,7 +23,10 @@ const (
 	// message still fits, and a rank's DefaultFastboxes sets of 3 boxes
 	// take 192 KiB.
 	DefaultFastboxSize = 2048
-	maxInt             = math.MaxInt
+	// DefaultFastboxPayload is the longest message a default fastbox
+	// holds.
+	DefaultFastboxPayload = DefaultFastboxSize - fboxHdrSize
+	maxInt                = math.MaxInt
 )
 
 // Options tune a job's geometry and timeouts. The geometry fields must be

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/knemesis/knemesis/nemesis"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/peers"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
 )
@@ -73,8 +75,15 @@ func TestPeersEveryInstalledPeerGivesARow(t *testing.T) {
 					t.Errorf("%s %s %d: %+v", p.Name, shape, size, x)
 				}
 			}
-			if n > 0 && (a == nil || a.AutoVsPeers == nil || len(a.AutoVsPeers.Peers) != n) {
+			if n > 0 && (a == nil || a.VsPeers == nil || len(a.VsPeers.Peers) != n) {
 				t.Errorf("%s %d: auto has no comparison with the %d peers: %+v", shape, size, n, a)
+			}
+			// The fastbox row runs where a message fits a fastbox only.
+			switch e := row(report.Fastbox, shape, size); {
+			case size > nemesis.DefaultFastboxPayload && e != nil:
+				t.Errorf("%s %d: a fastbox row for a message no fastbox holds: %+v", shape, size, e)
+			case size <= nemesis.DefaultFastboxPayload && (e == nil || e.BytesPerSec <= 0 || e.VsPeers == nil || len(e.VsPeers.Peers) != n):
+				t.Errorf("%s %d: fastbox row %+v, want one compared with the %d peers", shape, size, e, n)
 			}
 		}
 	}
@@ -88,6 +97,50 @@ func TestPeersEveryInstalledPeerGivesARow(t *testing.T) {
 			}
 		}
 		checkFigures(t, figures, shape, 2, want)
+	}
+}
+
+// TestPeersFiledInAutosPlacement gives lmtbench peers a placement probe
+// that always answers the same: one regime, which the run files as "all".
+// The peer's readings are filed by the regimes of the whole run, like
+// auto's, so auto and the fastbox row are compared with it in "all" in
+// both rounds (a peer keeping the probe's own "near" would be compared
+// in no class).
+func TestPeersFiledInAutosPlacement(t *testing.T) {
+	if _, err := exec.LookPath("ucx_perftest"); err != nil {
+		t.Skip("ucx_perftest not installed (apt-get install ucx-utils; make deps installs it)")
+	}
+	probe := filepath.Join(t.TempDir(), "probe")
+	if err := os.WriteFile(probe, []byte("#!/bin/sh\necho near 0.05\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "peers", "--peers", "ucx-posix", "--shapes", "pingpong", "--sizes", "8", "--samples", "2",
+		"--time", "2ms", "--placement-probe", probe, "--copies=false", "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var results []report.Result
+	if err := json.Unmarshal([]byte(r.stdout), &results); err != nil {
+		t.Fatalf("not a JSON array: %v\n%s", err, r.stdout)
+	}
+	if len(results) != 3 {
+		t.Fatalf("%d rows, want auto, %s and ucx-posix: %+v", len(results), report.Fastbox, results)
+	}
+	for _, x := range results {
+		if x.Placement != machine.All || x.SamplesKept != 2 {
+			t.Errorf("%s: placement %s %d/%d, want %s 2/2", x.Backend, x.Placement, x.SamplesKept, x.Samples, machine.All)
+		}
+		if x.Peer != nil {
+			continue
+		}
+		if x.VsPeers == nil {
+			t.Errorf("%s: not compared with the peer", x.Backend)
+			continue
+		}
+		c := x.VsPeers.ByClass[0]
+		if c.Placement != machine.All || c.Best != "ucx-posix" || c.Rounds != 2 || c.Ratio == nil || *c.Ratio <= 0 {
+			t.Errorf("%s vs peers in %s: %+v, want ucx-posix over 2 rounds", x.Backend, machine.All, c)
+		}
 	}
 }
 

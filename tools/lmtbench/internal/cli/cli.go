@@ -105,9 +105,13 @@ type options struct {
 	shapes     string // peers: which shapes
 	peerNames  string // peers: which peers
 
-	// alongside measures more rows in each round and size of interleave,
-	// after the backends' samples (lmtbench peers).
-	alongside func(ctx context.Context, round, size int) error
+	// alongside measures more rows in each round and size of interleave
+	// (lmtbench peers).
+	alongside rowsAlongside
+	// measuresAt, when set, says whether interleave measures backend at
+	// size (lmtbench peers runs the fastbox row only where a message fits
+	// a fastbox).
+	measuresAt func(backend string, size int) bool
 
 	avail   map[string]error // backend name → nil or why it cannot run; see availability
 	machine *machine.Facts

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
@@ -22,11 +23,18 @@ import (
 // by their own benchmarks, at the same sizes, in the same shapes, pinned to
 // the same CPUs, bracketed by the same placement probe and interleaved
 // with them round by round (each round and size: the backends' samples,
-// then one sample of every peer).
+// then one sample of every peer). Beside auto, the fastbox row (eager:
+// Nemesis cells and fastboxes, no LMT) runs at the sizes a message fits a
+// fastbox, so that the small-message path meets the peers on its own.
+//
+// Its run time is the peers' launches: one per peer, shape, size and
+// round (an MPI launcher takes a fraction of a second, more than a
+// sample), so the defaults keep two rounds, the rounds the ratios pair,
+// and samples of --time each; the run prints how long it took.
 
 const (
 	defaultPeerSizes    = "8,64K,1M,4M"
-	defaultPeerBackends = "auto"
+	defaultPeerBackends = report.Auto + "," + report.Fastbox
 	// peerSampleLimit bounds one peer sample: a launcher that hangs
 	// (a server nobody connects to) must not hold the run for --timeout.
 	peerSampleLimit = time.Minute
@@ -39,11 +47,20 @@ func runPeers(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	start := time.Now()
+	o.measuresAt = pp.measuresAt
 	steps := 0
 	for _, shape := range pp.shapes {
-		steps += (len(pp.backends) + len(pp.measuring(shape))) * len(pp.sizes) * o.samples
-		if o.copies {
-			steps += len(pp.backends) * len(pp.sizes)
+		for _, size := range pp.sizes {
+			for _, b := range pp.backends {
+				if pp.measuresAt(b.Name, size) {
+					steps += o.samples
+					if o.copies {
+						steps++
+					}
+				}
+			}
+			steps += len(pp.measuring(shape)) * o.samples
 		}
 	}
 	bar := newProgress(stderr, o.progress, steps)
@@ -54,7 +71,7 @@ func runPeers(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	probe := o.probePath()
 	for _, shape := range pp.shapes {
 		m := &peerMeasurer{o: o, probe: probe, cpus: pp.cpus, shape: shape, peers: pp.measuring(shape), bar: bar}
-		o.alongside = m.round
+		o.alongside = m
 		spec := harness.Spec{Mode: shape, Iters: o.iters, SampleTime: o.sampleTime, CPUs: pp.cpus, Probe: probe}
 		results, skipped, err := o.interleave(ctx, spec, pp.backends, pp.sizes, bar)
 		o.alongside = nil
@@ -72,7 +89,7 @@ func runPeers(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		all = append(all, m.results(o.facts(), pp.sizes)...)
 	}
 	bar.done()
-	report.CompareAutoWithPeers(all)
+	report.CompareWithPeers(all)
 	sortPeerResults(all)
 	if err := o.writePeers(stdout, all); err != nil {
 		return err
@@ -100,6 +117,7 @@ func runPeers(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "not installed: %v\n", why)
 		}
 		fmt.Fprintf(stdout, "not packaged by Debian 12: %s\n", strings.Join(peers.Unpackaged, "; "))
+		fmt.Fprintf(stdout, "run time: %v (%d shapes × %d sizes × %d rounds)\n", time.Since(start).Round(time.Second), len(pp.shapes), len(pp.sizes), o.samples)
 	}
 	return nil
 }
@@ -113,6 +131,12 @@ type peerPlan struct {
 	skipped  []error // toolkit backends that cannot run here
 	peers    []*peers.Peer
 	missing  []error // peers not installed, with their package
+}
+
+// measuresAt says whether the toolkit's backend runs at size: the
+// fastbox row only where a message fits a fastbox.
+func (pp *peerPlan) measuresAt(backend string, size int) bool {
+	return backend != report.Fastbox || size <= nemesis.DefaultFastboxPayload
 }
 
 func (pp *peerPlan) measuring(shape string) []*peers.Peer {
@@ -179,8 +203,8 @@ func (o *options) peerPlan() (*peerPlan, error) {
 	return pp, nil
 }
 
-// peerMeasurer takes the peers' samples of one shape, called by
-// interleave after the backends' samples of each round and size.
+// peerMeasurer takes the peers' samples of one shape, alongside the
+// backends' in interleave (rowsAlongside).
 type peerMeasurer struct {
 	o      *options
 	probe  string
@@ -190,23 +214,23 @@ type peerMeasurer struct {
 	bar    *progress
 	failed []error
 
-	gone    map[string]bool
-	samples map[string]map[int][]harness.Sample
-	last    map[string]map[int]peers.Measurement
-	cmds    map[string]map[int][]string // command of each sample, in the order of samples
+	gone  map[string]bool
+	taken map[string]map[int][]harness.Sample
+	last  map[string]map[int]peers.Measurement
+	cmds  map[string]map[int][]string // command of each sample, in the order of samples
 }
 
 func (m *peerMeasurer) round(ctx context.Context, round, size int) error {
-	if m.samples == nil {
-		m.gone, m.samples = map[string]bool{}, map[string]map[int][]harness.Sample{}
+	if m.taken == nil {
+		m.gone, m.taken = map[string]bool{}, map[string]map[int][]harness.Sample{}
 		m.last, m.cmds = map[string]map[int]peers.Measurement{}, map[string]map[int][]string{}
 	}
 	for _, p := range m.peers {
 		if m.gone[p.Name] {
 			continue
 		}
-		if m.samples[p.Name] == nil {
-			m.samples[p.Name], m.last[p.Name], m.cmds[p.Name] = map[int][]harness.Sample{}, map[int]peers.Measurement{}, map[int][]string{}
+		if m.taken[p.Name] == nil {
+			m.taken[p.Name], m.last[p.Name], m.cmds[p.Name] = map[int][]harness.Sample{}, map[int]peers.Measurement{}, map[int][]string{}
 		}
 		j := peers.Job{Shape: m.shape, Size: size, CPUs: m.cpus, Root: os.Geteuid() == 0,
 			Iters: peers.Iterations(m.shape, size, m.o.sampleTime, m.last[p.Name][size])}
@@ -227,13 +251,24 @@ func (m *peerMeasurer) round(ctx context.Context, round, size int) error {
 			continue
 		}
 		m.last[p.Name][size] = got
-		m.samples[p.Name][size] = append(m.samples[p.Name][size], harness.Sample{
+		m.taken[p.Name][size] = append(m.taken[p.Name][size], harness.Sample{
 			Size: size, Iterations: got.Iterations, Messages: got.Messages, Seconds: got.Seconds(),
 			Before: before, After: after, Round: round,
 		})
 		m.cmds[p.Name][size] = append(m.cmds[p.Name][size], inv.String())
 	}
 	return nil
+}
+
+// samples returns every peer's samples, per size.
+func (m *peerMeasurer) samples() []map[int][]harness.Sample {
+	var out []map[int][]harness.Sample
+	for _, p := range m.peers {
+		if bySize := m.taken[p.Name]; bySize != nil {
+			out = append(out, bySize)
+		}
+	}
+	return out
 }
 
 // results aggregates each peer's samples as the toolkit's are, and
@@ -245,7 +280,7 @@ func (m *peerMeasurer) results(f machine.Facts, sizes []int) []report.Result {
 	var out []report.Result
 	for _, p := range m.peers {
 		for _, size := range sizes {
-			ss := m.samples[p.Name][size]
+			ss := m.taken[p.Name][size]
 			if len(ss) == 0 {
 				continue
 			}

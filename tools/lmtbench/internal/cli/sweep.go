@@ -437,7 +437,7 @@ func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []
 	for round := range o.samples {
 		for _, size := range sizes {
 			for i, b := range backends {
-				if gone[i] {
+				if gone[i] || o.measuresAt != nil && !o.measuresAt(b.Name, size) {
 					continue
 				}
 				spec := tmpl
@@ -458,19 +458,29 @@ func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []
 				}
 			}
 			if o.alongside != nil {
-				if err := o.alongside(ctx, round, size); err != nil {
+				if err := o.alongside.round(ctx, round, size); err != nil {
 					return nil, nil, err
 				}
 			}
 		}
 	}
-	o.regimes = classify(samples)
+	// The rows measured alongside are filed by the same regimes, found
+	// in every reading of the run: a peer and auto compared in "far"
+	// must both have been far.
+	all := slices.Clone(samples)
+	if o.alongside != nil {
+		all = append(all, o.alongside.samples()...)
+	}
+	o.regimes = classify(all)
 	var results []report.Result
 	for i, b := range backends {
 		if gone[i] {
 			continue
 		}
 		for _, size := range sizes {
+			if len(samples[i][size]) == 0 {
+				continue // not measured at this size (measuresAt)
+			}
 			r := report.Aggregate(tmpl.Mode, b.Name, b.Reference, samples[i][size])
 			r.CPUs, r.Machine = tmpl.CPUs, o.facts()
 			if tmpl.Mode == harness.Alltoall {
@@ -481,6 +491,15 @@ func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []
 	}
 	report.CompareAuto(results)
 	return results, skipped, nil
+}
+
+// rowsAlongside measures rows of its own in interleave's rounds: after
+// the backends' samples of each round and size, round takes its own;
+// samples returns all it took, per row and size, for interleave to file
+// their placement readings with the backends'.
+type rowsAlongside interface {
+	round(ctx context.Context, round, size int) error
+	samples() []map[int][]harness.Sample
 }
 
 // classify files every placement reading of a run by the regimes the run's

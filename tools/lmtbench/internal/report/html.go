@@ -105,11 +105,11 @@ func buildMode(results []Result, mode string) htmlMode {
 		}
 		m.Copies = m.Copies || r.CopiesPerByte != nil
 		m.Rows = append(m.Rows, row)
-		if a := r.AutoVsPeers; a != nil {
-			m.Compare = append(m.Compare, compareLine(units.Format(r.Size), "best peer", peerCells(a)))
+		if a := r.VsPeers; a != nil {
+			m.Compare = append(m.Compare, compareLine(units.Format(r.Size), r.Backend, "best peer", peerCells(a)))
 		}
 		if a := r.AutoVsBest; a != nil {
-			m.Compare = append(m.Compare, compareLine(units.Format(r.Size), "best single backend", bestCells(a)))
+			m.Compare = append(m.Compare, compareLine(units.Format(r.Size), r.Backend, "best single backend", bestCells(a)))
 		}
 	}
 	m.Throughput = svgPlot(results, mode, "throughput", "GB/s (10^9 B/s)", func(r Result) float64 { return r.BytesPerSec / 1e9 })
@@ -117,11 +117,11 @@ func buildMode(results []Result, mode string) htmlMode {
 	return m
 }
 
-func compareLine(size, what string, cells []string) string {
-	return fmt.Sprintf("%s: auto ÷ %s — %s", size, what, strings.Join(cells, "; "))
+func compareLine(size, row, what string, cells []string) string {
+	return fmt.Sprintf("%s: %s ÷ %s — %s", size, row, what, strings.Join(cells, "; "))
 }
 
-func peerCells(a *AutoVsPeers) []string {
+func peerCells(a *VsPeers) []string {
 	var out []string
 	for _, c := range a.ByClass {
 		if c.Ratio == nil {

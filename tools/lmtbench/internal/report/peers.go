@@ -20,32 +20,39 @@ type PeerInfo struct {
 	Command string `json:"command"`
 }
 
-// AutoVsPeers is how auto did against the fastest peer at one size.
-type AutoVsPeers struct {
+// VsPeers is how one of the toolkit's rows did against the fastest peer
+// at one size: auto's, at every size, and the fastbox row's (Fastbox) at
+// the sizes it was measured.
+type VsPeers struct {
 	Peers   []string    `json:"peers"` // every peer measured at this size
 	ByClass []PeerRatio `json:"by_class"`
 }
 
 // PeerRatio is the comparison within one placement class. Each peer is
-// paired with auto round by round (both samples bracketed in the class);
-// the ratio is the median over those rounds of auto's rate over the peer's,
-// and the best peer is the one with the lowest such ratio.
+// paired with the row round by round (both samples bracketed in the
+// class); the ratio is the median over those rounds of the row's rate over
+// the peer's, and the best peer is the one with the lowest such ratio.
 type PeerRatio struct {
 	Placement string   `json:"placement"`
 	Best      string   `json:"best"` // "" when no peer had a paired round
 	Rounds    int      `json:"rounds"`
-	Ratio     *float64 `json:"ratio"` // null when Rounds is 0; >1: auto is faster
-	// NotCompared are the peers with no round paired with auto in this
-	// class: their placement never matched auto's.
+	Ratio     *float64 `json:"ratio"` // null when Rounds is 0; >1: the toolkit's row is faster
+	// NotCompared are the peers with no round paired with the row in
+	// this class: their placement never matched its.
 	NotCompared []string `json:"not_compared,omitempty"`
 }
 
-// CompareAutoWithPeers sets AutoVsPeers on every auto row that has peer
-// rows beside it (same mode and size).
-func CompareAutoWithPeers(results []Result) {
+// Fastbox is the row of the small-message path alone (the eager backend:
+// Nemesis cells and fastboxes, no LMT), which lmtbench peers measures
+// where a message fits a fastbox.
+const Fastbox = "eager"
+
+// CompareWithPeers sets VsPeers on every auto and Fastbox row that has
+// peer rows beside it (same mode and size).
+func CompareWithPeers(results []Result) {
 	for i := range results {
 		a := &results[i]
-		if a.Backend != Auto || a.Peer != nil {
+		if a.Backend != Auto && a.Backend != Fastbox || a.Peer != nil {
 			continue
 		}
 		var rows []*Result
@@ -57,14 +64,14 @@ func CompareAutoWithPeers(results []Result) {
 		if len(rows) == 0 {
 			continue
 		}
-		c := &AutoVsPeers{}
+		c := &VsPeers{}
 		for _, r := range rows {
 			c.Peers = append(c.Peers, r.Backend)
 		}
 		for _, class := range Classes {
 			c.ByClass = append(c.ByClass, versusPeers(a, rows, class))
 		}
-		a.AutoVsPeers = c
+		a.VsPeers = c
 	}
 }
 
@@ -84,14 +91,15 @@ func versusPeers(auto *Result, rows []*Result, class string) PeerRatio {
 }
 
 // WritePeers prints the table of lmtbench peers: per shape, the toolkit's
-// rows and the peers' at each size, auto over the best peer, and the
+// rows and the peers' at each size, auto over the best peer at every size,
+// the fastbox row over the best peer where it was measured, and the
 // command line of each peer.
 func WritePeers(w io.Writer, results []Result) error {
 	for _, mode := range modes(results) {
 		fmt.Fprintf(w, "\n%s; GB/s = 10^9 B/s\n", modeTitles[mode])
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "size\trow\tstack\tlatency µs\tGB/s\tplacement kept/samples\t")
-		var autos []*Result
+		var autos, fastboxes []*Result
 		for _, size := range sizes(results, mode) {
 			best := bestPeer(results, mode, size)
 			for i := range results {
@@ -103,8 +111,11 @@ func WritePeers(w io.Writer, results []Result) error {
 				if r.Peer != nil {
 					stack = r.Peer.Stack
 				}
-				if r.AutoVsPeers != nil {
+				switch {
+				case r.VsPeers != nil && r.Backend == Auto:
 					autos = append(autos, r)
+				case r.VsPeers != nil:
+					fastboxes = append(fastboxes, r)
 				}
 				if r == best {
 					mark = "◀ best peer"
@@ -116,7 +127,10 @@ func WritePeers(w io.Writer, results []Result) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		if err := writeAutoVsPeers(w, autos); err != nil {
+		if err := writeVsPeers(w, autos, "auto ÷ best peer: per peer, the median over rounds where auto and it stayed in one placement; the best peer is the one auto beats least; >1: auto is faster"); err != nil {
+			return err
+		}
+		if err := writeVsPeers(w, fastboxes, "fastbox (eager: Nemesis cells and fastboxes, no LMT) ÷ best peer, where a message fits a fastbox; >1: the fastbox is faster"); err != nil {
 			return err
 		}
 		writeCommands(w, results, mode)
@@ -145,20 +159,20 @@ func bestPeer(results []Result, mode string, size int) *Result {
 	return nil
 }
 
-func writeAutoVsPeers(w io.Writer, autos []*Result) error {
-	if len(autos) == 0 {
+func writeVsPeers(w io.Writer, rows []*Result, title string) error {
+	if len(rows) == 0 {
 		return nil
 	}
-	if !slices.ContainsFunc(autos, func(a *Result) bool { return a.Placement != "unknown" }) {
-		_, err := fmt.Fprintln(w, "auto ÷ best peer: not computed — no placement probe, so no sample is known to share a placement")
+	if !slices.ContainsFunc(rows, func(a *Result) bool { return a.Placement != "unknown" }) {
+		_, err := fmt.Fprintf(w, "%s ÷ best peer: not computed — no placement probe, so no sample is known to share a placement\n", rows[0].Backend)
 		return err
 	}
-	fmt.Fprintln(w, "auto ÷ best peer: per peer, the median over rounds where auto and it stayed in one placement; the best peer is the one auto beats least; >1: auto is faster")
+	fmt.Fprintln(w, title)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "size\t"+strings.Join(Classes, "\t"))
-	for _, a := range autos {
+	for _, a := range rows {
 		fmt.Fprint(tw, units.Format(a.Size))
-		for _, c := range a.AutoVsPeers.ByClass {
+		for _, c := range a.VsPeers.ByClass {
 			cell := "not enough same-placement samples"
 			if c.Ratio != nil {
 				cell = fmt.Sprintf("%.2f vs %s (%d %s)", *c.Ratio, c.Best, c.Rounds, plural(c.Rounds, "round"))

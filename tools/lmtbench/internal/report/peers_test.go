@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
 
@@ -96,6 +99,63 @@ func TestPeerRowsInEveryOutput(t *testing.T) {
 	} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("page lacks %s", want)
+		}
+	}
+}
+
+// Auto and the fastbox row are each paired with every peer round by
+// round; the best peer is the one each beats least, and WritePeers prints
+// both comparisons. Peers and the other backends get none.
+func TestAutoAndFastboxComparedWithPeers(t *testing.T) {
+	far := machine.Placement{Class: "far", LatencyUs: 0.2}
+	// row is a row of two rounds whose messages took perMsg seconds.
+	row := func(backend string, perMsg float64) Result {
+		var ss []harness.Sample
+		for round := range 2 {
+			ss = append(ss, harness.Sample{Size: 8, Iterations: 1000, Messages: 2000, Seconds: 2000 * perMsg,
+				Before: far, After: far, Round: round})
+		}
+		return Aggregate("pingpong", backend, false, ss)
+	}
+	peer := func(name string, perMsg float64) Result {
+		r := row(name, perMsg)
+		r.Peer = &PeerInfo{Stack: name, Tool: "ucx_perftest", Package: "ucx-utils", Command: name + " -s 8"}
+		return r
+	}
+	rs := []Result{row(Auto, 1e-6), row(Fastbox, 0.5e-6), row("cma", 0.4e-6), peer("ucx-posix", 0.8e-6), peer("ofi-shm", 2e-6)}
+	CompareWithPeers(rs)
+	for _, tc := range []struct {
+		i     int
+		ratio float64
+	}{{0, 0.8}, {1, 1.6}} {
+		r := rs[tc.i]
+		if r.VsPeers == nil || len(r.VsPeers.Peers) != 2 {
+			t.Fatalf("%s: VsPeers %+v", r.Backend, r.VsPeers)
+		}
+		c := r.VsPeers.ByClass[slices.Index(Classes, "far")]
+		if c.Best != "ucx-posix" || c.Rounds != 2 || c.Ratio == nil || math.Abs(*c.Ratio-tc.ratio) > 1e-9 {
+			t.Errorf("%s in far: %+v, want %.2f vs ucx-posix over 2 rounds", r.Backend, c, tc.ratio)
+		}
+	}
+	for _, r := range rs[2:] {
+		if r.VsPeers != nil {
+			t.Errorf("%s compared with the peers", r.Backend)
+		}
+	}
+	var b bytes.Buffer
+	if err := WritePeers(&b, rs); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"auto ÷ best peer: ",
+		"fastbox (eager: Nemesis cells and fastboxes, no LMT) ÷ best peer, where a message fits a fastbox; >1: the fastbox is faster\n",
+		"0.80 vs ucx-posix (2 rounds)",
+		"1.60 vs ucx-posix (2 rounds)",
+		"  ucx-posix (ucx_perftest, 8): ucx-posix -s 8\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -49,9 +49,10 @@ type Result struct {
 	// placement class; only auto's results carry it (CompareAuto).
 	AutoVsBest *AutoVsBest `json:"auto_vs_best,omitempty"`
 	// Peer marks a row of another stack, measured by its own benchmark
-	// (lmtbench peers); AutoVsPeers compares auto with the best of them.
-	Peer        *PeerInfo    `json:"peer,omitempty"`
-	AutoVsPeers *AutoVsPeers `json:"auto_vs_peers,omitempty"`
+	// (lmtbench peers); VsPeers compares auto (and the Fastbox row)
+	// with the best of them.
+	Peer    *PeerInfo `json:"peer,omitempty"`
+	VsPeers *VsPeers  `json:"vs_peers,omitempty"`
 
 	kept []harness.Sample // the samples the median was taken over
 	all  []harness.Sample // every sample, whatever its placement
