@@ -40,6 +40,9 @@ kernels=${KCI_KERNELS:-$(grep -v '^[[:space:]]*\(#\|$\)' "$repo/ci/kernels.txt")
 version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$repo/kmod/knem/dkms.conf")
 
 command -v dkms >/dev/null || { echo "FAIL dkms-test: dkms not installed (apt-get install dkms; make deps installs it)"; exit 1; }
+# What the guests load the module with: Debian's own binaries.
+kmod_bin=$(command -v kmod) || { echo "FAIL dkms-test: kmod not installed (apt-get install kmod; make deps installs it)"; exit 1; }
+udevadm_bin=$(command -v udevadm) || { echo "FAIL dkms-test: udevadm not installed (apt-get install udev; make deps installs it)"; exit 1; }
 
 # What the test must leave alone: the host's DKMS tree and installed knem modules.
 host_state() { ls -A /var/lib/dkms 2>/dev/null; ls /lib/modules/*/updates/dkms/knem.ko* 2>/dev/null; }
@@ -117,8 +120,8 @@ guest_check() {
 		cp "$stage/etc/udev/rules.d/99-knem.rules" "$root/etc/udev/rules.d/" &&
 		printf '%s %s\n%s\n' "$want_mode" "$want_gid" "$2" >"$root/etc/knem-expect" &&
 		echo "$group_line" >"$root/etc/group" &&
-		copy_with_libs /bin/kmod "$root" usr/bin/kmod &&
-		copy_with_libs /bin/udevadm "$root" usr/bin/udevadm &&
+		copy_with_libs "$kmod_bin" "$root" usr/bin/kmod &&
+		copy_with_libs "$udevadm_bin" "$root" usr/bin/udevadm &&
 		ln -s ../../bin/udevadm "$root/usr/lib/systemd/systemd-udevd" &&
 		cp "$testdir"/* "$root/tests/" ||
 		{ why="cannot pack the guest image in $root"; return 1; }
