@@ -13,11 +13,14 @@
  * returning 4 bytes when 8 were asked, ENOSPC at the 4097th region,
  * EINVAL for an iovec over 2 GiB, a status slot left PENDING, SUCCESS
  * reported over a failed DMA descriptor, a stalled DMA channel hanging,
- * an offloaded copy running on a CPU its submitter may not use.
+ * an offloaded copy running on a CPU its submitter may not use, a
+ * writable long-term pin of a written-back shared file mapping on 6.1.
  */
 #include "ktest.h"
 
+#include <linux/magic.h>
 #include <sys/resource.h>
+#include <sys/statfs.h>
 
 #define PAGE 4096UL
 
@@ -644,6 +647,83 @@ static void test_dma_stall(void)
 	munmap(dst, n);
 }
 
+/* ----------------------- 8. writable pins of written-back shared files */
+
+/*
+ * A shared mapping of a file on a filesystem that writes its pages back
+ * (the minix image ci/test-kernel.sh mounts on a loop device at
+ * $KNEMESIS_DISK) cannot be pinned for writing: EFAULT on every kernel,
+ * as gup itself refuses it from 6.5 on (6.1 would pin it and let the
+ * filesystem write back pages under a long-term pin).  Read-only pins of
+ * it, writable pins of a private mapping of the same file, and a plain
+ * synchronous copy into it (no pin) work.
+ */
+static void writable_file_pins(const char *dir)
+{
+	size_t n = 16 * PAGE;
+	unsigned char *src = buf_alloc(n), *dst = buf_alloc(n);
+	unsigned char *shared, *private;
+	char path[4096];
+	struct statfs sfs;
+	knem_cookie_t c, csrc;
+	uint32_t st;
+	int fd = dev_open(), ffd;
+
+	CHECK_OK(statfs(dir, &sfs));
+	CHECK(sfs.f_type != TMPFS_MAGIC && sfs.f_type != RAMFS_MAGIC,
+	      "%s is not a disk filesystem (f_type %#lx)", dir,
+	      (unsigned long)sfs.f_type);
+	snprintf(path, sizeof(path), "%s/knem-pin", dir);
+	ffd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	CHECK(ffd >= 0, "open %s: %s", path, strerror(errno));
+	unlink(path);
+	CHECK_OK(ftruncate(ffd, n));
+	shared = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, ffd, 0);
+	private = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE, ffd, 0);
+	CHECK(shared != MAP_FAILED && private != MAP_FAILED, "mmap %s", path);
+	pattern(shared, n, 9);
+	pattern(src, n, 10);
+	CHECK_OK(region(fd, src, n, PROT_READ, 0, &csrc));
+
+	CHECK_ERR(region(fd, shared, n, PROT_WRITE, 0, &c), EFAULT);
+	CHECK_ERR(region(fd, shared, n, PROT_READ | PROT_WRITE, 0, &c), EFAULT);
+	CHECK_ERR(region(fd, shared + n / 2, PAGE, PROT_WRITE, 0, &c), EFAULT);
+	CHECK_ERR(inline_copy(fd, shared, n, 0, csrc, 0, KNEM_FLAG_PINLOCAL, 0,
+			      &st), EFAULT);
+	CHECK(same_pattern(shared, n, 0, 9), "refused pin changed the file");
+
+	CHECK_OK(region(fd, shared, n, PROT_READ, 0, &c));
+	CHECK_OK(inline_copy(fd, dst, n, 0, c, 0, 0, 0, &st));
+	CHECK(st == KNEM_STATUS_SUCCESS && same_pattern(dst, n, 0, 9),
+	      "read through a read-only pin of the file: status %u", st);
+	CHECK_OK(destroy(fd, c));
+	CHECK_OK(region(fd, private, n, PROT_READ | PROT_WRITE, 0, &c));
+	CHECK_OK(destroy(fd, c));
+	CHECK_OK(inline_copy(fd, shared, n, 0, csrc, 0, 0, 0, &st));
+	CHECK(st == KNEM_STATUS_SUCCESS && same_pattern(shared, n, 0, 10),
+	      "unpinned copy into the file: status %u", st);
+	CHECK_OK(msync(shared, n, MS_SYNC));
+	CHECK_OK(destroy(fd, csrc));
+	munmap(shared, n);
+	munmap(private, n);
+	close(ffd);
+	close(fd);
+	munmap(src, n);
+	munmap(dst, n);
+}
+
+static void test_writable_file_pins(void)
+{
+	const char *dir = getenv("KNEMESIS_DISK");
+
+	if (!dir) {
+		skip_reason = "no disk-backed filesystem (KNEMESIS_DISK unset; "
+			      "ci/test-kernel.sh mounts one)";
+		return;
+	}
+	writable_file_pins(dir);
+}
+
 /* ------------------------------------- 6. BIND_OFFLOAD within the caller */
 
 /*
@@ -776,6 +856,7 @@ static const struct tcase cases[] = {
 	{ "TestDMAAlignment", test_dma_alignment },
 	{ "TestDMAStall", test_dma_stall },
 	{ "TestBindWithinAffinity", test_bind_within_affinity },
+	{ "TestWritableFilePins", test_writable_file_pins },
 };
 
 int main(void)
