@@ -516,6 +516,123 @@ static void test_read_only(void)
 	close(fd);
 }
 
+/* ----------------------------------- 6. BIND_OFFLOAD within the caller */
+
+/*
+ * Where a MEMCPYTHREAD copy of @c into @dst ran (the knem_copy event's
+ * CPU), or -1 when it failed or left no event.
+ */
+static int offloaded_copy_cpu(int fd, volatile knem_status_t *slots,
+			      knem_cookie_t c, void *dst, size_t n)
+{
+	uint32_t st;
+
+	slots[0] = KNEM_STATUS_PENDING;
+	if (trace_knem(1) ||
+	    inline_copy(fd, dst, n, 0, c, 0, KNEM_FLAG_MEMCPYTHREAD, 0, &st) ||
+	    st != KNEM_STATUS_PENDING ||
+	    wait_slot(&slots[0]) != KNEM_STATUS_SUCCESS)
+		return -1;
+	return traced_cpu(1);
+}
+
+static int set_cpus(int a, int b)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(a, &set);
+	CPU_SET(b, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+static int bind_offload(int fd, uint32_t flags, const void *mask,
+			uint32_t len)
+{
+	struct knem_cmd_bind_offload b = {
+		.flags = flags, .mask_len = len, .mask_ptr = (uintptr_t)mask,
+	};
+
+	return ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &b);
+}
+
+/*
+ * Bound to CPU 0 by sched_setaffinity, the caller asks for CPU 1 (CUSTOM),
+ * for the CPUs it may not use (CURRENT_REVERSED) and for none (an empty
+ * CUSTOM mask): every request succeeds, as in KNEM 1.1, and every copy
+ * runs on CPU 0.  Bound to CPU 1 while it may run on both, its copies run
+ * on CPU 1 until it narrows its affinity to CPU 0, and there after that.
+ * A mask longer than a page is read up to the kernel's cpumask size.
+ */
+static void bind_within_affinity(void)
+{
+	size_t n = 64 * 1024;
+	unsigned char *src = buf_alloc(n), *dst = buf_alloc(n);
+	static unsigned long long big[1024];
+	unsigned long cpu1 = 1UL << 1;
+	volatile knem_status_t *slots;
+	knem_cookie_t c;
+	int fd = dev_open(), cpu;
+
+	pattern(src, n, 6);
+	slots = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(slots != MAP_FAILED, "mmap");
+	CHECK_OK(region(fd, src, n, PROT_READ, 0, &c));
+	CHECK_OK(set_cpus(0, 0));
+	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, &cpu1, sizeof(cpu1)));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 0, "CUSTOM {1} from a task on {0} ran on CPU %d", cpu);
+	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CURRENT_REVERSED, NULL, 0));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 0, "CURRENT_REVERSED from a task on {0} ran on CPU %d",
+	      cpu);
+	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, NULL, 0));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 0, "an empty CUSTOM mask from a task on {0} ran on CPU %d",
+	      cpu);
+
+	CHECK_OK(set_cpus(0, 1));
+	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, &cpu1, sizeof(cpu1)));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 1, "CUSTOM {1} from a task on {0,1} ran on CPU %d", cpu);
+	CHECK_OK(set_cpus(0, 0));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 0, "bound to {1}, submitted from {0}: ran on CPU %d", cpu);
+	CHECK_OK(set_cpus(0, 1));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 1, "bound to {1}, submitted from {0,1}: ran on CPU %d",
+	      cpu);
+
+	big[0] = 1ULL << 1;
+	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, big, sizeof(big)));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 1, "CUSTOM {1} in an 8 KiB mask ran on CPU %d", cpu);
+	trace_knem(0);
+	CHECK_ERR(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, (void *)8, 8),
+		  EFAULT);
+	CHECK_ERR(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM |
+			       KNEM_BIND_FLAG_CURRENT, NULL, 0), EINVAL);
+	CHECK(same_pattern(dst, n, 0, 6), "offloaded copy data");
+	close(fd);
+	munmap((void *)slots, PAGE);
+	munmap(src, n);
+	munmap(dst, n);
+}
+
+static void test_bind_within_affinity(void)
+{
+	cpu_set_t all;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		skip_reason = "needs 2 online CPUs";
+		return;
+	}
+	CHECK_OK(sched_getaffinity(0, sizeof(all), &all));
+	bind_within_affinity();
+	trace_knem(0);
+	sched_setaffinity(0, sizeof(all), &all);
+}
+
 /* ----------------------------------------------------- 7. DMA faults */
 
 /*
@@ -722,122 +839,6 @@ static void test_writable_file_pins(void)
 		return;
 	}
 	writable_file_pins(dir);
-}
-
-/* ------------------------------------- 6. BIND_OFFLOAD within the caller */
-
-/*
- * Where a MEMCPYTHREAD copy of @c into @dst ran (the knem_copy event's
- * CPU), or -1 when it failed or left no event.
- */
-static int offloaded_copy_cpu(int fd, volatile knem_status_t *slots,
-			      knem_cookie_t c, void *dst, size_t n)
-{
-	uint32_t st;
-
-	slots[0] = KNEM_STATUS_PENDING;
-	if (trace_knem(1) ||
-	    inline_copy(fd, dst, n, 0, c, 0, KNEM_FLAG_MEMCPYTHREAD, 0, &st) ||
-	    st != KNEM_STATUS_PENDING ||
-	    wait_slot(&slots[0]) != KNEM_STATUS_SUCCESS)
-		return -1;
-	return traced_cpu(1);
-}
-
-static int set_cpus(int a, int b)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(a, &set);
-	CPU_SET(b, &set);
-	return sched_setaffinity(0, sizeof(set), &set);
-}
-
-static int bind_offload(int fd, uint32_t flags, const void *mask,
-			uint32_t len)
-{
-	struct knem_cmd_bind_offload b = {
-		.flags = flags, .mask_len = len, .mask_ptr = (uintptr_t)mask,
-	};
-
-	return ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &b);
-}
-
-/*
- * Bound to CPU 0 by sched_setaffinity, the caller asks for CPU 1 (CUSTOM),
- * for the CPUs it may not use (CURRENT_REVERSED) and for none (an empty
- * CUSTOM mask): every request succeeds, as in KNEM 1.1, and every copy
- * runs on CPU 0.  Bound to CPU 1 while it may run on both, its copies run
- * on CPU 1 until it narrows its affinity to CPU 0, and there after that.
- * A mask longer than a page is read up to the kernel's cpumask size.
- */
-static void bind_within_affinity(void)
-{
-	size_t n = 64 * 1024;
-	unsigned char *src = buf_alloc(n), *dst = buf_alloc(n);
-	static unsigned long long big[1024];
-	unsigned long cpu1 = 1UL << 1;
-	volatile knem_status_t *slots;
-	knem_cookie_t c;
-	int fd = dev_open(), cpu;
-
-	pattern(src, n, 6);
-	slots = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	CHECK(slots != MAP_FAILED, "mmap");
-	CHECK_OK(region(fd, src, n, PROT_READ, 0, &c));
-	CHECK_OK(set_cpus(0, 0));
-	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, &cpu1, sizeof(cpu1)));
-	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
-	CHECK(cpu == 0, "CUSTOM {1} from a task on {0} ran on CPU %d", cpu);
-	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CURRENT_REVERSED, NULL, 0));
-	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
-	CHECK(cpu == 0, "CURRENT_REVERSED from a task on {0} ran on CPU %d",
-	      cpu);
-	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, NULL, 0));
-	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
-	CHECK(cpu == 0, "an empty CUSTOM mask from a task on {0} ran on CPU %d",
-	      cpu);
-
-	CHECK_OK(set_cpus(0, 1));
-	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, &cpu1, sizeof(cpu1)));
-	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
-	CHECK(cpu == 1, "CUSTOM {1} from a task on {0,1} ran on CPU %d", cpu);
-	CHECK_OK(set_cpus(0, 0));
-	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
-	CHECK(cpu == 0, "bound to {1}, submitted from {0}: ran on CPU %d", cpu);
-	CHECK_OK(set_cpus(0, 1));
-	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
-	CHECK(cpu == 1, "bound to {1}, submitted from {0,1}: ran on CPU %d",
-	      cpu);
-
-	big[0] = 1ULL << 1;
-	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, big, sizeof(big)));
-	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
-	CHECK(cpu == 1, "CUSTOM {1} in an 8 KiB mask ran on CPU %d", cpu);
-	trace_knem(0);
-	CHECK_ERR(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, (void *)8, 8), EFAULT);
-	CHECK_ERR(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM | KNEM_BIND_FLAG_CURRENT,
-		       NULL, 0), EINVAL);
-	CHECK(same_pattern(dst, n, 0, 6), "offloaded copy data");
-	close(fd);
-	munmap((void *)slots, PAGE);
-	munmap(src, n);
-	munmap(dst, n);
-}
-
-static void test_bind_within_affinity(void)
-{
-	cpu_set_t all;
-
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
-		skip_reason = "needs 2 online CPUs";
-		return;
-	}
-	CHECK_OK(sched_getaffinity(0, sizeof(all), &all));
-	bind_within_affinity();
-	trace_knem(0);
-	sched_setaffinity(0, sizeof(all), &all);
 }
 
 static const struct tcase cases[] = {
