@@ -43,22 +43,29 @@ kernels=${KCI_KERNELS:-$(grep -v '^[[:space:]]*\(#\|$\)' "$repo/ci/kernels.txt")
 
 log() { echo "test-kernel: $*" >&2; }
 
-# fetch_image RELEASE: puts vmlinuz-RELEASE under $cache/k/RELEASE/boot.
-fetch_image() {
-	local rel=$1 dir=$cache/k/$1 pkg=linux-image-$1-unsigned deb
-	[ -f "$dir/boot/vmlinuz-$rel" ] && return 0
+# image_deb RELEASE: sets deb to the release's image package in the cache,
+# downloading it first when it is not there.
+image_deb() {
+	local pkg=linux-image-$1-unsigned
 	mkdir -p "$cache/debs" || return 1
 	deb=$(ls "$cache/debs/${pkg}"_*.deb 2>/dev/null | head -n1)
-	if [ -z "$deb" ]; then
-		log "downloading $pkg"
-		# apt's sandbox user cannot write to a root-owned cache: not an error.
-		(cd "$cache/debs" && apt-get download -q "$pkg" 2>&1 |
-			grep -v 'unsandboxed' >&2) || true
-		deb=$(ls "$cache/debs/${pkg}"_*.deb 2>/dev/null | head -n1)
-		[ -n "$deb" ] || { why="apt-get download $pkg failed"; return 1; }
-	fi
-	# Only /boot is needed: the tests use no modules of the kernel itself
-	# (dmaengine and devtmpfs are built in in Debian's configs).
+	[ -n "$deb" ] && return 0
+	log "downloading $pkg"
+	# apt's sandbox user cannot write to a root-owned cache: not an error.
+	(cd "$cache/debs" && apt-get download -q "$pkg" 2>&1 |
+		grep -v 'unsandboxed' >&2) || true
+	deb=$(ls "$cache/debs/${pkg}"_*.deb 2>/dev/null | head -n1)
+	[ -n "$deb" ] || { why="apt-get download $pkg failed"; return 1; }
+}
+
+# fetch_image RELEASE: puts vmlinuz-RELEASE under $cache/k/RELEASE/boot.
+fetch_image() {
+	local rel=$1 dir=$cache/k/$1 deb
+	[ -f "$dir/boot/vmlinuz-$rel" ] && return 0
+	image_deb "$rel" || return 1
+	# Only /boot: dmaengine and devtmpfs are built in in Debian's configs,
+	# and fetch_fs_modules takes the few modules of the kernel's own that
+	# the guest loads.
 	mkdir -p "$dir.tmp" &&
 		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dir.tmp" ./boot &&
 		rm -rf "$dir" && mv "$dir.tmp" "$dir" ||
@@ -75,8 +82,7 @@ fs_modules="drivers/block/loop fs/minix/minix"
 fetch_fs_modules() {
 	local rel=$1 dest=$2 deb m pat=
 	[ -f "$dest/load-order" ] && return 0
-	deb=$(ls "$cache/debs/linux-image-$rel-unsigned"_*.deb 2>/dev/null | head -n1)
-	[ -n "$deb" ] || { why="no cached linux-image-$rel-unsigned package"; return 1; }
+	image_deb "$rel" || return 1
 	for m in $fs_modules; do
 		pat="$pat ./lib/modules/$rel/kernel/$m.ko*"
 	done
