@@ -43,26 +43,68 @@ kernels=${KCI_KERNELS:-$(grep -v '^[[:space:]]*\(#\|$\)' "$repo/ci/kernels.txt")
 
 log() { echo "test-kernel: $*" >&2; }
 
-# fetch_image RELEASE: puts vmlinuz-RELEASE under $cache/k/RELEASE/boot.
-fetch_image() {
-	local rel=$1 dir=$cache/k/$1 pkg=linux-image-$1-unsigned deb
-	[ -f "$dir/boot/vmlinuz-$rel" ] && return 0
+# image_deb RELEASE: sets deb to the release's image package in the cache,
+# downloading it first when it is not there.
+image_deb() {
+	local pkg=linux-image-$1-unsigned
 	mkdir -p "$cache/debs" || return 1
 	deb=$(ls "$cache/debs/${pkg}"_*.deb 2>/dev/null | head -n1)
-	if [ -z "$deb" ]; then
-		log "downloading $pkg"
-		# apt's sandbox user cannot write to a root-owned cache: not an error.
-		(cd "$cache/debs" && apt-get download -q "$pkg" 2>&1 |
-			grep -v 'unsandboxed' >&2) || true
-		deb=$(ls "$cache/debs/${pkg}"_*.deb 2>/dev/null | head -n1)
-		[ -n "$deb" ] || { why="apt-get download $pkg failed"; return 1; }
-	fi
-	# Only /boot is needed: the tests use no modules of the kernel itself
-	# (dmaengine and devtmpfs are built in in Debian's configs).
+	[ -n "$deb" ] && return 0
+	log "downloading $pkg"
+	# apt's sandbox user cannot write to a root-owned cache: not an error.
+	(cd "$cache/debs" && apt-get download -q "$pkg" 2>&1 |
+		grep -v 'unsandboxed' >&2) || true
+	deb=$(ls "$cache/debs/${pkg}"_*.deb 2>/dev/null | head -n1)
+	[ -n "$deb" ] || { why="apt-get download $pkg failed"; return 1; }
+}
+
+# fetch_image RELEASE: puts vmlinuz-RELEASE under $cache/k/RELEASE/boot.
+fetch_image() {
+	local rel=$1 dir=$cache/k/$1 deb
+	[ -f "$dir/boot/vmlinuz-$rel" ] && return 0
+	image_deb "$rel" || return 1
+	# Only /boot: dmaengine and devtmpfs are built in in Debian's configs,
+	# and fetch_fs_modules takes the few modules of the kernel's own that
+	# the guest loads.
 	mkdir -p "$dir.tmp" &&
 		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dir.tmp" ./boot &&
 		rm -rf "$dir" && mv "$dir.tmp" "$dir" ||
 		{ why="cannot extract $deb"; return 1; }
+}
+
+# The kernel's own modules the guest loads for a disk-backed filesystem: a
+# loop device over a minix image (tests of shared file mappings need pages
+# a filesystem writes back; tmpfs and the initramfs have no writeback).
+fs_modules="drivers/block/loop fs/minix/minix"
+
+# fetch_fs_modules RELEASE DEST: the fs_modules of the release's image
+# package, uncompressed, in DEST with their load-order.
+fetch_fs_modules() {
+	local rel=$1 dest=$2 deb m pat=
+	[ -f "$dest/load-order" ] && return 0
+	image_deb "$rel" || return 1
+	for m in $fs_modules; do
+		pat="$pat ./lib/modules/$rel/kernel/$m.ko*"
+	done
+	rm -rf "$dest.tmp" && mkdir -p "$dest.tmp" || return 1
+	# shellcheck disable=SC2086 # one pattern a module
+	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dest.tmp" --wildcards $pat ||
+		{ why="cannot extract $fs_modules from $deb"; return 1; }
+	: >"$dest.tmp/load-order"
+	for m in $fs_modules; do
+		local ko=$dest.tmp/lib/modules/$rel/kernel/$m.ko
+		[ -f "$ko.xz" ] && xz -d "$ko.xz"
+		[ -f "$ko" ] || { why="$m.ko missing from $deb"; return 1; }
+		mv "$ko" "$dest.tmp/" && basename "$m" >>"$dest.tmp/load-order"
+	done
+	rm -rf "$dest.tmp/lib" "$dest" && mv "$dest.tmp" "$dest"
+}
+
+# make_disk IMAGE: an empty 8 MiB minix filesystem.
+make_disk() {
+	[ -f "$1" ] && return 0
+	truncate -s 8M "$1.tmp" && mkfs.minix -3 "$1.tmp" >/dev/null &&
+		mv "$1.tmp" "$1" || { why="cannot make a minix image (mkfs.minix, util-linux)"; return 1; }
 }
 
 # build_modules RELEASE DEST: builds every KCI_MODULES dir against the
@@ -134,6 +176,9 @@ pack_initramfs() {
 	cp /bin/busybox "$root/bin/busybox" &&
 		install -m 0755 "$repo/ci/guest/init" "$root/init" &&
 		cp "$2"/* "$root/lib/knem/" || return 1
+	# The disk image and the modules that mount it (fetch_fs_modules).
+	mkdir -p "$root/lib/kci-fs" && cp "$(dirname "$2")"/fsmods/* "$root/lib/kci-fs/" &&
+		cp "$out/disk.img" "$root/disk.img" || return 1
 	if [ -n "${5:-}" ]; then
 		mkdir -p "$root/run" && cp "$5"/* "$root/run/" &&
 			chmod 0755 "$root/run/prog" || return 1
@@ -277,7 +322,8 @@ main() {
 		local dir=$out/$rel
 		why=
 		mkdir -p "$dir"
-		if fetch_image "$rel" && build_modules "$rel" "$dir/modules" &&
+		if fetch_image "$rel" && fetch_fs_modules "$rel" "$dir/fsmods" &&
+			make_disk "$out/disk.img" && build_modules "$rel" "$dir/modules" &&
 			pack_initramfs "$dir/root" "$dir/modules" "$testdir" "$dir/initrd.gz"; then
 			log "booting $rel"
 			boot_guest "$rel" "$dir/initrd.gz" "$dir/console.log"
@@ -318,7 +364,8 @@ run_main() {
 		case $a in *$'\n'*) fail "argument with a newline: $a" ;; esac
 		printf '%s\n' "$a" >>"$rundir/args"
 	done
-	fetch_image "$rel" && build_modules "$rel" "$dir/modules" &&
+	fetch_image "$rel" && fetch_fs_modules "$rel" "$dir/fsmods" &&
+		make_disk "$out/disk.img" && build_modules "$rel" "$dir/modules" &&
 		pack_initramfs "$dir/root" "$dir/modules" "" "$dir/initrd.gz" "$rundir" ||
 		fail "$rel: ${why:-cannot prepare the guest}"
 	log "booting $rel to run $(basename "$bin")"

@@ -2,7 +2,7 @@
 # ci/kernels.txt with the modules and the guest tests of ci/guest-tests.txt.
 KCI_KERNELS := $(shell grep -v '^[[:space:]]*\(\#\|$$\)' ci/kernels.txt)
 
-DEB_PACKAGES += qemu-system-x86 busybox-static cpio kmod apt dpkg \
+DEB_PACKAGES += qemu-system-x86 busybox-static cpio kmod apt dpkg util-linux xz-utils \
 	$(addprefix linux-headers-,$(KCI_KERNELS))
 TEST_TARGETS += test-kernel
 

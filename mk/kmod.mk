@@ -8,6 +8,11 @@
 #   make kmod-guest-tests  static C test programs for a guest, in
 #                     $(KMOD_OUT)/tests: abi_smoke, semantics, attach,
 #                     ioctl_stress, copy_bench, attach_bench
+#   make kmod-bench-attach  one guest boot running attach_bench: memcpy from
+#                     a cached attachment against INLINE_COPY per message,
+#                     4 KiB to 1 MiB, both sides and their ratio per size
+#                     (emulated CPU: ratios only; KCI_KERNELS picks the
+#                     kernel, the first of ci/kernels.txt by default)
 
 DEB_PACKAGES += gcc make
 TEST_TARGETS += check-uapi
@@ -17,7 +22,7 @@ KMOD_KDIRS ?= $(shell ls -d /usr/src/linux-headers-6.1.*-amd64 2>/dev/null | sor
 	$(wildcard /usr/src/linux-headers-6.12.*-amd64)
 KMOD_OUT ?= kmod/out
 
-.PHONY: check-uapi build-kmod kmod-guest-tests
+.PHONY: check-uapi build-kmod kmod-guest-tests kmod-bench-attach
 
 KMOD_GUEST_TESTS := abi_smoke semantics attach ioctl_stress copy_bench attach_bench
 
@@ -40,3 +45,6 @@ build-kmod:
 	@set -e; for kdir in $(KMOD_KDIRS); do \
 		kmod/build.sh "$$kdir" "$(KMOD_OUT)"; \
 	done
+
+kmod-bench-attach: kmod-guest-tests
+	ci/test-kernel.sh --run $(KMOD_OUT)/tests/attach_bench

@@ -90,19 +90,23 @@ func StatsPath(path string) (string, error) {
 	return string(out), nil
 }
 
-// BindFlags say where the context's offload thread may run.
+// BindFlags say where the context's offloaded copies may run. The module
+// keeps them on CPUs the caller may run on (its affinity, which its cpuset
+// bounds): a request naming none of those is no error, as in KNEM 1.1, and
+// means all of them.
 type BindFlags uint32
 
 const (
-	// BindCustom binds the thread to the CPUs of the mask.
+	// BindCustom binds the copies to the CPUs of the mask.
 	BindCustom BindFlags = uapi.BindFlagCustom
-	// BindCurrent binds it to the CPUs the caller may run on.
+	// BindCurrent binds them to the CPUs the caller may run on.
 	BindCurrent BindFlags = uapi.BindFlagCurrent
-	// BindCurrentReversed binds it to every CPU except those.
+	// BindCurrentReversed asks for every CPU except those, which leaves
+	// none the caller may use: the copies run on the caller's CPUs.
 	BindCurrentReversed BindFlags = uapi.BindFlagCurrentReversed
 )
 
-// BindOffload places the context's offload thread (FlagMemcpyThread,
+// BindOffload places the context's offloaded copies (FlagMemcpyThread,
 // FlagDMAThread). mask is read with BindCustom and ignored otherwise.
 func (d *Device) BindOffload(flags BindFlags, mask *unix.CPUSet) error {
 	c := uapi.BindOffload{Flags: uint32(flags)}

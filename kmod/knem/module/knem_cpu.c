@@ -10,7 +10,8 @@
  * by every file, not on a kernel thread per open file: an unbound one, and
  * a per-CPU one (WQ_CPU_INTENSIVE, so long copies do not stall the CPU's
  * other work items) for files placed with BIND_OFFLOAD, whose copies go to
- * the CPUs of their mask in turn.  Buti, Goglin et al., "Cache-efficient,
+ * the CPUs of their mask in turn, never to one their submitter may not run
+ * on.  Buti, Goglin et al., "Cache-efficient,
  * intranode, large-message MPI communication with MPICH2-Nemesis" (2009)
  * place the copy on the receiver's core for its cache; the mask says where.
  */
@@ -124,18 +125,29 @@ static void knem_offload_work(struct work_struct *work)
 	knem_xfer_finish(x, err, x->engine);
 }
 
-/* The next CPU of a bound file's mask, or nr_cpu_ids when none is online. */
+/*
+ * The next CPU of a bound file's mask that the submitting task may run on,
+ * or the first CPU it may run on when the mask has none of them any more
+ * (its affinity or its cpuset shrank since BIND_OFFLOAD): a bound copy
+ * never runs where its submitter could not.  Called in the submitter's
+ * context, so current->cpus_ptr is the submitter's.
+ */
 static unsigned int knem_offload_cpu(struct knem_ctx *ctx)
 {
-	unsigned int cpu;
+	const struct cpumask *allowed = current->cpus_ptr;
+	unsigned int cpu, start;
 
 	spin_lock(&ctx->offload_lock);
-	cpu = cpumask_next_and(ctx->offload_last, ctx->offload_cpus,
-			       cpu_online_mask);
-	if (cpu >= nr_cpu_ids)
-		cpu = cpumask_first_and(ctx->offload_cpus, cpu_online_mask);
-	if (cpu < nr_cpu_ids)
-		ctx->offload_last = cpu;
+	start = ctx->offload_last < 0 ? 0 :
+		(ctx->offload_last + 1) % nr_cpu_ids;
+	for_each_cpu_wrap(cpu, ctx->offload_cpus, start) {
+		if (cpu_online(cpu) && cpumask_test_cpu(cpu, allowed)) {
+			ctx->offload_last = cpu;
+			goto out;
+		}
+	}
+	cpu = cpumask_first_and(allowed, cpu_online_mask);
+out:
 	spin_unlock(&ctx->offload_lock);
 	return cpu;
 }
@@ -160,39 +172,59 @@ void knem_offload_submit(struct knem_xfer *x, bool dma)
 		queue_work(knem_wq_unbound, &x->work);
 }
 
-static int knem_bind_mask(struct knem_cmd_bind_offload *bind,
+/*
+ * A CUSTOM mask: KNEM 1.1 reads at most a cpumask_t and takes a shorter
+ * (even empty) one as the CPUs it names; so do we, up to our cpumask size.
+ * A little-endian byte array is also a bitmap of longs.
+ */
+static int knem_read_mask(const struct knem_cmd_bind_offload *bind,
 			  struct cpumask *mask)
 {
-	unsigned long *bits;
-	size_t bytes;
+	size_t len = min_t(size_t, bind->mask_len, cpumask_size());
+
+	cpumask_clear(mask);
+	if (len && copy_from_user(cpumask_bits(mask),
+				  u64_to_user_ptr(bind->mask_ptr), len))
+		return -EFAULT;
+	return 0;
+}
+
+/*
+ * The CPUs a bound file's copies run on: the requested ones that the
+ * caller may run on itself and that are online.  Offloaded work must not
+ * leave the caller's cpuset, but cpuset_cpus_allowed() is not exported to
+ * modules: the caller's affinity (current->cpus_ptr), which its cpuset
+ * bounds, stands for it.  It is narrower than the cpuset when the caller
+ * pinned itself (CURRENT_REVERSED then has nothing left).  A request with
+ * no such CPU is not an error, as in KNEM 1.1, whose thread stays unbound
+ * when set_cpus_allowed_ptr() refuses its mask: it falls back to every
+ * CPU the caller may run on.
+ */
+static int knem_bind_mask(const struct knem_cmd_bind_offload *bind,
+			  struct cpumask *mask)
+{
+	const struct cpumask *allowed = current->cpus_ptr;
+	int err = 0;
 
 	switch (bind->flags) {
 	case KNEM_BIND_FLAG_CUSTOM:
-		if (!bind->mask_len || bind->mask_len > PAGE_SIZE)
-			return -EINVAL;
-		bytes = max_t(size_t, bind->mask_len, cpumask_size());
-		bits = kzalloc(ALIGN(bytes, sizeof(long)), GFP_KERNEL_ACCOUNT);
-		if (!bits)
-			return -ENOMEM;
-		/* A little-endian byte array is also a bitmap of longs. */
-		if (copy_from_user(bits, u64_to_user_ptr(bind->mask_ptr),
-				   bind->mask_len)) {
-			kfree(bits);
-			return -EFAULT;
-		}
-		cpumask_and(mask, to_cpumask(bits), cpu_online_mask);
-		kfree(bits);
+		err = knem_read_mask(bind, mask);
 		break;
 	case KNEM_BIND_FLAG_CURRENT:
-		cpumask_and(mask, current->cpus_ptr, cpu_online_mask);
+		cpumask_copy(mask, allowed);
 		break;
 	case KNEM_BIND_FLAG_CURRENT_REVERSED:
-		cpumask_andnot(mask, cpu_online_mask, current->cpus_ptr);
+		cpumask_andnot(mask, cpu_possible_mask, allowed);
 		break;
 	default:
-		return -EINVAL;
+		err = -EINVAL;
 	}
-	return cpumask_empty(mask) ? -EINVAL : 0;
+	if (err)
+		return err;
+	cpumask_and(mask, mask, allowed);
+	if (!cpumask_and(mask, mask, cpu_online_mask))
+		cpumask_and(mask, allowed, cpu_online_mask);
+	return 0;
 }
 
 /* BIND_OFFLOAD: the CPUs this file's offloaded copies run on from now. */

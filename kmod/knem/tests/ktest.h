@@ -243,7 +243,7 @@ static __attribute__((unused)) int trace_knem(int on)
  * The CPU of the last traced knem_copy event of @engine for this process
  * (the "[001]" column of the trace), or -1 when there is none.
  */
-static __attribute__((unused)) int traced_cpu(int engine)
+static int traced_cpu_now(int engine)
 {
 	static char text[1 << 16];
 	char want[64], *line, *hit;
@@ -262,6 +262,23 @@ static __attribute__((unused)) int traced_cpu(int engine)
 		hit = strstr(line, want);
 		if (hit && strchr(line, '['))
 			cpu = atoi(strchr(line, '[') + 1);
+	}
+	return cpu;
+}
+
+/*
+ * traced_cpu_now(), waiting up to 5 s for the event: the module fires it
+ * after it marks the status slot, so a waiter on the slot can look before
+ * it is there.  Empty the trace (trace_knem(1)) before each copy.
+ */
+static __attribute__((unused)) int traced_cpu(int engine)
+{
+	int i, cpu = -1;
+
+	for (i = 0; i < 5000 && cpu < 0; i++) {
+		cpu = traced_cpu_now(engine);
+		if (cpu < 0)
+			usleep(1000);
 	}
 	return cpu;
 }

@@ -12,11 +12,15 @@
  * NOTIFY_FD queue of a fixed 4096 entries answering EAGAIN, a read()
  * returning 4 bytes when 8 were asked, ENOSPC at the 4097th region,
  * EINVAL for an iovec over 2 GiB, a status slot left PENDING, SUCCESS
- * reported over a failed DMA descriptor, a stalled DMA channel hanging.
+ * reported over a failed DMA descriptor, a stalled DMA channel hanging,
+ * an offloaded copy running on a CPU its submitter may not use, a
+ * writable long-term pin of a written-back shared file mapping on 6.1.
  */
 #include "ktest.h"
 
+#include <linux/magic.h>
 #include <sys/resource.h>
+#include <sys/statfs.h>
 
 #define PAGE 4096UL
 
@@ -512,6 +516,123 @@ static void test_read_only(void)
 	close(fd);
 }
 
+/* ----------------------------------- 6. BIND_OFFLOAD within the caller */
+
+/*
+ * Where a MEMCPYTHREAD copy of @c into @dst ran (the knem_copy event's
+ * CPU), or -1 when it failed or left no event.
+ */
+static int offloaded_copy_cpu(int fd, volatile knem_status_t *slots,
+			      knem_cookie_t c, void *dst, size_t n)
+{
+	uint32_t st;
+
+	slots[0] = KNEM_STATUS_PENDING;
+	if (trace_knem(1) ||
+	    inline_copy(fd, dst, n, 0, c, 0, KNEM_FLAG_MEMCPYTHREAD, 0, &st) ||
+	    st != KNEM_STATUS_PENDING ||
+	    wait_slot(&slots[0]) != KNEM_STATUS_SUCCESS)
+		return -1;
+	return traced_cpu(1);
+}
+
+static int set_cpus(int a, int b)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(a, &set);
+	CPU_SET(b, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+static int bind_offload(int fd, uint32_t flags, const void *mask,
+			uint32_t len)
+{
+	struct knem_cmd_bind_offload b = {
+		.flags = flags, .mask_len = len, .mask_ptr = (uintptr_t)mask,
+	};
+
+	return ioctl(fd, KNEM_CMD_BIND_OFFLOAD, &b);
+}
+
+/*
+ * Bound to CPU 0 by sched_setaffinity, the caller asks for CPU 1 (CUSTOM),
+ * for the CPUs it may not use (CURRENT_REVERSED) and for none (an empty
+ * CUSTOM mask): every request succeeds, as in KNEM 1.1, and every copy
+ * runs on CPU 0.  Bound to CPU 1 while it may run on both, its copies run
+ * on CPU 1 until it narrows its affinity to CPU 0, and there after that.
+ * A mask longer than a page is read up to the kernel's cpumask size.
+ */
+static void bind_within_affinity(void)
+{
+	size_t n = 64 * 1024;
+	unsigned char *src = buf_alloc(n), *dst = buf_alloc(n);
+	static unsigned long long big[1024];
+	unsigned long cpu1 = 1UL << 1;
+	volatile knem_status_t *slots;
+	knem_cookie_t c;
+	int fd = dev_open(), cpu;
+
+	pattern(src, n, 6);
+	slots = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(slots != MAP_FAILED, "mmap");
+	CHECK_OK(region(fd, src, n, PROT_READ, 0, &c));
+	CHECK_OK(set_cpus(0, 0));
+	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, &cpu1, sizeof(cpu1)));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 0, "CUSTOM {1} from a task on {0} ran on CPU %d", cpu);
+	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CURRENT_REVERSED, NULL, 0));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 0, "CURRENT_REVERSED from a task on {0} ran on CPU %d",
+	      cpu);
+	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, NULL, 0));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 0, "an empty CUSTOM mask from a task on {0} ran on CPU %d",
+	      cpu);
+
+	CHECK_OK(set_cpus(0, 1));
+	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, &cpu1, sizeof(cpu1)));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 1, "CUSTOM {1} from a task on {0,1} ran on CPU %d", cpu);
+	CHECK_OK(set_cpus(0, 0));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 0, "bound to {1}, submitted from {0}: ran on CPU %d", cpu);
+	CHECK_OK(set_cpus(0, 1));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 1, "bound to {1}, submitted from {0,1}: ran on CPU %d",
+	      cpu);
+
+	big[0] = 1ULL << 1;
+	CHECK_OK(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, big, sizeof(big)));
+	cpu = offloaded_copy_cpu(fd, slots, c, dst, n);
+	CHECK(cpu == 1, "CUSTOM {1} in an 8 KiB mask ran on CPU %d", cpu);
+	trace_knem(0);
+	CHECK_ERR(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM, (void *)8, 8),
+		  EFAULT);
+	CHECK_ERR(bind_offload(fd, KNEM_BIND_FLAG_CUSTOM |
+			       KNEM_BIND_FLAG_CURRENT, NULL, 0), EINVAL);
+	CHECK(same_pattern(dst, n, 0, 6), "offloaded copy data");
+	close(fd);
+	munmap((void *)slots, PAGE);
+	munmap(src, n);
+	munmap(dst, n);
+}
+
+static void test_bind_within_affinity(void)
+{
+	cpu_set_t all;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		skip_reason = "needs 2 online CPUs";
+		return;
+	}
+	CHECK_OK(sched_getaffinity(0, sizeof(all), &all));
+	bind_within_affinity();
+	trace_knem(0);
+	sched_setaffinity(0, sizeof(all), &all);
+}
+
 /* ----------------------------------------------------- 7. DMA faults */
 
 /*
@@ -643,6 +764,83 @@ static void test_dma_stall(void)
 	munmap(dst, n);
 }
 
+/* ----------------------- 8. writable pins of written-back shared files */
+
+/*
+ * A shared mapping of a file on a filesystem that writes its pages back
+ * (the minix image ci/test-kernel.sh mounts on a loop device at
+ * $KNEMESIS_DISK) cannot be pinned for writing: EFAULT on every kernel,
+ * as gup itself refuses it from 6.5 on (6.1 would pin it and let the
+ * filesystem write back pages under a long-term pin).  Read-only pins of
+ * it, writable pins of a private mapping of the same file, and a plain
+ * synchronous copy into it (no pin) work.
+ */
+static void writable_file_pins(const char *dir)
+{
+	size_t n = 16 * PAGE;
+	unsigned char *src = buf_alloc(n), *dst = buf_alloc(n);
+	unsigned char *shared, *private;
+	char path[4096];
+	struct statfs sfs;
+	knem_cookie_t c, csrc;
+	uint32_t st;
+	int fd = dev_open(), ffd;
+
+	CHECK_OK(statfs(dir, &sfs));
+	CHECK(sfs.f_type != TMPFS_MAGIC && sfs.f_type != RAMFS_MAGIC,
+	      "%s is not a disk filesystem (f_type %#lx)", dir,
+	      (unsigned long)sfs.f_type);
+	snprintf(path, sizeof(path), "%s/knem-pin", dir);
+	ffd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	CHECK(ffd >= 0, "open %s: %s", path, strerror(errno));
+	unlink(path);
+	CHECK_OK(ftruncate(ffd, n));
+	shared = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, ffd, 0);
+	private = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE, ffd, 0);
+	CHECK(shared != MAP_FAILED && private != MAP_FAILED, "mmap %s", path);
+	pattern(shared, n, 9);
+	pattern(src, n, 10);
+	CHECK_OK(region(fd, src, n, PROT_READ, 0, &csrc));
+
+	CHECK_ERR(region(fd, shared, n, PROT_WRITE, 0, &c), EFAULT);
+	CHECK_ERR(region(fd, shared, n, PROT_READ | PROT_WRITE, 0, &c), EFAULT);
+	CHECK_ERR(region(fd, shared + n / 2, PAGE, PROT_WRITE, 0, &c), EFAULT);
+	CHECK_ERR(inline_copy(fd, shared, n, 0, csrc, 0, KNEM_FLAG_PINLOCAL, 0,
+			      &st), EFAULT);
+	CHECK(same_pattern(shared, n, 0, 9), "refused pin changed the file");
+
+	CHECK_OK(region(fd, shared, n, PROT_READ, 0, &c));
+	CHECK_OK(inline_copy(fd, dst, n, 0, c, 0, 0, 0, &st));
+	CHECK(st == KNEM_STATUS_SUCCESS && same_pattern(dst, n, 0, 9),
+	      "read through a read-only pin of the file: status %u", st);
+	CHECK_OK(destroy(fd, c));
+	CHECK_OK(region(fd, private, n, PROT_READ | PROT_WRITE, 0, &c));
+	CHECK_OK(destroy(fd, c));
+	CHECK_OK(inline_copy(fd, shared, n, 0, csrc, 0, 0, 0, &st));
+	CHECK(st == KNEM_STATUS_SUCCESS && same_pattern(shared, n, 0, 10),
+	      "unpinned copy into the file: status %u", st);
+	CHECK_OK(msync(shared, n, MS_SYNC));
+	CHECK_OK(destroy(fd, csrc));
+	munmap(shared, n);
+	munmap(private, n);
+	close(ffd);
+	close(fd);
+	munmap(src, n);
+	munmap(dst, n);
+}
+
+static void test_writable_file_pins(void)
+{
+	const char *dir = getenv("KNEMESIS_DISK");
+
+	if (!dir) {
+		skip_reason = "no disk-backed filesystem (KNEMESIS_DISK unset; "
+			      "ci/test-kernel.sh mounts one)";
+		return;
+	}
+	writable_file_pins(dir);
+}
+
 static const struct tcase cases[] = {
 	{ "TestCallerUid", test_caller_uid },
 	{ "TestNotifyFlags", test_notify_flags },
@@ -658,6 +856,8 @@ static const struct tcase cases[] = {
 	{ "TestDMAKeepRunning", test_dma_keep_running },
 	{ "TestDMAAlignment", test_dma_alignment },
 	{ "TestDMAStall", test_dma_stall },
+	{ "TestBindWithinAffinity", test_bind_within_affinity },
+	{ "TestWritableFilePins", test_writable_file_pins },
 };
 
 int main(void)
