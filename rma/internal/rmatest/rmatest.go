@@ -36,6 +36,9 @@ var (
 	CMA       = Kind{"cma", rma.CMA, exposeWith(rma.CMA)}
 	AM        = Kind{"am", rma.AM, exposeWith(rma.AM)}
 	Knem      = Kind{"knem", rma.Knem, exposeWith(rma.Knem)}
+	// KnemAttach: the knem region of each target mapped into the
+	// initiator.
+	KnemAttach = Kind{"knem-attach", rma.KnemAttach, exposeWith(rma.KnemAttach)}
 )
 
 // Run runs fn as each rank of a job of n, with an endpoint and a window of
