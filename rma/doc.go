@@ -60,12 +60,12 @@
 // taken effect at the target, whatever the mechanism: a put's bytes are in
 // the target's memory (the caller may reuse its buffer), a get's are in
 // the caller's buffer, an atomic has been applied and Value holds the
-// word's previous value. Allocated windows, attached regions, CMA and knem complete a put or
-// get inside the call or the next polls (a CMA transfer moves 4 MiB per
-// poll, a large knem copy completes when its status slot says so); active
-// messages complete when the target has answered. An
-// operation whose target has died fails with a *TargetError naming the
-// rank.
+// word's previous value. Allocated windows, attached regions, CMA and
+// knem complete a put or get inside the call or the next polls (a CMA
+// transfer moves 4 MiB per poll, a large knem copy completes when its
+// status slot says so); active messages complete when the target has
+// answered. An operation whose target has died fails with a *TargetError
+// naming the rank.
 //
 // Flush(target) waits until every operation the caller started toward
 // target has completed, then checks that the target still lives (shared
