@@ -101,3 +101,14 @@ func TestKnemCopyCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestKnemNoAllocs: put and get through a knem window, copied by the
+// kernel or through the attachment, allocate nothing.
+func TestKnemNoAllocs(t *testing.T) {
+	needKnem(t)
+	for _, k := range kinds {
+		t.Run(k.Name, func(t *testing.T) {
+			rmatest.Run(t, 2, k, 4096, rmatest.NoAllocs)
+		})
+	}
+}
