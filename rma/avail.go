@@ -38,7 +38,12 @@ func allowCMA() {
 
 // pidNamespaceRefusal is the LMT's refusal of CMA toward a rank whose pid
 // lives in another PID namespace: its handle carries the namespace, as an
-// exposed window's description does, and Check cannot see it.
+// exposed window's description does, and Check cannot see it (a rank in
+// the parent namespace checking a child's pid 1 finds init, and passes).
+// No job reaches it yet: nemesis watches its peers by pid, and a rank in a
+// child namespace cannot see its parent's ranks, so such a job never
+// forms (rank 1 in a new PID namespace waits for rank 0's segment, whose
+// creator it finds dead).
 func pidNamespaceRefusal(rank, pid int, theirs, ours uint64) error {
 	return &lmt.Unavailable{Backend: "cma", Peer: rank,
 		Reason: fmt.Sprintf("the peer runs in another PID namespace (pid:[%d], here pid:[%d]), where its pid %d names another process", theirs, ours, pid),

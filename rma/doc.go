@@ -25,9 +25,15 @@
 //     atomics are CPU atomics on the mapping.
 //   - Expose makes memory the caller already has a part. Each other rank
 //     reaches it by the first mechanism both can use, in the order of
-//     Options.Prefer: a persistent knem region (cookie and offset; one
+//     Options.Prefer: the target's persistent knem region mapped into
+//     this rank once, at Expose, where the module has region attach
+//     (KnemAttach: put and get are one user-space copy with no system
+//     call, atomics CPU atomics; the attachments are the window's
+//     registration cache, released by Free), the same region reached
+//     by one INLINE_COPY per operation (Knem: cookie and offset; one
 //     kernel copy, run from 256 KiB on by the driver's thread and
-//     completed through its status array, polled by the progress loop), CMA (process_vm_writev/readv on the target's pid and
+//     completed through its status array, polled by the progress
+//     loop), CMA (process_vm_writev/readv on the target's pid and
 //     addresses, 4 MiB a call; one kernel copy), or active messages that
 //     the target executes from its progress loop (the Nemesis queues; no
 //     privilege needed, two copies more, and progress only while the
@@ -35,8 +41,9 @@
 //     availability checks of the LMT, and Window.Route gives, per target,
 //     the mechanism chosen and the LMT's own *lmt.Unavailable for each
 //     one refused (Yama ptrace_scope, another user or PID namespace,
-//     seccomp, module not loaded). Atomics on an exposed window always go
-//     to the target, which runs them on its CPU.
+//     seccomp, module not loaded, module without region attach). Atomics
+//     on an exposed window go to the target, which runs them on its CPU,
+//     except through an attached region, where they are CPU atomics here.
 //
 // Free releases a window, collectively; it is refused with ErrInFlight
 // while operations the caller started on it have not completed.
@@ -53,12 +60,12 @@
 // taken effect at the target, whatever the mechanism: a put's bytes are in
 // the target's memory (the caller may reuse its buffer), a get's are in
 // the caller's buffer, an atomic has been applied and Value holds the
-// word's previous value. Allocated windows, CMA and knem complete a put or
-// get inside the call or the next polls (a CMA transfer moves 4 MiB per
-// poll, a large knem copy completes when its status slot says so); active
-// messages complete when the target has answered. An
-// operation whose target has died fails with a *TargetError naming the
-// rank.
+// word's previous value. Allocated windows, attached regions, CMA and
+// knem complete a put or get inside the call or the next polls (a CMA
+// transfer moves 4 MiB per poll, a large knem copy completes when its
+// status slot says so); active messages complete when the target has
+// answered. An operation whose target has died fails with a *TargetError
+// naming the rank.
 //
 // Flush(target) waits until every operation the caller started toward
 // target has completed, then checks that the target still lives (shared

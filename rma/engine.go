@@ -35,8 +35,10 @@ type engine struct {
 
 	knem       *knem.Device // opened at the first Expose that may use it
 	knemStatus *knem.StatusArray
-	knemErr    error
-	knemOpen   bool
+	// knemFeatures: what the driver announced (region attach).
+	knemFeatures knem.Features
+	knemErr      error
+	knemOpen     bool
 
 	cmaLocal  [iovMax]unix.Iovec
 	cmaRemote [1]unix.RemoteIovec

@@ -13,19 +13,21 @@ import (
 // and in place until Free. Each other rank reaches it by the first of
 // Options.Prefer that both can use:
 //
-//   - Knem: a persistent knem region of buf (cookie and offset), when
-//     /dev/knem is there;
+//   - KnemAttach: the persistent knem region of buf mapped into each
+//     other rank once, when /dev/knem is there with region attach;
+//   - Knem: the same region reached by one INLINE_COPY per operation
+//     (cookie and offset), when /dev/knem is there;
 //   - CMA: process_vm_writev/readv on this process's addresses;
 //   - AM: active messages this rank executes from its progress loop.
 //
 // The availability checks are the LMT's; Route tells each target's
-// mechanism and why those before it were refused. Atomics go by active
-// message whatever the mechanism: the target runs them on its own CPU,
-// atomically with respect to its own atomics on the word.
+// mechanism and why those before it were refused. Atomics are CPU atomics
+// on an attached region, else go by active message: the target runs them
+// on its own CPU, atomically with respect to its own atomics on the word.
 func Expose(ep *nemesis.Endpoint, buf []byte, o *Options) (*Window, error) {
 	prefer := o.prefer()
 	for _, m := range prefer {
-		if m != Knem && m != CMA && m != AM {
+		if m != KnemAttach && m != Knem && m != CMA && m != AM {
 			return nil, errorf(ErrInvalidArg, "an exposed window cannot use mechanism %v", m)
 		}
 	}
@@ -39,7 +41,7 @@ func Expose(ep *nemesis.Endpoint, buf []byte, o *Options) (*Window, error) {
 	var base uintptr
 	if len(buf) > 0 {
 		base = uintptr(unsafe.Pointer(&buf[0]))
-		if has(prefer, Knem) && e.openKnem() != nil {
+		if (has(prefer, KnemAttach) || has(prefer, Knem)) && e.openKnem() != nil {
 			// A region that fails leaves cookie 0: peers then skip knem.
 			w.cookie, _ = e.knem.CreateRegion([][]byte{buf}, knem.ProtRead|knem.ProtWrite, 0)
 		}
@@ -51,6 +53,9 @@ func Expose(ep *nemesis.Endpoint, buf []byte, o *Options) (*Window, error) {
 		return nil, err
 	}
 	w.peers = make([]remote, e.size)
+	w.parts = make([][]byte, e.size)
+	w.parts[e.rank] = buf
+	w.attached = make([]*knem.Attachment, e.size)
 	for r := range e.size {
 		w.sizes[r] = int(getUint64(all[r], 0))
 		w.peers[r] = remote{base: uintptr(getUint64(all[r], 1)), pid: int(getUint64(all[r], 2)),
@@ -81,6 +86,8 @@ func (w *Window) choose(t int, prefer []Mechanism) Route {
 	for _, m := range prefer {
 		var err error
 		switch m {
+		case KnemAttach:
+			err = w.attach(t)
 		case Knem:
 			err = w.knemUsable(t)
 		case CMA:

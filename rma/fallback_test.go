@@ -167,11 +167,28 @@ func TestFallbackUserNamespace(t *testing.T) {
 	})
 }
 
-// TestFallbackKnem: with the default preference an exposed window uses
-// knem where the module is loaded; where it is not, the refusal is the
-// LMT's, naming the missing module, and CMA carries the operations.
+// TestFallbackKnem: with the default preference an exposed window attaches
+// the peer's knem region where the module is loaded with region attach (or
+// copies through it, where the module lacks attach); where the module is
+// not loaded, both knem mechanisms are refused with the LMT's reason,
+// naming the missing module, and CMA carries the operations.
 func TestFallbackKnem(t *testing.T) {
 	_, statErr := os.Stat(knem.DevicePath)
+	want := rma.KnemAttach
+	if statErr == nil {
+		d, err := knem.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := d.Info()
+		d.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Features&knem.FeatureAttach == 0 {
+			want = rma.Knem
+		}
+	}
 	launchtest.Run(t, 2, func(p launch.Proc) error {
 		ep, err := nemesis.JoinProc(p, nil)
 		if err != nil {
@@ -182,12 +199,23 @@ func TestFallbackKnem(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if statErr == nil {
-			if r := w.Route(1 - p.Rank); r.Mechanism != rma.Knem || len(r.Refused) != 0 {
-				return fmt.Errorf("route with %s present: %v, want knem", knem.DevicePath, r)
+		r := w.Route(1 - p.Rank)
+		switch {
+		case statErr == nil && want == rma.KnemAttach:
+			if r.Mechanism != want || len(r.Refused) != 0 {
+				return fmt.Errorf("route with %s present: %v, want %v", knem.DevicePath, r, want)
 			}
-		} else if err := checkRefusal(w, 1-p.Rank, rma.CMA, "knem", "not loaded"); err != nil {
-			return err
+		case statErr == nil:
+			if r.Mechanism != want || len(r.Refused) != 1 {
+				return fmt.Errorf("route with %s lacking attach: %v, want %v after attach's refusal", knem.DevicePath, r, want)
+			}
+		default:
+			if err := checkRefusal(w, 1-p.Rank, rma.CMA, "knem", "not loaded"); err != nil {
+				return err
+			}
+			if len(r.Refused) != 2 || r.Refused[0].Error() != r.Refused[1].Error() {
+				return fmt.Errorf("route %v: want knem-attach and knem refused, both for the missing module", r)
+			}
 		}
 		if err := exchange(p, w); err != nil {
 			return err

@@ -25,6 +25,9 @@ func (e *engine) openKnem() *knem.Device {
 		e.knem, e.knemErr = knem.Open()
 		if e.knem != nil {
 			e.knemStatus, _ = e.knem.MapStatus(4096)
+			if info, err := e.knem.Info(); err == nil {
+				e.knemFeatures = info.Features
+			}
 		}
 	}
 	return e.knem

@@ -16,8 +16,14 @@ const (
 	// one user-space copy, atomics CPU atomics on the mapping.
 	Shared
 	// Knem: an exposed window reached through the target's persistent
-	// knem region (cookie and offset): one copy by the kernel.
+	// knem region (cookie and offset): one copy by the kernel, one
+	// INLINE_COPY system call per operation.
 	Knem
+	// KnemAttach: an exposed window whose target's knem region is mapped
+	// into this process once, at Expose (the module's region attach,
+	// GET_INFO feature bit 1): put and get are one user-space copy with
+	// no system call, atomics CPU atomics on the target's own pages.
+	KnemAttach
 	// CMA: an exposed window reached with process_vm_writev and
 	// process_vm_readv (process id and addresses), 4 MiB a call: one
 	// copy by the kernel.
@@ -28,7 +34,7 @@ const (
 	AM
 )
 
-var mechNames = [...]string{Self: "self", Shared: "allocated", Knem: "knem", CMA: "cma", AM: "am"}
+var mechNames = [...]string{Self: "self", Shared: "allocated", Knem: "knem", KnemAttach: "knem-attach", CMA: "cma", AM: "am"}
 
 func (m Mechanism) String() string {
 	if int(m) < len(mechNames) {
@@ -37,7 +43,8 @@ func (m Mechanism) String() string {
 	return "mechanism(" + strconv.Itoa(int(m)) + ")"
 }
 
-// ParseMechanism returns the mechanism named s (allocated, knem, cma, am).
+// ParseMechanism returns the mechanism named s (allocated, knem,
+// knem-attach, cma, am).
 func ParseMechanism(s string) (Mechanism, error) {
 	for m, n := range mechNames {
 		if n == s {
@@ -51,7 +58,9 @@ func ParseMechanism(s string) (Mechanism, error) {
 // reasons the mechanisms preferred to it were refused, in order: the LMT's
 // own *lmt.Unavailable errors (CMA refused under Yama ptrace_scope, another
 // user or PID namespace, seccomp; knem module not loaded), the very values
-// an LMT engine reports for the same pair.
+// an LMT engine reports for the same pair. KnemAttach, which the LMT's
+// checks do not cover, is refused in the same type: module without region
+// attach, or the attach itself failing (its errno in Err).
 type Route struct {
 	Mechanism Mechanism
 	Refused   []error
@@ -64,3 +73,8 @@ func (r Route) String() string {
 	}
 	return s
 }
+
+// direct: this rank reaches the target's part with its own loads and
+// stores (a mapping of the target's pages, or its own memory), so put and
+// get are one user-space copy and atomics are CPU atomics.
+func (m Mechanism) direct() bool { return m == Self || m == Shared || m == KnemAttach }

@@ -24,3 +24,13 @@ func TestPutGet(t *testing.T) {
 		})
 	}
 }
+
+// TestNoAllocs: put and get with caller-owned Ops allocate nothing, on
+// every kind of window.
+func TestNoAllocs(t *testing.T) {
+	for _, k := range kinds(t) {
+		t.Run(k.Name, func(t *testing.T) {
+			run(t, 2, k, 4096, rmatest.NoAllocs)
+		})
+	}
+}

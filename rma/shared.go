@@ -8,13 +8,9 @@ import (
 )
 
 // part returns the memory of target's part this rank can reach directly:
-// the mapping of an allocated window, or its own exposed memory.
-func (w *Window) part(target int) []byte {
-	if w.parts != nil {
-		return w.parts[target]
-	}
-	return w.local
-}
+// the mapping of an allocated window, an attached knem region, or its own
+// exposed memory.
+func (w *Window) part(target int) []byte { return w.parts[target] }
 
 // copyLocal moves op's data with one user-space copy per list entry, in
 // the shared mapping (or this rank's own memory).

@@ -22,9 +22,13 @@ type Window struct {
 	sizes []int    // every rank's part, in bytes
 	route []Route  // per target
 	peers []remote // exposed windows: what the mechanisms need of each rank
-	// allocated windows: the job's mapping and every rank's part in it.
-	mem   []byte
+	// mem: an allocated window's mapping, nil for an exposed window.
+	mem []byte
+	// parts[t]: target t's part where this rank reaches it directly
+	// (route Self, Shared or KnemAttach), else nil.
 	parts [][]byte
+	// attached[t]: the mapping of target t's knem region (KnemAttach).
+	attached []*knem.Attachment
 	// cookie of this rank's persistent knem region, 0 if none.
 	cookie knem.Cookie
 
@@ -46,15 +50,15 @@ type remote struct {
 // Options tune window creation; nil gives the defaults.
 type Options struct {
 	// Prefer lists, in order, the mechanisms an exposed window may use
-	// toward each target: some of Knem, CMA and AM. AM, which needs
-	// nothing but the Nemesis queues, is always the last resort. Default:
-	// Knem, CMA, AM.
+	// toward each target: some of KnemAttach, Knem, CMA and AM. AM,
+	// which needs nothing but the Nemesis queues, is always the last
+	// resort. Default: KnemAttach, Knem, CMA, AM.
 	Prefer []Mechanism
 	// Dir is where Allocate makes the window's file: /dev/shm by default.
 	Dir string
 }
 
-var defaultPrefer = []Mechanism{Knem, CMA, AM}
+var defaultPrefer = []Mechanism{KnemAttach, Knem, CMA, AM}
 
 func (o *Options) prefer() []Mechanism {
 	if o == nil || len(o.Prefer) == 0 {
@@ -100,15 +104,15 @@ func (w *Window) Route(target int) Route { return w.route[target] }
 // addr is the address the 8-byte alignment of atomics is judged on: the
 // target's own, where an exposed window's atomics run.
 func (w *Window) addr(target int) uintptr {
-	if w.parts != nil {
+	if w.mem != nil {
 		return 0 // parts start on page boundaries of the mapping
 	}
-	return w.peers[target].base
+	return w.peers[target].base // an attachment keeps the page offset
 }
 
 // atomicByAM: atomics toward target are executed by the target itself.
 func (w *Window) atomicByAM(target int) bool {
-	return w.parts == nil && target != w.e.rank
+	return !w.route[target].Mechanism.direct()
 }
 
 // step advances op: one copy (a CMA chunk at most), or as many packets as
@@ -121,7 +125,7 @@ func (w *Window) step(op *Op) (more bool, err error) {
 	if !op.issued {
 		switch {
 		case op.n == 0:
-		case w.parts != nil || op.target == w.e.rank:
+		case w.route[op.target].Mechanism.direct():
 			w.copyLocal(op)
 		default:
 			if more, err := w.stepRemote(op); more || err != nil {
@@ -230,8 +234,10 @@ func (w *Window) release() {
 	w.e.wins[w.id] = nil
 	if w.mem != nil {
 		_ = unix.Munmap(w.mem)
-		w.mem, w.parts = nil, nil
+		w.mem = nil
 	}
+	w.detachAll()
+	w.parts = nil
 	if w.cookie != 0 {
 		_ = w.e.knem.DestroyRegion(w.cookie)
 		w.cookie = 0

@@ -17,8 +17,9 @@ const CopySize = 16 << 20
 // CopyCounts is the copy-count test of one rank of a window of kind k and
 // CopySize bytes: rank 0, the initiator, probes itself between two fences,
 // where it does nothing but one put and one get, and wants exactly one
-// user-space copy of each byte on an allocated window, one kernel copy
-// otherwise (CMA, knem), and nothing else.
+// user-space copy of each byte on an allocated window and through an
+// attached knem region, one kernel copy otherwise (CMA, knem), and nothing
+// else.
 func CopyCounts(p launch.Proc, ep *nemesis.Endpoint, w *rma.Window, k Kind) error {
 	if p.Rank != 0 {
 		return w.Fence()
@@ -53,7 +54,7 @@ func CopyCounts(p launch.Proc, ep *nemesis.Endpoint, w *rma.Window, k Kind) erro
 			return err
 		}
 		wantUser, wantKernel := uint64(CopySize), uint64(0)
-		if k.Mech != rma.Shared {
+		if k.Mech != rma.Shared && k.Mech != rma.KnemAttach {
 			wantUser, wantKernel = 0, CopySize
 		}
 		if r.Bytes.User != wantUser || r.Bytes.Kernel != wantKernel {

@@ -17,7 +17,8 @@ import (
 // notification, the bytes already in the receive buffer, which is the
 // window), or a get (get-*: Send offers the sender's window and waits
 // until the peer has fetched it, Recv gets it straight into the receive
-// buffer). One engine per mechanism: allocated, knem, cma, am. The
+// buffer). One engine per mechanism: allocated, knem-attach, knem, cma,
+// am. The
 // pingpong, bidir and stream modes then are the paper's ping-pong,
 // bidirectional ping-pong and burst.
 
@@ -30,7 +31,7 @@ type RecvBufferer interface {
 
 // RMAMechanisms are the mechanisms of the put-* and get-* engines, in
 // table order.
-var RMAMechanisms = []string{"allocated", "knem", "cma", "am"}
+var RMAMechanisms = []string{"allocated", "knem-attach", "knem", "cma", "am"}
 
 func init() {
 	for _, op := range []string{"put", "get"} {
@@ -49,15 +50,16 @@ func init() {
 }
 
 var rmaSummary = map[string]string{
-	"allocated": "a window allocated in shared memory (one user copy)",
-	"knem":      "an exposed window's persistent knem region (one kernel copy)",
-	"cma":       "process_vm_writev/readv on an exposed window (one kernel copy)",
-	"am":        "active messages over the Nemesis queues (three user copies)",
+	"allocated":   "a window allocated in shared memory (one user copy)",
+	"knem-attach": "an exposed window's knem region mapped once (one user copy, no system call)",
+	"knem":        "an exposed window's persistent knem region (one kernel copy)",
+	"cma":         "process_vm_writev/readv on an exposed window (one kernel copy)",
+	"am":          "active messages over the Nemesis queues (three user copies)",
 }
 
 func rmaCheck(name string, m rma.Mechanism) func() error {
 	return func() error {
-		if m != rma.Knem {
+		if m != rma.Knem && m != rma.KnemAttach {
 			return nil // CMA's checks need the peer: Open reports a refusal
 		}
 		if _, err := os.Stat(knem.DevicePath); err != nil {
