@@ -26,9 +26,11 @@
 // The pool is a sealed memfd allocated when the Engine is created (a
 // shortage fails the job's Join, not a copy with SIGBUS), not a /dev/shm
 // file: it has no name to leave behind however a rank dies, and does not
-// count against a container's small /dev/shm. A receiver maps it
-// read-only through /proc/<pid>/fd/<fd> and checks the random token the
-// ring names. Where it cannot (the sender's pid names another process in
+// count against a container's small /dev/shm. A receiver finds it among
+// /proc/<pid>/fd by its name (job and rank), checks its seals and size,
+// and maps it read-only, when it first opens a ring from that sender and
+// before its CTS; it tells the sender its verdict in the ring. Where it
+// cannot (the sender's pid names another process in
 // this PID namespace, another user namespace, a non-dumpable sender) the
 // pair uses the ring's own K slots, MPICH's fixed ring: they are holes in
 // the ring file, costing memory only in pairs that use them (ring.go).

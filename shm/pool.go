@@ -1,14 +1,11 @@
 package shm
 
 import (
-	"encoding/binary"
 	"fmt"
+	"os"
 	"strconv"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/knemesis/knemesis/internal/slotpool"
-	"github.com/knemesis/knemesis/lmt"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,22 +16,19 @@ type pool struct {
 	fd    int // -1 for a peer's pool (closed once mapped)
 	mem   []byte
 	slots *slotpool.Pool
-	token uint64
 }
-
-// The pool's first page holds its token, a random number the sender also
-// publishes in its rings: a receiver that opened /proc/<pid>/fd/<fd>
-// checks it, so that a stale or foreign pid cannot hand it another
-// process's memory. The slots follow.
-const poolHead = 4096
 
 // poolSeals make the pool's size fixed for good: a receiver that checked
 // it cannot be made to fault (SIGBUS) by a sender that shrinks it later.
 const poolSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
 
-func poolBytes(n, slotSize int) int { return poolHead + (slotpool.Size(n, slotSize)+4095)&^4095 }
+func poolBytes(n, slotSize int) int { return (slotpool.Size(n, slotSize) + 4095) &^ 4095 }
 
-func (p *pool) headToken() uint64 { return (*atomic.Uint64)(unsafe.Pointer(&p.mem[0])).Load() }
+// poolName is the memfd's name, which /proc/<pid>/fd shows its receivers:
+// job and rank, so a pid that names another process finds no such pool.
+func poolName(job string, rank int) string {
+	return "knemesis-" + job + "-lmtpool-" + strconv.Itoa(rank)
+}
 
 // newPool creates this rank's pool and allocates all of it now, so that a
 // machine short of memory fails the Engine's creation (the job's Join)
@@ -43,7 +37,7 @@ func (p *pool) headToken() uint64 { return (*atomic.Uint64)(unsafe.Pointer(&p.me
 // against a container's small /dev/shm.
 func newPool(job string, rank, n, slotSize int) (*pool, error) {
 	size := poolBytes(n, slotSize)
-	fd, err := unix.MemfdCreate("knemesis-"+job+"-lmtpool-"+strconv.Itoa(rank), unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := unix.MemfdCreate(poolName(job, rank), unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("lmt: shm pool: memfd_create: %w", err)
 	}
@@ -56,17 +50,10 @@ func newPool(job string, rank, n, slotSize int) (*pool, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("lmt: mapping the shm pool: %w", err)
 	}
-	if p.slots, err = slotpool.New(p.mem[poolHead:], n, slotSize); err != nil {
+	if p.slots, err = slotpool.New(p.mem, n, slotSize); err != nil {
 		p.close()
 		return nil, err
 	}
-	var b [8]byte
-	if _, err := unix.Getrandom(b[:], 0); err != nil {
-		p.close()
-		return nil, fmt.Errorf("lmt: shm pool token: getrandom: %w", err)
-	}
-	p.token = binary.LittleEndian.Uint64(b[:]) | 1 // never 0, the unpublished value
-	(*atomic.Uint64)(unsafe.Pointer(&p.mem[0])).Store(p.token)
 	return p, nil
 }
 
@@ -83,13 +70,16 @@ func (p *pool) reserve(size int) error {
 	return nil
 }
 
-// mapPeerPool maps the pool of rank src, whose process holds it as
-// descriptor fd: /proc/<pid>/fd/<fd> opens that file for a process of the
-// same user. The descriptor number comes from the ring, which the peer can
-// write, so the file is checked: sealed at the size this geometry needs.
-func mapPeerPool(src, pid, fd int, token uint64, n, slotSize int) (*pool, error) {
+// mapPeerPool maps the pool of rank src, which its process holds as a
+// memfd named poolName: it is found among /proc/<pid>/fd, which opens a
+// file of a process of the same user, and checked (sealed, of the size
+// this geometry needs) before it is mapped.
+func mapPeerPool(job string, src, pid, n, slotSize int) (*pool, error) {
 	size := poolBytes(n, slotSize)
-	path := "/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.Itoa(fd)
+	path, err := findMemfd("/proc/"+strconv.Itoa(pid)+"/fd", "/memfd:"+poolName(job, src)+" (deleted)")
+	if err != nil {
+		return nil, fmt.Errorf("lmt: finding rank %d's shm pool: %w", src, err)
+	}
 	f, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("lmt: opening rank %d's shm pool %s: %w", src, path, err)
@@ -101,23 +91,38 @@ func mapPeerPool(src, pid, fd int, token uint64, n, slotSize int) (*pool, error)
 	}
 	seals, err := unix.FcntlInt(uintptr(f), unix.F_GET_SEALS, 0)
 	if err != nil || seals&poolSeals != poolSeals || st.Size != int64(size) {
-		return nil, lmt.Corrupt(src, "pool descriptor of an shm ring",
-			"descriptor %d is a file of %d bytes with seals %#x (%v), not a sealed pool of %d bytes", fd, st.Size, seals, err, size)
+		return nil, fmt.Errorf("lmt: rank %d's shm pool %s is %d bytes with seals %#x (%v), not a sealed pool of %d bytes (lmt.Config differs between ranks?)", src, path, st.Size, seals, err, size)
 	}
 	mem, err := unix.Mmap(f, 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("lmt: mapping rank %d's shm pool: %w", src, err)
 	}
 	p := &pool{fd: -1, mem: mem}
-	if got := p.headToken(); got != token {
-		p.close()
-		return nil, lmt.Corrupt(src, "pool of an shm ring", "%s holds token %#x, the ring names %#x: not this job's rank %d", path, got, token, src)
-	}
-	if p.slots, err = slotpool.New(mem[poolHead:], n, slotSize); err != nil {
+	if p.slots, err = slotpool.New(mem, n, slotSize); err != nil {
 		p.close()
 		return nil, err
 	}
 	return p, nil
+}
+
+// findMemfd returns the entry of directory fds (a /proc/<pid>/fd) that
+// links to target.
+func findMemfd(fds, target string) (string, error) {
+	d, err := os.Open(fds)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return "", err
+	}
+	for _, name := range names {
+		if l, err := os.Readlink(fds + "/" + name); err == nil && l == target {
+			return fds + "/" + name, nil
+		}
+	}
+	return "", fmt.Errorf("no descriptor of %s links to %s", fds, target)
 }
 
 func (p *pool) close() {

@@ -19,40 +19,27 @@ import (
 // steal the line from the receiver reading entry k, one more transfer
 // between the cores per slot on top of the counters'.
 const (
-	offWritten   = 0
-	offRead      = 128
-	offRevoked   = 256
-	offGeom      = 384
-	offPoolFd    = 392 // the sender's pool descriptor + 1, 0 until published
-	offPoolToken = 400 // the sender's pool's token
-	offReach     = 408 // the receiver's verdict on the pool (reach*)
-	offFirst     = 416 // which side opened the ring first (first*)
-	offEntries   = 512
-	entryPitch   = 128
+	offWritten = 0
+	offRead    = 128
+	offRevoked = 256
+	offGeom    = 384
+	offReach   = 392 // the receiver's verdict on the pool (reach*)
+	offEntries = 512
+	entryPitch = 128
 )
 
-// The receiver's verdict on the sender's pool: it maps the pool through
-// /proc/<pid>/fd, which needs the sender's pid to name it in this PID
-// namespace and the kernel's ptrace read check to pass (same user
-// namespace, the sender dumpable). Where it cannot, the pair uses the
-// ring's own slots, MPICH's fixed ring.
-//
-// Which side opened the ring first decides what the sender does before the
-// verdict. The sender first: it publishes its pool before it claims the
-// ring, so the receiver judges as it opens, before its CTS; meanwhile the
-// sender fills early into its pool, and if the verdict goes against it,
-// the receiver skips those pieces and Kept has the sender start over. The
-// receiver first: the sender is past the CTS and must not wait for a
-// receiver that may not be reading yet, so it uses the ring's own slots
-// until the verdict comes, and gives their memory back once it has
-// (MADV_REMOVE) if the verdict is for the pool.
+// The receiver's verdict on the sender's pool, given when it opens the
+// ring, before its CTS: it maps the pool through /proc/<pid>/fd, which
+// needs the sender's pid to name it in this PID namespace and the kernel's
+// ptrace read check to pass (same user namespace, the sender dumpable).
+// Where it cannot, the pair uses the ring's own slots, MPICH's fixed ring.
+// Until the verdict, the sender fills early into its pool; if the verdict
+// goes against it, the receiver skips those pieces and Kept has the sender
+// start over after its CTS. After the CTS the verdict is in.
 const (
 	reachUnknown = 0
 	reachPool    = 1
 	reachRing    = 2
-
-	firstSender   = 1
-	firstReceiver = 2
 )
 
 // inRing marks an entry whose piece is in the ring's own data slot
@@ -77,24 +64,17 @@ type ring struct {
 	written *atomic.Uint64 // advanced by the sender
 	read    *atomic.Uint64 // advanced by the receiver
 	revoked *atomic.Uint64 // id of the last transfer whose slots were skipped
-	poolFd  *atomic.Uint64
-	token   *atomic.Uint64
 	reach   *atomic.Uint64
 	entries []entry
 	data    []byte // the fixed ring's slots
 	// verdict is reach as this side last saw it, kept once known.
 	verdict uint64
-	// senderFirst: this side (the sender) opened the ring first, so it
-	// may fill early into its pool before the verdict; blind is the id
-	// of the last transfer that did.
-	senderFirst bool
-	blind       uint64
-	// ringUntil is 1 + the last entry whose piece went in the ring's own
-	// slots while the verdict was pending, 0 when they hold nothing.
-	ringUntil uint64
-	path      string
-	src       int // the sending rank
-	dst       int // the receiving rank
+	// blind is the sender's id of the last transfer that filled early
+	// into the pool before the verdict.
+	blind uint64
+	path  string
+	src   int // the sending rank
+	dst   int // the receiving rank
 	// mine is this side's own counter (written for the sender, read for
 	// the receiver), kept here: what the peer may overwrite in the
 	// mapping is only ever read for the peer's counter, and checked.
@@ -105,8 +85,8 @@ type ring struct {
 	corrupt error
 	// The sender's private record of the pool slots it published:
 	// held[i % entries] for i in [reaped, mine), released once the
-	// receiver's counter has passed them. Never read from the mapping,
-	// which the peer may overwrite.
+	// receiver's counter has passed them (-1: the ring's own slot).
+	// Never read from the mapping, which the peer may overwrite.
 	held   []int32
 	reaped uint64
 	busy   bool // listed in shm.busy
@@ -147,8 +127,6 @@ func (s *shm) open(src, dst int) (*ring, error) {
 		written: (*atomic.Uint64)(unsafe.Pointer(&mem[offWritten])),
 		read:    (*atomic.Uint64)(unsafe.Pointer(&mem[offRead])),
 		revoked: (*atomic.Uint64)(unsafe.Pointer(&mem[offRevoked])),
-		poolFd:  (*atomic.Uint64)(unsafe.Pointer(&mem[offPoolFd])),
-		token:   (*atomic.Uint64)(unsafe.Pointer(&mem[offPoolToken])),
 		reach:   (*atomic.Uint64)(unsafe.Pointer(&mem[offReach])),
 		entries: unsafe.Slice((*entry)(unsafe.Pointer(&mem[offEntries])), s.slots),
 		data:    mem[hdr:],
@@ -162,27 +140,8 @@ func (s *shm) open(src, dst int) (*ring, error) {
 		r.mine = r.written.Load()
 		r.reaped = r.mine
 		r.held = make([]int32, s.slots)
-		r.token.Store(s.own.token)
-		r.poolFd.Store(uint64(s.own.fd) + 1)
-		r.senderFirst = claimFirst(mem, firstSender)
 	} else {
 		r.mine = r.read.Load()
-		claimFirst(mem, firstReceiver)
 	}
 	return r, nil
-}
-
-// claimFirst records side as the ring's first opener unless the other side
-// was, and reports whether side was.
-func claimFirst(mem []byte, side uint64) bool {
-	f := (*atomic.Uint64)(unsafe.Pointer(&mem[offFirst]))
-	return f.CompareAndSwap(0, side) || f.Load() == side
-}
-
-// dropRingSlots gives the memory of the ring's own slots back to the
-// tmpfs: they served while the verdict was pending, the receiver has read
-// them, and the pool carries the pair from now on.
-func (r *ring) dropRingSlots() {
-	unix.Madvise(r.data, unix.MADV_REMOVE)
-	r.ringUntil = 0
 }

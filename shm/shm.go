@@ -79,7 +79,7 @@ func (s *shm) Start(t *lmt.Transfer) error {
 		*rp = r
 	}
 	if t.Side() == lmt.Receiver && (*rp).verdict == reachUnknown {
-		s.judge(*rp) // before the CTS, so that the sender need not wait
+		s.judge(*rp) // before the CTS
 	}
 	if t.Side() == lmt.Sender && (*rp).path != "" {
 		// The receiver mapped the ring before its CTS: the name has
@@ -176,17 +176,17 @@ func (s *shm) push(r *ring, t *lmt.Transfer, max int, early bool) (int, error) {
 	if early {
 		reserve = s.poolSlots / 2
 	}
-	useRing := r.verdict == reachRing || r.verdict == reachUnknown && !r.senderFirst
+	useRing := r.verdict == reachRing
 	switch {
-	case r.verdict == reachUnknown && r.senderFirst:
+	case r.verdict == reachUnknown && !early:
+		return 0, nil // the receiver judges before its CTS
+	case r.verdict == reachUnknown:
 		r.blind = t.ID()
 	case early && r.verdict == reachRing && r.blind == t.ID():
 		// Its early pieces in the pool are being skipped and it
 		// starts over at its CTS (Kept): pieces in the ring now
 		// would be read as its first bytes.
 		return 0, nil
-	case r.verdict == reachPool && r.ringUntil != 0 && rd-r.ringUntil <= w-r.ringUntil:
-		r.dropRingSlots()
 	}
 	for i := uint64(0); i < s.slots && n < max && w-rd < s.slots; i++ {
 		dst, loc, ok := s.placeFor(r, w, reserve, useRing)
@@ -204,8 +204,6 @@ func (s *shm) push(r *ring, t *lmt.Transfer, max int, early bool) (int, error) {
 		r.held[w%s.slots] = -1 // the ring's own slot: nothing to release
 		if loc&inRing == 0 {
 			r.held[w%s.slots] = int32(loc)
-		} else if r.verdict == reachUnknown {
-			r.ringUntil = w + 1
 		}
 		if loc&inRing == 0 && !r.busy {
 			r.busy = true
@@ -228,9 +226,6 @@ func (s *shm) push(r *ring, t *lmt.Transfer, max int, early bool) (int, error) {
 }
 
 func (s *shm) pull(r *ring, t *lmt.Transfer, max int) (int, error) {
-	if r.verdict == reachUnknown {
-		s.judge(r)
-	}
 	rd, w := r.mine, r.written.Load()
 	if w-rd > s.slots {
 		return 0, s.pullCorrupt(r, w)
@@ -287,21 +282,14 @@ func (s *shm) piece(r *ring, rd, slot uint64) ([]byte, error) {
 	return p.slots.Slot(int(slot)), nil
 }
 
-// judge gives the receiver's verdict on r's sender's pool, once the
-// sender has opened the ring and published it: mapped (and kept for every
-// ring from that sender), or out of reach. Either way the sender then
-// knows where to put its pieces.
+// judge gives the receiver's verdict on r's sender's pool: mapped (and
+// kept for every ring from that sender), or out of reach.
 func (s *shm) judge(r *ring) {
-	fd := r.poolFd.Load()
-	if fd == 0 {
-		return // the sender has not opened the ring yet
-	}
 	r.verdict = reachRing
 	if s.peers[r.src] != nil {
 		r.verdict = reachPool
-	} else if pid := s.env.PeerPID(r.src); pid > 0 && fd <= 1<<31 {
-		p, err := mapPeerPool(r.src, pid, int(fd-1), r.token.Load(), s.poolSlots, s.slotSize)
-		if err == nil {
+	} else if pid := s.env.PeerPID(r.src); pid > 0 {
+		if p, err := mapPeerPool(s.env.Job, r.src, pid, s.poolSlots, s.slotSize); err == nil {
 			s.peers[r.src], r.verdict = p, reachPool
 		}
 	}
