@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -195,5 +197,44 @@ func deadReceiver(t *testing.T, sizes []int) {
 	})
 	if err := leftovers(name); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestFootprintMeasured: the footprint matches what fstat counts in blocks
+// for a pool and a ring as the backend allocates them.
+func TestFootprintMeasured(t *testing.T) {
+	f := FootprintOf(lmt.Config{})
+	if f.Pool != 2<<20+4096 || f.Ring != 4096 || f.FixedRing != 512<<10 {
+		t.Fatalf("default footprint %+v, want 2 MiB of slots and a page of bitmap, 4 KiB rings and 512 KiB fixed slots", f)
+	}
+	if got, want := f.Job(192), uint64(192*(2<<20+4096) + 192*191*4096); got != want {
+		t.Fatalf("Job(192) = %d, want %d", got, want)
+	}
+	p, err := newPool("footprint", 0, lmt.DefaultShmPoolSlots, lmt.DefaultShmSlotSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	var st unix.Stat_t
+	if err := unix.Fstat(p.fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	if uint64(st.Blocks*512) != f.Pool {
+		t.Errorf("pool: %d bytes in blocks, footprint says %d", st.Blocks*512, f.Pool)
+	}
+	cfg := lmt.Config{Rank: 0, Size: 2, Job: launch.NewJobName()}
+	c := cfg.WithDefaults()
+	s := &shm{env: &lmt.Env{Rank: 0, Size: 2, Job: cfg.Job, Config: &c}, slots: uint64(c.ShmSlots), slotSize: c.ShmSlotSize, poolSlots: c.ShmPoolSlots, own: p}
+	r, err := s.open(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(r.mem)
+	if err := unix.Stat(r.path, &st); err != nil {
+		t.Fatal(err)
+	}
+	unix.Unlink(r.path)
+	if uint64(st.Blocks*512) != f.Ring {
+		t.Errorf("ring: %d bytes in blocks, footprint says %d", st.Blocks*512, f.Ring)
 	}
 }
