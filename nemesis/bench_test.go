@@ -216,17 +216,28 @@ func BenchmarkPingPong(b *testing.B) {
 // BenchmarkPairInBigJob: one pair's ping-pong, 8 B (latency) and 1 MiB
 // (throughput, through cells: no LMT), in a job of 2 and in a job of 64
 // whose 62 other ranks are blocked in a receive. The 62 are given a
-// second to reach their doze before the pair starts.
+// second to reach their doze before the pair starts. After each size it
+// prints both sides and their ratio (the 64-rank job's time over the
+// 2-rank job's: the aim is at most 1.1):
+//
+//	go test -run '^$' -bench PairInBigJob -benchtime 2s ./nemesis/
 func BenchmarkPairInBigJob(b *testing.B) {
-	for _, procs := range []int{2, 64} {
-		for _, size := range []int{8, 1 << 20} {
+	for _, size := range []int{8, 1 << 20} {
+		var oneway [2]float64 // µs, by job: 2 ranks, 64 ranks
+		for i, procs := range []int{2, 64} {
 			b.Run(fmt.Sprintf("procs=%d/%d", procs, size), func(b *testing.B) {
 				ep := startEchoJob(b, Options{}, size, procs)
 				if procs > 2 {
 					time.Sleep(time.Second)
 				}
 				pingPong(b, ep, size)
+				oneway[i] = float64(b.Elapsed().Nanoseconds()) / float64(b.N) / 2000
 			})
+		}
+		if oneway[0] > 0 && oneway[1] > 0 {
+			mbs := func(us float64) float64 { return float64(size) / us }
+			fmt.Printf("pair, %d B: 2-rank job %.3f µs one way (%.0f MB/s), 64-rank job %.3f µs (%.0f MB/s): ratio %.2f\n",
+				size, oneway[0], mbs(oneway[0]), oneway[1], mbs(oneway[1]), oneway[1]/oneway[0])
 		}
 	}
 }
