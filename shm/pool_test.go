@@ -207,7 +207,7 @@ func TestFootprintMeasured(t *testing.T) {
 	if f.Pool != 2<<20+4096 || f.Ring != 4096 || f.FixedRing != 512<<10 {
 		t.Fatalf("default footprint %+v, want 2 MiB of slots and a page of bitmap, 4 KiB rings and 512 KiB fixed slots", f)
 	}
-	if got, want := f.Job(192), uint64(192*(2<<20+4096) + 192*191*4096); got != want {
+	if got, want := f.Job(192), uint64(192*(2<<20+4096)+192*191*4096); got != want {
 		t.Fatalf("Job(192) = %d, want %d", got, want)
 	}
 	p, err := newPool("footprint", 0, lmt.DefaultShmPoolSlots, lmt.DefaultShmSlotSize)
