@@ -177,6 +177,11 @@ func (s *shm) push(r *ring, t *lmt.Transfer, max int, early bool) (int, error) {
 		reserve = s.poolSlots / 2
 	}
 	useRing := r.verdict == reachRing
+	if useRing && !r.populated {
+		if err := r.populate(); err != nil {
+			return 0, err
+		}
+	}
 	switch {
 	case r.verdict == reachUnknown && !early:
 		return 0, nil // the receiver judges before its CTS
