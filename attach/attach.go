@@ -331,6 +331,10 @@ func (l *LMT) Progress() error { return l.eng.Progress() }
 // chunks go by.
 func (l *LMT) BytesMoved() uint64 { return l.eng.BytesMoved() }
 
+// Idle implements nemesis.LMTIdler: with no transfer in flight, a rank
+// blocked in a receive may doze as long as one without an LMT.
+func (l *LMT) Idle() bool { return l.eng.Pending() == 0 }
+
 // PollFds implements nemesis.LMTPoller: Endpoint.Wait sleeps in poll(2)
 // on the pipes transfers wait for.
 func (l *LMT) PollFds(dst []unix.PollFd) []unix.PollFd { return l.eng.PollFds(dst) }

@@ -49,9 +49,11 @@ type Config struct {
 	// removal covers a rank killed between making a FIFO and its peer
 	// opening it, so a Dir of the caller's own needs the same care.
 	Dir string
-	// ShmSlots and ShmSlotSize shape the shm ring (default 16 × 32 KiB:
-	// 512 KiB per ordered pair of ranks that use it, mapped on first use).
-	ShmSlots, ShmSlotSize int
+	// ShmSlots and ShmSlotSize shape the shm ring (default 16 slots of 32
+	// KiB in flight per ordered pair of ranks); ShmPoolSlots is how many
+	// slots each rank's pool holds for all its rings together (default 64:
+	// 2 MiB per rank, whatever the number of peers).
+	ShmSlots, ShmSlotSize, ShmPoolSlots int
 	// PipeSize is the pipe capacity the pipe and vmsplice backends ask for
 	// with F_SETPIPE_SZ (default 1 MiB); MinPipeSize is the smallest
 	// they accept before refusing (default 64 KiB, the kernel default).
@@ -88,14 +90,15 @@ func init() {
 
 // Defaults.
 const (
-	DefaultChunk       = 64 << 10
-	DefaultCMAChunk    = 4 << 20
-	DefaultShmSlots    = 16 // see shm.go for why not MPICH's 8
-	DefaultShmSlotSize = 32 << 10
-	DefaultPipeSize    = 1 << 20
-	DefaultMinPipeSize = 64 << 10
-	DefaultMaxSegments = 64
-	PipeMaxSizeFile    = "/proc/sys/fs/pipe-max-size"
+	DefaultChunk        = 64 << 10
+	DefaultCMAChunk     = 4 << 20
+	DefaultShmSlots     = 16 // see shm.go for why not MPICH's 8
+	DefaultShmSlotSize  = 32 << 10
+	DefaultShmPoolSlots = 64 // see package shm for why
+	DefaultPipeSize     = 1 << 20
+	DefaultMinPipeSize  = 64 << 10
+	DefaultMaxSegments  = 64
+	PipeMaxSizeFile     = "/proc/sys/fs/pipe-max-size"
 )
 
 // WithDefaults returns c with every zero field set to its default, as an
@@ -117,6 +120,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ShmSlotSize <= 0 {
 		c.ShmSlotSize = DefaultShmSlotSize
+	}
+	if c.ShmPoolSlots <= 0 {
+		c.ShmPoolSlots = DefaultShmPoolSlots
 	}
 	if c.PipeSize <= 0 {
 		c.PipeSize = DefaultPipeSize
@@ -156,7 +162,7 @@ func (c *Config) validate() error {
 		name string
 		v    int
 	}{
-		{"Chunk", c.Chunk}, {"CMAChunk", c.CMAChunk}, {"ShmSlots", c.ShmSlots}, {"ShmSlotSize", c.ShmSlotSize},
+		{"Chunk", c.Chunk}, {"CMAChunk", c.CMAChunk}, {"ShmSlots", c.ShmSlots}, {"ShmSlotSize", c.ShmSlotSize}, {"ShmPoolSlots", c.ShmPoolSlots},
 		{"PipeSize", c.PipeSize}, {"MinPipeSize", c.MinPipeSize}, {"PipeChunk", c.PipeChunk}, {"MaxSegments", c.MaxSegments},
 	} {
 		if f.v < 0 {

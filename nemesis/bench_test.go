@@ -215,18 +215,27 @@ func BenchmarkPingPong(b *testing.B) {
 
 // BenchmarkPairInBigJob: one pair's ping-pong, 8 B (latency) and 1 MiB
 // (throughput, through cells: no LMT), in a job of 2 and in a job of 64
-// whose 62 other ranks are blocked in a receive. The 62 are given a
-// second to reach their doze before the pair starts.
+// whose 62 other ranks are blocked in a receive. The pair starts once
+// all of them sleep (waitAsleep). After each size it
+// prints both sides and their ratio (the 64-rank job's time over the
+// 2-rank job's: the aim is at most 1.1):
+//
+//	go test -run '^$' -bench PairInBigJob -benchtime 2s ./nemesis/
 func BenchmarkPairInBigJob(b *testing.B) {
-	for _, procs := range []int{2, 64} {
-		for _, size := range []int{8, 1 << 20} {
+	for _, size := range []int{8, 1 << 20} {
+		var oneway [2]float64 // µs, by job: 2 ranks, 64 ranks
+		for i, procs := range []int{2, 64} {
 			b.Run(fmt.Sprintf("procs=%d/%d", procs, size), func(b *testing.B) {
 				ep := startEchoJob(b, Options{}, size, procs)
-				if procs > 2 {
-					time.Sleep(time.Second)
-				}
+				waitAsleep(b, time.Minute)
 				pingPong(b, ep, size)
+				oneway[i] = float64(b.Elapsed().Nanoseconds()) / float64(b.N) / 2000
 			})
+		}
+		if oneway[0] > 0 && oneway[1] > 0 {
+			mbs := func(us float64) float64 { return float64(size) / us }
+			fmt.Printf("pair, %d B: 2-rank job %.3f µs one way (%.0f MB/s), 64-rank job %.3f µs (%.0f MB/s): ratio %.2f\n",
+				size, oneway[0], mbs(oneway[0]), oneway[1], mbs(oneway[1]), oneway[1]/oneway[0])
 		}
 	}
 }
@@ -346,4 +355,45 @@ func reportBlockMedian(b *testing.B, marks []time.Time, blockLen int) {
 		slices.Sort(blocks)
 		b.ReportMetric(blocks[len(blocks)/2], "µs/oneway-median")
 	}
+}
+
+// waitAsleep waits until every child process of this one (the other ranks
+// of the job) has been asleep (state S: a futex doze, a blocking receive)
+// at three looks 10 ms apart, at most limit. A fixed pause is not enough:
+// on a loaded machine 62 ranks can still be spinning through their first
+// SpinBeforeYield polls and yields after a second, and the pair would be
+// measured against them rather than against idle ranks.
+func waitAsleep(b *testing.B, limit time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(limit)
+	for calm := 0; calm < 3; {
+		if time.Now().After(deadline) {
+			b.Fatalf("the other ranks were not all asleep after %v", limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if childrenAsleep() {
+			calm++
+		} else {
+			calm = 0
+		}
+	}
+}
+
+// childrenAsleep reports whether every child of this process is in state
+// S or D (/proc/<pid>/stat: "pid (comm) state ppid ...").
+func childrenAsleep() bool {
+	self := strconv.Itoa(os.Getpid())
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[1] == self && f[0] != "S" && f[0] != "D" {
+			return false
+		}
+	}
+	return true
 }

@@ -25,8 +25,8 @@ import (
 // release store, which the filler's read of the word may pass: such a
 // message, like payload an LMT moves without a packet, is seen when the
 // sleep times out. The timeout starts at dozeMin and grows fourfold at each
-// doze up to dozeMax (dozeMaxLMT with an LMT, whose transfers move without
-// waking anyone), and every wake-up checks the peers' liveness when it is
+// doze up to dozeMax (dozeMaxLMT while an LMT has transfers in flight, whose
+// payload moves without waking anyone), and every wake-up checks the peers' liveness when it is
 // due: a dozing rank notices a dead peer within dozeMax. A second is long
 // for a message lost in that race, which takes a fastbox store and the
 // sleeper's announcement within some nanoseconds of each other, but it
@@ -74,11 +74,19 @@ func (ep *Endpoint) doze(w *waiter) error {
 
 func (ep *Endpoint) canDoze() bool { return ep.lmt == nil || ep.lmtMeter != nil }
 
+// dozeLimit: an LMT with transfers in flight moves payload without waking
+// anyone, so the doze stays short; an idle one (LMTIdler) does not. Were
+// every idle rank of a job with an LMT to wake each millisecond, 62 idle
+// ranks of a 64-rank job would wake 62,000 times a second, on the cores
+// the working pair needs.
 func (ep *Endpoint) dozeLimit() time.Duration {
-	if ep.lmt != nil {
-		return dozeMaxLMT
+	if ep.lmt == nil {
+		return dozeMax
 	}
-	return dozeMax
+	if i, ok := ep.lmt.(LMTIdler); ok && i.Idle() {
+		return dozeMax
+	}
+	return dozeMaxLMT
 }
 
 // enqueueInFlight reports whether a peer has begun an enqueue on a queue

@@ -156,6 +156,16 @@ type LMTMeter interface {
 	BytesMoved() uint64
 }
 
+// LMTIdler is implemented by an LMT that can tell it has no transfer in
+// flight on this side. A blocked call then dozes as long as it would
+// without an LMT: nothing reaches this rank through the LMT without a
+// packet first (an RTS, a CTS), and a packet wakes it. With transfers in
+// flight their payload moves without waking anyone, so the doze stays
+// short (see doze.go).
+type LMTIdler interface {
+	Idle() bool
+}
+
 // progressMark changes whenever a cell arrives, a cell leaves or the LMT
 // moves payload.
 func (ep *Endpoint) progressMark() uint64 {

@@ -22,7 +22,7 @@ import (
 // the default geometry, so that a test rank can overwrite its counters.
 func mapRing(job string, src, dst int) ([]byte, string, error) {
 	path := fmt.Sprintf("/dev/shm/knemesis-%s-lmt-%d-%d", job, src, dst)
-	size := ringHeaderSize(lmt.DefaultShmSlots) + lmt.DefaultShmSlots*lmt.DefaultShmSlotSize
+	size := ringSize(lmt.DefaultShmSlots, lmt.DefaultShmSlotSize)
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, "", err

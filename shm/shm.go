@@ -2,9 +2,6 @@ package shm
 
 import (
 	"fmt"
-	"strconv"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/lmt"
@@ -27,64 +24,37 @@ func checkShm() error {
 	return nil
 }
 
-// The ring header: counters each in their own 128-byte block (the
-// adjacent-line prefetcher pairs lines), geometry, then the slots' owner
-// words, rounded up to whole pages. Owner words are 128 bytes apart too:
-// packed in one line, the sender's store of slot k+1's owner would steal the
-// line from the receiver reading slot k's, one more transfer between the
-// cores per slot on top of the counters'.
-const (
-	offWritten = 0
-	offRead    = 128
-	offRevoked = 256
-	offGeom    = 384
-	offOwners  = 512
-	ownerPitch = 128
-)
-
-func ringHeaderSize(slots int) int { return (offOwners + ownerPitch*slots + 4095) &^ 4095 }
-
-type ring struct {
-	mem     []byte
-	written *atomic.Uint64 // advanced by the sender
-	read    *atomic.Uint64 // advanced by the receiver
-	revoked *atomic.Uint64 // id of the last transfer whose slots were skipped
-	owners  []ownerWord
-	data    []byte
-	path    string
-	src     int // the sending rank
-	dst     int // the receiving rank
-	// mine is this side's own counter (written for the sender, read for
-	// the receiver), kept here: what the peer may overwrite in the
-	// mapping is only ever read for the peer's counter, and checked.
-	mine   uint64
-	broken bool
-	// corrupt is the error of a peer's counter out of bounds: the ring
-	// is unusable from then on.
-	corrupt error
-}
-
-// ownerWord is a slot's owner id alone in its 128-byte block.
-type ownerWord struct {
-	atomic.Uint64
-	_ [ownerPitch - 8]byte
-}
-
 type shm struct {
-	env      *lmt.Env
-	slots    uint64
-	slotSize int
-	out, in  []*ring // by peer rank: rings we write, rings we read
+	env       *lmt.Env
+	slots     uint64 // entries per ring: the most pieces in flight per pair
+	slotSize  int
+	poolSlots int
+	own       *pool   // this rank's slots, for every ring it writes
+	held      int     // slots of own claimed and not yet released
+	busy      []*ring // rings written with slots not yet released
+	peers     []*pool // by rank: senders' pools, mapped on first read
+	out, in   []*ring // by peer rank: rings we write, rings we read
 }
 
 func newShm(env *lmt.Env) (lmt.Backend, error) {
 	c := env.Config
-	if c.ShmSlotSize%64 != 0 {
+	switch {
+	case c.ShmSlotSize%64 != 0:
 		return nil, fmt.Errorf("shm slot size %d is not a multiple of 64", c.ShmSlotSize)
+	case c.ShmSlots > maxGeom || c.ShmPoolSlots > maxGeom:
+		return nil, fmt.Errorf("shm ring of %d entries with a pool of %d slots: both must be at most %d", c.ShmSlots, c.ShmPoolSlots, maxGeom)
 	}
-	return &shm{env: env, slots: uint64(c.ShmSlots), slotSize: c.ShmSlotSize,
-		out: make([]*ring, env.Size), in: make([]*ring, env.Size)}, nil
+	own, err := newPool(env.Job, env.Rank, c.ShmPoolSlots, c.ShmSlotSize)
+	if err != nil {
+		return nil, err
+	}
+	return &shm{env: env, slots: uint64(c.ShmSlots), slotSize: c.ShmSlotSize, poolSlots: c.ShmPoolSlots, own: own,
+		peers: make([]*pool, env.Size), out: make([]*ring, env.Size), in: make([]*ring, env.Size)}, nil
 }
+
+// maxGeom bounds ring entries and pool slots: the ring's geometry word
+// holds each in 16 bits.
+const maxGeom = 1<<16 - 1
 
 // Buffered implements [lmt.Buffered]: the ring holds a copy.
 func (s *shm) Buffered() bool { return true }
@@ -108,6 +78,9 @@ func (s *shm) Start(t *lmt.Transfer) error {
 		}
 		*rp = r
 	}
+	if t.Side() == lmt.Receiver && (*rp).verdict == reachUnknown {
+		s.judge(*rp) // before the CTS
+	}
 	if t.Side() == lmt.Sender && (*rp).path != "" {
 		// The receiver mapped the ring before its CTS: the name has
 		// served, and a crash can no longer leave it behind.
@@ -123,53 +96,10 @@ func (s *shm) Start(t *lmt.Transfer) error {
 	return nil
 }
 
-// open maps the ring of the ordered pair, creating it if this side comes
-// first; both sides ask for the same size, so the order does not matter.
-func (s *shm) open(src, dst int) (*ring, error) {
-	path := "/dev/shm/knemesis-" + s.env.Job + "-lmt-" + strconv.Itoa(src) + "-" + strconv.Itoa(dst)
-	hdr := ringHeaderSize(int(s.slots))
-	size := hdr + int(s.slots)*s.slotSize
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lmt: shm ring %s: %w", path, err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		return nil, fmt.Errorf("lmt: sizing shm ring %s to %d bytes: %w", path, size, err)
-	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("lmt: mapping shm ring %s: %w", path, err)
-	}
-	geom := s.slots<<32 | uint64(s.slotSize)
-	g := (*atomic.Uint64)(unsafe.Pointer(&mem[offGeom]))
-	if !g.CompareAndSwap(0, geom) && g.Load() != geom {
-		unix.Munmap(mem)
-		return nil, fmt.Errorf("lmt: shm ring %s has %d slots of %d bytes, this rank wants %d of %d (lmt.Config differs between ranks)",
-			path, g.Load()>>32, uint32(g.Load()), s.slots, s.slotSize)
-	}
-	r := &ring{
-		mem:     mem,
-		written: (*atomic.Uint64)(unsafe.Pointer(&mem[offWritten])),
-		read:    (*atomic.Uint64)(unsafe.Pointer(&mem[offRead])),
-		revoked: (*atomic.Uint64)(unsafe.Pointer(&mem[offRevoked])),
-		owners:  unsafe.Slice((*ownerWord)(unsafe.Pointer(&mem[offOwners])), s.slots),
-		data:    mem[hdr:],
-		path:    path,
-		src:     src,
-		dst:     dst,
-	}
-	// Only this side advances its counter, which a new ring holds at 0;
-	// the peer's is checked against it on every read.
-	if src == s.env.Rank {
-		r.mine = r.written.Load()
-	} else {
-		r.mine = r.read.Load()
-	}
-	return r, nil
-}
-
 // Prefill implements lmt.Early: the sender's first slots, before the CTS.
+// It takes at most half the pool: what it fills stays claimed until the
+// receiver matches the message, which may wait on messages this rank
+// has yet to send, and those need slots.
 func (s *shm) Prefill(t *lmt.Transfer, max int) (int, error) {
 	r := s.out[t.Peer()]
 	if r == nil {
@@ -185,18 +115,23 @@ func (s *shm) Prefill(t *lmt.Transfer, max int) (int, error) {
 	if r.broken {
 		return 0, nil
 	}
-	return s.push(r, t, max)
+	return s.push(r, t, max, true)
 }
 
 // Kept implements lmt.Early.
 func (s *shm) Kept(t *lmt.Transfer) bool {
 	r := s.out[t.Peer()]
-	return r != nil && r.revoked.Load() != t.ID()
+	if r == nil || r.revoked.Load() == t.ID() {
+		return false
+	}
+	// A receiver that cannot map the pool skips what went there early;
+	// it said so before its CTS.
+	return r.blind != t.ID() || r.reach.Load() != reachRing
 }
 
 func (s *shm) Step(t *lmt.Transfer, max int) (int, error) {
 	if t.Side() == lmt.Sender {
-		return s.push(s.out[t.Peer()], t, max)
+		return s.push(s.out[t.Peer()], t, max, false)
 	}
 	return s.pull(s.in[t.Peer()], t, max)
 }
@@ -223,22 +158,65 @@ func (s *shm) pullCorrupt(r *ring, w uint64) error {
 	return r.corrupt
 }
 
-func (s *shm) push(r *ring, t *lmt.Transfer, max int) (int, error) {
+// push fills free ring entries with t's next pieces, in slots of the pool
+// (leaving reserve of them free) or, for a receiver in another PID
+// namespace, in the ring's own. An empty pool is "not now": the receivers
+// of the slots in flight give them back as they read.
+func (s *shm) push(r *ring, t *lmt.Transfer, max int, early bool) (int, error) {
 	w, rd := r.mine, r.read.Load()
 	if w-rd > s.slots {
 		return 0, s.pushCorrupt(r, rd)
 	}
+	s.reap(r, rd)
 	n := 0
+	if r.verdict == reachUnknown {
+		r.verdict = r.reach.Load()
+	}
+	reserve := 0
+	if early {
+		reserve = s.poolSlots / 2
+	}
+	useRing := r.verdict == reachRing
+	if useRing && !r.populated {
+		if err := r.populate(); err != nil {
+			return 0, err
+		}
+	}
+	switch {
+	case r.verdict == reachUnknown && !early:
+		return 0, nil // the receiver judges before its CTS
+	case r.verdict == reachUnknown:
+		r.blind = t.ID()
+	case early && r.verdict == reachRing && r.blind == t.ID():
+		// Its early pieces in the pool are being skipped and it
+		// starts over at its CTS (Kept): pieces in the ring now
+		// would be read as its first bytes.
+		return 0, nil
+	}
 	for i := uint64(0); i < s.slots && n < max && w-rd < s.slots; i++ {
-		off := int(w%s.slots) * s.slotSize
-		c := t.GatherAt(r.data[off:off+s.slotSize], n)
+		dst, loc, ok := s.placeFor(r, w, reserve, useRing)
+		if !ok {
+			break
+		}
+		c := t.GatherAt(dst, n)
 		if c == 0 {
+			s.unplace(loc)
 			break
 		}
 		n += c
+		e := &r.entries[w%s.slots]
+		e.slot.Store(loc)
+		r.held[w%s.slots] = -1 // the ring's own slot: nothing to release
+		if loc&inRing == 0 {
+			r.held[w%s.slots] = int32(loc)
+		}
+		if loc&inRing == 0 && !r.busy {
+			r.busy = true
+			s.busy = append(s.busy, r)
+		}
 		// Release stores: the next slot's copy starts while these
 		// lines travel to the receiver's core (see internal/lineops).
-		lineops.StoreRelease64(&r.owners[w%s.slots].Uint64, t.ID())
+		lineops.StoreRelease64(&e.owner, t.ID())
 		w++
 		r.mine = w
 		lineops.StoreRelease64(r.written, w)
@@ -246,6 +224,7 @@ func (s *shm) push(r *ring, t *lmt.Transfer, max int) (int, error) {
 			if rd = r.read.Load(); w-rd > s.slots {
 				return 0, s.pushCorrupt(r, rd)
 			}
+			s.reap(r, rd) // held has room for the ring's entries only
 		}
 	}
 	return n, nil
@@ -258,13 +237,20 @@ func (s *shm) pull(r *ring, t *lmt.Transfer, max int) (int, error) {
 	}
 	n := 0
 	for i := uint64(0); i < s.slots && n < max && rd < w; i++ {
-		if o := r.owners[rd%s.slots].Load(); o != t.PeerID() {
+		e := &r.entries[rd%s.slots]
+		if o := e.owner.Load(); o != t.PeerID() {
 			// Filled early for a message matched later, or left by a
 			// truncated one: not ours.
 			lineops.StoreRelease64(r.revoked, o)
+		} else if slot := e.slot.Load(); slot&inRing == 0 && r.verdict == reachRing {
+			// Filled early into a pool this side cannot map: the
+			// sender starts over (Kept).
 		} else {
-			off := int(rd%s.slots) * s.slotSize
-			c := t.ScatterAt(r.data[off:off+s.slotSize], n)
+			piece, err := s.piece(r, rd, slot)
+			if err != nil {
+				return n, err
+			}
+			c := t.ScatterAt(piece, n)
 			if c == 0 {
 				break
 			}
@@ -282,17 +268,67 @@ func (s *shm) pull(r *ring, t *lmt.Transfer, max int) (int, error) {
 	return n, nil
 }
 
+// piece returns the memory of ring entry rd, whose location word the
+// sender wrote as slot: the ring's own slot, or one of the sender's pool.
+func (s *shm) piece(r *ring, rd, slot uint64) ([]byte, error) {
+	if slot&inRing != 0 {
+		off := int(rd%s.slots) * s.slotSize
+		return r.data[off : off+s.slotSize], nil
+	}
+	if slot >= uint64(s.poolSlots) {
+		r.corrupt = lmt.Corrupt(r.src, fmt.Sprintf("slot number of the shm ring from rank %d to rank %d", r.src, r.dst),
+			"%d: the pool has %d slots", slot, s.poolSlots)
+		return nil, r.corrupt
+	}
+	p, err := s.peerPool(r)
+	if err != nil {
+		return nil, err
+	}
+	return p.slots.Slot(int(slot)), nil
+}
+
+// judge gives the receiver's verdict on r's sender's pool: mapped (and
+// kept for every ring from that sender), or out of reach.
+func (s *shm) judge(r *ring) {
+	r.verdict = reachRing
+	if s.peers[r.src] != nil {
+		r.verdict = reachPool
+	} else if pid := s.env.PeerPID(r.src); pid > 0 {
+		if p, err := mapPeerPool(s.env.Job, r.src, pid, s.poolSlots, s.slotSize); err == nil {
+			s.peers[r.src], r.verdict = p, reachPool
+		}
+	}
+	r.reach.Store(r.verdict)
+}
+
+// peerPool returns the pool of r's sender, which a piece placed there
+// says the receiver mapped.
+func (s *shm) peerPool(r *ring) (*pool, error) {
+	if p := s.peers[r.src]; p != nil && r.verdict == reachPool {
+		return p, nil
+	}
+	r.corrupt = lmt.Corrupt(r.src, fmt.Sprintf("entry of the shm ring from rank %d to rank %d", r.src, r.dst),
+		"a piece in the sender's pool, which this side told it is out of reach")
+	return nil, r.corrupt
+}
+
 func (s *shm) Abort(t *lmt.Transfer) {
 	rp, _, _ := s.ringFor(t)
-	if r := *rp; r != nil {
-		r.broken = true
-		if r.path != "" {
-			// Nothing will map it any more: a transfer that failed
-			// before the sender's Start (the receiver died before its
-			// CTS, say) leaves nothing in /dev/shm.
-			unix.Unlink(r.path)
-			r.path = ""
-		}
+	r := *rp
+	if r == nil {
+		return
+	}
+	r.broken = true
+	if r.path != "" {
+		// Nothing will map it any more: a transfer that failed
+		// before the sender's Start (the receiver died before its
+		// CTS, say) leaves nothing in /dev/shm.
+		unix.Unlink(r.path)
+		r.path = ""
+	}
+	if t.Side() == lmt.Sender && t.CheckPeer() != nil {
+		// A dead receiver reads no more: its slots come back now.
+		s.reclaim(r)
 	}
 }
 
@@ -308,5 +344,13 @@ func (s *shm) Close() error {
 			}
 		}
 	}
+	for i, p := range s.peers {
+		if p != nil {
+			p.close()
+			s.peers[i] = nil
+		}
+	}
+	s.busy = nil
+	s.own.close()
 	return nil
 }

@@ -3,16 +3,11 @@
 // that per-pair buffers can come from a per-process budget instead of
 // being mapped for every pair.
 //
-// It is built for the shm LMT: today every ordered pair that moves a large
-// message maps its own ring of 16 × 32 KiB (516 KiB with its header), so an
-// all-to-all of N ranks maps N(N-1) rings: 18 GiB at 192 ranks. With a pool
-// of P slots per sender, a pair's ring would hold slot numbers instead of
-// slots: the sender claims a slot from its own pool, fills it and publishes
-// its number in the pair's ring; the receiver copies it out and releases it
-// back to the sender's pool. The rings then cost a line of numbers per
-// pair, and the slots P × 32 KiB per rank whatever the pattern (64 slots: 2
-// MiB per rank, 384 MiB at 192 ranks). Not wired yet: the shm backend is
-// being moved out of package lmt.
+// It serves the shm LMT (package shm): each rank's pool holds the slots of
+// all the rings it writes, so that the memory of large-message transfers
+// grows with the ranks, not with the pairs. There the sender alone claims
+// and releases, and its receivers map the pool read-only; the pool itself
+// does not require that.
 //
 // # Layout and contract
 //

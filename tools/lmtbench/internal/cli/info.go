@@ -10,7 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
+	"github.com/knemesis/knemesis/shm"
 	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
@@ -132,25 +134,34 @@ func writeSelector(w io.Writer, o *options) error {
 	return nil
 }
 
-// shmUse says how much of /dev/shm the nemesis segment of a job takes, for
-// a few job sizes (one rank per usable CPU among them), and how much is free.
+// shmUse says how much shared memory a job takes, for a few job sizes
+// (one rank per usable CPU among them): the nemesis segment and, when
+// every pair exchanges large messages through the shm LMT, its rings (in
+// /dev/shm) and its per-rank pools (memfd); and how much /dev/shm is free.
 func shmUse(cpus int) string {
 	sizes := []int{2, 64, 192}
 	if !slices.Contains(sizes, cpus) && cpus > 1 {
 		sizes = append(sizes, cpus)
 		slices.Sort(sizes)
 	}
+	f := shm.FootprintOf(lmt.Config{})
 	var b strings.Builder
-	b.WriteString("nemesis segment (default geometry)")
+	fmt.Fprintf(&b, "default geometry; segment + shm LMT rings (%d KiB per ordered pair, in /dev/shm) + pools (%.1f MiB per rank, memfd), all pairs exchanging large messages:",
+		f.Ring>>10, float64(f.Pool)/(1<<20))
 	for _, n := range sizes {
-		if size, err := nemesis.SegmentSize(n, nil); err == nil {
-			fmt.Fprintf(&b, ", %d ranks %.1f MiB", n, float64(size)/(1<<20))
+		seg, err := nemesis.SegmentSize(n, nil)
+		if err != nil {
+			continue
 		}
+		rings := f.Job(n) - uint64(n)*f.Pool
+		fmt.Fprintf(&b, "\n             %3d ranks: %.1f MiB = %.1f segment + %.1f rings + %.1f pools",
+			n, float64(seg+f.Job(n))/(1<<20), float64(seg)/(1<<20), float64(rings)/(1<<20), float64(uint64(n)*f.Pool)/(1<<20))
 	}
+	fmt.Fprintf(&b, "\n             a pair whose receiver cannot map the sender's pool (other PID or user namespace) adds a fixed ring of %d KiB", f.FixedRing>>10)
 	var st unix.Statfs_t
 	if err := unix.Statfs("/dev/shm", &st); err != nil {
-		return b.String() + "; /dev/shm: " + err.Error()
+		return b.String() + "\n             /dev/shm: " + err.Error()
 	}
-	fmt.Fprintf(&b, "; /dev/shm %.1f GiB free (an shm LMT adds its rings per pair that uses it)", float64(st.Bavail*uint64(st.Bsize))/(1<<30))
+	fmt.Fprintf(&b, "\n             /dev/shm %.1f GiB free (Join checks the segment against it and reserves it; the pools are reserved when the LMT engine is created)", float64(st.Bavail*uint64(st.Bsize))/(1<<30))
 	return b.String()
 }
