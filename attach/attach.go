@@ -26,6 +26,12 @@
 // message with LMT.Isend or LMT.Isendv, which carry it on the request to
 // the engine.
 //
+// A message whose send buffers lie in the job's shared arena
+// (nemesis.Endpoint.Alloc) goes by the arena backend, whatever the
+// preference or the selector would say: the receiver copies it once, out of
+// the sender's buffer, with no system call (package arena). The endpoint
+// hands such messages to the LMT from a fastbox's payload up.
+//
 // Scattered buffers stay scattered: a message sent with Endpoint.Isendv or
 // received with Endpoint.Irecvv reaches the engine as the caller's iovec
 // list (nemesis.Request.Iov), and CMA, pipe, vmsplice and the shm ring each
@@ -42,7 +48,8 @@ import (
 	"math"
 	"time"
 
-	_ "github.com/knemesis/knemesis/cma" // the backends attach wires by default
+	_ "github.com/knemesis/knemesis/arena" // the backends attach wires by default
+	_ "github.com/knemesis/knemesis/cma"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 	_ "github.com/knemesis/knemesis/shm"
@@ -152,6 +159,7 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 			}
 			return pid
 		},
+		Arena:      ep.ArenaRegion,
 		Prefer:     o.Prefer,
 		OnComplete: l.complete,
 		OnMeasured: l.observe,
@@ -276,7 +284,13 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	st := stateOf(r)
 	backend := st.backend // forced by Isend, or ""
 	st.backend = ""
-	if backend == "" && l.selectors != nil {
+	switch {
+	case backend != "":
+	case l.ep.InArena(r.Iov()):
+		// The receiver copies straight out of the arena, once: no
+		// backend does better, and none needs learning.
+		backend = lmt.Arena
+	case l.selectors != nil:
 		if s := l.selectors[r.Peer()]; s != nil {
 			backend = s.Backend(int64(r.Len()))
 		}
@@ -361,8 +375,8 @@ func (l *LMT) complete(t *lmt.Transfer) {
 
 // observe tells the peer's selector how long a sent message took to move.
 func (l *LMT) observe(t *lmt.Transfer) {
-	if t.Side() != lmt.Sender || l.selectors == nil {
-		return
+	if t.Side() != lmt.Sender || l.selectors == nil || t.Backend() == lmt.Arena {
+		return // the arena is chosen by the buffer, not learned
 	}
 	if s := l.selectors[t.Peer()]; s != nil {
 		st := t.Stats()

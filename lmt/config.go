@@ -27,6 +27,10 @@ type Config struct {
 	// A dead peer is reported by whoever drives the Engine, with
 	// PeerFailed.
 	PeerPID func(rank int) int
+	// Arena returns rank's region of the job's shared arena as mapped in
+	// this process, nil when the job has none (nemesis.Endpoint's
+	// ArenaRegion): the arena backend copies out of it.
+	Arena func(rank int) []byte
 	// Prefer lists backend names in order of preference; the first one
 	// available with a peer carries the message. Default:
 	// [DefaultPreference] (shm, vmsplice, cma, pipe, cma-write), those

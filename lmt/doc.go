@@ -16,6 +16,7 @@
 //	pipe       writev into a pipe, readv out of it (two copies)        package pipe
 //	vmsplice   sender pages spliced into a pipe, readv (one copy)      package vmsplice
 //	knem       the KNEM-ABI module copies, or offloads to DMA          package kmod/knem/knemlmt
+//	arena      receiver copies from the sender's shared-arena buffer   package arena
 //
 // [Identities] declares each one's name, wire id and flow once; the
 // selector (package threshold) and lmtbench derive their lists from it.

@@ -15,6 +15,7 @@ const (
 	Vmsplice = "vmsplice"
 	Knem     = "knem"
 	CMASplit = "cma-split"
+	Arena    = "arena"
 )
 
 // Identity is what every rank of a job must agree on about a backend: its
@@ -55,6 +56,11 @@ var identities = []Identity{
 		Summary: "receiver reads the first half while the sender writes the second (one kernel copy, two CPUs)"},
 	{ID: 6, Name: Knem, Flow: Pull, Copies: 1, Home: "kmod/knem/knemlmt",
 		Summary: "the KNEM-ABI module copies in the kernel, or offloads to DMA (one copy)"},
+	// Not in the default preference: it carries only messages whose
+	// send buffer lies in the job's shared arena, and attach picks it
+	// for exactly those.
+	{ID: 8, Name: Arena, Flow: Pull, Copies: 1, Home: "arena",
+		Summary: "receiver copies straight out of the sender's buffer in the job's shared arena (one user copy, no system call)"},
 }
 
 // Identities returns every backend's identity, registered or not, by

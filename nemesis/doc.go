@@ -143,6 +143,19 @@
 // set (SetLMT), by rendezvous: the RTS travels in a cell, in sequence with
 // the eager messages, and the LMT moves the payload (see LMT).
 //
+// # The shared arena
+//
+// With Options.ArenaSize, each rank owns a region of that many bytes at
+// the end of the segment, from which Endpoint.Alloc hands out buffers and
+// Endpoint.Free takes them back (arena.go; bad frees and exhaustion are
+// refused with ErrDoubleFree, ErrForeignBuffer, ErrArenaFull). Every rank
+// maps every region, so a message sent from an arena buffer, longer than
+// a fastbox's payload, goes to the LMT, whose arena backend has the
+// receiver copy it once, straight from the sender's buffer, with no system
+// call (package arena). The arena is reserved with the segment and goes
+// with it: Join's space check counts it, and nothing of it outlives the
+// job.
+//
 // # Noncontiguous buffers
 //
 // Isendv, Irecvv, Sendv and Recvv take an iovec list ([][]byte) instead of

@@ -40,6 +40,10 @@ type Options struct {
 	JoinTimeout      time.Duration // how long Join waits for the other ranks; 30 s
 	LivenessInterval time.Duration // how often a blocked call checks that peers live; 10 ms
 	Dir              string        // where the segment file lives; /dev/shm
+	// ArenaSize is the bytes of shared arena each rank gets for Alloc
+	// (rounded up to pages; 0: none). The job's arena, Size × ArenaSize,
+	// is part of its segment: reserved at Join, gone when the job is.
+	ArenaSize int
 }
 
 func (o *Options) layout(size int) layout {
@@ -57,6 +61,7 @@ func (o *Options) layout(size int) layout {
 		l.fastboxSize = o.FastboxSize
 	}
 	l.fastboxes = min(l.fastboxes, size-1)
+	l.arenaSize = arenaPages(o.ArenaSize)
 	if o.FastboxSize < 0 || l.fastboxes == 0 {
 		l.fastboxSize, l.fastboxes = 0, 0
 	}
@@ -149,6 +154,7 @@ type Endpoint struct {
 	chooser     LMTChooser
 	chooseAbove int
 	cellsIn     uint64 // cells taken from the receive queue
+	arena       arena  // this rank's region of the shared arena (arena.go)
 
 	live    liveness
 	crashed error // the first rank found dead without having closed
@@ -255,6 +261,7 @@ func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
 		p.bell, p.bellBit = s.bellWord(i, rank/64), 1<<(rank%64)
 		p.sleep = s.sleepWord(i)
 	}
+	ep.arena.init(s.region(rank))
 	ep.attachStatic()
 	return ep
 }

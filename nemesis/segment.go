@@ -22,6 +22,8 @@ import (
 //	fastboxOff     nprocs×fastboxes sets of fboxSlots fastboxes, grouped by
 //	               the rank that sends through them (see fastbox.go)
 //	cellOff        nprocs×cellsPerProc cells, grouped by owner (sender)
+//	arenaOff       nprocs×arenaSize bytes of shared arena, one region per
+//	               rank, when Options.ArenaSize asks for one (arena.go)
 //
 // Every part grows linearly with nprocs (the bells by nprocs/512 lines
 // each, one line up to 448 ranks): the segment of a job of N ranks is
@@ -29,7 +31,7 @@ import (
 const (
 	lineSize      = 64
 	segMagic      = 0x5349_5345_4d45_4e4b // "KNEMESIS" read as little-endian
-	layoutVersion = 8
+	layoutVersion = 9
 	headerSize    = 4096
 	// A cell's payload follows its 40-byte header in the same line, so a
 	// message of up to 24 bytes costs the receiver one miss for the cell.
@@ -63,7 +65,8 @@ type segHeader struct {
 	fastboxOff   uint64
 	cellOff      uint64
 	creatorPID   int32
-	_            [2*lineSize - 84]byte
+	arenaSize    uint64 // bytes of shared arena per rank (arena.go)
+	_            [2*lineSize - 96]byte
 	ready        atomic.Uint32 // set last by the creator
 	joined       atomic.Uint32 // ranks that mapped the segment
 	_            [lineSize - 8]byte
@@ -139,6 +142,7 @@ var (
 // fastboxes (0 when fastboxSize is).
 type layout struct {
 	nprocs, cellSize, cellsPerProc, fastboxSize, fastboxes int
+	arenaSize                                              int // per rank, whole pages
 }
 
 // offsets places the parts of the segment. Each part starts on a page.
@@ -149,6 +153,9 @@ func (l layout) offsets() (procOff, bellOff, fboxOff, cellOff, size uint64) {
 	fboxOff = page(bellOff + uint64(l.nprocs)*l.bellSize())
 	cellOff = page(fboxOff + uint64(l.nprocs)*uint64(l.fastboxes)*l.fboxSetSize())
 	size = cellOff + uint64(l.nprocs)*uint64(l.cellsPerProc)*uint64(l.cellSize)
+	if l.arenaSize > 0 {
+		size = page(size) + uint64(l.nprocs)*uint64(l.arenaSize)
+	}
 	return
 }
 
@@ -256,7 +263,7 @@ func validJobName(job string) error {
 func createSegment(dir, job string, l layout) (*segment, error) {
 	path := segPath(dir, job)
 	procOff, bellOff, fboxOff, cellOff, size := l.offsets()
-	if err := checkSpace(dir, size); err != nil {
+	if err := checkSpace(dir, size, uint64(l.nprocs)*uint64(l.arenaSize)); err != nil {
 		return nil, err
 	}
 	tmp := path + ".init-" + strconv.Itoa(os.Getpid())
@@ -269,7 +276,7 @@ func createSegment(dir, job string, l layout) (*segment, error) {
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		return nil, fmt.Errorf("nemesis: sizing %s to %d bytes: %w", tmp, size, err)
 	}
-	if err := reserve(fd, dir, size); err != nil {
+	if err := reserve(fd, dir, size, uint64(l.nprocs)*uint64(l.arenaSize)); err != nil {
 		return nil, err
 	}
 	s, err := mapSegment(fd, int(size))
@@ -281,6 +288,7 @@ func createSegment(dir, job string, l layout) (*segment, error) {
 	h.nprocs, h.cellSize, h.cellsPerProc, h.fastboxSize = uint32(l.nprocs), uint32(l.cellSize), uint32(l.cellsPerProc), uint32(l.fastboxSize)
 	h.fastboxes = uint32(l.fastboxes)
 	h.segSize, h.procOff, h.bellOff, h.fastboxOff, h.cellOff = size, procOff, bellOff, fboxOff, cellOff
+	h.arenaSize = uint64(l.arenaSize)
 	h.creatorPID = int32(os.Getpid())
 	if err := s.adopt(); err != nil {
 		s.unmap()
@@ -408,8 +416,8 @@ func tryJoin(path string, l layout) (*segment, error) {
 	if s.layout != l {
 		got := s.layout
 		s.unmap()
-		return nil, errorf(ErrLayout, "%s has %d procs, %d-byte cells ×%d, %d-byte fastboxes ×%d sets; this process wants %d procs, %d-byte cells ×%d, %d-byte fastboxes ×%d sets",
-			path, got.nprocs, got.cellSize, got.cellsPerProc, got.fastboxSize, got.fastboxes, l.nprocs, l.cellSize, l.cellsPerProc, l.fastboxSize, l.fastboxes)
+		return nil, errorf(ErrLayout, "%s has %d procs, %d-byte cells ×%d, %d-byte fastboxes ×%d sets, a %d-byte arena per rank; this process wants %d procs, %d-byte cells ×%d, %d-byte fastboxes ×%d sets, a %d-byte arena per rank",
+			path, got.nprocs, got.cellSize, got.cellsPerProc, got.fastboxSize, got.fastboxes, got.arenaSize, l.nprocs, l.cellSize, l.cellsPerProc, l.fastboxSize, l.fastboxes, l.arenaSize)
 	}
 	s.path = path
 	return s, nil
@@ -443,7 +451,10 @@ func (s *segment) adopt() error {
 	if h.version != layoutVersion || h.headerSize != headerSize {
 		return errorf(ErrLayout, "layout version %d (header %d bytes), this code speaks version %d", h.version, h.headerSize, layoutVersion)
 	}
-	l := layout{int(h.nprocs), int(h.cellSize), int(h.cellsPerProc), int(h.fastboxSize), int(h.fastboxes)}
+	if h.arenaSize > maxArenaSize {
+		return errorf(ErrLayout, "shared arena of %d bytes per rank, more than %d", h.arenaSize, uint64(maxArenaSize))
+	}
+	l := layout{int(h.nprocs), int(h.cellSize), int(h.cellsPerProc), int(h.fastboxSize), int(h.fastboxes), int(h.arenaSize)}
 	if err := l.check(); err != nil {
 		return err
 	}
@@ -475,6 +486,8 @@ func (l layout) check() error {
 		return errorf(ErrInvalidArg, "fastbox size %d, want 0 or a multiple of %d in %d..%d", l.fastboxSize, lineSize, 2*lineSize, MaxCellSize)
 	case l.fastboxes < 0 || l.fastboxes >= l.nprocs || (l.fastboxSize == 0) != (l.fastboxes == 0):
 		return errorf(ErrInvalidArg, "%d fastbox sets of %d bytes per process in a job of %d, want 1..%d sets of a non-zero size, or none", l.fastboxes, l.fastboxSize, l.nprocs, l.nprocs-1)
+	case l.arenaSize < 0 || l.arenaSize > maxArenaSize || l.arenaSize%arenaPage != 0:
+		return errorf(ErrInvalidArg, "shared arena of %d bytes per rank, want whole pages up to %d", l.arenaSize, maxArenaSize)
 	}
 	_, _, _, _, size := l.offsets()
 	if size > 1<<40 {

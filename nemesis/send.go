@@ -36,7 +36,7 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 	p := &ep.peers[r.peer]
 	n := r.msgLen
 	if !r.seqd {
-		if n > ep.eagerMax || n > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, n) {
+		if n > ep.eagerMax || n > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, n) || ep.viaArena(r) {
 			return ep.sendRTS(r)
 		}
 		if n <= s.fboxPayload {

@@ -13,12 +13,19 @@ type SpaceError struct {
 	Dir  string
 	Need uint64 // bytes the job's segment takes (SegmentSize)
 	Free uint64 // bytes free in Dir when Join looked
+	// Arena is the part of Need that the shared arena takes
+	// (Options.ArenaSize × ranks).
+	Arena uint64
 }
 
 func (e *SpaceError) Error() string {
-	return fmt.Sprintf("%v: the segment of this job needs %s in %s, which has %s free; "+
-		"give it more (docker run --shm-size=%s, or mount -o remount,size=... %s) or shrink the job (fewer ranks, Options.Cells, Options.Fastboxes)",
-		ErrNoSpace, sizeString(e.Need), e.Dir, sizeString(e.Free), shmSizeFlag(e.Need), e.Dir)
+	arena := ""
+	if e.Arena > 0 {
+		arena = fmt.Sprintf(" (%s of it the shared arena)", sizeString(e.Arena))
+	}
+	return fmt.Sprintf("%v: the segment of this job needs %s%s in %s, which has %s free; "+
+		"give it more (docker run --shm-size=%s, or mount -o remount,size=... %s) or shrink the job (fewer ranks, Options.Cells, Options.Fastboxes, Options.ArenaSize)",
+		ErrNoSpace, sizeString(e.Need), arena, e.Dir, sizeString(e.Free), shmSizeFlag(e.Need), e.Dir)
 }
 
 func (e *SpaceError) Unwrap() error { return ErrNoSpace }
@@ -44,13 +51,13 @@ func SegmentSize(size int, o *Options) (uint64, error) {
 
 // checkSpace refuses, before anything is created, a segment larger than
 // what dir has free.
-func checkSpace(dir string, size uint64) error {
+func checkSpace(dir string, size, arena uint64) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return fmt.Errorf("nemesis: statfs %s: %w", dir, err)
 	}
 	if free := st.Bavail * uint64(st.Bsize); size > free {
-		return &SpaceError{Dir: dir, Need: size, Free: free}
+		return &SpaceError{Dir: dir, Need: size, Free: free, Arena: arena}
 	}
 	return nil
 }
@@ -59,7 +66,7 @@ func checkSpace(dir string, size uint64) error {
 // that fills up later (another job, an LMT's rings) fails this Join with a
 // SpaceError rather than a later access with SIGBUS. A file system without
 // fallocate keeps the statfs check only.
-func reserve(fd int, dir string, size uint64) error {
+func reserve(fd int, dir string, size, arena uint64) error {
 	err := unix.Fallocate(fd, 0, 0, int64(size))
 	switch err {
 	case nil, unix.EOPNOTSUPP, unix.ENOSYS:
@@ -67,7 +74,7 @@ func reserve(fd int, dir string, size uint64) error {
 	case unix.ENOSPC:
 		var st unix.Statfs_t
 		_ = unix.Statfs(dir, &st)
-		return &SpaceError{Dir: dir, Need: size, Free: st.Bavail * uint64(st.Bsize)}
+		return &SpaceError{Dir: dir, Need: size, Free: st.Bavail * uint64(st.Bsize), Arena: arena}
 	}
 	return fmt.Errorf("nemesis: reserving %d bytes in %s: %w", size, dir, err)
 }

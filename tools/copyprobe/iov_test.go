@@ -84,3 +84,65 @@ func sendIov(p launch.Proc, backend string) error {
 	}
 	return ep.Send(0, 1, nil)
 }
+
+// TestArenaIsOneUserCopy counts the copies of one transferSize message sent
+// from a buffer of the job's shared arena (Endpoint.Alloc): the receiver
+// copies it once, in user space, out of the sender's buffer, with no
+// kernel copy; only the rendezvous packets (RTS, DONE) come on top.
+func TestArenaIsOneUserCopy(t *testing.T) {
+	m, ok := run(t, job{rank: sendFromArena})
+	if !ok {
+		return
+	}
+	checkModes(t, m, expect{user: 1})
+	got := m.Tracepoint.Bytes
+	if got.Kernel != 0 || got.User < transferSize || got.User > transferSize+256 {
+		t.Errorf("counted user %d, kernel %d bytes; want %d (+ at most 256 of control packets) and 0", got.User, got.Kernel, uint64(transferSize))
+	}
+}
+
+// sendFromArena moves transferSize bytes from rank 0's arena into an
+// ordinary buffer of rank 1 and checks them on arrival.
+func sendFromArena(p launch.Proc) error {
+	ep, err := nemesis.JoinProc(p, &nemesis.Options{ArenaSize: transferSize})
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	l, err := attach.Attach(ep, attach.Options{})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if p.Rank == 0 {
+		b, err := ep.Alloc(transferSize)
+		if err != nil {
+			return err
+		}
+		for i := range b { // no memcopy.Copy: only the transfer counts
+			b[i] = byte(i * 7)
+		}
+		if err := ep.Send(1, 0, b); err != nil {
+			return err
+		}
+		_, err = ep.Recv(1, 1, nil)
+		return err
+	}
+	buf := make([]byte, transferSize)
+	var r nemesis.Request
+	if err := ep.Irecv(&r, 0, 0, buf); err != nil {
+		return err
+	}
+	if err := ep.Wait(&r); err != nil {
+		return err
+	}
+	for i, c := range buf {
+		if c != byte(i*7) {
+			return fmt.Errorf("byte %d is %d, want %d", i, c, byte(i*7))
+		}
+	}
+	if st, _ := attach.Stats(&r); st.Backend != "arena" || st.Syscalls != 0 {
+		return fmt.Errorf("receive stats %+v, want the arena backend and no system call", st)
+	}
+	return ep.Send(0, 1, nil)
+}

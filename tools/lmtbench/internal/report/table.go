@@ -85,8 +85,46 @@ func WriteTable(w io.Writer, results []Result) error {
 		if err := writeAutoVsBest(w, autos); err != nil {
 			return err
 		}
+		if err := writeVsReference(w, results, mode); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// writeVsReference prints, per size, each selector's throughput over the
+// memcpy reference's, both medians of this run, both sides shown: how near
+// the automatic choice comes to one user copy and a cache-line handshake.
+func writeVsReference(w io.Writer, results []Result, mode string) error {
+	var lines []string
+	for _, size := range sizes(results, mode) {
+		var ref *Result
+		for i := range results {
+			if r := &results[i]; r.Mode == mode && r.Size == size && r.Reference && r.Backend == "memcpy" {
+				ref = r
+			}
+		}
+		if ref == nil || ref.BytesPerSec == 0 {
+			continue
+		}
+		for _, sel := range Selectors {
+			for _, r := range results {
+				if r.Mode == mode && r.Size == size && r.Backend == sel && !r.Reference {
+					lines = append(lines, fmt.Sprintf("%s\t%s\t%.2f GB/s ÷ %.2f GB/s\t= %.2f",
+						units.Format(size), sel, r.BytesPerSec/1e9, ref.BytesPerSec/1e9, r.BytesPerSec/ref.BytesPerSec))
+				}
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "selector ÷ memcpy reference (medians of this run; 1: as fast as one user copy)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, l := range lines {
+		fmt.Fprintln(tw, l)
+	}
+	return tw.Flush()
 }
 
 // writeAutoVsBest prints CompareAuto's ratios, one block per selector and

@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/auto"
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/nemesis"
+)
+
+// "arena" and "auto-arena" send from buffers of the job's shared arena
+// (nemesis.Endpoint.Alloc, as an MPI program sends from MPI_Alloc_mem):
+// "arena" forces the arena backend for every message, "auto-arena" is the
+// automatic choice as a program gets it from package auto, which takes the
+// arena for such buffers from a fastbox's payload up. Both run on
+// request only: ordinary buffers, the default sweep's, cannot go by the
+// arena, so they are no single backend to compare auto with there.
+// `lmtbench pingpong --backends auto,auto-arena,memcpy` reads both kinds of
+// buffer against the memcpy reference in one run.
+func init() {
+	id, _ := lmt.IdentityOf(lmt.Arena)
+	register(Backend{
+		Name:        lmt.Arena,
+		Summary:     "LMT: " + id.Summary + "; send buffers from Endpoint.Alloc",
+		OnRequest:   true,
+		Check:       func() error { return lmtRegistered(lmt.Arena) },
+		SharedBytes: func(int) int { return 0 },
+		Open:        func(p Peer) (Engine, error) { return openArena(p, false) },
+	})
+	register(Backend{
+		Name:        "auto-arena",
+		Summary:     "the automatic choice (as auto) for send buffers from the job's shared arena (Endpoint.Alloc)",
+		OnRequest:   true,
+		Check:       func() error { return nil },
+		SharedBytes: func(int) int { return 0 },
+		Open:        func(p Peer) (Engine, error) { return openArena(p, true) },
+	})
+}
+
+// arenaEngine is an lmtEngine whose send buffers come from the arena.
+type arenaEngine struct {
+	*lmtEngine
+	bufs [][]byte
+}
+
+// arenaFor is the arena each rank gets: its send buffer of the run's
+// largest size, with room for alignment.
+func arenaFor(maxSize int) int { return maxSize + 64<<10 }
+
+func openArena(p Peer, automatic bool) (Engine, error) {
+	name := lmt.Arena
+	if automatic {
+		name = "auto-arena"
+	}
+	if p.Proc.Size != 2 {
+		return nil, fmt.Errorf("%s: runs between exactly 2 processes, job has %d", name, p.Proc.Size)
+	}
+	ep, err := nemesis.JoinProc(p.Proc, &nemesis.Options{ArenaSize: arenaFor(p.MaxSize)})
+	if err != nil {
+		return nil, fmt.Errorf("%s: joining the Nemesis job: %w", name, err)
+	}
+	var att *attach.LMT
+	if automatic {
+		var sel *auto.Selection
+		if sel, err = auto.Attach(ep, auto.Options{CPUs: p.CPUs}); err == nil {
+			att = sel.LMT
+		}
+	} else {
+		att, err = attach.Attach(ep, attach.Options{EagerMax: 1, Prefer: []string{lmt.Arena}})
+	}
+	if err != nil {
+		ep.Close()
+		return nil, fmt.Errorf("%s: attaching the LMT: %w", name, err)
+	}
+	return &arenaEngine{lmtEngine: &lmtEngine{ep: ep, att: att, peer: 1 - p.Proc.Rank}}, nil
+}
+
+func (e *arenaEngine) SendBuffer(n int) ([]byte, error) {
+	b, err := e.ep.Alloc(max(n, 1))
+	if err != nil {
+		return nil, err
+	}
+	e.bufs = append(e.bufs, b)
+	return b[:n], nil
+}
+
+func (e *arenaEngine) Close() error {
+	for _, b := range e.bufs {
+		_ = e.ep.Free(b)
+	}
+	return e.lmtEngine.Close()
+}
