@@ -1,0 +1,189 @@
+package nemesis
+
+// Aggregation, the first strategy of Aumage, Brunet, Furmento and Namyst,
+// "NewMadeleine: a Fast Communication Scheduling Engine for High
+// Performance Networks" (CAC 2007): small messages waiting in a window
+// leave packed into one cell, each with its own header, instead of one
+// cell (two queue operations and a cache miss or more on each side) each.
+//
+// An aggregate cell (kindAgg) names its first sequence number in the
+// cell header, its message count in total and the bytes it uses in len.
+// Its payload is the messages one after the other, each an aggHdr then
+// the message's bytes, each header at an 8-byte boundary:
+//
+//	seq  uint32  the message's own sequence number (first + i)
+//	tag  int32
+//	len  uint32  the message's length; all of it is here
+//	kind uint32  kindMsg (the only kind carried so far)
+//
+// The cell takes count sequence numbers, so the messages keep their
+// places among the fastbox messages around them; the receiver hands each
+// message to the matching code exactly as if it had come alone, so
+// ordering, wildcard matching, Probe and truncation see separate
+// messages. Everything in an aggregate cell is checked before use: a
+// header that runs past len, a wrong sequence number or kind, or a count
+// that does not end at len fails the endpoint with ErrCorrupt.
+
+import (
+	"encoding/binary"
+
+	"github.com/knemesis/knemesis/internal/memcopy"
+)
+
+const (
+	aggHdrSize = 16
+	aggAlign   = 8
+)
+
+// Aggregate packs the small messages waiting in a window into as few cells
+// as they fit in, and holds a small message whose fastbox is busy in the
+// window until the next Poll, for the messages behind it to join it. A
+// message is small when at least two of its size fit in one cell with
+// their headers. A lone small message still takes a free fastbox.
+var Aggregate Strategy = aggregate{}
+
+type aggregate struct{}
+
+func (aggregate) String() string           { return "aggregate" }
+func (aggregate) holdMax(ep *Endpoint) int { return ep.seg.payloadSize/2 - aggHdrSize }
+
+func (aggregate) schedule(ep *Endpoint, dst int) error {
+	q := &ep.sendq[dst]
+	for r := q.Front(); r != nil; r = q.Front() {
+		if !ep.aggregable(r) {
+			if !ep.sendFront(r) {
+				break
+			}
+			continue
+		}
+		if next := r.links.Next(); (next == nil || !ep.aggregable(next)) && ep.sendFbox(r) {
+			continue
+		}
+		ok, err := ep.sendAggregate(dst)
+		if err != nil || !ok {
+			return err
+		}
+	}
+	return ep.fatal
+}
+
+// aggregable tells whether send r, waiting in a window, may go in an
+// aggregate cell: it is small, eager, and none of it left yet.
+func (ep *Endpoint) aggregable(r *Request) bool {
+	n := r.msgLen
+	return !r.seqd && n <= ep.hold && n <= ep.eagerMax && n <= ep.chooseAbove
+}
+
+// sendFbox sends r, the front of its window, through its fastbox if the
+// box is free, and reports whether it did.
+func (ep *Endpoint) sendFbox(r *Request) bool {
+	n := r.msgLen
+	if n > ep.seg.fboxPayload {
+		return false
+	}
+	p := &ep.peers[r.peer]
+	fb, pl := p.outBox(&ep.stats)
+	if fb == nil {
+		return false
+	}
+	r.gatherAll(pl[:n])
+	p.postFbox(fb, kindMsg, r.tag, n, n)
+	r.seqd = true
+	ep.stats.FastboxMsgs++
+	ep.leaveWindow(r)
+	ep.finish(r, n, nil)
+	return true
+}
+
+// sendAggregate packs the aggregable sends at the front of dst's window
+// into one cell, as many as fit, and reports false when no cell is free.
+func (ep *Endpoint) sendAggregate(dst int) (bool, error) {
+	s := ep.seg
+	off, c, err := ep.freeQ.dequeue(s)
+	if err != nil {
+		return false, ep.fail(err)
+	}
+	if off == 0 {
+		return false, nil
+	}
+	p, q, pl := &ep.peers[dst], &ep.sendq[dst], s.payload(off)
+	seq, end, count := p.sendSeq, 0, uint32(0)
+	for r := q.Front(); r != nil && ep.aggregable(r); r = q.Front() {
+		at := (end + aggAlign - 1) &^ (aggAlign - 1)
+		n := r.msgLen
+		if at+aggHdrSize+n > len(pl) {
+			break // aggregable(first) guarantees that one fits
+		}
+		putAggHdr(pl[at:], seq+count, r.tag, n)
+		r.gatherAll(pl[at+aggHdrSize : at+aggHdrSize+n])
+		end = at + aggHdrSize + n
+		count++
+		r.seqd = true
+		ep.leaveWindow(r)
+		ep.finish(r, n, nil)
+	}
+	c.kind, c.src, c.seq, c.tag, c.len, c.total = kindAgg, uint32(ep.rank), seq, 0, uint32(end), uint64(count)
+	p.sendSeq += count
+	ep.stats.Cells++
+	ep.stats.AggregateCells++
+	ep.stats.Aggregated += uint64(count)
+	if err := p.recvQ.enqueue(s, off, c); err != nil {
+		return false, ep.fail(err)
+	}
+	p.wake()
+	return true, nil
+}
+
+// gatherAll copies the whole message of send r into dst, len(dst) bytes.
+func (r *Request) gatherAll(dst []byte) {
+	if r.vec {
+		r.gather(dst)
+	} else {
+		memcopy.Copy(dst, r.buf[0])
+	}
+}
+
+func putAggHdr(b []byte, seq uint32, tag, n int) {
+	binary.LittleEndian.PutUint32(b[0:], seq)
+	binary.LittleEndian.PutUint32(b[4:], uint32(int32(tag)))
+	binary.LittleEndian.PutUint32(b[8:], uint32(n))
+	binary.LittleEndian.PutUint32(b[12:], kindMsg)
+}
+
+// arriveAggregate delivers the count messages of an aggregate cell from
+// src, the first numbered seq (already counted in recvSeq), one by one
+// as separate messages. pl is the cell's used payload, untrusted.
+func (ep *Endpoint) arriveAggregate(src int, seq uint32, count uint64, pl []byte) error {
+	p := &ep.peers[src]
+	if count == 0 || count > uint64(len(pl)/aggHdrSize) {
+		return errorf(ErrCorrupt, "aggregate cell from rank %d: %d messages in %d bytes", src, count, len(pl))
+	}
+	at := 0
+	for i := range uint32(count) {
+		if i > 0 {
+			at = (at + aggAlign - 1) &^ (aggAlign - 1)
+		}
+		if at+aggHdrSize > len(pl) {
+			return errorf(ErrCorrupt, "aggregate cell from rank %d: message %d of %d starts past its %d bytes", src, i, count, len(pl))
+		}
+		h := pl[at : at+aggHdrSize]
+		mseq, tag := binary.LittleEndian.Uint32(h), int32(binary.LittleEndian.Uint32(h[4:]))
+		n, kind := binary.LittleEndian.Uint32(h[8:]), binary.LittleEndian.Uint32(h[12:])
+		if mseq != seq+i || kind != kindMsg || tag < 0 || uint64(n) > uint64(len(pl)-at-aggHdrSize) {
+			return errorf(ErrCorrupt, "aggregate cell from rank %d: message %d of %d has sequence %d (want %d), kind %d, tag %d, %d bytes of %d left",
+				src, i, count, mseq, seq+i, kind, tag, n, len(pl)-at-aggHdrSize)
+		}
+		if i > 0 {
+			p.recvSeq++
+		}
+		at += aggHdrSize
+		if err := ep.arrive(src, int(tag), kindMsg, int(n), pl[at:at+int(n)]); err != nil {
+			return err
+		}
+		at += int(n)
+	}
+	if at != len(pl) {
+		return errorf(ErrCorrupt, "aggregate cell from rank %d: %d messages end at byte %d of %d", src, count, at, len(pl))
+	}
+	return nil
+}
