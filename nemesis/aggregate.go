@@ -6,15 +6,21 @@ package nemesis
 // leave packed into one cell, each with its own header, instead of one
 // cell (two queue operations and a cache miss or more on each side) each.
 //
+// Rendezvous requests travel the same way, as the paper's do: the RTS
+// of a large message waiting in the window behind or before small ones
+// joins them in the cell, its LMT handle as its bytes.
+//
 // An aggregate cell (kindAgg) names its first sequence number in the
 // cell header, its message count in total and the bytes it uses in len.
 // Its payload is the messages one after the other, each an aggHdr then
-// the message's bytes, each header at an 8-byte boundary:
+// the message's bytes (kindMsg) or its LMT handle (kindRTS), each header
+// at an 8-byte boundary:
 //
-//	seq  uint32  the message's own sequence number (first + i)
-//	tag  int32
-//	len  uint32  the message's length; all of it is here
-//	kind uint32  kindMsg (the only kind carried so far)
+//	seq   uint32  the message's own sequence number (first + i)
+//	tag   int32
+//	len   uint32  bytes that follow: the whole message, or the handle
+//	kind  uint32  kindMsg or kindRTS
+//	total uint64  the message's length (kindMsg: len)
 //
 // The cell takes count sequence numbers, so the messages keep their
 // places among the fastbox messages around them; the receiver hands each
@@ -31,7 +37,7 @@ import (
 )
 
 const (
-	aggHdrSize = 16
+	aggHdrSize = 24
 	aggAlign   = 8
 )
 
@@ -50,21 +56,33 @@ func (aggregate) holdMax(ep *Endpoint) int { return ep.seg.payloadSize/2 - aggHd
 func (aggregate) schedule(ep *Endpoint, dst int) error {
 	q := &ep.sendq[dst]
 	for r := q.Front(); r != nil; r = q.Front() {
-		if !ep.aggregable(r) {
+		next := r.links.Next()
+		alone := next == nil || !ep.packable(next)
+		switch {
+		case !ep.packable(r) || alone && !ep.aggregable(r):
 			if !ep.sendFront(r) {
-				break
+				return ep.fatal
 			}
-			continue
-		}
-		if next := r.links.Next(); (next == nil || !ep.aggregable(next)) && ep.sendFbox(r) {
-			continue
-		}
-		ok, err := ep.sendAggregate(dst)
-		if err != nil || !ok {
-			return err
+		case alone && ep.sendFbox(r):
+		default:
+			if ok, err := ep.sendAggregate(dst); err != nil || !ok {
+				return err
+			}
 		}
 	}
 	return ep.fatal
+}
+
+// packable tells whether send r, waiting in a window, may go in an
+// aggregate cell: whole when small, or as its RTS.
+func (ep *Endpoint) packable(r *Request) bool {
+	return ep.aggregable(r) || ep.rendezvous(r)
+}
+
+// rendezvous tells whether send r goes by the LMT whatever the chooser
+// says, with an RTS that fits the room a fastbox guarantees.
+func (ep *Endpoint) rendezvous(r *Request) bool {
+	return !r.seqd && ep.lmt != nil && r.msgLen > ep.eagerMax && (!r.vec || len(r.iov) <= fboxRTSEntries)
 }
 
 // aggregable tells whether send r, waiting in a window, may go in an
@@ -108,19 +126,45 @@ func (ep *Endpoint) sendAggregate(dst int) (bool, error) {
 	}
 	p, q, pl := &ep.peers[dst], &ep.sendq[dst], s.payload(off)
 	seq, end, count := p.sendSeq, 0, uint32(0)
-	for r := q.Front(); r != nil && ep.aggregable(r); r = q.Front() {
+	for r := q.Front(); r != nil && ep.packable(r); r = q.Front() {
 		at := (end + aggAlign - 1) &^ (aggAlign - 1)
+		room := len(pl) - at - aggHdrSize
+		if !ep.aggregable(r) {
+			if room < fboxRTSMin {
+				break
+			}
+			k, err := ep.startLMTSend(r, pl[at+aggHdrSize:])
+			if err != nil {
+				ep.leaveWindow(r)
+				ep.finish(r, 0, err)
+				continue
+			}
+			putAggHdr(pl[at:], seq+count, r.tag, k, kindRTS, r.msgLen)
+			end = at + aggHdrSize + k
+			count++
+			r.seqd = true
+			ep.stats.RTS++
+			ep.leaveWindow(r) // the LMT completes it
+			continue
+		}
 		n := r.msgLen
-		if at+aggHdrSize+n > len(pl) {
+		if room < n {
 			break // aggregable(first) guarantees that one fits
 		}
-		putAggHdr(pl[at:], seq+count, r.tag, n)
+		putAggHdr(pl[at:], seq+count, r.tag, n, kindMsg, n)
 		r.gatherAll(pl[at+aggHdrSize : at+aggHdrSize+n])
 		end = at + aggHdrSize + n
 		count++
 		r.seqd = true
 		ep.leaveWindow(r)
 		ep.finish(r, n, nil)
+	}
+	if count == 0 {
+		// Every request taken failed its StartSend: nothing to send.
+		if err := ep.freeQ.enqueue(s, off, c); err != nil {
+			return false, ep.fail(err)
+		}
+		return true, nil
 	}
 	c.kind, c.src, c.seq, c.tag, c.len, c.total = kindAgg, uint32(ep.rank), seq, 0, uint32(end), uint64(count)
 	p.sendSeq += count
@@ -143,11 +187,12 @@ func (r *Request) gatherAll(dst []byte) {
 	}
 }
 
-func putAggHdr(b []byte, seq uint32, tag, n int) {
+func putAggHdr(b []byte, seq uint32, tag, n int, kind uint32, total int) {
 	binary.LittleEndian.PutUint32(b[0:], seq)
 	binary.LittleEndian.PutUint32(b[4:], uint32(int32(tag)))
 	binary.LittleEndian.PutUint32(b[8:], uint32(n))
-	binary.LittleEndian.PutUint32(b[12:], kindMsg)
+	binary.LittleEndian.PutUint32(b[12:], kind)
+	binary.LittleEndian.PutUint64(b[16:], uint64(total))
 }
 
 // arriveAggregate delivers the count messages of an aggregate cell from
@@ -169,15 +214,17 @@ func (ep *Endpoint) arriveAggregate(src int, seq uint32, count uint64, pl []byte
 		h := pl[at : at+aggHdrSize]
 		mseq, tag := binary.LittleEndian.Uint32(h), int32(binary.LittleEndian.Uint32(h[4:]))
 		n, kind := binary.LittleEndian.Uint32(h[8:]), binary.LittleEndian.Uint32(h[12:])
-		if mseq != seq+i || kind != kindMsg || tag < 0 || uint64(n) > uint64(len(pl)-at-aggHdrSize) {
-			return errorf(ErrCorrupt, "aggregate cell from rank %d: message %d of %d has sequence %d (want %d), kind %d, tag %d, %d bytes of %d left",
-				src, i, count, mseq, seq+i, kind, tag, n, len(pl)-at-aggHdrSize)
+		total := binary.LittleEndian.Uint64(h[16:])
+		sized := kind == kindMsg && total == uint64(n) || kind == kindRTS && total <= uint64(maxInt)
+		if mseq != seq+i || !sized || tag < 0 || uint64(n) > uint64(len(pl)-at-aggHdrSize) {
+			return errorf(ErrCorrupt, "aggregate cell from rank %d: message %d of %d has sequence %d (want %d), kind %d, tag %d, %d bytes of %d left for a %d-byte message",
+				src, i, count, mseq, seq+i, kind, tag, n, len(pl)-at-aggHdrSize, total)
 		}
 		if i > 0 {
 			p.recvSeq++
 		}
 		at += aggHdrSize
-		if err := ep.arrive(src, int(tag), kindMsg, int(n), pl[at:at+int(n)]); err != nil {
+		if err := ep.arrive(src, int(tag), kind, int(total), pl[at:at+int(n)]); err != nil {
 			return err
 		}
 		at += int(n)

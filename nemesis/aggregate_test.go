@@ -219,8 +219,8 @@ func TestAggregateRandomInterleavings(t *testing.T) {
 func TestAggregateCellChecked(t *testing.T) {
 	good := func() []byte {
 		b := make([]byte, 2*aggHdrSize+16)
-		putAggHdr(b, 0, 1, 8)
-		putAggHdr(b[aggHdrSize+8:], 1, 2, 8)
+		putAggHdr(b, 0, 1, 8, kindMsg, 8)
+		putAggHdr(b[aggHdrSize+8:], 1, 2, 8, kindMsg, 8)
 		return b
 	}
 	cases := map[string]struct {
@@ -231,9 +231,15 @@ func TestAggregateCellChecked(t *testing.T) {
 		"count too large": {3, func(b []byte) []byte { return b }},
 		"wrong sequence":  {2, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[aggHdrSize+8:], 7); return b }},
 		"length past end": {2, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[aggHdrSize+8+8:], 9); return b }},
-		"wrong kind":      {2, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[12:], kindRTS); return b }},
-		"negative tag":    {2, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[4:], 1<<31); return b }},
-		"trailing bytes":  {2, func(b []byte) []byte { return append(b, 0) }},
+		"wrong kind":      {2, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[12:], kindCont); return b }},
+		"total not len":   {2, func(b []byte) []byte { binary.LittleEndian.PutUint64(b[16:], 9); return b }},
+		"RTS too long": {2, func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[12:], kindRTS)
+			binary.LittleEndian.PutUint64(b[16:], 1<<63)
+			return b
+		}},
+		"negative tag":   {2, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[4:], 1<<31); return b }},
+		"trailing bytes": {2, func(b []byte) []byte { return append(b, 0) }},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -301,5 +307,41 @@ func TestAggregateNoAllocation(t *testing.T) {
 	}
 	if st := a.Stats(); st.Cells != st.AggregateCells || st.Aggregated != 8*st.AggregateCells {
 		t.Fatalf("sender %+v: every batch should be one cell of 8", st)
+	}
+}
+
+// TestAggregateCarriesRTS: the RTS of a large message waiting in a window
+// between small ones joins them in the one cell (NewMadeleine aggregates
+// rendezvous requests with data), and the receiver sees the three in
+// order, the large one moved by the LMT.
+func TestAggregateCarriesRTS(t *testing.T) {
+	a, b, events := fakePair(t, &Options{CellSize: 1024, Cells: 4})
+	a.SetStrategy(Aggregate)
+	msgs := [][]byte{pattern(8, 1), pattern(5000, 2), pattern(8, 3)}
+	var sends [3]Request
+	a.Batch()
+	for i, m := range msgs {
+		if err := a.Isend(&sends[i], 1, i, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.Stats(); st.Cells != 1 || st.Aggregated != 3 || st.RTS != 1 || st.FastboxMsgs != 0 {
+		t.Fatalf("sender stats %+v: want one cell carrying two messages and an RTS", st)
+	}
+	if !sends[0].Done() || sends[1].Done() || !sends[2].Done() {
+		t.Fatalf("after Flush: done %v %v %v, want the eager ones only", sends[0].Done(), sends[1].Done(), sends[2].Done())
+	}
+	for i, m := range msgs {
+		buf := make([]byte, 6000)
+		st, err := b.Recv(0, AnyTag, buf)
+		if err != nil || st.Tag != i || st.Count != len(m) || !bytes.Equal(buf[:len(m)], m) {
+			t.Fatalf("receive %d: %+v, %v (events %q)", i, st, err, *events)
+		}
+	}
+	if err := a.Wait(&sends[1]); err != nil {
+		t.Fatalf("the LMT send: %v", err)
 	}
 }
