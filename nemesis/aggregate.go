@@ -8,7 +8,9 @@ package nemesis
 //
 // Rendezvous requests travel the same way, as the paper's do: the RTS
 // of a large message waiting in the window behind or before small ones
-// joins them in the cell, its LMT handle as its bytes.
+// joins them in the cell, its LMT handle as its bytes. So do the LMT's
+// control packets (CTS, DONE) and active messages that find the window
+// holding small messages: they must follow them, and leave in their cell.
 //
 // An aggregate cell (kindAgg) names its first sequence number in the
 // cell header, its message count in total and the bytes it uses in len.
@@ -124,10 +126,10 @@ func (ep *Endpoint) sendAggregate(dst int) (bool, error) {
 	if off == 0 {
 		return false, nil
 	}
-	p, q, pl := &ep.peers[dst], &ep.sendq[dst], s.payload(off)
-	seq, end, count := p.sendSeq, 0, uint32(0)
+	q, pl := &ep.sendq[dst], s.payload(off)
+	seq, end, count := ep.peers[dst].sendSeq, 0, uint32(0)
 	for r := q.Front(); r != nil && ep.packable(r); r = q.Front() {
-		at := (end + aggAlign - 1) &^ (aggAlign - 1)
+		at := alignAgg(end)
 		room := len(pl) - at - aggHdrSize
 		if !ep.aggregable(r) {
 			if room < fboxRTSMin {
@@ -166,16 +168,23 @@ func (ep *Endpoint) sendAggregate(dst int) (bool, error) {
 		}
 		return true, nil
 	}
+	return true, ep.postAggregate(dst, off, c, seq, end, count)
+}
+
+// postAggregate sends cell off, filled with count entries numbered from
+// seq that end at byte end, to dst.
+func (ep *Endpoint) postAggregate(dst int, off uint64, c *cellHdr, seq uint32, end int, count uint32) error {
+	p := &ep.peers[dst]
 	c.kind, c.src, c.seq, c.tag, c.len, c.total = kindAgg, uint32(ep.rank), seq, 0, uint32(end), uint64(count)
 	p.sendSeq += count
 	ep.stats.Cells++
 	ep.stats.AggregateCells++
 	ep.stats.Aggregated += uint64(count)
-	if err := p.recvQ.enqueue(s, off, c); err != nil {
-		return false, ep.fail(err)
+	if err := p.recvQ.enqueue(ep.seg, off, c); err != nil {
+		return ep.fail(err)
 	}
 	p.wake()
-	return true, nil
+	return nil
 }
 
 // gatherAll copies the whole message of send r into dst, len(dst) bytes.
@@ -205,9 +214,7 @@ func (ep *Endpoint) arriveAggregate(src int, seq uint32, count uint64, pl []byte
 	}
 	at := 0
 	for i := range uint32(count) {
-		if i > 0 {
-			at = (at + aggAlign - 1) &^ (aggAlign - 1)
-		}
+		at = alignAgg(at)
 		if at+aggHdrSize > len(pl) {
 			return errorf(ErrCorrupt, "aggregate cell from rank %d: message %d of %d starts past its %d bytes", src, i, count, len(pl))
 		}
@@ -215,7 +222,8 @@ func (ep *Endpoint) arriveAggregate(src int, seq uint32, count uint64, pl []byte
 		mseq, tag := binary.LittleEndian.Uint32(h), int32(binary.LittleEndian.Uint32(h[4:]))
 		n, kind := binary.LittleEndian.Uint32(h[8:]), binary.LittleEndian.Uint32(h[12:])
 		total := binary.LittleEndian.Uint64(h[16:])
-		sized := kind == kindMsg && total == uint64(n) || kind == kindRTS && total <= uint64(maxInt)
+		whole := kind == kindMsg || kind == kindControl || kind == kindAM
+		sized := whole && total == uint64(n) || kind == kindRTS && total <= uint64(maxInt)
 		if mseq != seq+i || !sized || tag < 0 || uint64(n) > uint64(len(pl)-at-aggHdrSize) {
 			return errorf(ErrCorrupt, "aggregate cell from rank %d: message %d of %d has sequence %d (want %d), kind %d, tag %d, %d bytes of %d left for a %d-byte message",
 				src, i, count, mseq, seq+i, kind, tag, n, len(pl)-at-aggHdrSize, total)
@@ -224,7 +232,7 @@ func (ep *Endpoint) arriveAggregate(src int, seq uint32, count uint64, pl []byte
 			p.recvSeq++
 		}
 		at += aggHdrSize
-		if err := ep.arrive(src, int(tag), kind, int(total), pl[at:at+int(n)]); err != nil {
+		if err := ep.arrivePacked(src, int(tag), kind, int(total), pl[at:at+int(n)]); err != nil {
 			return err
 		}
 		at += int(n)
@@ -234,3 +242,66 @@ func (ep *Endpoint) arriveAggregate(src int, seq uint32, count uint64, pl []byte
 	}
 	return nil
 }
+
+// arrivePacked hands one entry of an aggregate cell to what the same
+// packet alone would have gone to.
+func (ep *Endpoint) arrivePacked(src, tag int, kind uint32, total int, data []byte) error {
+	switch kind {
+	case kindControl:
+		if ep.lmt == nil {
+			return errorf(ErrNoLMT, "control packet from rank %d", src)
+		}
+		return ep.lmt.HandleControl(src, data)
+	case kindAM:
+		return ep.handleAM(src, data)
+	}
+	return ep.arrive(src, tag, kind, total, data)
+}
+
+// sendBehindWindow sends pkt, an LMT control packet or an active message
+// of kind, to dst, whose window holds sends that it must follow. With the
+// aggregate strategy, when those sends are all small and fit in one cell
+// with pkt, they leave together; otherwise ok is false and the caller
+// retries once the window has drained. It packs no RTS: it runs inside
+// the LMT's calls, which must not re-enter the LMT.
+func (ep *Endpoint) sendBehindWindow(dst int, kind uint32, pkt []byte) (bool, error) {
+	s := ep.seg
+	q := &ep.sendq[dst]
+	end := 0
+	for r := q.Front(); r != nil; r = r.links.Next() {
+		if !ep.aggregable(r) {
+			return false, nil
+		}
+		end = alignAgg(end) + aggHdrSize + r.msgLen
+	}
+	if ep.hold < 0 || alignAgg(end)+aggHdrSize+len(pkt) > s.payloadSize {
+		return false, nil
+	}
+	off, c, err := ep.freeQ.dequeue(s)
+	if err != nil {
+		return false, ep.fail(err)
+	}
+	if off == 0 {
+		return false, nil
+	}
+	p, pl := &ep.peers[dst], s.payload(off)
+	seq, end, count := p.sendSeq, 0, uint32(0)
+	for r := q.Front(); r != nil; r = q.Front() {
+		at := alignAgg(end)
+		putAggHdr(pl[at:], seq+count, r.tag, r.msgLen, kindMsg, r.msgLen)
+		r.gatherAll(pl[at+aggHdrSize : at+aggHdrSize+r.msgLen])
+		end, count, r.seqd = at+aggHdrSize+r.msgLen, count+1, true
+		ep.leaveWindow(r)
+		ep.finish(r, r.msgLen, nil)
+	}
+	at := alignAgg(end)
+	putAggHdr(pl[at:], seq+count, 0, len(pkt), kind, len(pkt))
+	copy(pl[at+aggHdrSize:], pkt)
+	end, count = at+aggHdrSize+len(pkt), count+1
+	if kind == kindControl {
+		ep.stats.PackedCtrl++
+	}
+	return true, ep.postAggregate(dst, off, c, seq, end, count)
+}
+
+func alignAgg(n int) int { return (n + aggAlign - 1) &^ (aggAlign - 1) }

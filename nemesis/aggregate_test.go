@@ -345,3 +345,63 @@ func TestAggregateCarriesRTS(t *testing.T) {
 		t.Fatalf("the LMT send: %v", err)
 	}
 }
+
+// TestAggregateCarriesControl: an LMT packet (the DONE of a receive) sent
+// while the window to its destination holds small messages leaves with
+// them, behind them, in their cell; with the straightforward strategy it
+// waits for them and takes a packet of its own.
+func TestAggregateCarriesControl(t *testing.T) {
+	for _, s := range []Strategy{Aggregate, Straightforward} {
+		t.Run(s.String(), func(t *testing.T) {
+			a, b, events := fakePair(t, &Options{CellSize: 1024, Cells: 4})
+			a.SetStrategy(s)
+			large := pattern(5000, 9)
+			var big Request
+			if err := b.Isend(&big, 0, 50, large); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Probe(1, 50); err != nil { // the RTS arrives, unexpected
+				t.Fatal(err)
+			}
+			msgs := smallMsgs(2, 8, 4)
+			var sends [2]Request
+			a.Batch()
+			for i, m := range msgs {
+				if err := a.Isend(&sends[i], 1, i, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			buf := make([]byte, 5000)
+			var r Request
+			if err := a.Irecv(&r, 1, 50, buf); err != nil { // StartRecv sends the DONE
+				t.Fatal(err)
+			}
+			if err := a.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Wait(&r); err != nil || !bytes.Equal(buf, large) {
+				t.Fatalf("large receive: %v, intact %v", err, bytes.Equal(buf, large))
+			}
+			for i := 0; !big.Done(); i++ { // the straightforward DONE waits in a's LMT
+				if err := a.Poll(); err != nil || i > 1000 {
+					t.Fatalf("rank 0 Poll: %v, or no DONE after %d polls (events %q)", err, i, *events)
+				}
+				if err := b.Poll(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if big.err != nil {
+				t.Fatalf("large send: %v", big.err)
+			}
+			st := a.Stats()
+			want := Stats{Cells: 1, AggregateCells: 1, Aggregated: 3, PackedCtrl: 1, Unexpected: 1}
+			if s == Straightforward {
+				want = Stats{FastboxMsgs: 2, FastboxCtrl: 1, AckedBoxes: 3, Unexpected: 1}
+			}
+			if st != want {
+				t.Fatalf("rank 0 stats %+v, want %+v", st, want)
+			}
+			recvInOrder(t, b, 0, msgs)
+		})
+	}
+}

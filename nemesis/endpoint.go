@@ -180,6 +180,7 @@ type Stats struct {
 	// messages (the Aggregate strategy), and the messages they carried.
 	AggregateCells uint64
 	Aggregated     uint64
+	PackedCtrl     uint64 // LMT control packets that left in an aggregate cell
 }
 
 // Stats returns the counters of this endpoint.
