@@ -128,6 +128,11 @@ func (ep *Endpoint) sendAggregate(dst int) (bool, error) {
 	}
 	q, pl := &ep.sendq[dst], s.payload(off)
 	seq, end, count := ep.peers[dst].sendSeq, 0, uint32(0)
+	// The entries are numbered from seq: a packet the LMT would send from
+	// inside StartSend must not take a number meanwhile (see
+	// sendBehindWindow).
+	ep.packing = true
+	defer func() { ep.packing = false }()
 	for r := q.Front(); r != nil && ep.packable(r); r = q.Front() {
 		at := alignAgg(end)
 		room := len(pl) - at - aggHdrSize
@@ -274,7 +279,7 @@ func (ep *Endpoint) sendBehindWindow(dst int, kind uint32, pkt []byte) (bool, er
 		}
 		end = alignAgg(end) + aggHdrSize + r.msgLen
 	}
-	if ep.hold < 0 || alignAgg(end)+aggHdrSize+len(pkt) > s.payloadSize {
+	if ep.hold < 0 || ep.packing || alignAgg(end)+aggHdrSize+len(pkt) > s.payloadSize {
 		return false, nil
 	}
 	off, c, err := ep.freeQ.dequeue(s)

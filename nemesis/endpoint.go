@@ -132,6 +132,7 @@ type Endpoint struct {
 	strategy  Strategy            // builds packets from the sendq windows (window.go)
 	hold      int                 // strategy.holdMax: sends up to this wait for a busy fastbox
 	batching  bool                // between Batch and Flush: every send waits in its window
+	packing   bool                // an aggregate cell is being filled (aggregate.go)
 	polls     uint32
 	fbNext    int              // next fastbox set of this rank's pool to claim
 	fbActive  []int32          // sources whose fastbox set to this rank is attached
