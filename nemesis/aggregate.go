@@ -47,7 +47,9 @@ const (
 // as they fit in, and holds a small message whose fastbox is busy in the
 // window until the next Poll, for the messages behind it to join it. A
 // message is small when at least two of its size fit in one cell with
-// their headers. A lone small message still takes a free fastbox.
+// their headers. A lone small message still takes a free fastbox. The
+// RTS of a large message, and LMT or active-message packets, that wait
+// among small messages join them in their cell.
 var Aggregate Strategy = aggregate{}
 
 type aggregate struct{}
