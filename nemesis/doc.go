@@ -156,6 +156,22 @@
 // with it: Join's space check counts it, and nothing of it outlives the
 // job.
 //
+// # The optimization window
+//
+// After Aumage, Brunet, Furmento and Namyst, "NewMadeleine: a Fast
+// Communication Scheduling Engine for High Performance Networks" (CAC
+// 2007): a send that cannot leave at once waits in its destination's
+// window (the per-destination send queue), and a Strategy builds the next
+// packets from the window when the channel frees (window.go).
+// Straightforward, the default, sends each message alone. Aggregate also
+// holds a small message whose fastbox is busy, and packs the small
+// messages waiting in a window into one cell, each with its own sequence
+// number, tag and length (aggregate.go): eight 8-byte sends cost one cell
+// instead of eight, and the receiver matches them one by one as separate
+// messages. Batch and Flush hold every send between them in the windows.
+// A send that finds its channel free leaves as it always did: the window
+// costs one flag test when it is empty.
+//
 // # Noncontiguous buffers
 //
 // Isendv, Irecvv, Sendv and Recvv take an iovec list ([][]byte) instead of

@@ -78,6 +78,7 @@ const (
 	// receiver from now on; the cell's total names it (see fastbox.go).
 	kindFboxSetup = 5
 	kindAM        = 6 // active message (see am.go)
+	kindAgg       = 7 // several whole messages in one cell (see aggregate.go)
 )
 
 // peer is what an endpoint knows about one rank, itself included.
@@ -136,6 +137,10 @@ type Endpoint struct {
 	wildcards int                 // posted AnySource receives (+ wildcard probes)
 	sendsOut  int                 // requests in sendq
 	sendDsts  []int32             // destinations whose sendq is not empty
+	strategy  Strategy            // builds packets from the sendq windows (window.go)
+	hold      int                 // strategy.holdMax: sends up to this wait for a busy fastbox
+	batching  bool                // between Batch and Flush: every send waits in its window
+	packing   bool                // an aggregate cell is being filled (aggregate.go)
 	polls     uint32
 	fbNext    int              // next fastbox set of this rank's pool to claim
 	fbActive  []int32          // sources whose fastbox set to this rank is attached
@@ -181,6 +186,11 @@ type Stats struct {
 	Dozes         uint64 // times a blocked call slept until woken (or a timeout)
 	Reaped        uint64 // cells taken back from the queues of gone ranks
 	Yields        uint64 // times a blocked call gave its CPU away
+	// AggregateCells and Aggregated: cells that carried several whole
+	// messages (the Aggregate strategy), and the messages they carried.
+	AggregateCells uint64
+	Aggregated     uint64
+	PackedCtrl     uint64 // LMT control packets that left in an aggregate cell
 }
 
 // Stats returns the counters of this endpoint.
@@ -245,7 +255,7 @@ func JoinProc(p launch.Proc, o *Options) (*Endpoint, error) {
 }
 
 func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
-	ep := &Endpoint{seg: s, rank: rank, size: s.nprocs, job: job, opts: o, eagerMax: maxInt, chooseAbove: maxInt}
+	ep := &Endpoint{seg: s, rank: rank, size: s.nprocs, job: job, opts: o, eagerMax: maxInt, chooseAbove: maxInt, strategy: Straightforward, hold: -1}
 	me := s.proc(rank)
 	ep.recvQ, ep.freeQ = queue{sh: &me.recv}, queue{sh: &me.free}
 	ep.peers = make([]peer, ep.size)
@@ -429,7 +439,7 @@ func (ep *Endpoint) startSend(r *Request) {
 		ep.finish(r, 0, err)
 		return
 	}
-	if !ep.sendq[r.peer].Empty() {
+	if !ep.sendq[r.peer].Empty() || ep.batching {
 		ep.queueSend(r)
 		return
 	}

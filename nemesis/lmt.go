@@ -202,7 +202,7 @@ func (ep *Endpoint) sendShort(dst int, kind uint32, pkt []byte) (ok bool, err er
 	if !ep.sendq[dst].Empty() {
 		// Keep packets behind queued sends to dst: the LMT may rely on
 		// its DONE following an earlier RTS.
-		return false, nil
+		return ep.sendBehindWindow(dst, kind, pkt)
 	}
 	p := &ep.peers[dst]
 	if len(pkt) <= ep.seg.fboxPayload {

@@ -80,21 +80,11 @@ func (ep *Endpoint) Poll() error {
 // have some (Poll must not cost O(job size) per call).
 func (ep *Endpoint) progressSends() error {
 	for i := 0; i < len(ep.sendDsts); {
-		q := &ep.sendq[ep.sendDsts[i]]
-		for r := q.Front(); r != nil; r = q.Front() {
-			res, err := ep.trySend(r)
-			if res == sendBlocked && err == nil {
-				break
-			}
-			q.Remove(&r.links)
-			ep.sendsOut--
-			if err != nil {
-				ep.finish(r, 0, err)
-			} else if res == sendDone {
-				ep.finish(r, r.msgLen, nil)
-			}
+		dst := ep.sendDsts[i]
+		if err := ep.strategy.schedule(ep, int(dst)); err != nil {
+			return err
 		}
-		if q.Empty() {
+		if ep.sendq[dst].Empty() {
 			ep.dropSendDst(i)
 		} else {
 			i++
@@ -224,10 +214,15 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 		err = ep.attachSet(src, c.total)
 	case kindAM:
 		err = ep.handleAM(src, pl)
+	case kindAgg:
+		if p.asm.req != nil || p.asm.ux != nil {
+			return errorf(ErrCorrupt, "rank %d sent an aggregate cell inside a multi-cell message", src)
+		}
+		err = ep.arriveAggregate(src, seq, c.total, pl)
 	default:
 		return errorf(ErrCorrupt, "cell from rank %d has unknown kind %d", src, c.kind)
 	}
-	p.released = seq + 1
+	p.released = p.recvSeq // past every message of an aggregate cell
 	o := &ep.peers[owner]
 	if qerr := o.freeQ.enqueue(s, off, c); qerr != nil {
 		return qerr

@@ -146,9 +146,11 @@ func BenchmarkEnqueueDequeue(b *testing.B) {
 // the table of instructions per send and receive in the MPICH2-Nemesis
 // talk, "MPICH2-Nemesis", slides in French, c. 2006). One iteration is
 // two messages. The "-iov" variants send and receive lists of three
-// entries (Isendv, Irecvv), one of them empty.
+// entries (Isendv, Irecvv), one of them empty; "fastbox-aggregate" is
+// the fastbox ping-pong with the aggregate strategy on both sides, whose
+// window must cost nothing when it stays empty.
 func BenchmarkSendRecvInstructions(b *testing.B) {
-	for _, path := range []string{"fastbox", "queue", "fastbox-iov", "queue-iov"} {
+	for _, path := range []string{"fastbox", "queue", "fastbox-iov", "queue-iov", "fastbox-aggregate"} {
 		b.Run(path, func(b *testing.B) {
 			o := &Options{}
 			if strings.HasPrefix(path, "queue") {
@@ -157,6 +159,10 @@ func BenchmarkSendRecvInstructions(b *testing.B) {
 			vec := strings.HasSuffix(path, "-iov")
 			eps := joinLocal(b, 2, o)
 			a, c := eps[0], eps[1]
+			if strings.HasSuffix(path, "-aggregate") {
+				a.SetStrategy(Aggregate)
+				c.SetStrategy(Aggregate)
+			}
 			ping, pong := make([]byte, 8), make([]byte, 8)
 			pingv, pongv := [][]byte{ping[:3], nil, ping[3:]}, [][]byte{pong[:5], pong[5:], nil}
 			var sa, sc, ra, rc Request

@@ -55,6 +55,9 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 				ep.stats.FastboxMsgs++
 				return sendDone, nil
 			}
+			if n <= ep.hold && p.fbOut[0] != nil {
+				return sendBlocked, nil // busy: wait in the window (window.go)
+			}
 		}
 	}
 	for {

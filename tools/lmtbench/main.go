@@ -10,15 +10,24 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/cli"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/multiseg"
 )
 
 func main() {
 	if p, ok := launch.Self(); ok {
+		if os.Getenv(multiseg.EnvSpec) != "" {
+			if err := multiseg.Worker(p, os.Stdout); err != nil {
+				fmt.Fprintf(os.Stderr, "rank %d: %v\n", p.Rank, err)
+				os.Exit(1)
+			}
+			os.Exit(0)
+		}
 		os.Exit(harness.Worker(p, os.Stdout, os.Stderr))
 	}
 	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))

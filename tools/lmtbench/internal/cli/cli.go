@@ -37,6 +37,8 @@ commands:
   tune       measure the crossovers here and write the selector's tuning file
   copies     bytes copied per payload byte, by copier, from the eBPF probes
   peers      the same sizes and shapes over Open MPI, MPICH, UCX and libfabric, in the same run
+  multiseg   ping-pong of 8 or 16 tagged segments per message (NewMadeleine §5.2): Nemesis
+             with aggregation off, on, in a batch, and Open MPI's same Isends
   put, get   one-sided put (with notification) and get of package rma, per mechanism,
              in RWAPI's three shapes: pingpong, bidir, stream (Ben Fredj and Renault)
 
@@ -104,6 +106,7 @@ type options struct {
 	tuningFile string
 	shapes     string // peers: which shapes
 	peerNames  string // peers: which peers
+	segs       string // multiseg: segment counts
 
 	// alongside measures more rows in each round and size of interleave
 	// (lmtbench peers).
@@ -147,6 +150,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tuningFile, "tuning-file", "", "tune: where to write the tuning file (default $KNEMESIS_TUNING, else knemesis/tuning.json in the user config directory)")
 	fs.StringVar(&o.shapes, "shapes", "", "peers: shapes to measure, of pingpong, netpipe and stream (default all three)")
 	fs.StringVar(&o.peerNames, "peers", "", "peers: which peer stacks (default every one installed; lmtbench peers --help lists them)")
+	fs.StringVar(&o.segs, "segs", "", "multiseg: segments per message, a comma list (default "+multisegSegs+"; 1 is the plain ping-pong)")
 	fs.BoolVar(&o.json, "json", false, "print results as a JSON array instead of the table")
 	fs.BoolVar(&o.csv, "csv", false, "print results as CSV instead of the table (schema in tools/lmtbench/README.md)")
 	fs.BoolVar(&o.benchfmt, "benchfmt", false, "print Go benchmark lines for benchstat instead of the table")
@@ -228,13 +232,14 @@ func init() {
 		"tune":      runTune,
 		"copies":    runCopies,
 		"peers":     runPeers,
+		"multiseg":  runMultiseg,
 		"put":       runRMA("put"),
 		"get":       runRMA("get"),
 	}
 }
 
 func commandList() string {
-	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers, put, get"
+	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers, multiseg, put, get"
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
