@@ -37,6 +37,7 @@ type Options struct {
 	JoinTimeout      time.Duration // how long Join waits for the other ranks; 30 s
 	LivenessInterval time.Duration // how often a blocked call checks that peers live; 10 ms
 	Dir              string        // where the segment file lives; /dev/shm
+	Net              *Net          // ranks on other nodes and the module that reaches them; nil: one node (see netmod.go)
 }
 
 func (o *Options) layout(size int) layout {
@@ -91,13 +92,15 @@ type peer struct {
 	// polls, so it never covers a box still full.
 	released uint32
 	// acked is the rank's latest acknowledgment of our messages.
-	acked   uint32
-	asm     assembly
-	pid     int
-	dead    error  // set once the rank is known gone
-	expectN int32  // posted receives naming this rank
-	expectI int32  // index in Endpoint.expected, or -1
-	probes  uint16 // LineLatency calls with this rank so far
+	acked     uint32
+	asm       assembly
+	pid       int
+	dead      error  // set once the rank is known gone
+	expectN   int32  // posted receives naming this rank
+	expectI   int32  // index in Endpoint.expected, or -1
+	probes    uint16 // LineLatency calls with this rank so far
+	net       bool   // on another node: reached through the network module
+	netClosed bool   // (net) said goodbye: its silence is a normal exit
 }
 
 // assembly tracks a multi-cell message from one source whose continuation
@@ -154,6 +157,9 @@ type Endpoint struct {
 	closed  bool
 	blocker Request // for blocking Send/Recv
 	stats   Stats
+
+	net      *netPath // remote peers, when the job spans nodes (netmod.go)
+	segOwner int      // the rank that created the segment: 0 on one node
 }
 
 // Stats counts what went which way, for tests and tuning.
@@ -197,6 +203,11 @@ func Join(job string, rank, size int, o *Options) (*Endpoint, error) {
 	if err := l.check(); err != nil {
 		return nil, err
 	}
+	local, node, err := o.netSetup(rank, size)
+	if err != nil {
+		return nil, err
+	}
+	owner := firstLocal(local)
 	opts := *o
 	if opts.JoinTimeout <= 0 {
 		opts.JoinTimeout = 30 * time.Second
@@ -209,18 +220,26 @@ func Join(job string, rank, size int, o *Options) (*Endpoint, error) {
 	}
 	deadline := time.Now().Add(opts.JoinTimeout)
 	var s *segment
-	var err error
-	if rank == 0 {
-		s, err = createSegment(opts.Dir, job, l)
+	segName := segmentName(job, o, node)
+	if rank == owner {
+		s, err = createSegment(opts.Dir, segName, l)
 	} else {
-		s, err = joinSegment(opts.Dir, job, l, deadline)
+		s, err = joinSegment(opts.Dir, segName, l, deadline)
 	}
 	if err != nil {
 		return nil, err
 	}
 	ep := newEndpoint(s, job, rank, opts)
-	if err := ep.join(deadline); err != nil {
-		if rank == 0 {
+	ep.segOwner = owner
+	for i := range ep.peers {
+		ep.peers[i].net = !local[i]
+	}
+	err = ep.join(deadline)
+	if err == nil && o.Net != nil {
+		err = ep.joinNet()
+	}
+	if err != nil {
+		if rank == owner {
 			s.unlink()
 		}
 		ep.live.close()
@@ -264,13 +283,13 @@ func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
 func (ep *Endpoint) join(deadline time.Time) error {
 	s := ep.seg
 	s.proc(ep.rank).pid.Store(int32(os.Getpid()))
-	if int(s.hdr.joined.Add(1)) == ep.size {
+	if int(s.hdr.joined.Add(1)) == ep.localRanks() {
 		s.unlink()
 	}
 	for sleep := 20 * time.Microsecond; ; sleep = min(2*sleep, 2*time.Millisecond) {
 		missing := -1
 		for i := range ep.peers {
-			if s.proc(i).pid.Load() == 0 {
+			if !ep.peers[i].net && s.proc(i).pid.Load() == 0 {
 				missing = i
 				break
 			}
@@ -330,7 +349,8 @@ func (ep *Endpoint) Close() error {
 	}
 	ep.closed = true
 	ep.seg.proc(ep.rank).closed.Store(1)
-	if ep.rank == 0 {
+	ep.closeNet()
+	if ep.rank == ep.segOwner {
 		ep.seg.unlink() // in case a rank never joined
 	}
 	ep.live.close()
