@@ -7,6 +7,7 @@ package nemesis
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -59,7 +60,14 @@ type Net struct {
 	Module   NetModule
 	Nodes    []int                                         // node of every rank, in rank order
 	Exchange func(addr []byte) (addrs [][]byte, err error) // every rank's address, in rank order
+	// PeerTimeout: a remote rank whose liveness probe does not complete
+	// for this long is taken for lost (a provider may retry a connection
+	// to a dead process for ever); DefaultNetPeerTimeout.
+	PeerTimeout time.Duration
 }
+
+// DefaultNetPeerTimeout is Net.PeerTimeout's default.
+const DefaultNetPeerTimeout = 10 * time.Second
 
 // NetHeaderSize is the size of the header every network packet carries.
 const NetHeaderSize = 32
@@ -69,6 +77,8 @@ const (
 	kindNetPing = 16 // liveness probe of a blocked call, dropped on arrival
 	kindNetBye  = 17 // the sender closed its endpoint
 )
+
+var errNetBye = errors.New("it said goodbye")
 
 // opPing marks the requests of pings and byes, which no caller waits for.
 const opPing = opRecv + 1
@@ -80,8 +90,10 @@ type netPath struct {
 	hdr      [NetHeaderSize]byte
 	iov      [][]byte  // the entries of the packet being sent
 	pings    []Request // per rank: the liveness probe in flight
-	inflight int       // packets handed to the module, not reported
-	moved    uint64    // packets sent or received, for progressMark
+	pingedAt []time.Time
+	timeout  time.Duration
+	inflight int    // packets handed to the module, not reported
+	moved    uint64 // packets sent or received, for progressMark
 	events   *netEvents
 }
 
@@ -163,7 +175,11 @@ func (ep *Endpoint) joinNet() error {
 	if err := n.Module.Connect(addrs); err != nil {
 		return fmt.Errorf("nemesis: network module %s: %w", n.Module.Provider(), err)
 	}
-	ep.net = &netPath{mod: n.Module, maxPkt: n.Module.MaxPacket(), pings: make([]Request, ep.size)}
+	ep.net = &netPath{mod: n.Module, maxPkt: n.Module.MaxPacket(), pings: make([]Request, ep.size),
+		pingedAt: make([]time.Time, ep.size), timeout: n.PeerTimeout}
+	if ep.net.timeout <= 0 {
+		ep.net.timeout = DefaultNetPeerTimeout
+	}
 	ep.net.iov = make([][]byte, 0, 8)
 	ep.net.events = (*netEvents)(ep)
 	return nil
@@ -300,7 +316,10 @@ func (e *netEvents) Arrived(hdr, payload []byte) error {
 	case kindNetPing:
 		return nil
 	case kindNetBye:
+		// Everything src sent came before this: what has not arrived
+		// never will.
 		p.netClosed = true
+		e.PeerFailed(src, errNetBye)
 		return nil
 	}
 	if seq != p.recvSeq {
@@ -359,7 +378,7 @@ func (e *netEvents) PeerFailed(rank int, err error) {
 	p := &ep.peers[rank]
 	how := "lost"
 	if p.netClosed {
-		how = "closed its endpoint"
+		how = "closed its endpoint and left"
 	}
 	ep.failPeer(rank, &PeerError{Rank: rank, Err: fmt.Errorf("%w (on another node, %s: %w)", ErrPeerDead, how, err)}, !p.netClosed)
 }
@@ -369,13 +388,21 @@ func (e *netEvents) PeerFailed(rank int, err error) {
 // A provider reports a dead peer's connection on the next send to it.
 func (ep *Endpoint) probeRemote() error {
 	n := ep.net
+	now := time.Now()
 	for i := range ep.peers {
 		p := &ep.peers[i]
 		r := &n.pings[i]
-		if !p.net || p.dead != nil || p.netClosed || r.state == statePending {
+		if !p.net || p.dead != nil || p.netClosed {
+			continue
+		}
+		if r.state == statePending {
+			if now.Sub(n.pingedAt[i]) > n.timeout {
+				n.events.PeerFailed(i, fmt.Errorf("no probe completed in %v (Net.PeerTimeout)", n.timeout))
+			}
 			continue
 		}
 		r.start(ep, opPing, i, 0)
+		n.pingedAt[i] = now
 		putNetHdr(n.hdr[:], kindNetPing, ep.rank, 0, 0, 0, 0)
 		ok, err := n.mod.Send(r, i, n.hdr[:], nil)
 		switch {
