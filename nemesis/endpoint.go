@@ -322,6 +322,9 @@ func (ep *Endpoint) PeerPID(rank int) (int, error) {
 	if err := ep.checkRank(rank, false); err != nil {
 		return 0, err
 	}
+	if ep.peers[rank].net {
+		return 0, errorf(ErrNotSupported, "rank %d is on another node: no process id here", rank)
+	}
 	return ep.peers[rank].pid, nil
 }
 

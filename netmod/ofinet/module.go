@@ -43,7 +43,8 @@ type send struct {
 	req  ofi.Request
 	nreq *nemesis.Request
 	dst  int
-	buf  []byte // bounce buffer, when the payload has too many entries
+	buf  []byte    // bounce buffer, when the payload has too many entries
+	one  [1][]byte // the packed payload as a list
 }
 
 // Open starts the module: a provider that cannot start fails with the
@@ -135,7 +136,8 @@ func (s *send) pack(payload [][]byte, size int) [][]byte {
 	for _, b := range payload {
 		n += copy(s.buf[n:], b)
 	}
-	return [][]byte{s.buf[:n]}
+	s.one[0] = s.buf[:n]
+	return s.one[:]
 }
 
 // Poll reads a batch of completions, reports the sends that completed and
