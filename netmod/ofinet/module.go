@@ -175,11 +175,15 @@ func (m *Module) Poll(ev nemesis.NetEvents) error {
 func (m *Module) drain() error {
 	for {
 		_, err := m.in.Drain(m.deliver)
-		var pe *ofi.PeerError
-		if !errors.As(err, &pe) || pe.Op != "receive" {
+		if err == nil || !failedReceive(err) {
 			return err
 		}
 	}
+}
+
+func failedReceive(err error) bool {
+	var pe *ofi.PeerError
+	return errors.As(err, &pe) && pe.Op == "receive"
 }
 
 // Close cancels the receives and closes the endpoint.
