@@ -84,23 +84,25 @@ type peer struct {
 	bell    *atomic.Uint64 // the word of the rank's bell that holds our bit
 	bellBit uint64
 	sleep   *atomic.Uint32 // the rank's sleep word: non-zero while it dozes
-	sendSeq uint32         // next sequence number to this rank
-	recvSeq uint32         // next sequence number expected from this rank
+	// net: on another node, reached through the network module; next to
+	// sendSeq, so that the send path's test of it costs no other line.
+	net       bool
+	netClosed bool   // (net) said goodbye: its silence is a normal exit
+	sendSeq   uint32 // next sequence number to this rank
+	recvSeq   uint32 // next sequence number expected from this rank
 	// released counts the rank's messages consumed here, their fastboxes
 	// emptied: the acknowledgment every fastbox to the rank carries. It
 	// moves only once a message's handler has returned, and no handler
 	// polls, so it never covers a box still full.
 	released uint32
 	// acked is the rank's latest acknowledgment of our messages.
-	acked     uint32
-	asm       assembly
-	pid       int
-	dead      error  // set once the rank is known gone
-	expectN   int32  // posted receives naming this rank
-	expectI   int32  // index in Endpoint.expected, or -1
-	probes    uint16 // LineLatency calls with this rank so far
-	net       bool   // on another node: reached through the network module
-	netClosed bool   // (net) said goodbye: its silence is a normal exit
+	acked   uint32
+	asm     assembly
+	pid     int
+	dead    error  // set once the rank is known gone
+	expectN int32  // posted receives naming this rank
+	expectI int32  // index in Endpoint.expected, or -1
+	probes  uint16 // LineLatency calls with this rank so far
 }
 
 // assembly tracks a multi-cell message from one source whose continuation
@@ -137,6 +139,7 @@ type Endpoint struct {
 	bells     []*atomic.Uint64 // this rank's bell
 	sleep     *atomic.Uint32   // this rank's sleep word
 
+	net      *netPath // remote peers, when the job spans nodes (netmod.go)
 	lmt      LMT
 	lmtMeter LMTMeter  // lmt, when it can tell a Poll that moved payload
 	lmtFds   LMTPoller // lmt, when its transfers may wait on descriptors
@@ -158,8 +161,7 @@ type Endpoint struct {
 	blocker Request // for blocking Send/Recv
 	stats   Stats
 
-	net      *netPath // remote peers, when the job spans nodes (netmod.go)
-	segOwner int      // the rank that created the segment: 0 on one node
+	segOwner int // the rank that created the segment: 0 on one node
 }
 
 // Stats counts what went which way, for tests and tuning.

@@ -74,8 +74,9 @@ const NetHeaderSize = 32
 
 // Packet kinds of the network path only: they carry no sequence number.
 const (
-	kindNetPing = 16 // liveness probe of a blocked call, dropped on arrival
-	kindNetBye  = 17 // the sender closed its endpoint
+	kindNetPing = 16 // liveness probe of a blocked call: asks for a pong
+	kindNetPong = 17 // answer to a ping
+	kindNetBye  = 18 // the sender closed its endpoint
 )
 
 var errNetBye = errors.New("it said goodbye")
@@ -85,16 +86,17 @@ const opPing = opRecv + 1
 
 // netPath is an endpoint's state for its remote peers.
 type netPath struct {
-	mod      NetModule
-	maxPkt   int
-	hdr      [NetHeaderSize]byte
-	iov      [][]byte  // the entries of the packet being sent
-	pings    []Request // per rank: the liveness probe in flight
-	pingedAt []time.Time
-	timeout  time.Duration
-	inflight int    // packets handed to the module, not reported
-	moved    uint64 // packets sent or received, for progressMark
-	events   *netEvents
+	mod        NetModule
+	maxPkt     int
+	hdr        [NetHeaderSize]byte
+	iov        [][]byte  // the entries of the packet being sent
+	pings      []Request // per rank: the liveness probe in flight (or the goodbye)
+	pongs      []Request // per rank: the answer to its probe in flight
+	unanswered []int64   // per rank: when the first ping no packet answered yet left (ns), or 0
+	timeout    time.Duration
+	inflight   int    // packets handed to the module, not reported
+	moved      uint64 // packets sent or received, for progressMark
+	events     *netEvents
 }
 
 // netEvents is the endpoint as the module sees it.
@@ -176,7 +178,7 @@ func (ep *Endpoint) joinNet() error {
 		return fmt.Errorf("nemesis: network module %s: %w", n.Module.Provider(), err)
 	}
 	ep.net = &netPath{mod: n.Module, maxPkt: n.Module.MaxPacket(), pings: make([]Request, ep.size),
-		pingedAt: make([]time.Time, ep.size), timeout: n.PeerTimeout}
+		pongs: make([]Request, ep.size), unanswered: make([]int64, ep.size), timeout: n.PeerTimeout}
 	if ep.net.timeout <= 0 {
 		ep.net.timeout = DefaultNetPeerTimeout
 	}
@@ -312,8 +314,12 @@ func (e *netEvents) Arrived(hdr, payload []byte) error {
 	}
 	p := &ep.peers[src]
 	ep.net.moved++
+	ep.net.unanswered[src] = 0
 	switch kind {
 	case kindNetPing:
+		ep.sendBare(&ep.net.pongs[src], src, kindNetPong)
+		return nil
+	case kindNetPong:
 		return nil
 	case kindNetBye:
 		// Everything src sent came before this: what has not arrived
@@ -383,39 +389,52 @@ func (e *netEvents) PeerFailed(rank int, err error) {
 	ep.failPeer(rank, &PeerError{Rank: rank, Err: fmt.Errorf("%w (on another node, %s: %w)", ErrPeerDead, how, err)}, !p.netClosed)
 }
 
-// probeRemote sends a ping to every remote rank that has none in flight:
-// a blocked call's liveness check for ranks whose process it cannot see.
-// A provider reports a dead peer's connection on the next send to it.
+// probeRemote is a blocked call's liveness check of the ranks whose
+// process it cannot see: it pings every remote rank with no ping in flight
+// and fails one that has sent nothing, not even the pong a ping asks for,
+// for Net.PeerTimeout since the first unanswered ping. A provider may
+// also fail the ping's send at once (a reset connection); and a send
+// completion alone proves nothing (tcp;ofi_rxm completes sends to a killed
+// process that it never reports).
 func (ep *Endpoint) probeRemote() error {
 	n := ep.net
-	now := time.Now()
+	now := time.Now().UnixNano()
 	for i := range ep.peers {
 		p := &ep.peers[i]
-		r := &n.pings[i]
 		if !p.net || p.dead != nil || p.netClosed {
 			continue
 		}
-		if r.state == statePending {
-			if now.Sub(n.pingedAt[i]) > n.timeout {
-				n.events.PeerFailed(i, fmt.Errorf("no probe completed in %v (Net.PeerTimeout)", n.timeout))
-			}
+		if since := n.unanswered[i]; since != 0 && now-since > int64(n.timeout) {
+			n.events.PeerFailed(i, fmt.Errorf("no answer to liveness probes for %v (Net.PeerTimeout)", n.timeout))
 			continue
 		}
-		r.start(ep, opPing, i, 0)
-		n.pingedAt[i] = now
-		putNetHdr(n.hdr[:], kindNetPing, ep.rank, 0, 0, 0, 0)
-		ok, err := n.mod.Send(r, i, n.hdr[:], nil)
-		switch {
-		case err != nil:
-			r.state = stateDone
-			n.events.PeerFailed(i, err)
-		case ok:
-			n.inflight++
-		default:
-			r.state = stateDone
+		if ep.sendBare(&n.pings[i], i, kindNetPing) && n.unanswered[i] == 0 {
+			n.unanswered[i] = now
 		}
 	}
 	return n.mod.Poll(n.events)
+}
+
+// sendBare sends a header-only packet of kind to dst with r, unless r is
+// still in flight; it reports whether the packet left.
+func (ep *Endpoint) sendBare(r *Request, dst int, kind uint32) bool {
+	n := ep.net
+	if r.state == statePending {
+		return false
+	}
+	r.start(ep, opPing, dst, 0)
+	putNetHdr(n.hdr[:], kind, ep.rank, 0, 0, 0, 0)
+	ok, err := n.mod.Send(r, dst, n.hdr[:], nil)
+	switch {
+	case err != nil:
+		r.state = stateDone
+		n.events.PeerFailed(dst, err)
+	case ok:
+		n.inflight++
+	default:
+		r.state = stateDone
+	}
+	return ok && err == nil
 }
 
 // closeNet tells the remote ranks this one leaves (so that they take its
@@ -436,13 +455,7 @@ func (ep *Endpoint) closeNet() {
 		for r.state == statePending && time.Now().Before(deadline) {
 			_ = n.mod.Poll(n.events)
 		}
-		r.start(ep, opPing, i, 0)
-		putNetHdr(n.hdr[:], kindNetBye, ep.rank, 0, 0, 0, 0)
-		if ok, err := n.mod.Send(r, i, n.hdr[:], nil); ok && err == nil {
-			n.inflight++
-		} else {
-			r.state = stateDone
-		}
+		ep.sendBare(r, i, kindNetBye)
 	}
 	for n.inflight > 0 && time.Now().Before(deadline) {
 		_ = n.mod.Poll(n.events)

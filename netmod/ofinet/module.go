@@ -10,9 +10,11 @@ import (
 	"github.com/knemesis/knemesis/netmod/ofi"
 )
 
-// Defaults of Config.
+// Defaults of Config. DefaultPacket keeps a packet within tcp;ofi_rxm's
+// eager protocol (see docs/netmod.md: its rendezvous crashed libfabric
+// 1.17 when a peer was killed mid-transfer).
 const (
-	DefaultPacket   = 64 << 10
+	DefaultPacket   = 8 << 10
 	DefaultReceives = 64
 	// packetTag is libfabric's tag of every nemesis packet: the user's
 	// tag travels in the header, matching is the endpoint's.
