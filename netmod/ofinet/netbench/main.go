@@ -130,13 +130,29 @@ func measure(ep *nemesis.Endpoint, peer, size, iters int, label string) error {
 				return err
 			}
 		}
-		fallthrough
+		_, err := ep.Recv(0, done, nil)
+		return err
 	default:
-		if _, err := ep.Recv(0, done, nil); err != nil {
-			return err
-		}
+		return sitOut(ep, done)
 	}
 	return nil
+}
+
+// sitOut waits for rank 0's done without spinning: a rank that takes no
+// part must not take a core from the pair being measured (a blocked call
+// of a job with remote peers polls and yields, it cannot doze).
+func sitOut(ep *nemesis.Endpoint, tag int) error {
+	for {
+		_, ok, err := ep.Iprobe(0, tag)
+		if err != nil {
+			return err
+		}
+		if ok {
+			_, err := ep.Recv(0, tag, nil)
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func pingPong(ep *nemesis.Endpoint, peer int, buf []byte, check bool) error {
