@@ -55,7 +55,10 @@ type NetEvents interface {
 // Net joins ranks on several nodes: those on this rank's node share the
 // segment, the others are reached through Module. Join exchanges the
 // module's addresses with Exchange, an all-gather the launcher provides
-// (PMIx put, commit, fence and get under mpirun or srun).
+// (PMIx put, commit, fence and get under mpirun or srun). The endpoint owns
+// the module once Join succeeds (Endpoint.Close closes it; so does Join
+// when every rank turns out to be local); when Join fails, the caller
+// still owns it.
 type Net struct {
 	Module   NetModule
 	Nodes    []int                                         // node of every rank, in rank order
