@@ -4,7 +4,8 @@
 # target builds, vets and tests the cgo packages with their tags, the tests
 # under cgocheck2, which fails a Go pointer stored in C memory unpinned.
 # iproute2: the simulated two-node test (network namespaces, veth).
-DEB_PACKAGES += libfabric-dev libfabric-bin libpmix-dev openmpi-bin iproute2
+# libopenmpi-dev: mpicc, for netmod/ofinet/bench.sh's Open MPI reference.
+DEB_PACKAGES += libfabric-dev libfabric-bin libpmix-dev openmpi-bin iproute2 libopenmpi-dev
 TEST_TARGETS += test-netmod
 
 NETMOD_TAGS := ofi pmix

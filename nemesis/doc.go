@@ -190,6 +190,20 @@
 // backend to move with its own iovec handling, such as process_vm_readv's.
 // The single-buffer calls keep their direct copies, one flag test away.
 //
+// # Ranks on other nodes (§2.2, §3.4-3.5)
+//
+// With Options.Net, only the ranks of this rank's node share its segment
+// (named after the job and the node); the others are reached through a
+// NetModule, the paper's network module (init, finalize, send, poll_send,
+// poll_recv: see netmod.go). Its packets carry the cells' header fields and
+// enter the same arrive and continueMsg, so matching, AnySource, Probe,
+// truncation and per-pair order (checked by sequence number) are those of
+// the shared-memory path. Poll polls the module only when something may
+// come from it, and every 16 calls otherwise. A remote rank's failure, from
+// the module or from a blocked call's liveness probes, fails what waits on
+// it as a local rank's death does. Package netmod/ofinet (build tag ofi) is
+// the libfabric module; nil Options.Net is the one-node endpoint.
+//
 // # Faults
 //
 // Every rank records its PID in the segment at Join (PeerPID exposes it for

@@ -72,7 +72,9 @@ func (ep *Endpoint) doze(w *waiter) error {
 	return ep.livenessDue()
 }
 
-func (ep *Endpoint) canDoze() bool { return ep.lmt == nil || ep.lmtMeter != nil }
+func (ep *Endpoint) canDoze() bool {
+	return ep.net == nil && (ep.lmt == nil || ep.lmtMeter != nil) // no bell rings for network packets
+}
 
 // dozeLimit: an LMT with transfers in flight moves payload without waking
 // anyone, so the doze stays short; an idle one (LMTIdler) does not. Were

@@ -40,6 +40,7 @@ type Options struct {
 	JoinTimeout      time.Duration // how long Join waits for the other ranks; 30 s
 	LivenessInterval time.Duration // how often a blocked call checks that peers live; 10 ms
 	Dir              string        // where the segment file lives; /dev/shm
+	Net              *Net          // ranks on other nodes and the module that reaches them; nil: one node (see netmod.go)
 	// ArenaSize is the bytes of shared arena each rank gets for Alloc
 	// (rounded up to pages; 0: none). The job's arena, Size × ArenaSize,
 	// is part of its segment: reserved at Join, gone when the job is.
@@ -92,8 +93,12 @@ type peer struct {
 	bell    *atomic.Uint64 // the word of the rank's bell that holds our bit
 	bellBit uint64
 	sleep   *atomic.Uint32 // the rank's sleep word: non-zero while it dozes
-	sendSeq uint32         // next sequence number to this rank
-	recvSeq uint32         // next sequence number expected from this rank
+	// net: on another node, reached through the network module; next to
+	// sendSeq, so that the send path's test of it costs no other line.
+	net       bool
+	netClosed bool   // (net) said goodbye: its silence is a normal exit
+	sendSeq   uint32 // next sequence number to this rank
+	recvSeq   uint32 // next sequence number expected from this rank
 	// released counts the rank's messages consumed here, their fastboxes
 	// emptied: the acknowledgment every fastbox to the rank carries. It
 	// moves only once a message's handler has returned, and no handler
@@ -147,6 +152,7 @@ type Endpoint struct {
 	bells     []*atomic.Uint64 // this rank's bell
 	sleep     *atomic.Uint32   // this rank's sleep word
 
+	net      *netPath // remote peers, when the job spans nodes (netmod.go)
 	lmt      LMT
 	lmtMeter LMTMeter  // lmt, when it can tell a Poll that moved payload
 	lmtFds   LMTPoller // lmt, when its transfers may wait on descriptors
@@ -168,6 +174,8 @@ type Endpoint struct {
 	closed  bool
 	blocker Request // for blocking Send/Recv
 	stats   Stats
+
+	segOwner int // the rank that created the segment: 0 on one node
 }
 
 // Stats counts what went which way, for tests and tuning.
@@ -216,6 +224,11 @@ func Join(job string, rank, size int, o *Options) (*Endpoint, error) {
 	if err := l.check(); err != nil {
 		return nil, err
 	}
+	local, node, err := o.netSetup(rank, size)
+	if err != nil {
+		return nil, err
+	}
+	owner := firstLocal(local)
 	opts := *o
 	if opts.JoinTimeout <= 0 {
 		opts.JoinTimeout = 30 * time.Second
@@ -228,18 +241,26 @@ func Join(job string, rank, size int, o *Options) (*Endpoint, error) {
 	}
 	deadline := time.Now().Add(opts.JoinTimeout)
 	var s *segment
-	var err error
-	if rank == 0 {
-		s, err = createSegment(opts.Dir, job, l)
+	segName := segmentName(job, o, node)
+	if rank == owner {
+		s, err = createSegment(opts.Dir, segName, l)
 	} else {
-		s, err = joinSegment(opts.Dir, job, l, deadline)
+		s, err = joinSegment(opts.Dir, segName, l, deadline)
 	}
 	if err != nil {
 		return nil, err
 	}
 	ep := newEndpoint(s, job, rank, opts)
-	if err := ep.join(deadline); err != nil {
-		if rank == 0 {
+	ep.segOwner = owner
+	for i := range ep.peers {
+		ep.peers[i].net = !local[i]
+	}
+	err = ep.join(deadline)
+	if err == nil && o.Net != nil {
+		err = ep.joinNet()
+	}
+	if err != nil {
+		if rank == owner {
 			s.unlink()
 		}
 		ep.live.close()
@@ -284,13 +305,13 @@ func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
 func (ep *Endpoint) join(deadline time.Time) error {
 	s := ep.seg
 	s.proc(ep.rank).pid.Store(int32(os.Getpid()))
-	if int(s.hdr.joined.Add(1)) == ep.size {
+	if int(s.hdr.joined.Add(1)) == ep.localRanks() {
 		s.unlink()
 	}
 	for sleep := 20 * time.Microsecond; ; sleep = min(2*sleep, 2*time.Millisecond) {
 		missing := -1
 		for i := range ep.peers {
-			if s.proc(i).pid.Load() == 0 {
+			if !ep.peers[i].net && s.proc(i).pid.Load() == 0 {
 				missing = i
 				break
 			}
@@ -323,6 +344,9 @@ func (ep *Endpoint) PeerPID(rank int) (int, error) {
 	if err := ep.checkRank(rank, false); err != nil {
 		return 0, err
 	}
+	if ep.peers[rank].net {
+		return 0, errorf(ErrNotSupported, "rank %d is on another node: no process id here", rank)
+	}
 	return ep.peers[rank].pid, nil
 }
 
@@ -350,7 +374,8 @@ func (ep *Endpoint) Close() error {
 	}
 	ep.closed = true
 	ep.seg.proc(ep.rank).closed.Store(1)
-	if ep.rank == 0 {
+	ep.closeNet()
+	if ep.rank == ep.segOwner {
 		ep.seg.unlink() // in case a rank never joined
 	}
 	ep.live.close()

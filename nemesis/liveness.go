@@ -90,8 +90,8 @@ type liveness struct {
 
 func (l *liveness) open(ep *Endpoint) error {
 	for i, p := range ep.peers {
-		if i == ep.rank {
-			continue
+		if i == ep.rank || p.net {
+			continue // a remote rank's liveness is the module's (probeRemote)
 		}
 		fd, err := unix.PidfdOpen(p.pid, 0)
 		if err != nil {
@@ -123,6 +123,11 @@ func (ep *Endpoint) checkPeers() error {
 	if err := ep.reapGone(); err != nil {
 		return err
 	}
+	if ep.net != nil {
+		if err := ep.probeRemote(); err != nil {
+			return ep.fail(err)
+		}
+	}
 	var gone []int
 	if ep.live.ranks != nil {
 		if _, err := unix.Poll(ep.live.fds, 0); err != nil && err != unix.EINTR {
@@ -138,7 +143,7 @@ func (ep *Endpoint) checkPeers() error {
 		}
 	} else {
 		for i, p := range ep.peers {
-			if i != ep.rank && p.dead == nil && !processAlive(p.pid) {
+			if i != ep.rank && !p.net && p.dead == nil && !processAlive(p.pid) {
 				gone = append(gone, i)
 			}
 		}
@@ -214,14 +219,17 @@ func (ep *Endpoint) peerGone(rank int) error {
 // too when rank crashed (the message they wait for may have been its), but
 // not when it closed normally, nor while another rank could still send.
 func (ep *Endpoint) peerFailed(rank int) {
-	p := &ep.peers[rank]
-	if p.dead != nil {
+	if ep.peers[rank].dead != nil {
 		return
 	}
-	err := ep.peerGone(rank)
+	ep.failPeer(rank, ep.peerGone(rank), ep.seg.proc(rank).closed.Load() == 0)
+}
+
+// failPeer fails every request that waits on rank with err.
+func (ep *Endpoint) failPeer(rank int, err error, crashed bool) {
+	p := &ep.peers[rank]
 	p.dead = err
 	ep.nGone++
-	crashed := ep.seg.proc(rank).closed.Load() == 0
 	if crashed && ep.crashed == nil {
 		ep.crashed = err
 	}
@@ -229,6 +237,10 @@ func (ep *Endpoint) peerFailed(rank int) {
 	for r := q.Front(); r != nil; r = q.Front() {
 		q.Remove(&r.links)
 		ep.sendsOut--
+		if r.netOut > 0 {
+			r.sent, r.err = r.msgLen, err // its last packet's report finishes it
+			continue
+		}
 		ep.finish(r, 0, err)
 	}
 	if i := slices.Index(ep.sendDsts, int32(rank)); i >= 0 {

@@ -170,6 +170,9 @@ type LMTIdler interface {
 // moves payload.
 func (ep *Endpoint) progressMark() uint64 {
 	m := ep.cellsIn + ep.stats.Cells
+	if ep.net != nil {
+		m += ep.net.moved
+	}
 	if ep.lmtMeter != nil {
 		m += ep.lmtMeter.BytesMoved()
 	}
@@ -198,6 +201,9 @@ func (ep *Endpoint) sendShort(dst int, kind uint32, pkt []byte) (ok bool, err er
 	}
 	if ep.fatal != nil {
 		return false, ep.fatal
+	}
+	if ep.peers[dst].net {
+		return false, errorf(ErrNotSupported, "rank %d is on another node: control packets and active messages go between ranks of one node", dst)
 	}
 	if !ep.sendq[dst].Empty() {
 		// Keep packets behind queued sends to dst: the LMT may rely on

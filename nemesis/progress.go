@@ -63,6 +63,11 @@ func (ep *Endpoint) Poll() error {
 			return ep.fail(err)
 		}
 	}
+	if ep.net != nil {
+		if err := ep.pollNet(); err != nil {
+			return ep.fail(err)
+		}
+	}
 	if ep.lmt != nil {
 		if err := ep.lmt.Progress(); err != nil {
 			return err

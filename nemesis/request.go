@@ -59,6 +59,7 @@ type Request struct {
 	curOff int       // vec: offset of that byte in it
 	err    error     // completion status
 	sent   int       // send: payload bytes already put into cells
+	netOut int32     // send: packets with the network module, not yet reported
 
 	links ilist.Links[Request] // in the posted-receive or per-destination send list
 }

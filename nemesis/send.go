@@ -34,6 +34,9 @@ const (
 func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 	s := ep.seg
 	p := &ep.peers[r.peer]
+	if p.net {
+		return ep.netSend(r)
+	}
 	n := r.msgLen
 	if !r.seqd {
 		if n > ep.eagerMax || n > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, n) || ep.viaArena(r) {

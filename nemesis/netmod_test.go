@@ -1,0 +1,361 @@
+package nemesis
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/knemesis/knemesis/nemesis/launch"
+)
+
+// memFabric connects the memModules of one process: a network module in
+// memory, so that the network path's matching, ordering and failure
+// handling are tested in pure Go (package netmod/ofinet tests the same over
+// libfabric between network namespaces).
+type memFabric struct {
+	mu    sync.Mutex
+	boxes [][]memPacket // per destination rank
+	dead  []bool
+	addrs [][]byte
+	wg    sync.WaitGroup // the address exchange's barrier
+}
+
+type memPacket struct{ hdr, payload []byte }
+
+type memModule struct {
+	f      *memFabric
+	rank   int
+	max    int
+	sent   []*Request
+	errs   []error
+	closed bool
+}
+
+func newMemFabric(size int) *memFabric {
+	f := &memFabric{boxes: make([][]memPacket, size), dead: make([]bool, size), addrs: make([][]byte, size)}
+	f.wg.Add(size)
+	return f
+}
+
+// net returns the Options.Net of rank on nodes.
+func (f *memFabric) net(rank int, nodes []int, maxPkt int) *Net {
+	m := &memModule{f: f, rank: rank, max: maxPkt}
+	return &Net{Module: m, Nodes: nodes, Exchange: func(addr []byte) ([][]byte, error) {
+		f.mu.Lock()
+		f.addrs[rank] = addr
+		f.mu.Unlock()
+		f.wg.Done()
+		f.wg.Wait()
+		return f.addrs, nil
+	}}
+}
+
+// kill makes rank unreachable: what is sent to it fails, nothing comes from it.
+func (f *memFabric) kill(rank int) {
+	f.mu.Lock()
+	f.dead[rank] = true
+	f.mu.Unlock()
+}
+
+var errMemLost = errors.New("memnet: connection reset")
+
+func (m *memModule) Provider() string             { return "memnet" }
+func (m *memModule) Address() []byte              { return []byte(fmt.Sprint("mem:", m.rank)) }
+func (m *memModule) Connect(addrs [][]byte) error { return nil }
+func (m *memModule) MaxPacket() int               { return m.max }
+func (m *memModule) Close() error                 { m.closed = true; return nil }
+
+func (m *memModule) Send(r *Request, dst int, hdr []byte, payload [][]byte) (bool, error) {
+	if len(m.sent) >= 64 {
+		return false, nil // no room: the endpoint retries after a Poll
+	}
+	var pl []byte
+	for _, b := range payload {
+		pl = append(pl, b...)
+	}
+	m.f.mu.Lock()
+	dead := m.f.dead[dst] || m.f.dead[m.rank]
+	if !dead {
+		m.f.boxes[dst] = append(m.f.boxes[dst], memPacket{append([]byte(nil), hdr...), pl})
+	}
+	m.f.mu.Unlock()
+	var err error
+	if dead {
+		err = errMemLost
+	}
+	m.sent, m.errs = append(m.sent, r), append(m.errs, err)
+	return true, nil
+}
+
+func (m *memModule) Poll(ev NetEvents) error {
+	sent, errs := m.sent, m.errs
+	m.sent, m.errs = nil, nil
+	for i, r := range sent {
+		ev.Sent(r, errs[i])
+	}
+	m.f.mu.Lock()
+	in := m.f.boxes[m.rank]
+	m.f.boxes[m.rank] = nil
+	m.f.mu.Unlock()
+	for _, p := range in {
+		if err := ev.Arrived(p.hdr, p.payload); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var twoNodes = []int{0, 0, 1, 1}
+
+// joinTwoNodes joins four ranks, two per simulated node, in this process.
+func joinTwoNodes(t *testing.T, maxPkt int) ([]*Endpoint, *memFabric) {
+	t.Helper()
+	job := launch.NewJobName()
+	f := newMemFabric(4)
+	eps := make([]*Endpoint, 4)
+	errs := make(chan error, 4)
+	for r := range 4 {
+		go func() {
+			ep, err := Join(job, r, 4, &Options{Net: f.net(r, twoNodes, maxPkt)})
+			eps[r] = ep
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, ep := range eps {
+			ep.Close()
+		}
+	})
+	return eps, f
+}
+
+// onRanks runs fn for every rank in its own goroutine and fails the test
+// with the first error.
+func onRanks(t *testing.T, eps []*Endpoint, fn func(ep *Endpoint) error) {
+	t.Helper()
+	errs := make(chan error, len(eps))
+	for _, ep := range eps {
+		go func() { errs <- fn(ep) }()
+	}
+	for range eps {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestNetPaths(t *testing.T) {
+	eps, _ := joinTwoNodes(t, 4096)
+	want := []string{"self", "shm", "net memnet", "net memnet"}
+	for i, w := range want {
+		if got := eps[0].Path(i); got != w {
+			t.Errorf("rank 0's path to rank %d: %q, want %q", i, got, w)
+		}
+	}
+	if got := eps[3].Path(2); got != "shm" {
+		t.Errorf("rank 3's path to rank 2: %q, want shm", got)
+	}
+}
+
+// TestNetAnySource: a wildcard receive matches whichever path delivers,
+// each sender's messages arrive in its order, and every byte is intact.
+func TestNetAnySource(t *testing.T) {
+	eps, _ := joinTwoNodes(t, 4096)
+	const perSender = 200
+	onRanks(t, eps, func(ep *Endpoint) error {
+		if ep.Rank() != 0 {
+			for i := range perSender {
+				msg := pattern(i*37%9000, ep.Rank()*1000+i)
+				if err := ep.Send(0, i%5, msg); err != nil {
+					return fmt.Errorf("rank %d send %d: %w", ep.Rank(), i, err)
+				}
+			}
+			return nil
+		}
+		next := make([]int, 4)
+		buf := make([]byte, 9000)
+		for range 3 * perSender {
+			st, err := ep.Recv(AnySource, AnyTag, buf)
+			if err != nil {
+				return err
+			}
+			i := next[st.Source]
+			next[st.Source]++
+			want := pattern(i*37%9000, st.Source*1000+i)
+			if st.Tag != i%5 || st.Len != len(want) || crc32.ChecksumIEEE(buf[:st.Len]) != crc32.ChecksumIEEE(want) {
+				return fmt.Errorf("message %d from rank %d: tag %d, %d bytes, want tag %d, %d bytes, checksum of the pattern", i, st.Source, st.Tag, st.Len, i%5, len(want))
+			}
+		}
+		return nil
+	})
+}
+
+// TestNetSizes sends 0 B to 4 MiB between nodes, by Isend and Isendv,
+// probes before receiving, and truncates as the shared-memory path does.
+func TestNetSizes(t *testing.T) {
+	eps, _ := joinTwoNodes(t, 4096)
+	sizes := []int{0, 1, 4095, 4096, 4097, 65536 + 3, 4 << 20}
+	onRanks(t, eps, func(ep *Endpoint) error {
+		switch ep.Rank() {
+		case 1:
+			for i, n := range sizes {
+				msg := pattern(n, i)
+				iov := [][]byte{msg[:n/3], nil, msg[n/3:]}
+				if err := ep.Sendv(2, i, iov); err != nil {
+					return err
+				}
+			}
+			return ep.Send(2, 99, pattern(100, 9))
+		case 2:
+			for i, n := range sizes {
+				st, err := ep.Probe(1, i)
+				if err != nil || st.Len != n {
+					return fmt.Errorf("probe %d: %+v, %v; want %d bytes", i, st, err, n)
+				}
+				buf := make([]byte, n)
+				if _, err := ep.Recv(1, i, buf); err != nil {
+					return err
+				}
+				if crc32.ChecksumIEEE(buf) != crc32.ChecksumIEEE(pattern(n, i)) {
+					return fmt.Errorf("%d bytes from rank 1: checksum differs", n)
+				}
+			}
+			buf := make([]byte, 64)
+			st, err := ep.Recv(1, 99, buf)
+			if !errors.Is(err, ErrTruncated) || st.Len != 100 || string(buf) != string(pattern(100, 9)[:64]) {
+				return fmt.Errorf("100 bytes into 64: %+v, %v; want ErrTruncated and the first 64 bytes", st, err)
+			}
+		}
+		return nil
+	})
+}
+
+// TestNetOrderBothPaths: rank 2 receives from rank 3 (its node) and rank 0
+// (the other) with AnySource and a fixed tag interleaved; each pair keeps
+// its order.
+func TestNetOrderBothPaths(t *testing.T) {
+	eps, _ := joinTwoNodes(t, 1024)
+	const n = 300
+	onRanks(t, eps, func(ep *Endpoint) error {
+		switch ep.Rank() {
+		case 0, 3:
+			for i := range n {
+				if err := ep.Send(2, 7, pattern(2000+i, i)); err != nil {
+					return err
+				}
+			}
+		case 2:
+			next := map[int]int{}
+			buf := make([]byte, 4096)
+			for k := range 2 * n {
+				src := AnySource
+				if k%3 == 0 && next[0] < n {
+					src = 0
+				}
+				st, err := ep.Recv(src, 7, buf)
+				if err != nil {
+					return err
+				}
+				i := next[st.Source]
+				next[st.Source]++
+				if st.Len != 2000+i || string(buf[:st.Len]) != string(pattern(2000+i, i)) {
+					return fmt.Errorf("message %d from rank %d out of order or damaged (%d bytes)", i, st.Source, st.Len)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// TestNetPeerLost: a remote rank gone mid-transfer fails the survivors'
+// calls with a PeerError naming it, wildcard receives included.
+func TestNetPeerLost(t *testing.T) {
+	eps, f := joinTwoNodes(t, 4096)
+	got := make(chan struct{})
+	onRanks(t, eps, func(ep *Endpoint) error {
+		switch ep.Rank() {
+		case 3:
+			if err := ep.Send(0, 1, pattern(10000, 1)); err != nil {
+				return err
+			}
+			<-got
+			f.kill(3)
+		case 0:
+			buf := make([]byte, 1<<20)
+			if _, err := ep.Recv(3, 1, buf); err != nil {
+				return err
+			}
+			close(got)
+			_, err := ep.Recv(3, 2, buf)
+			var pe *PeerError
+			if !errors.As(err, &pe) || pe.Rank != 3 || !errors.Is(err, ErrPeerDead) || !errors.Is(err, errMemLost) {
+				return fmt.Errorf("receive from the lost rank 3: %v, want a PeerError naming rank 3", err)
+			}
+			if _, err := ep.Recv(AnySource, 2, buf); !errors.As(err, &pe) || pe.Rank != 3 {
+				return fmt.Errorf("wildcard receive after rank 3 was lost: %v, want its PeerError", err)
+			}
+			if err := ep.Send(3, 1, buf[:10]); !errors.As(err, &pe) || pe.Rank != 3 {
+				return fmt.Errorf("send to the lost rank 3: %v, want its PeerError", err)
+			}
+		}
+		return nil
+	})
+}
+
+func TestNetBadOptions(t *testing.T) {
+	f := newMemFabric(4)
+	cases := []struct {
+		net  *Net
+		want string
+	}{
+		{&Net{Nodes: twoNodes, Exchange: f.net(0, twoNodes, 1).Exchange}, "without a Module"},
+		{&Net{Module: f.net(0, twoNodes, 1).Module, Nodes: twoNodes}, "without an Exchange"},
+		{f.net(0, []int{0, 1}, 1), "names 2 nodes for a job of 4"},
+		{f.net(0, twoNodes, 0), "memnet carries packets of 0 bytes"},
+	}
+	for _, c := range cases {
+		_, err := Join(launch.NewJobName(), 0, 4, &Options{Net: c.net})
+		if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Join: %v, want ErrInvalidArg saying %q", err, c.want)
+		}
+	}
+}
+
+// A job of two ranks on two nodes: rank 1 is reached through the network
+// module (here one in memory; netmod/ofinet's over libfabric in a real
+// job), and its message enters the same matching as a local one.
+func ExampleNet() {
+	job := launch.NewJobName()
+	f := newMemFabric(2)
+	nodes := []int{0, 1}
+	done := make(chan error)
+	go func() {
+		ep, err := Join(job, 1, 2, &Options{Net: f.net(1, nodes, 1024)})
+		if err == nil {
+			err = ep.Send(0, 7, []byte("hello from node 1"))
+			defer ep.Close()
+		}
+		done <- err
+	}()
+	ep, err := Join(job, 0, 2, &Options{Net: f.net(0, nodes, 1024)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ep.Close()
+	buf := make([]byte, 64)
+	st, err := ep.Recv(AnySource, AnyTag, buf)
+	fmt.Printf("%q from rank %d, tag %d, by %s: %v\n", buf[:st.Len], st.Source, st.Tag, ep.Path(st.Source), err)
+	fmt.Println(<-done)
+	// Output:
+	// "hello from node 1" from rank 1, tag 7, by net memnet: <nil>
+	// <nil>
+}

@@ -1,0 +1,95 @@
+//go:build ofi
+
+package ofinet
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/knemesis/knemesis/nemesis"
+	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/netmod/ofi"
+)
+
+// joinPair joins a job of two ranks on two nodes in this process, both
+// modules on 127.0.0.1.
+func joinPair(t *testing.T) [2]*nemesis.Endpoint {
+	t.Helper()
+	job := launch.NewJobName()
+	var eps [2]*nemesis.Endpoint
+	var errs [2]error
+	var addrs [2][]byte
+	var wg, ex sync.WaitGroup
+	ex.Add(2)
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := Open(Config{Config: ofi.Config{Provider: provider, Node: "127.0.0.1"}})
+			if err != nil {
+				errs[r] = err
+				ex.Done()
+				return
+			}
+			exchange := func(a []byte) ([][]byte, error) {
+				addrs[r] = a
+				ex.Done()
+				ex.Wait()
+				return addrs[:], nil
+			}
+			eps[r], errs[r] = nemesis.Join(job, r, 2, &nemesis.Options{Net: &nemesis.Net{Module: m, Nodes: []int{0, 1}, Exchange: exchange}})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, ep := range eps {
+			ep.Close()
+		}
+	})
+	return eps
+}
+
+// TestNoAllocation: a message between nodes, of one packet or of several,
+// sent and received allocates nothing once the connection is up.
+func TestNoAllocation(t *testing.T) {
+	eps := joinPair(t)
+	small, big := pattern(8, 1), pattern(3*DefaultPacket+5, 2)
+	rsmall, rbig := make([]byte, 8), make([]byte, len(big))
+	var s, r nemesis.Request
+	roundTrip := func(msg, buf []byte) {
+		if err := eps[0].Isend(&s, 1, 3, msg); err != nil {
+			t.Fatal(err)
+		}
+		if err := eps[1].Irecv(&r, 0, 3, buf); err != nil {
+			t.Fatal(err)
+		}
+		for !s.Done() || !r.Done() {
+			for _, ep := range eps {
+				if err := ep.Poll(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		_, serr := eps[0].Test(&s)
+		_, rerr := eps[1].Test(&r)
+		if serr != nil || rerr != nil || r.Status().Count != len(msg) {
+			t.Fatalf("send %v, receive %v (%d bytes of %d)", serr, rerr, r.Status().Count, len(msg))
+		}
+	}
+	roundTrip(small, rsmall) // connection setup
+	roundTrip(big, rbig)
+	if string(rbig) != string(big) || string(rsmall) != string(small) {
+		t.Fatal("the messages arrived damaged")
+	}
+	if n := testing.AllocsPerRun(50, func() { roundTrip(small, rsmall) }); n != 0 {
+		t.Errorf("an 8-byte message between nodes allocates %v times", n)
+	}
+	if n := testing.AllocsPerRun(20, func() { roundTrip(big, rbig) }); n != 0 {
+		t.Errorf("a %d-byte message (4 packets) between nodes allocates %v times", len(big), n)
+	}
+}

@@ -1,0 +1,95 @@
+//go:build ofi && pmix
+
+package ofinet
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/knemesis/knemesis/nemesis"
+	"github.com/knemesis/knemesis/netmod/pmix"
+)
+
+// addrKey is the PMIx key under which every rank publishes its address.
+const addrKey = "knemesis.ofinet.addr"
+
+// Join joins the job that mpirun or srun started this process in: rank,
+// size and node from PMIx (pmix.EnvNodeMap overrides the nodes), the
+// module's address published with PMIx put and commit and everyone's read
+// after a fence. Ranks of this node share a segment named after the PMIx
+// namespace and the node; the others are reached through a Module opened
+// with cfg. o may be nil; its Net is set here. Close the endpoint, then
+// Finalize the client.
+func Join(cfg Config, o *nemesis.Options) (*nemesis.Endpoint, *pmix.Client, error) {
+	c, err := pmix.Init()
+	if err != nil {
+		return nil, nil, err
+	}
+	ep, err := joinWith(c, cfg, o)
+	if err != nil {
+		c.Finalize()
+		return nil, nil, err
+	}
+	return ep, c, nil
+}
+
+func joinWith(c *pmix.Client, cfg Config, o *nemesis.Options) (*nemesis.Endpoint, error) {
+	nodes := make([]int, c.Size())
+	for r := range nodes {
+		n, err := c.NodeOf(r)
+		if err != nil {
+			return nil, err
+		}
+		nodes[r] = n
+	}
+	m, err := Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts := nemesis.Options{}
+	if o != nil {
+		opts = *o
+	}
+	opts.Net = &nemesis.Net{Module: m, Nodes: nodes, Exchange: func(addr []byte) ([][]byte, error) {
+		return exchange(c, addr)
+	}}
+	ep, err := nemesis.Join(jobName(c.Namespace()), c.Rank(), c.Size(), &opts)
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return ep, nil
+}
+
+// exchange is the all-gather of the addresses through PMIx.
+func exchange(c *pmix.Client, addr []byte) ([][]byte, error) {
+	if err := c.Put(addrKey, addr); err != nil {
+		return nil, err
+	}
+	if err := c.Commit(); err != nil {
+		return nil, err
+	}
+	if err := c.Fence(); err != nil {
+		return nil, err
+	}
+	addrs := make([][]byte, c.Size())
+	for r := range addrs {
+		a, err := c.Get(r, addrKey)
+		if err != nil {
+			return nil, fmt.Errorf("address of rank %d: %w", r, err)
+		}
+		addrs[r] = a
+	}
+	return addrs, nil
+}
+
+// jobName turns a PMIx namespace ("prterun-host-1234@1") into a job name
+// nemesis accepts.
+func jobName(ns string) string {
+	return strings.Map(func(c rune) rune {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' {
+			return c
+		}
+		return '-'
+	}, ns)
+}
