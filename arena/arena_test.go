@@ -49,8 +49,9 @@ func join(p launch.Proc) (*nemesis.Endpoint, *attach.LMT, error) {
 }
 
 // medium are the sizes the arena serves, around the eager limit; the
-// first fits a fastbox and stays eager.
-var medium = []int{1000, 4 << 10, 8 << 10, 16 << 10, 32<<10 + 7, 64 << 10, 128 << 10, 256 << 10, 3<<20 + 5}
+// first fits a fastbox and stays eager, the second is one the aggregate
+// strategy would pack into a cell were it not in the arena.
+var medium = []int{1000, 3 << 10, 4 << 10, 8 << 10, 16 << 10, 32<<10 + 7, 64 << 10, 128 << 10, 256 << 10, 3<<20 + 5}
 
 // TestArenaTransfers: a message sent from an arena buffer reaches an
 // ordinary receive buffer intact (checked by SHA-256), by the arena
@@ -59,6 +60,15 @@ var medium = []int{1000, 4 << 10, 8 << 10, 16 << 10, 32<<10 + 7, 64 << 10, 128 <
 // goes the same way, and a send forced onto the arena from other memory
 // fails naming why.
 func TestArenaTransfers(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprint("batched-aggregate=", batched), func(t *testing.T) { arenaTransfers(t, batched) })
+	}
+}
+
+// arenaTransfers is TestArenaTransfers; batched sends each message in a
+// Batch under the aggregate strategy, which must not pack an arena buffer
+// into a cell.
+func arenaTransfers(t *testing.T, batched bool) {
 	launchtest.Run(t, 2, func(p launch.Proc) error {
 		ep, l, err := join(p)
 		if err != nil {
@@ -66,10 +76,15 @@ func TestArenaTransfers(t *testing.T) {
 		}
 		defer ep.Close()
 		defer l.Close()
+		if batched {
+			if err := ep.SetStrategy(nemesis.Aggregate); err != nil {
+				return err
+			}
+		}
 		for i, n := range medium {
 			var err error
 			if p.Rank == 0 {
-				err = sendFromArena(ep, i, n)
+				err = sendFromArena(ep, i, n, batched)
 			} else {
 				err = recvChecked(ep, i, n, n > ep.FastboxPayload())
 			}
@@ -106,14 +121,20 @@ func TestArenaTransfers(t *testing.T) {
 	})
 }
 
-func sendFromArena(ep *nemesis.Endpoint, seed, n int) error {
+func sendFromArena(ep *nemesis.Endpoint, seed, n int, batched bool) error {
 	b, err := ep.Alloc(n)
 	if err != nil {
 		return err
 	}
 	fill(b, seed)
 	var r nemesis.Request
+	if batched {
+		ep.Batch()
+	}
 	if err := ep.Isend(&r, 1, seed, b); err != nil {
+		return err
+	}
+	if err := ep.Flush(); err != nil {
 		return err
 	}
 	if err := ep.Wait(&r); err != nil {

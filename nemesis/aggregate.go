@@ -58,6 +58,11 @@ func (aggregate) String() string           { return "aggregate" }
 func (aggregate) holdMax(ep *Endpoint) int { return ep.seg.payloadSize/2 - aggHdrSize }
 
 func (aggregate) schedule(ep *Endpoint, dst int) error {
+	if ep.peers[dst].net {
+		// A cell is no packet the network module carries: a remote
+		// rank's window leaves message by message.
+		return Straightforward.schedule(ep, dst)
+	}
 	q := &ep.sendq[dst]
 	for r := q.Front(); r != nil; r = q.Front() {
 		next := r.links.Next()
@@ -93,7 +98,7 @@ func (ep *Endpoint) rendezvous(r *Request) bool {
 // aggregate cell: it is small, eager, and none of it left yet.
 func (ep *Endpoint) aggregable(r *Request) bool {
 	n := r.msgLen
-	return !r.seqd && n <= ep.hold && n <= ep.eagerMax && n <= ep.chooseAbove
+	return !r.seqd && n <= ep.hold && n <= ep.eagerMax && n <= ep.chooseAbove && !ep.viaArena(r)
 }
 
 // sendFbox sends r, the front of its window, through its fastbox if the

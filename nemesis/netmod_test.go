@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -358,4 +359,55 @@ func ExampleNet() {
 	// Output:
 	// "hello from node 1" from rank 1, tag 7, by net memnet: <nil>
 	// <nil>
+}
+
+// TestNetAggregateLocalOnly: with the aggregate strategy, a batch to a
+// rank on this node leaves in one aggregate cell and a batch to a rank on
+// the other node goes through the module message by message (a cell is no
+// packet it could carry); both arrive whole and in order.
+func TestNetAggregateLocalOnly(t *testing.T) {
+	eps, _ := joinTwoNodes(t, 4096)
+	msgs := smallMsgs(8, 8, 3)
+	recv := func(ep *Endpoint) error {
+		buf := make([]byte, 16)
+		for i, m := range msgs {
+			st, err := ep.Recv(0, AnyTag, buf)
+			if err != nil || st.Tag != i || st.Len != len(m) || !bytes.Equal(buf[:st.Len], m) {
+				return fmt.Errorf("rank %d, receive %d: %+v, %v; want tag %d, %d bytes intact", ep.Rank(), i, st, err, i, len(m))
+			}
+		}
+		return nil
+	}
+	onRanks(t, eps, func(ep *Endpoint) error {
+		switch ep.Rank() {
+		case 0:
+			if err := ep.SetStrategy(Aggregate); err != nil {
+				return err
+			}
+			reqs := make([]Request, 16)
+			ep.Batch()
+			for i, m := range msgs {
+				if err := ep.Isend(&reqs[i], 2, i, m); err != nil {
+					return err
+				}
+				if err := ep.Isend(&reqs[8+i], 1, i, m); err != nil {
+					return err
+				}
+			}
+			if err := ep.Flush(); err != nil {
+				return err
+			}
+			for i := range reqs {
+				if err := ep.Wait(&reqs[i]); err != nil {
+					return fmt.Errorf("send %d: %w", i, err)
+				}
+			}
+			if st := ep.Stats(); st.AggregateCells != 1 || st.Aggregated != 8 {
+				return fmt.Errorf("rank 0's stats %+v, want one aggregate cell of 8 messages", st)
+			}
+		case 1, 2:
+			return recv(ep)
+		}
+		return nil
+	})
 }
