@@ -20,6 +20,7 @@ import (
 
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/netmod/internal/netnstest"
 	"github.com/knemesis/knemesis/netmod/ofi"
 )
 
@@ -77,15 +78,15 @@ func runNetns(t *testing.T, scenario string) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("ip (Debian package iproute2) is not installed: cannot create network namespaces")
 	}
-	nodes := twoNodes(t)
+	nodes := netnstest.TwoNodes(t, "net")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	job := launch.NewJobName()
 	kids := make([]*kid, jobSize)
 	for r := range kids {
 		n := nodes[nodeOf[r]]
-		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", n.ns, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envRank+"="+strconv.Itoa(r), envScenario+"="+scenario, envJob+"="+job, envNode+"="+n.addr)
+		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", n.NS, os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envRank+"="+strconv.Itoa(r), envScenario+"="+scenario, envJob+"="+job, envNode+"="+n.Addr)
 		k, err := start(cmd)
 		if err != nil {
 			t.Fatal(err)
