@@ -13,6 +13,7 @@ import (
 	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 )
 
 // envEcho turns a re-executed test binary into a rank of the echo job of
@@ -125,7 +126,7 @@ func BenchmarkPairInBigJobLMT(b *testing.B) {
 		for i, procs := range []int{2, 64} {
 			b.Run(fmt.Sprintf("procs=%d/%d", procs, size), func(b *testing.B) {
 				ep := startJob(b, procs)
-				waitAsleep(b, time.Minute)
+				launchtest.WaitChildrenAsleep(b, time.Minute)
 				msg, buf := make([]byte, size), make([]byte, size)
 				roundTrip := func() {
 					if err := ep.Send(1, 1, msg); err != nil {
@@ -152,45 +153,4 @@ func BenchmarkPairInBigJobLMT(b *testing.B) {
 				size, oneway[0], mbs(oneway[0]), oneway[1], mbs(oneway[1]), oneway[1]/oneway[0])
 		}
 	}
-}
-
-// waitAsleep waits until every child process of this one (the other ranks
-// of the job) has been asleep (state S: a futex doze, a blocking receive)
-// at three looks 10 ms apart, at most limit. A fixed pause is not enough:
-// on a loaded machine 62 ranks can still be spinning through their first
-// SpinBeforeYield polls and yields after a second, and the pair would be
-// measured against them rather than against idle ranks.
-func waitAsleep(b *testing.B, limit time.Duration) {
-	b.Helper()
-	deadline := time.Now().Add(limit)
-	for calm := 0; calm < 3; {
-		if time.Now().After(deadline) {
-			b.Fatalf("the other ranks were not all asleep after %v", limit)
-		}
-		time.Sleep(10 * time.Millisecond)
-		if childrenAsleep() {
-			calm++
-		} else {
-			calm = 0
-		}
-	}
-}
-
-// childrenAsleep reports whether every child of this process is in state
-// S or D (/proc/<pid>/stat: "pid (comm) state ppid ...").
-func childrenAsleep() bool {
-	self := strconv.Itoa(os.Getpid())
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 && f[1] == self && f[0] != "S" && f[0] != "D" {
-			return false
-		}
-	}
-	return true
 }
