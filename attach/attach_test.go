@@ -511,8 +511,6 @@ func TestCloseDeliversBufferedSends(t *testing.T) {
 				}
 				defer ep.Close()
 				defer l.Close()
-				defer os.Remove(sent)
-				defer os.Remove(closed)
 				pid, err := ep.PeerPID(0)
 				if err != nil {
 					return err
@@ -524,13 +522,8 @@ func TestCloseDeliversBufferedSends(t *testing.T) {
 				defer unix.Close(fd)
 				buf := make([]byte, n)
 				var r nemesis.Request
-				if err := ep.Irecv(&r, 0, 0, buf); err != nil {
+				if err := matchUnread(ep, &r, buf); err != nil {
 					return err
-				}
-				for r.LMTData == nil { // until the RTS matched and the CTS left
-					if err := ep.Poll(); err != nil {
-						return err
-					}
 				}
 				awaitReport(sent)
 				if _, err := os.Stat(closed); err == nil {
@@ -552,9 +545,37 @@ func TestCloseDeliversBufferedSends(t *testing.T) {
 	}
 }
 
-// reportPath names a report file of ep's job (see report).
+// matchUnread receives rank 0's message of tag 0 into buf with r, and
+// returns once its CTS has left and before this rank reads a byte of it:
+// it waits for the RTS by Probe, then matches it with Irecv, which sends
+// the CTS and polls nothing. (Matching inside a Poll would let the same
+// Poll read what the sender pushed on seeing the CTS.)
+func matchUnread(ep *nemesis.Endpoint, r *nemesis.Request, buf []byte) error {
+	if _, err := ep.Probe(0, 0); err != nil {
+		return err
+	}
+	if err := ep.Irecv(r, 0, 0, buf); err != nil {
+		return err
+	}
+	if r.LMTData == nil {
+		return errors.New("Irecv of a probed rendezvous message did not hand it to the LMT")
+	}
+	if st, ok := attach.Stats(r); !ok || st.Bytes != 0 {
+		return fmt.Errorf("receive stats after Irecv: %+v (via LMT %v), want nothing read yet", st, ok)
+	}
+	return nil
+}
+
+// reportPath names a report file of ep's job (see report), in a folder of
+// the job's directory, which launch removes when the job ends (the folder
+// keeps the directory from looking empty to the FIFO backends, which
+// remove it when their last FIFO goes).
 func reportPath(ep *nemesis.Endpoint, what string) string {
-	return filepath.Join(os.TempDir(), "knemesis-"+ep.Job()+"-"+what)
+	dir := filepath.Join(launch.JobDir(ep.Job()), "reports")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		panic(err)
+	}
+	return filepath.Join(dir, what)
 }
 
 // report writes b to path atomically: a rank tells another where it
@@ -601,20 +622,11 @@ func TestSendCompletesInChannel(t *testing.T) {
 				defer l.Close()
 				const n = 100<<10 + 9
 				doneFile, ctsFile := reportPath(ep, "report"), reportPath(ep, "cts")
-				if p.Rank == 1 {
-					defer os.Remove(doneFile)
-					defer os.Remove(ctsFile)
-				}
 				var r nemesis.Request
 				if p.Rank == 1 {
 					buf := make([]byte, n)
-					if err := ep.Irecv(&r, 0, 0, buf); err != nil {
+					if err := matchUnread(ep, &r, buf); err != nil {
 						return err
-					}
-					for r.LMTData == nil { // until the RTS matched and the CTS left
-						if err := ep.Poll(); err != nil {
-							return err
-						}
 					}
 					if err := report(ctsFile, 1); err != nil {
 						return err
