@@ -29,11 +29,3 @@ func TestProgressDrawsInPlaceAndClears(t *testing.T) {
 		t.Errorf("a bar that is off wrote %q", quiet.String())
 	}
 }
-
-func TestCPURange(t *testing.T) {
-	for want, cpus := range map[string][]int{"0-1": {0, 1}, "0-3,6": {0, 1, 2, 3, 6}, "2": {2}, "1,3,5-6": {1, 3, 5, 6}} {
-		if got := cpuRange(cpus); got != want {
-			t.Errorf("cpuRange(%v) = %q, want %q", cpus, got, want)
-		}
-	}
-}

@@ -17,6 +17,7 @@ import (
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // placementMethod says how a run files its samples near or far.
@@ -30,7 +31,7 @@ func runInfo(_ context.Context, o *options, stdout, _ io.Writer) error {
 // backend's status. full adds the one-line description of each backend.
 func writeInfo(w io.Writer, o *options, full bool) error {
 	f := machine.Detect()
-	fmt.Fprintf(w, "machine:   %s, %d CPUs usable (%s), kernel %s, %s\n", f.CPUModel, len(f.CPUs), cpuRange(f.CPUs), f.Kernel, f.Go)
+	fmt.Fprintf(w, "machine:   %s, %d CPUs usable (%s), kernel %s, %s\n", f.CPUModel, len(f.CPUs), topology.CPUSet(f.CPUs).String(), f.Kernel, f.Go)
 	fmt.Fprintf(w, "caches:    %s\n", f.Caches)
 	fmt.Fprintf(w, "shm:       %s\n", shmUse(len(f.CPUs)))
 	writeShm(w)

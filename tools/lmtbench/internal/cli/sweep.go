@@ -15,6 +15,7 @@ import (
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/units"
+	"github.com/knemesis/knemesis/topology"
 )
 
 const defaultSizes = "4K-64M"
@@ -252,7 +253,7 @@ func (o *options) pinning(procs int) ([]int, error) {
 		return cpus, nil
 	case "apart":
 		if len(allowed) < procs {
-			return nil, usagef("--cpus apart: %d processes need %d CPUs, this process may use %d (%s); use --cpus same", procs, procs, len(allowed), cpuRange(allowed))
+			return nil, usagef("--cpus apart: %d processes need %d CPUs, this process may use %d (%s); use --cpus same", procs, procs, len(allowed), topology.CPUSet(allowed).String())
 		}
 		return allowed[:procs], nil
 	case "shared", "unshared":
@@ -272,7 +273,7 @@ func (o *options) pinning(procs int) ([]int, error) {
 			return nil, usagef("--cpus %q: want apart, same, shared, unshared, none or a list of CPU numbers like 0,1", o.cpus)
 		}
 		if !slices.Contains(allowed, c) {
-			return nil, usagef("--cpus %q: CPU %d is not one this process may use (%s)", o.cpus, c, cpuRange(allowed))
+			return nil, usagef("--cpus %q: CPU %d is not one this process may use (%s)", o.cpus, c, topology.CPUSet(allowed).String())
 		}
 		cpus = append(cpus, c)
 	}
@@ -280,24 +281,6 @@ func (o *options) pinning(procs int) ([]int, error) {
 		return nil, usagef("--cpus %q: name one CPU per process, %d of them", o.cpus, procs)
 	}
 	return cpus, nil
-}
-
-// cpuRange prints CPUs compactly: 0-3,6.
-func cpuRange(cpus []int) string {
-	var parts []string
-	for i := 0; i < len(cpus); {
-		j := i
-		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
-			j++
-		}
-		if j == i {
-			parts = append(parts, strconv.Itoa(cpus[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
 
 // runAlltoall is `lmtbench alltoall -n N`: N processes, each sending a
@@ -313,7 +296,7 @@ func runAlltoall(ctx context.Context, o *options, stdout, stderr io.Writer) erro
 		return usagef("alltoall -n %d: want at least 2 processes", o.procs)
 	}
 	if o.procs > len(allowed) {
-		return usagef("alltoall -n %d: more processes than this machine can run at once (%d CPUs: %s); ranks that wait by spinning would measure the scheduler, not the transfer", o.procs, len(allowed), cpuRange(allowed))
+		return usagef("alltoall -n %d: more processes than this machine can run at once (%d CPUs: %s); ranks that wait by spinning would measure the scheduler, not the transfer", o.procs, len(allowed), topology.CPUSet(allowed).String())
 	}
 	sizes, err := o.sizeList(defaultAlltoallSizes, 1)
 	if err != nil {

@@ -60,7 +60,7 @@ func runTune(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		}
 	}
 	if len(pairs) == 0 {
-		return fmt.Errorf("tune: no pair of two CPUs this process may use (%s)", cpuRange(allowed))
+		return fmt.Errorf("tune: no pair of two CPUs this process may use (%s)", topology.CPUSet(allowed).String())
 	}
 	backends, skipped, err := o.tuneBackends()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/units"
+	"github.com/knemesis/knemesis/topology"
 )
 
 // ReportFile is the page --report DIR writes.
@@ -36,7 +37,7 @@ func WriteHTML(dir string, results []Result, f machine.Facts, title string) (str
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("--report %s: %w", dir, err)
 	}
-	page := htmlPage{Title: title, Machine: f, CPUs: cpuRangeString(f.CPUs)}
+	page := htmlPage{Title: title, Machine: f, CPUs: topology.CPUSet(f.CPUs).String()}
 	for _, mode := range modes(results) {
 		if mode == "pollution" {
 			continue
@@ -265,23 +266,6 @@ func tickLabel(e float64) string {
 		return fmt.Sprintf("%g", math.Pow10(int(e)))
 	}
 	return fmt.Sprintf("1e%+d", int(e))
-}
-
-func cpuRangeString(cpus []int) string {
-	var parts []string
-	for i := 0; i < len(cpus); {
-		j := i
-		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
-			j++
-		}
-		if j == i {
-			parts = append(parts, fmt.Sprint(cpus[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
 
 var pageTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
