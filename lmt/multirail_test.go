@@ -262,3 +262,38 @@ func pinCount() (int64, error) {
 	}
 	return acq - rel, nil
 }
+
+// TestSplitDoneWrongPiece: a DONE from the receiver claiming another piece
+// than the cut gave its read rail fails the send with a CorruptError
+// naming the peer and the field, and the receiver is told.
+func TestSplitDoneWrongPiece(t *testing.T) {
+	const n = 1 << 20
+	l, _ := newRailLoop(t, lmt.MultiRail)
+	rts := make([]byte, 4096)
+	s, k, err := l.engs[0].StartSend(1, [][]byte{make([]byte, n)}, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{make([]byte, n)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.packetTypes(0); len(got) != 1 || got[0] != "CTS" {
+		t.Fatalf("packets to the sender: %v, want [CTS]", got)
+	}
+	if err := l.engs[0].HandleControl(1, l.queue[0][0]); err != nil {
+		t.Fatal(err)
+	}
+	l.queue[0] = l.queue[0][1:]
+	cut := lmt.SplitPoint(n)
+	if err := l.engs[0].HandleControl(1, donePkt(5, s.ID(), cut+1)); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("lmt: rank 1 wrote a corrupt DONE length of a split piece: %d bytes, the read rail's piece has %d", cut+1, cut)
+	var ce *lmt.CorruptError
+	if !s.Done() || !errors.As(s.Err(), &ce) || ce.Rank != 1 || s.Err().Error() != want {
+		t.Fatalf("send done %v with %v, want %s", s.Done(), s.Err(), want)
+	}
+	if q := l.queue[1]; len(q) != 1 || lmt.PacketType(q[0]) != "DONE" || q[0][2] != 1 {
+		t.Fatalf("rank 1 was sent %d packets, want one failed DONE", len(q))
+	}
+}
