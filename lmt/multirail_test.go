@@ -297,3 +297,73 @@ func TestSplitDoneWrongPiece(t *testing.T) {
 		t.Fatalf("rank 1 was sent %d packets, want one failed DONE", len(q))
 	}
 }
+
+// TestMultiRailFollowsTheFasterRail: the side that gets four Progress
+// calls for each of the other's moves its rail four chunks to the other's
+// one, so the receiver measures that rail about four times as fast, and
+// over a few messages the cut gives it the larger piece; which side is
+// favoured follows which one is driven more, from the 1:1 seed.
+func TestMultiRailFollowsTheFasterRail(t *testing.T) {
+	const n = 4 << 20
+	msg := make([]byte, n)
+	got := make([]byte, n)
+	for _, fast := range []int{0, 1} {
+		t.Run(fmt.Sprintf("rank%d-driven-4x", fast), func(t *testing.T) {
+			l, _ := newRailLoop(t, lmt.MultiRail)
+			var rails [lmt.NumRails]int64
+			for range 12 {
+				rts := make([]byte, 4096)
+				s, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "", rts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{got})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; !s.Done() || !r.Done(); i++ {
+					if i > 1e6 {
+						t.Fatal("transfers never completed")
+					}
+					l.stepUneven(t, fast, 4)
+				}
+				if s.Err() != nil || r.Err() != nil {
+					t.Fatalf("send: %v, receive: %v", s.Err(), r.Err())
+				}
+				rails = r.Stats().Rails
+			}
+			// The sender (rank 0) drives the write rail, the
+			// receiver the read rail.
+			faster, slower := lmt.WriteRail, lmt.ReadRail
+			if fast == 1 {
+				faster, slower = lmt.ReadRail, lmt.WriteRail
+			}
+			if rails[faster] <= rails[slower] {
+				t.Errorf("last cut %v (rates %v): the %s rail, driven 4x as often, should get the larger piece", rails, lmt.RailRates(l.engs[1], 0), faster)
+			}
+		})
+	}
+}
+
+// stepUneven is step with engine fast's Progress called times times for
+// each of the other's.
+func (l *loop) stepUneven(t *testing.T, fast, times int) {
+	for r, e := range l.engs {
+		for len(l.queue[r]) > 0 {
+			p := l.queue[r][0]
+			l.queue[r] = l.queue[r][1:]
+			if err := e.HandleControl(1-r, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		calls := 1
+		if r == fast {
+			calls = times
+		}
+		for range calls {
+			if err := e.Progress(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
