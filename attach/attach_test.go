@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var all = []string{"shm", "cma", "cma-write", "cma-split", "pipe", "vmsplice"}
+var all = []string{"shm", "cma", "cma-write", "cma-split", "multirail", "pipe", "vmsplice"}
 
 func join(p launch.Proc, o attach.Options) (*nemesis.Endpoint, *attach.LMT, error) {
 	ep, err := nemesis.JoinProc(p, nil)

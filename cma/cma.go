@@ -32,6 +32,9 @@ func init() {
 	// once, as in the shm double copy (docs/performance.md has what that
 	// gains).
 	register(lmt.CMASplit)
+	// multirail: cma-split cut by the speeds the receiver's engine
+	// measured of the two rails with the peer (lmt.Weighed).
+	register(lmt.MultiRail)
 }
 
 // register registers the CMA backend name, whose identity gives its flow.
@@ -146,6 +149,10 @@ func processVM(trap uintptr, pid int, local []unix.Iovec, remote []unix.RemoteIo
 	}
 	return int(n), nil
 }
+
+// Weighed implements lmt.Weighed: multirail's cut follows the rails'
+// speeds, cma-split's stays at the half.
+func (c *cma) Weighed() bool { return c.name == lmt.MultiRail }
 
 func (c *cma) Abort(t *lmt.Transfer) {}
 func (c *cma) Close() error          { return nil }

@@ -8,7 +8,7 @@ import (
 	"github.com/knemesis/knemesis/lmt/lmttest"
 )
 
-var backends = []string{lmt.CMA, lmt.CMAWrite, lmt.CMASplit}
+var backends = []string{lmt.CMA, lmt.CMAWrite, lmt.CMASplit, lmt.MultiRail}
 
 func TestMatrix(t *testing.T) {
 	for _, b := range backends {

@@ -2,13 +2,15 @@
 // (process_vm_readv and process_vm_writev, Linux 3.2): one copy, made by
 // the kernel on behalf of the calling process, which must be allowed to
 // ptrace its peer (PTRACE_MODE_ATTACH_REALCREDS). Importing the package
-// registers three backends with package lmt, one per flow:
+// registers four backends with package lmt:
 //
 //	cma        Pull: the RTS carries the sender's address list, the
 //	           receiver reads
 //	cma-write  Push: the CTS carries the receiver's list, the sender writes
 //	cma-split  Split: both lists travel; the receiver reads the first half
 //	           while the sender writes the second, two CPUs copying at once
+//	multirail  Split, cut by the speed the receiver measured of each rail
+//	           (its read, the sender's write) so that both finish together
 //
 //	import _ "github.com/knemesis/knemesis/cma"
 //

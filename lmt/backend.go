@@ -19,10 +19,12 @@ const (
 	// sends DONE (CMA write).
 	Push
 	// Split: the RTS carries the sender's handle and the CTS the
-	// receiver's; the receiver copies the first half of the message while
-	// the sender copies the second, so that both CPUs make one copy each
-	// at once (CMA read and write). The sender's DONE says its half is
-	// in; the receiver's completes both sides.
+	// receiver's with the cut; the receiver copies the first piece of the
+	// message (its read rail) while the sender copies the rest (its write
+	// rail), so that both CPUs make one copy each at once (CMA read and
+	// write). Each side's DONE says its piece is in; a side completes
+	// when both are. The cut is the half ([SplitPoint]) or, for a
+	// [Weighed] backend, follows the rails' measured speeds.
 	Split
 )
 
@@ -32,9 +34,9 @@ func (f Flow) handleInRTS() bool { return f == Pull || f == Split }
 // handleInCTS reports whether the receiver's handle travels in the CTS.
 func (f Flow) handleInCTS() bool { return f == Push || f == Split }
 
-// SplitPoint is where a Split transfer of length bytes changes hands: the
-// receiver copies [0, SplitPoint), the sender the rest. Half, on a page
-// boundary, so that neither side's copies share a page.
+// SplitPoint is where an unweighed Split transfer of length bytes changes
+// hands: the receiver copies [0, SplitPoint), the sender the rest. Half,
+// on a page boundary, so that neither side's copies share a page.
 func SplitPoint(length int64) int64 { return length / 2 &^ 4095 }
 
 func (f Flow) String() string {

@@ -8,4 +8,4 @@ import (
 )
 
 // backends are those this package's tests run over.
-var backends = []string{"shm", "cma", "cma-write", "cma-split"}
+var backends = []string{"shm", "cma", "cma-write", "cma-split", "multirail"}

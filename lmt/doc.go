@@ -13,6 +13,7 @@
 //	cma        receiver pulls with process_vm_readv (one copy)         package cma
 //	cma-write  sender pushes with process_vm_writev after the CTS      package cma
 //	cma-split  receiver reads the first half, sender writes the second package cma
+//	multirail  cma-split cut by each rail's measured speed             package cma
 //	pipe       writev into a pipe, readv out of it (two copies)        package pipe
 //	vmsplice   sender pages spliced into a pipe, readv (one copy)      package vmsplice
 //	knem       the KNEM-ABI module copies, or offloads to DMA          package kmod/knem/knemlmt
@@ -67,8 +68,9 @@
 //	                        copies, then sends DONE (cma, knem)
 //	flow_push.go    Push    CTS carries the receiver's handle; the sender
 //	                        copies, then sends DONE (cma-write)
-//	flow_split.go   Split   both handles travel; each side copies a half and
-//	                        sends DONE when its half is in (cma-split)
+//	flow_split.go   Split   both handles travel, the CTS with the cut; each
+//	                        side copies its piece and sends DONE when it is
+//	                        in (cma-split, multirail)
 //	flow_stream.go  Stream  both sides Step a shared channel, one in, one
 //	                        out; the receiver sends DONE (shm, pipe, vmsplice)
 //
@@ -110,6 +112,26 @@
 //     the receiver's time for the selector (Config.OnMeasured).
 //
 // A Pull message (cma) is shorter: flow_pull.go alone tells it.
+//
+// # Rails
+//
+// A Split message moves over two rails at once, each driven by one side:
+// the receiver reads the first piece out of the sender's memory, the
+// sender writes the rest into the receiver's, so that two CPUs copy (the
+// multi-rail split of NewMadeleine: Aumage, Brunet, Furmento, Namyst,
+// "NewMadeleine: a Fast Communication Scheduling Engine for High
+// Performance Networks", CAC 2007). The receiver cuts, since it alone
+// knows how much it accepts, and its CTS carries the cut. cma-split cuts
+// in halves; multirail ([Weighed]) cuts by the speed the receiver's
+// engine measured of each rail with that peer — its own piece's time from
+// the match, the sender's from the CTS, carried in each DONE beside the
+// piece's bytes — seeded 1:1 and averaged over recent messages, so that
+// both pieces finish together. Neither rail gets less than a sixteenth,
+// so that a rail measured slow once is measured again. [Stats].Rails
+// says what each rail moved. A rail that fails fails its side, whose DONE
+// fails the other at once; CMA pins the peer's pages only for the length
+// of each call, so nothing stays pinned. rails.go holds the cut and the
+// measure; flow_split.go the protocol.
 //
 // # Using it
 //

@@ -24,6 +24,9 @@ type backendSlot struct {
 	// ordered: the channel is a plain FIFO (see [Ordered] and
 	// channel.turns).
 	ordered bool
+	// weighed: a Split backend whose cut follows the rails' measured
+	// speeds (see [Weighed]).
+	weighed bool
 	// chunk bounds what one Step moves: Config.Chunk, or what b asks for
 	// as a [Chunker].
 	chunk int
@@ -39,6 +42,7 @@ type Engine struct {
 	named  []*backendSlot    // the registered ones, for lookups by name
 	prefer []*backendSlot
 	peers  []peer
+	rails  []railRates // by peer rank: what Split receives measured (rails.go)
 
 	table  // transfer ids
 	pool   // released transfers
@@ -60,6 +64,7 @@ func New(cfg Config) (*Engine, error) {
 	_ = monotonic() // calibrates the clock (2 ms, once a process) now, not on the first message
 	e.env = Env{Rank: cfg.Rank, Size: cfg.Size, Job: cfg.Job, Dir: cfg.Dir, Config: &e.cfg, PeerPID: e.peerPID}
 	e.peers = make([]peer, cfg.Size)
+	e.rails = make([]railRates, cfg.Size)
 	for _, r := range registry {
 		b, err := r.factory(&e.env)
 		if err != nil {
@@ -95,6 +100,9 @@ func (e *Engine) newSlot(r registration, b Backend) *backendSlot {
 	}
 	if ord, ok := b.(Ordered); ok {
 		s.ordered = r.Flow == Stream && s.early == nil && ord.Ordered() && !k.NoGrantAhead
+	}
+	if w, ok := b.(Weighed); ok {
+		s.weighed = r.Flow == Split && w.Weighed()
 	}
 	if c, ok := b.(Chunker); ok {
 		s.chunk = c.Chunk()

@@ -27,4 +27,5 @@ func ExampleCheck() {
 	// cma-write unavailable: the peer's process id is unknown
 	// pipe available
 	// cma-split unavailable: the peer's process id is unknown
+	// multirail unavailable: the peer's process id is unknown
 }

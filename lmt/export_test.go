@@ -18,3 +18,13 @@ func WithKnobs(cfg Config, k Knobs) Config {
 	cfg.knobs = k
 	return cfg
 }
+
+// SetRailRates gives e, as the receiver of rank's Split messages, the
+// rails' speeds it would have measured (bytes per nanosecond; 0: not
+// measured), so that a test knows the cut of the next multirail message.
+func SetRailRates(e *Engine, rank int, read, write float64) {
+	e.rails[rank] = railRates{ReadRail: read, WriteRail: write}
+}
+
+// RailRates returns what e measured of the rails of rank's Split messages.
+func RailRates(e *Engine, rank int) [NumRails]float64 { return e.rails[rank] }

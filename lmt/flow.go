@@ -1,5 +1,7 @@
 package lmt
 
+import "time"
+
 // A flow runs the rendezvous of one kind of backend (see [Flow]) on both
 // sides: what the RTS and CTS carry, who Steps, who sends DONE and what
 // completes each side. A Transfer holds the flow of its backend, chosen
@@ -22,8 +24,8 @@ type flow interface {
 	// moved is called when this side has moved all it had to move.
 	moved(e *Engine, t *Transfer)
 	// done takes the peer's successful DONE, which says it moved length
-	// bytes.
-	done(e *Engine, t *Transfer, length int64)
+	// bytes in took (0: not timed).
+	done(e *Engine, t *Transfer, length int64, took time.Duration)
 	// end is where this side's copying stops.
 	end(t *Transfer) int64
 	// leave releases what t held on ch: it completed, from state prev,
@@ -64,17 +66,21 @@ func (e *Engine) finishIfEmpty(t *Transfer) {
 
 // sendCTS starts a receiver of a push or split transfer on its backend and
 // sends the CTS with the handle its sender needs.
-func (e *Engine) sendCTS(t *Transfer) bool {
+func (e *Engine) sendCTS(t *Transfer) bool { return e.sendCTSAfter(t, 0) }
+
+// sendCTSAfter is sendCTS with the handle after the lead bytes that the
+// flow wrote at the start of the CTS payload (a split's cut).
+func (e *Engine) sendCTSAfter(t *Transfer, lead int) bool {
 	b := t.ch.slot.b
 	if err := b.Start(t); err != nil {
 		e.fail(t, err)
 		return false
 	}
-	n, err := b.Handle(t, t.packet()[hdrLen:])
+	n, err := b.Handle(t, t.packet()[hdrLen+lead:])
 	if err != nil {
 		e.fail(t, err)
 		return false
 	}
-	e.send(t, pktCTS, 0, n, t.length)
+	e.send(t, pktCTS, 0, lead+n, t.length)
 	return true
 }

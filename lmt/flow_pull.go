@@ -1,6 +1,9 @@
 package lmt
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // pull is the flow of one-sided backends whose receiver copies (cma, knem):
 //
@@ -30,7 +33,7 @@ func (pull) cts(e *Engine, t *Transfer, handle []byte, same bool) {
 	e.fail(t, errors.New("lmt: CTS for a pull backend"))
 }
 
-func (pull) moved(e *Engine, t *Transfer)                           { e.finishMoving(t) }
-func (pull) done(e *Engine, t *Transfer, length int64)              { e.doneReceived(t, length) }
-func (pull) end(t *Transfer) int64                                  { return t.length }
-func (pull) leave(e *Engine, t *Transfer, ch *channel, prev tstate) {}
+func (pull) moved(e *Engine, t *Transfer)                               { e.finishMoving(t) }
+func (pull) done(e *Engine, t *Transfer, length int64, _ time.Duration) { e.doneReceived(t, length) }
+func (pull) end(t *Transfer) int64                                      { return t.length }
+func (pull) leave(e *Engine, t *Transfer, ch *channel, prev tstate)     {}

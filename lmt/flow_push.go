@@ -1,5 +1,7 @@
 package lmt
 
+import "time"
+
 // push is the flow of one-sided backends whose sender copies (cma-write):
 //
 //	sender                          receiver
@@ -35,7 +37,7 @@ func (push) cts(e *Engine, t *Transfer, handle []byte, same bool) {
 	e.activate(t)
 }
 
-func (push) moved(e *Engine, t *Transfer)                           { e.finishMoving(t) }
-func (push) done(e *Engine, t *Transfer, length int64)              { e.doneReceived(t, length) }
-func (push) end(t *Transfer) int64                                  { return t.length }
-func (push) leave(e *Engine, t *Transfer, ch *channel, prev tstate) {}
+func (push) moved(e *Engine, t *Transfer)                               { e.finishMoving(t) }
+func (push) done(e *Engine, t *Transfer, length int64, _ time.Duration) { e.doneReceived(t, length) }
+func (push) end(t *Transfer) int64                                      { return t.length }
+func (push) leave(e *Engine, t *Transfer, ch *channel, prev tstate)     {}

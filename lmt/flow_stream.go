@@ -1,5 +1,7 @@
 package lmt
 
+import "time"
+
 // stream is the flow of two-sided backends whose channel both sides
 // Step, the sender putting bytes in and the receiver taking them out (shm,
 // pipe, vmsplice):
@@ -60,8 +62,10 @@ func handBack(e *Engine, t *Transfer) {
 	}
 }
 
-func (stream) done(e *Engine, t *Transfer, length int64) { e.doneReceived(t, length) }
-func (stream) end(t *Transfer) int64                     { return t.length }
+func (stream) done(e *Engine, t *Transfer, length int64, _ time.Duration) {
+	e.doneReceived(t, length)
+}
+func (stream) end(t *Transfer) int64 { return t.length }
 
 func (stream) leave(e *Engine, t *Transfer, ch *channel, prev tstate) {
 	if t.side == Sender {

@@ -15,7 +15,9 @@ const (
 	Vmsplice = "vmsplice"
 	Knem     = "knem"
 	CMASplit = "cma-split"
-	Arena    = "arena"
+	// MultiRail is cma-split cut by the rails' measured speeds.
+	MultiRail = "multirail"
+	Arena     = "arena"
 )
 
 // Identity is what every rank of a job must agree on about a backend: its
@@ -54,6 +56,8 @@ var identities = []Identity{
 		Summary: "sender pushes with process_vm_writev after the CTS (one kernel copy)"},
 	{ID: 7, Name: CMASplit, Flow: Split, Copies: 1, Home: "cma",
 		Summary: "receiver reads the first half while the sender writes the second (one kernel copy, two CPUs)"},
+	{ID: 9, Name: MultiRail, Flow: Split, Copies: 1, Home: "cma",
+		Summary: "cma-split cut by the measured speed of each rail, receiver read and sender write, so that both pieces finish together (one kernel copy, two CPUs)"},
 	{ID: 6, Name: Knem, Flow: Pull, Copies: 1, Home: "kmod/knem/knemlmt",
 		Summary: "the KNEM-ABI module copies in the kernel, or offloads to DMA (one copy)"},
 	// Not in the default preference: it carries only messages whose

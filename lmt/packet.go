@@ -10,10 +10,11 @@ import (
 //
 //	0 type  1 backend id  2 status  3 zero  4..8 payload length
 //	8..16 the packet sender's transfer id (a successful DONE: the
-//	      nanoseconds the move took on the side sending it, at least 1,
-//	      or 0 when not timed, as by the sender of a Split transfer)
+//	      nanoseconds the move took on the side sending it, at least 1;
+//	      for a Split transfer, the time its piece took)
 //	16..24 the packet receiver's transfer id
-//	24..32 length (RTS: message; CTS: bytes accepted; DONE: bytes moved)
+//	24..32 length (RTS: message; CTS: bytes accepted; DONE: bytes moved,
+//	      for a Split transfer by the side sending it)
 const hdrLen = 32
 
 type pktType uint8

@@ -32,7 +32,7 @@ func (c ringEnd) Send(dst int, pkt []byte) (bool, error) {
 }
 
 // deliver hands every queued packet to its engine, then lets both progress.
-func (r *ringControl) deliver(b *testing.B, engs *[2]*lmt.Engine) {
+func (r *ringControl) deliver(b testing.TB, engs *[2]*lmt.Engine) {
 	for dst, e := range engs {
 		for r.head[dst] < r.tail[dst] {
 			i := r.head[dst] % len(r.slots[dst])
@@ -54,7 +54,7 @@ func (r *ringControl) deliver(b *testing.B, engs *[2]*lmt.Engine) {
 // shows here in nanoseconds, which a two-process benchmark would bury in
 // its noise. A message must allocate nothing.
 func BenchmarkProtocol(b *testing.B) {
-	for _, backend := range []string{"cma", "cma-write", "cma-split", "shm"} {
+	for _, backend := range []string{"cma", "cma-write", "cma-split", "multirail", "shm"} {
 		b.Run(backend, func(b *testing.B) {
 			ctl := &ringControl{}
 			var engs [2]*lmt.Engine

@@ -201,7 +201,7 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 		if t.side == Sender && h.src != 0 {
 			t.stats.Moving = time.Duration(h.src) // see sendDone
 		}
-		t.flow.done(e, t, h.length)
+		t.flow.done(e, t, h.length, time.Duration(h.src))
 		return nil
 	}
 	return fmt.Errorf("lmt: unexpected %s packet from rank %d", h.typ, src)

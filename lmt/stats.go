@@ -12,6 +12,11 @@ type Stats struct {
 	Bytes    int64 // payload bytes this side moved or saw moved
 	Chunks   int   // Steps that moved data
 	Syscalls int   // system calls made for the payload
+	// Rails is, for a Split transfer, how many bytes each rail moved (by
+	// [Rail]: the receiver's read, the sender's write), as each side
+	// counted its own and the peer's DONE said; zero for other flows.
+	// Their ratio is the cut the receiver chose.
+	Rails [NumRails]int64
 	// Early is how many bytes the sender put into the channel before
 	// the CTS (see [Early]) and the receiver kept.
 	Early int64
@@ -23,8 +28,7 @@ type Stats struct {
 	// for a sender whose receiver did the moving (its DONE carries it),
 	// from the match to completion; for a pushing sender, from the CTS;
 	// for the sender of a Split transfer, the receiver's time from the
-	// match to its own half in (the two halves move at once, and the
-	// sender reads no clock on its way to its copy).
+	// match to its own piece in (the two pieces move at once).
 	// A selector learning from measurements weighs this.
 	Moving time.Duration
 }

@@ -227,7 +227,7 @@ func (t *Transfer) walk(p []byte, skip int, out bool) int {
 }
 
 // skip moves the cursors to byte n without counting the bytes as moved by
-// this side's backend: a Split sender starts at the split point.
+// this side's backend: a Split sender starts at the cut.
 func (t *Transfer) skip(n int64) { t.move(int(n - t.moved)) }
 
 // rewind puts the cursors back to the start: the receiver discarded what

@@ -514,6 +514,7 @@ func RunManyPairs(t *testing.T, backend string) {
 // sides of cma-split) is contiguous: a handle carries at most
 // Config.MaxSegments addresses.
 func RunManySegments(t *testing.T, backend string) {
+	id, _ := lmt.IdentityOf(backend)
 	job := NewJob(2)
 	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup}, func(p launch.Proc) error {
 		ch, eng, err := Open(p, backend, nil)
@@ -536,7 +537,7 @@ func RunManySegments(t *testing.T, backend string) {
 			msg := make([]byte, size)
 			Fill(msg, 0)
 			iov := cut(msg, 97)
-			if backend == "cma" || backend == "cma-split" { // the sender's list travels in the RTS
+			if id.Flow == lmt.Pull || id.Flow == lmt.Split { // the sender's list travels in the RTS
 				iov = [][]byte{msg}
 			}
 			tr, n, err := eng.StartSend(1, iov, backend, rts)
@@ -554,7 +555,7 @@ func RunManySegments(t *testing.T, backend string) {
 		}
 		got := make([]byte, size)
 		iov := cut(got, 117)
-		if backend == "cma-write" || backend == "cma-split" { // the receiver's list travels in the CTS
+		if id.Flow == lmt.Push || id.Flow == lmt.Split { // the receiver's list travels in the CTS
 			iov = [][]byte{got}
 		}
 		tr, err := eng.StartRecv(0, r, iov)
@@ -569,7 +570,7 @@ func RunManySegments(t *testing.T, backend string) {
 		if !bytes.Equal(got, want) {
 			return errors.New("3000-segment message arrived corrupted")
 		}
-		if st := tr.Stats(); backend != "shm" && backend != "cma-write" && backend != "cma-split" && st.Syscalls < 3 {
+		if st := tr.Stats(); backend != lmt.Shm && id.Flow != lmt.Push && id.Flow != lmt.Split && st.Syscalls < 3 {
 			return fmt.Errorf("%d system calls for 2500 receive segments, want ≥ 3 (IOV_MAX is 1024)", st.Syscalls)
 		}
 		return nil

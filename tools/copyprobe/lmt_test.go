@@ -26,6 +26,7 @@ func TestLMTBackendCopies(t *testing.T) {
 		{"cma", expect{kernel: 1}},
 		{"cma-write", expect{kernel: 1}},
 		{"cma-split", expect{kernel: 1}},
+		{"multirail", expect{kernel: 1}},
 	} {
 		t.Run(c.backend, func(t *testing.T) {
 			ctl := lmttest.NewJob(2)

@@ -93,7 +93,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: eager, shm, pipe, vmsplice, cma, cma-write, cma-split, knem, arena, auto, auto-arena, table, memcpy, put-allocated, put-knem-attach, put-knem, put-cma, put-am, get-allocated, get-knem-attach, get-knem, get-cma, get-am)`},
+		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: eager, shm, pipe, vmsplice, cma, cma-write, cma-split, multirail, knem, arena, auto, auto-arena, table, memcpy, put-allocated, put-knem-attach, put-knem, put-cma, put-am, get-allocated, get-knem-attach, get-knem, get-cma, get-am)`},
 		{[]string{"--backends", "shm,"}, 2, `lmtbench: --backends: unknown backend ""`},
 		{[]string{"--sizes", "4Q"}, 2, `lmtbench: --sizes: size "4Q": unknown unit "Q" (use B, K/KiB, M/MiB or G/GiB)`},
 		{[]string{"--sizes", "4K-1x"}, 2, `lmtbench: --sizes: size "1x": unknown unit "x"`},
@@ -715,5 +715,46 @@ func TestPlacementProbeDefaultsToBuiltin(t *testing.T) {
 		if args[0] == "info" && !regexp.MustCompile(`(?m)^/dev/shm:  tmpfs, \d+ [MG]iB, \d+ [MG]iB free$`).Match(out) {
 			t.Errorf("info: no /dev/shm line, or one with a problem:\n%s", out)
 		}
+	}
+}
+
+// TestSplitRails: a split backend's rows say how it cut the message over
+// its rails, the JSON carries the bytes of each (which add up to the
+// size), and the table ends with each split backend's throughput over the
+// best single-rail CMA backend's, both sides and its name shown. The
+// 1 MiB message of cma-split is cut in exact halves.
+func TestSplitRails(t *testing.T) {
+	args := append([]string{"pingpong", "--backends", "cma,cma-write,cma-split,multirail", "--sizes", "1M"}, fast...)
+	r := run(t, append(args, "--json")...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var results []report.Result
+	if err := json.Unmarshal([]byte(r.stdout), &results); err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range results {
+		want := res.Backend == "cma-split" || res.Backend == "multirail"
+		if got := res.Rails[0]+res.Rails[1] == 1<<20; got != want || res.Backend == "cma-split" && res.Rails != [2]int64{1 << 19, 1 << 19} {
+			t.Errorf("%s: rails %v, want them to add up to 1 MiB: %v (cma-split: halves)", res.Backend, res.Rails, want)
+		}
+	}
+	r = run(t, args...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^ +1M +cma-split .* rails read:write 50:50`),
+		regexp.MustCompile(`(?m)^ +1M +multirail .* rails read:write \d+:\d+`),
+		regexp.MustCompile(`(?m)^split ÷ best single-rail CMA of the run`),
+		regexp.MustCompile(`(?m)^1M +cma-split ÷ cma(-write)? +[\d.]+ GB/s ÷ [\d.]+ GB/s += [\d.]+  rails read:write 50:50$`),
+		regexp.MustCompile(`(?m)^1M +multirail ÷ cma(-write)? +[\d.]+ GB/s ÷ [\d.]+ GB/s += [\d.]+  rails read:write \d+:\d+$`),
+	} {
+		if !want.MatchString(r.stdout) {
+			t.Errorf("table lacks %v:\n%s", want, r.stdout)
+		}
+	}
+	if regexp.MustCompile(`(?m)^ +1M +cma(-write)? .*rails`).MatchString(r.stdout) {
+		t.Errorf("a single-rail row shows rails:\n%s", r.stdout)
 	}
 }

@@ -40,6 +40,14 @@ type Engine interface {
 	Close() error
 }
 
+// RailReporter is implemented by engines whose messages a split backend
+// may cut over rails (the LMT's cma-split and multirail): Rails returns the
+// bytes each rail, the receiver's read and the sender's write, moved of
+// the last message this rank received; zero when it was not split.
+type RailReporter interface {
+	Rails() [2]int64
+}
+
 // Peer is what an Engine is opened with, in each rank.
 type Peer struct {
 	Proc    launch.Proc

@@ -187,6 +187,12 @@ func (e *lmtEngine) SendRecv(out, in []byte) error {
 // LMT (nemesis.LMTPoller).
 func (e *lmtEngine) wait(r *nemesis.Request) error { return e.ep.Wait(r) }
 
+// Rails implements RailReporter from the statistics of the last receive.
+func (e *lmtEngine) Rails() [2]int64 {
+	st, _ := attach.Stats(&e.rreq)
+	return [2]int64{st.Rails[lmt.ReadRail], st.Rails[lmt.WriteRail]}
+}
+
 func (e *lmtEngine) Close() error {
 	var err error
 	if e.att != nil {

@@ -273,7 +273,16 @@ func calibrate(spec Spec, l leader, size int) (int, error) {
 
 func (r *rank) tell(cmd, size, iters int64) error            { return r.ctl.put(cmd, size, iters) }
 func (r *rank) command() (cmd, size, iters int64, err error) { return r.ctl.get() }
-func (r *rank) reply(cpu time.Duration) error                { return r.ctl.put(int64(cpu), 0, 0) }
+
+// reply sends rank 0 this rank's CPU time and the rails of the last
+// message it received.
+func (r *rank) reply(cpu time.Duration) error {
+	var rails [2]int64
+	if rr, ok := r.e.(engine.RailReporter); ok {
+		rails = rr.Rails()
+	}
+	return r.ctl.put(int64(cpu), rails[0], rails[1])
+}
 
 // leadSample runs one timed sample from rank 0.
 func (r *rank) leadSample(size, iters int) (Sample, error) {
@@ -286,11 +295,12 @@ func (r *rank) leadSample(size, iters int) (Sample, error) {
 	if err != nil {
 		return Sample{}, err
 	}
-	peerCPU, _, _, err := r.ctl.get()
+	peerCPU, read, write, err := r.ctl.get()
 	if err != nil {
 		return Sample{}, err
 	}
 	return Sample{
+		Rails:      [2]int64{read, write},
 		Pollution:  r.pollution,
 		Size:       size,
 		Iterations: iters,

@@ -45,6 +45,9 @@ type Result struct {
 	Machine            machine.Facts `json:"machine"`
 	// Pollution is the receiver's re-read slowdown (mode pollution only).
 	Pollution *harness.PollutionSample `json:"pollution,omitempty"`
+	// Rails is what each rail (receiver read, sender write) moved of a
+	// message of the median sample, for a split backend; zero otherwise.
+	Rails [2]int64 `json:"rails,omitempty"`
 	// AutoVsBest compares auto with the best single backend in each
 	// placement class; only auto's results carry it (CompareAuto).
 	AutoVsBest *AutoVsBest `json:"auto_vs_best,omitempty"`
@@ -113,7 +116,7 @@ func Aggregate(mode, backend string, reference bool, samples []harness.Sample) R
 		slices.Sort(lat)
 		r.PlacementLatencyUs = lat[len(lat)/2]
 	}
-	r.Iterations, r.Messages, r.Seconds, r.Pollution = m.Iterations, m.Messages, m.Seconds, m.Pollution
+	r.Iterations, r.Messages, r.Seconds, r.Pollution, r.Rails = m.Iterations, m.Messages, m.Seconds, m.Pollution, m.Rails
 	bytes := float64(m.Messages) * float64(m.Size)
 	r.BytesPerSec = bytes / m.Seconds
 	r.LatencyUs = m.Seconds / float64(m.Messages) * 1e6

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/units"
 )
@@ -53,6 +54,7 @@ func WriteTable(w io.Writer, results []Result) error {
 				if best != nil && r.Backend == best.Backend {
 					mark = "  ◀ best"
 				}
+				mark = railsCell(r) + mark
 				if r.AutoVsBest != nil {
 					autos = append(autos, &results[i])
 				}
@@ -88,6 +90,9 @@ func WriteTable(w io.Writer, results []Result) error {
 		if err := writeVsReference(w, results, mode); err != nil {
 			return err
 		}
+		if err := writeSplitVsCMA(w, results, mode); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -120,6 +125,56 @@ func writeVsReference(w io.Writer, results []Result, mode string) error {
 		return nil
 	}
 	fmt.Fprintln(w, "selector ÷ memcpy reference (medians of this run; 1: as fast as one user copy)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, l := range lines {
+		fmt.Fprintln(tw, l)
+	}
+	return tw.Flush()
+}
+
+// railsCell shows how a split backend cut the message: the share of each
+// rail, the receiver's read and the sender's write; empty for the others.
+func railsCell(r Result) string {
+	total := r.Rails[0] + r.Rails[1]
+	if total == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  rails read:write %d:%d", (100*r.Rails[0]+total/2)/total, (100*r.Rails[1]+total/2)/total)
+}
+
+// singleRails are the one-rail CMA backends a split backend is measured
+// against: the receiver's process_vm_readv alone, the sender's
+// process_vm_writev alone.
+var singleRails = []string{lmt.CMA, lmt.CMAWrite}
+
+// writeSplitVsCMA prints, per size, each split backend's throughput over
+// the best single-rail CMA backend's of this run at that size, both
+// medians and that backend's name shown, with the cut the split backend
+// made.
+func writeSplitVsCMA(w io.Writer, results []Result, mode string) error {
+	var lines []string
+	for _, size := range sizes(results, mode) {
+		var single *Result
+		for i := range results {
+			r := &results[i]
+			if r.Mode == mode && r.Size == size && slices.Contains(singleRails, r.Backend) && (single == nil || r.BytesPerSec > single.BytesPerSec) {
+				single = r
+			}
+		}
+		if single == nil || single.BytesPerSec == 0 {
+			continue
+		}
+		for _, r := range results {
+			if r.Mode == mode && r.Size == size && r.Rails != [2]int64{} {
+				lines = append(lines, fmt.Sprintf("%s\t%s ÷ %s\t%.2f GB/s ÷ %.2f GB/s\t= %.2f%s",
+					units.Format(size), r.Backend, single.Backend, r.BytesPerSec/1e9, single.BytesPerSec/1e9, r.BytesPerSec/single.BytesPerSec, railsCell(r)))
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "split ÷ best single-rail CMA of the run (medians; above 1: the second rail pays)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, l := range lines {
 		fmt.Fprintln(tw, l)
