@@ -296,7 +296,16 @@ func TestBlockedReceiveDozes(t *testing.T) {
 		st, err := eps[1].Recv(0, 0, buf)
 		done <- result{string(buf[:st.Count]), eps[1].Stats().Dozes, err}
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// Send once rank 1 sleeps, not after a fixed pause a loaded machine
+	// may not give it the time to reach its doze in. A rank that set its
+	// sleep word checks for progress before it sleeps; the 20 ms leave it
+	// past that check.
+	for deadline := time.Now().Add(time.Minute); eps[1].sleep.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("rank 1, blocked in Recv, did not doze within a minute")
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
 	if err := eps[0].Send(1, 0, []byte("wake up")); err != nil {
 		t.Fatal(err)
 	}
