@@ -133,6 +133,19 @@ type Buffered interface {
 	Buffered() bool
 }
 
+// Copier is implemented by Pull backends whose Handle copies the message
+// into memory of their own and names that copy, not the caller's buffers
+// (arena-copy: a slot of the sender's shared arena, which the receiver
+// copies out of). Handle calls [Transfer.UseCopy] with the copy. The send
+// then completes for its user at the first Progress after StartSend, as an
+// eager send completes once its bytes are in the cells: no wait for the
+// receiver's DONE, which only frees the copy. Release gives the copy back
+// when the transfer leaves the Engine, however it ends (DONE, a failure,
+// a dead peer, Close), once.
+type Copier interface {
+	Release(t *Transfer)
+}
+
 // Ordered is implemented by Stream backends whose channel is a plain FIFO
 // of bytes written by one sender and read by one receiver (a pipe): if
 // senders push whole messages one after the other in the order of their

@@ -21,6 +21,9 @@ type backendSlot struct {
 	// buffered: a sender completes once its bytes are in the channel
 	// (see [Buffered]).
 	buffered bool
+	// copier is b as a Pull [Copier], or nil: its sender completes at
+	// the first Progress, and the copy goes back when it leaves.
+	copier Copier
 	// ordered: the channel is a plain FIFO (see [Ordered] and
 	// channel.turns).
 	ordered bool
@@ -92,6 +95,9 @@ func (e *Engine) newSlot(r registration, b Backend) *backendSlot {
 	}
 	if buf, ok := b.(Buffered); ok {
 		s.buffered = r.Flow == Stream && buf.Buffered() && !k.NoBuffered
+	}
+	if c, ok := b.(Copier); ok && r.Flow == Pull {
+		s.copier = c
 	}
 	if ord, ok := b.(Ordered); ok {
 		s.ordered = r.Flow == Stream && s.early == nil && ord.Ordered() && !k.NoGrantAhead
@@ -172,7 +178,7 @@ func (e *Engine) BytesMoved() uint64 { return e.bytes }
 func (e *Engine) InChannel() int {
 	n := 0
 	for _, t := range e.live {
-		if t.state == stHanded {
+		if t.state == stHanded || t.state == stCopied {
 			n++
 		}
 	}

@@ -11,7 +11,11 @@ import "errors"
 //	DONE: complete
 //
 // The sender moves nothing and waits for the DONE in stWaitDone from the
-// start. A receiver that cannot pull answers with a CTS naming another
+// start; the sender of a [Copier] (arena-copy), whose Handle copied the
+// message, waits in stCopied until the next Progress hands it back to its
+// user (stHanded), and its DONE then only frees the copy.
+//
+// A receiver that cannot pull answers with a CTS naming another
 // backend instead (see Engine.settle), and the sender goes on with that
 // backend's flow.
 type pull struct{}
@@ -19,6 +23,9 @@ type pull struct{}
 func (pull) sendRTS(e *Engine, t *Transfer, payload []byte) (int, error) {
 	n, err := t.ch.slot.b.Handle(t, payload)
 	t.state = stWaitDone
+	if t.ch.slot.copier != nil {
+		t.state = stCopied
+	}
 	return n, err
 }
 

@@ -16,6 +16,9 @@ const (
 	Knem     = "knem"
 	CMASplit = "cma-split"
 	Arena    = "arena"
+	// ArenaCopy is named apart from Arena: the same receiver, a sender
+	// that copies first (see its identity).
+	ArenaCopy = "arena-copy"
 )
 
 // Identity is what every rank of a job must agree on about a backend: its
@@ -61,6 +64,11 @@ var identities = []Identity{
 	// for exactly those.
 	{ID: 8, Name: Arena, Flow: Pull, Copies: 1, Home: "arena",
 		Summary: "receiver copies straight out of the sender's buffer in the job's shared arena (one user copy, no system call)"},
+	// Not in the default preference either: it needs the job's arena,
+	// which a job has only on request, and it serves medium messages,
+	// where the selector weighs it against the others.
+	{ID: 9, Name: ArenaCopy, Flow: Pull, Copies: 2, Home: "arena",
+		Summary: "sender copies into a slot of its shared arena and completes; receiver copies out (two user copies, no system call, no wait for the DONE)"},
 }
 
 // Identities returns every backend's identity, registered or not, by

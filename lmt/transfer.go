@@ -69,8 +69,13 @@ const (
 	stWaitDone // this side's part is done; the peer's DONE completes it
 	stDone
 	// stHanded: a sender on a Buffered channel with every byte in the
-	// channel, complete for its user, waiting for the receiver's DONE.
+	// channel, or of a Copier with the message in its copy, complete
+	// for its user, waiting for the receiver's DONE.
 	stHanded
+	// stCopied: a sender of a Copier backend whose message is in the
+	// copy: the next Progress hands it back to its user (stHanded), not
+	// StartSend itself, whose caller has yet to send the RTS.
+	stCopied
 )
 
 // Segment is one piece of a buffer in another process.
@@ -111,6 +116,14 @@ func (t *Transfer) Moved() int64 { return t.moved }
 
 // Buffers returns the transfer's iovec list.
 func (t *Transfer) Buffers() [][]byte { return t.iov }
+
+// UseCopy makes b, a copy of the whole message that a [Copier] backend's
+// Handle made, the transfer's only buffer: the caller's buffers are free
+// from then on, and whatever still reads the message reads b.
+func (t *Transfer) UseCopy(b []byte) {
+	t.iov = append(t.iov[:0], b)
+	t.seg, t.off = 0, 0
+}
 
 // Done reports whether the transfer has completed on this side. A sender
 // on a [Buffered] backend is done once its bytes are in the channel.

@@ -1,0 +1,249 @@
+package arena_test
+
+import (
+	"crypto/sha256"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/knemesis/knemesis/arena"
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/nemesis/launch"
+)
+
+// pair is two engines of one process, ranks 0 and 1 of a job of 3 (rank 2
+// has an arena region but no engine: what is sent to it stays in flight),
+// with an arena region each in ordinary memory and a control channel that
+// queues packets until deliver: what a job's endpoints do, with every step
+// in the test's hands.
+type pair struct {
+	eng     [2]*lmt.Engine
+	region  [3][]byte
+	used    [2]int // bump allocator over each region
+	allocs  [2]int // Config.Alloc calls
+	pkts    [3][][]byte
+	pktBufs [3][160][64]byte
+}
+
+type pairControl struct {
+	p    *pair
+	from int
+}
+
+func (c pairControl) Send(dst int, pkt []byte) (bool, error) {
+	q := &c.p.pkts[dst]
+	if len(*q) == len(c.p.pktBufs[dst]) {
+		return false, nil
+	}
+	b := c.p.pktBufs[dst][len(*q)][:len(pkt)]
+	copy(b, pkt)
+	*q = append(*q, b)
+	return true, nil
+}
+
+func newPair(t testing.TB, regionSize int) *pair {
+	p := &pair{}
+	pid := os.Getpid()
+	job := launch.NewJobName()
+	p.region[2] = make([]byte, 4096)
+	p.pkts[2] = make([][]byte, 0, len(p.pktBufs[2]))
+	for r := range p.eng {
+		p.region[r] = make([]byte, regionSize)
+		p.pkts[r] = make([][]byte, 0, len(p.pktBufs[r]))
+		e, err := lmt.New(lmt.Config{Rank: r, Size: 3, Job: job, Control: pairControl{p, r},
+			Prefer:  []string{lmt.ArenaCopy},
+			PeerPID: func(int) int { return pid },
+			Arena:   func(rank int) []byte { return p.region[rank] },
+			Alloc:   func(n int) ([]byte, error) { return p.alloc(r, n) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.eng[r] = e
+		t.Cleanup(func() { e.Close() })
+	}
+	return p
+}
+
+func (p *pair) alloc(r, n int) ([]byte, error) {
+	p.allocs[r]++
+	if p.used[r]+n > len(p.region[r]) {
+		return nil, errors.New("test arena full")
+	}
+	b := p.region[r][p.used[r] : p.used[r]+n : p.used[r]+n]
+	p.used[r] += n
+	return b, nil
+}
+
+// deliver hands each engine the packets queued for it, then progresses both.
+func (p *pair) deliver(t testing.TB) {
+	for r, e := range p.eng {
+		for _, pkt := range p.pkts[r] {
+			if err := e.HandleControl(1-r, pkt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.pkts[r] = p.pkts[r][:0]
+		if err := e.Progress(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestArenaCopyCompletesAtCopy: an arena-copy send completes for its user
+// at the first Progress after StartSend, before the receiver has even
+// matched it, and the receiver still gets the message as it was at the
+// send (SHA-256), though the sender overwrote its buffers meanwhile: the
+// receiver reads the sender's copy, with one Step and no system call.
+// Until the receiver's DONE the send stays in the engine's InChannel.
+func TestArenaCopyCompletesAtCopy(t *testing.T) {
+	p := newPair(t, 1<<20)
+	msg := make([]byte, 64<<10)
+	fill(msg, 3)
+	want := sha256.Sum256(msg)
+	iov := [][]byte{msg[:1000], nil, msg[1000:]}
+	rts := make([]byte, 512)
+	s, n, err := p.eng[0].StartSend(1, iov, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Done() {
+		t.Fatal("send done inside StartSend, before its caller sent the RTS")
+	}
+	if err := p.eng[0].Progress(); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Done() || s.Err() != nil || p.eng[0].InChannel() != 1 {
+		t.Fatalf("after one Progress: done %v, err %v, in channel %d; want done, nil, 1", s.Done(), s.Err(), p.eng[0].InChannel())
+	}
+	fill(msg, 4) // the user's buffer is the user's again
+	got := make([]byte, len(msg))
+	r, err := p.eng[1].StartRecv(0, rts[:n], [][]byte{got})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !r.Done() || p.eng[0].InChannel() > 0 {
+		p.deliver(t)
+	}
+	st := r.Stats()
+	if r.Err() != nil || sha256.Sum256(got) != want || st.Backend != lmt.ArenaCopy || st.Chunks != 1 || st.Syscalls != 0 {
+		t.Fatalf("receive: err %v, checksum equal %v, stats %+v; want the message as sent, by %s in 1 chunk, no system call",
+			r.Err(), sha256.Sum256(got) == want, st, lmt.ArenaCopy)
+	}
+	if p.allocs[0] != 1 {
+		t.Errorf("sender took %d slots from the arena, want 1", p.allocs[0])
+	}
+}
+
+// TestArenaCopyReusesSlots: a stream of messages, one at a time, reuses the
+// one slot it took, and a message allocates nothing in steady state.
+func TestArenaCopyReusesSlots(t *testing.T) {
+	p := newPair(t, 1<<20)
+	msg, got := make([]byte, 16<<10), make([]byte, 16<<10)
+	fill(msg, 9)
+	send, recv := [][]byte{msg}, [][]byte{got}
+	rts := make([]byte, 512)
+	one := func() {
+		s, n, err := p.eng[0].StartSend(1, send, "", rts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := p.eng[1].StartRecv(0, rts[:n], recv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for !r.Done() || p.eng[0].InChannel() > 0 {
+			p.deliver(t)
+		}
+		if s.Err() != nil || r.Err() != nil {
+			t.Fatalf("send: %v, receive: %v", s.Err(), r.Err())
+		}
+		_ = p.eng[0].Release(s)
+		_ = p.eng[1].Release(r)
+	}
+	for range 10 {
+		one()
+	}
+	if a := testing.AllocsPerRun(100, one); a != 0 {
+		t.Errorf("%v allocations per message, want 0", a)
+	}
+	if p.allocs[0] != 1 || sha256.Sum256(got) != sha256.Sum256(msg) {
+		t.Errorf("%d slots taken for messages one at a time, want 1; data intact: %v", p.allocs[0], sha256.Sum256(got) == sha256.Sum256(msg))
+	}
+}
+
+// TestArenaCopyLimits: a message larger than a slot, and one that finds
+// every slot in flight, are refused at StartSend with an *lmt.Unavailable
+// saying which; a dead receiver gives the slots of its sends back, and the
+// next sends reuse them without taking more from the arena.
+func TestArenaCopyLimits(t *testing.T) {
+	p := newPair(t, 64*arena.SlotSize)
+	rts := make([]byte, 512)
+	var u *lmt.Unavailable
+	_, _, err := p.eng[0].StartSend(1, [][]byte{make([]byte, arena.SlotSize+1)}, "", rts)
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "exceeds its 262144-byte slots") {
+		t.Errorf("send of a slot plus one byte: %v, want an *lmt.Unavailable saying it exceeds the slots", err)
+	}
+	msg := make([]byte, 4<<10)
+	var sends []*lmt.Transfer
+	for range 64 {
+		s, _, err := p.eng[0].StartSend(1, [][]byte{msg}, "", rts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sends = append(sends, s)
+	}
+	_, _, err = p.eng[0].StartSend(1, [][]byte{msg}, "", rts)
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "all 64 slots are in flight") {
+		t.Errorf("65th send in flight: %v, want an *lmt.Unavailable saying all 64 slots are in flight", err)
+	}
+	gone := errors.New("rank 1 exited")
+	p.eng[0].PeerFailed(1, gone)
+	for _, s := range sends {
+		if !s.Done() {
+			t.Fatal("a send to the dead rank is still pending")
+		}
+	}
+	if n := p.eng[0].InChannel(); n != 0 {
+		t.Errorf("%d sends still wait for the dead rank's DONE", n)
+	}
+	// The slots are free again: as many sends to rank 2 take no more.
+	for i := range 64 {
+		if _, _, err := p.eng[0].StartSend(2, [][]byte{msg}, "", rts); err != nil {
+			t.Fatalf("send %d to rank 2 after rank 1 died: %v", i, err)
+		}
+	}
+	if p.allocs[0] != 64 {
+		t.Errorf("%d slots taken from the arena, want the 64 of the sends to the dead rank, reused", p.allocs[0])
+	}
+}
+
+// TestArenaCopyTruncates: a receive buffer shorter than the message takes
+// its length from the copy and reports a *lmt.TruncationError; the send,
+// complete at its copy, succeeded.
+func TestArenaCopyTruncates(t *testing.T) {
+	p := newPair(t, 1<<20)
+	msg := make([]byte, 32<<10)
+	fill(msg, 5)
+	rts := make([]byte, 512)
+	s, n, err := p.eng[0].StartSend(1, [][]byte{msg}, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 20<<10)
+	r, err := p.eng[1].StartRecv(0, rts[:n], [][]byte{got})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !r.Done() || p.eng[0].InChannel() > 0 {
+		p.deliver(t)
+	}
+	var te *lmt.TruncationError
+	if !errors.As(r.Err(), &te) || te.Len != 32<<10 || te.Cap != 20<<10 || sha256.Sum256(got) != sha256.Sum256(msg[:20<<10]) {
+		t.Errorf("receive: %v, prefix intact %v; want a TruncationError of 32768 into 20480 and the first 20480 bytes", r.Err(), sha256.Sum256(got) == sha256.Sum256(msg[:20<<10]))
+	}
+	if !s.Done() || s.Err() != nil {
+		t.Errorf("send: done %v, err %v; want done, nil", s.Done(), s.Err())
+	}
+}
