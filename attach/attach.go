@@ -302,8 +302,7 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	// the engine copies the list (not the bytes) and each backend moves
 	// the entries with its native iovec handling, no packing.
 	t, n, err := l.eng.StartSend(r.Peer(), r.Iov(), backend, rts)
-	var u *lmt.Unavailable
-	if err != nil && selected && errors.As(err, &u) {
+	if err != nil && selected && unavailable(err) {
 		// The selector's choice cannot take this message now (arena-copy
 		// with every slot in flight): the preference list can.
 		t, n, err = l.eng.StartSend(r.Peer(), r.Iov(), "", rts)
@@ -313,6 +312,13 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	}
 	t.User, st.t = r, t
 	return n, nil
+}
+
+// unavailable reports whether err is an *lmt.Unavailable: apart from
+// StartSend, whose every message would otherwise allocate the target.
+func unavailable(err error) bool {
+	var u *lmt.Unavailable
+	return errors.As(err, &u)
 }
 
 // release gives the engine back the transfer that carried the request's

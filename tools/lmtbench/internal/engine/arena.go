@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/knemesis/knemesis/arena"
 	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/auto"
 	"github.com/knemesis/knemesis/lmt"
@@ -36,6 +37,37 @@ func init() {
 		SharedBytes: func(int) int { return 0 },
 		Open:        func(p Peer) (Engine, error) { return openArena(p, true) },
 	})
+	id, _ = lmt.IdentityOf(lmt.ArenaCopy)
+	register(Backend{
+		Name:        lmt.ArenaCopy,
+		Summary:     "LMT: " + id.Summary + "; ordinary send buffers, a job with an arena, messages up to 256 KiB",
+		OnRequest:   true,
+		Check:       func() error { return lmtRegistered(lmt.ArenaCopy) },
+		SharedBytes: func(int) int { return 0 },
+		Open:        openArenaCopy,
+	})
+}
+
+// openArenaCopy joins a job with an arena of a few arena-copy slots and
+// forces arena-copy for every message, sent from ordinary memory.
+func openArenaCopy(p Peer) (Engine, error) {
+	name := lmt.ArenaCopy
+	if p.Proc.Size != 2 {
+		return nil, fmt.Errorf("%s: runs between exactly 2 processes, job has %d", name, p.Proc.Size)
+	}
+	if p.MaxSize > arena.SlotSize {
+		return nil, fmt.Errorf("%s: carries messages up to %d bytes, the run goes to %d: give --sizes up to 256K", name, arena.SlotSize, p.MaxSize)
+	}
+	ep, err := nemesis.JoinProc(p.Proc, &nemesis.Options{ArenaSize: 4*arena.SlotSize + 64<<10})
+	if err != nil {
+		return nil, fmt.Errorf("%s: joining the Nemesis job: %w", name, err)
+	}
+	att, err := attach.Attach(ep, attach.Options{EagerMax: 1, Prefer: []string{name}})
+	if err != nil {
+		ep.Close()
+		return nil, fmt.Errorf("%s: attaching the LMT: %w", name, err)
+	}
+	return &lmtEngine{ep: ep, att: att, peer: 1 - p.Proc.Rank}, nil
 }
 
 // arenaEngine is an lmtEngine whose send buffers come from the arena.
