@@ -2,6 +2,7 @@ package arena_test
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -28,7 +29,7 @@ type pair struct {
 	used    [2]int // bump allocator over each region
 	allocs  [2]int // Config.Alloc calls
 	pkts    [3][][]byte
-	pktBufs [3][160][64]byte
+	pktBufs [3][160][512]byte
 }
 
 type pairControl struct {
@@ -97,11 +98,12 @@ func (p *pair) deliver(t testing.TB) {
 }
 
 // TestArenaCopyCompletesAtCopy: an arena-copy send completes for its user
-// at the first Progress after StartSend, before the receiver has even
-// matched it, and the receiver still gets the message as it was at the
-// send (SHA-256), though the sender overwrote its buffers meanwhile: the
-// receiver reads the sender's copy, with one Step and no system call.
-// Until the receiver's DONE the send stays in the engine's InChannel.
+// once its slot holds the message: the first 8 KiB piece in StartSend,
+// then one piece a Progress, 7 more for 64 KiB, with no packet from the
+// receiver, who has not even matched it. The receiver still gets the
+// message as it was at the send (SHA-256), though the sender overwrote its
+// buffers meanwhile, with no system call. Until the receiver's DONE the
+// send stays in the engine's InChannel.
 func TestArenaCopyCompletesAtCopy(t *testing.T) {
 	p := newPair(t, 1<<20)
 	msg := make([]byte, 64<<10)
@@ -113,14 +115,14 @@ func TestArenaCopyCompletesAtCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Done() {
-		t.Fatal("send done inside StartSend, before its caller sent the RTS")
+	progress := 0
+	for ; !s.Done() && progress < 100; progress++ {
+		if err := p.eng[0].Progress(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := p.eng[0].Progress(); err != nil {
-		t.Fatal(err)
-	}
-	if !s.Done() || s.Err() != nil || p.eng[0].InChannel() != 1 {
-		t.Fatalf("after one Progress: done %v, err %v, in channel %d; want done, nil, 1", s.Done(), s.Err(), p.eng[0].InChannel())
+	if progress != 7 || s.Err() != nil || s.Moved() != 64<<10 || p.eng[0].InChannel() != 1 {
+		t.Fatalf("send done after %d Progress calls, err %v, %d bytes in the slot, %d in channel; want 7, nil, 65536, 1", progress, s.Err(), s.Moved(), p.eng[0].InChannel())
 	}
 	fill(msg, 4) // the user's buffer is the user's again
 	got := make([]byte, len(msg))
@@ -133,11 +135,68 @@ func TestArenaCopyCompletesAtCopy(t *testing.T) {
 	}
 	st := r.Stats()
 	if r.Err() != nil || sha256.Sum256(got) != want || st.Backend != lmt.ArenaCopy || st.Chunks != 1 || st.Syscalls != 0 {
-		t.Fatalf("receive: err %v, checksum equal %v, stats %+v; want the message as sent, by %s in 1 chunk, no system call",
+		t.Fatalf("receive: err %v, checksum equal %v, stats %+v; want the message as sent, by %s in 1 chunk (the slot was full), no system call",
 			r.Err(), sha256.Sum256(got) == want, st, lmt.ArenaCopy)
 	}
 	if p.allocs[0] != 1 {
 		t.Errorf("sender took %d slots from the arena, want 1", p.allocs[0])
+	}
+}
+
+// TestArenaCopyOverlaps: a receiver that matched at once copies each piece
+// as the sender's Progress puts it in the slot, 8 KiB at a time, never
+// more than the slot's header says it holds; a header that says more than
+// the message, as a broken peer would write, fails the receive with a
+// CorruptError naming it.
+func TestArenaCopyOverlaps(t *testing.T) {
+	p := newPair(t, 1<<20)
+	msg := make([]byte, 24<<10)
+	fill(msg, 6)
+	rts := make([]byte, 512)
+	s, n, err := p.eng[0].StartSend(1, [][]byte{msg}, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	r, err := p.eng[1].StartRecv(0, rts[:n], [][]byte{got})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int64{8 << 10, 16 << 10, 16 << 10, 24 << 10, 24 << 10} {
+		if i%2 == 1 {
+			if err := p.eng[0].Progress(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.eng[1].Progress(); err != nil {
+			t.Fatal(err)
+		}
+		if r.Moved() != want {
+			t.Fatalf("step %d: receiver copied %d bytes, want %d", i, r.Moved(), want)
+		}
+	}
+	for !r.Done() || p.eng[0].InChannel() > 0 {
+		p.deliver(t)
+	}
+	if r.Err() != nil || s.Err() != nil || sha256.Sum256(got) != sha256.Sum256(msg) {
+		t.Fatalf("receive: %v, send: %v, checksum equal %v", r.Err(), s.Err(), sha256.Sum256(got) == sha256.Sum256(msg))
+	}
+
+	_, n, err = p.eng[0].StartSend(1, [][]byte{msg}, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint64(p.region[0][0:], 24<<10+1) // the reused slot's header, at the region's start
+	r, err = p.eng[1].StartRecv(0, rts[:n], [][]byte{got})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.eng[1].Progress(); err != nil {
+		t.Fatal(err)
+	}
+	var ce *lmt.CorruptError
+	if !errors.As(r.Err(), &ce) || !strings.Contains(r.Err().Error(), "arena-copy slot header: 24577 bytes in the slot, the message has 24576") {
+		t.Fatalf("receive under a header past the message: %v, want a CorruptError naming the arena-copy slot header", r.Err())
 	}
 }
 
@@ -183,7 +242,7 @@ func TestArenaCopyReusesSlots(t *testing.T) {
 // saying which; a dead receiver gives the slots of its sends back, and the
 // next sends reuse them without taking more from the arena.
 func TestArenaCopyLimits(t *testing.T) {
-	p := newPair(t, 64*arena.SlotSize)
+	p := newPair(t, 65*arena.SlotSize) // 64 slots and their headers
 	rts := make([]byte, 512)
 	var u *lmt.Unavailable
 	_, _, err := p.eng[0].StartSend(1, [][]byte{make([]byte, arena.SlotSize+1)}, "", rts)

@@ -21,7 +21,7 @@ func (e *Engine) Progress() error {
 		}
 		if t.state != stActive {
 			if t.state == stCopied {
-				handBack(e, t)
+				e.fillCopy(t)
 				continue
 			}
 			if t.ch != nil && t.ch.mayFill(t) {
