@@ -28,7 +28,9 @@ func (pull) sendRTS(e *Engine, t *Transfer, payload []byte) (int, error) {
 		// The first piece is in before the RTS leaves: the receiver
 		// starts on it at once.
 		t.state = stCopied
-		err = e.fillPiece(t)
+		if err = e.fillPiece(t); err != nil {
+			t.ch.slot.copier.Release(t) // StartSend drops t: no completion will
+		}
 	}
 	return n, err
 }
