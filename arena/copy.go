@@ -36,7 +36,7 @@ import (
 // SlotSize is the largest message arena-copy carries: the top of the
 // medium range, where one copy per side is no longer cheaper than a
 // single-copy backend's system call.
-const SlotSize = 256 << 10
+const SlotSize = lmt.ArenaCopyMax
 
 // slotHeader is the line before a slot's data that holds how many bytes of
 // the message the slot holds so far (little-endian uint64, stored

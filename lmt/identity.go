@@ -21,6 +21,10 @@ const (
 	ArenaCopy = "arena-copy"
 )
 
+// ArenaCopyMax is the longest message arena-copy carries (its Identity's
+// MaxLen): the size of its slots.
+const ArenaCopyMax = 256 << 10
+
 // Identity is what every rank of a job must agree on about a backend: its
 // name, its number on the wire (RTS and CTS name the backend by it), and
 // its flow, which says how the rendezvous runs. It is declared once, in
@@ -40,6 +44,9 @@ type Identity struct {
 	Home string
 	// Summary says in a line how it moves a message.
 	Summary string
+	// MaxLen is the longest message it carries, 0 for any: a selector
+	// weighs it only up to there.
+	MaxLen int64
 }
 
 // identities lists every backend by copies made: the order lmtbench's
@@ -67,7 +74,7 @@ var identities = []Identity{
 	// Not in the default preference either: it needs the job's arena,
 	// which a job has only on request, and it serves medium messages,
 	// where the selector weighs it against the others.
-	{ID: 9, Name: ArenaCopy, Flow: Pull, Copies: 2, Home: "arena",
+	{ID: 9, Name: ArenaCopy, Flow: Pull, Copies: 2, Home: "arena", MaxLen: ArenaCopyMax,
 		Summary: "sender copies into a slot of its shared arena and completes; receiver copies out (two user copies, no system call, no wait for the DONE)"},
 }
 
