@@ -27,7 +27,7 @@ import (
 // message, never backwards) like every field a peer writes.
 //
 // Slots are taken from the arena through lmt.Config.Alloc when none is
-// free, once each, and then reused, the one freed last first, whose lines
+// free, once each, up to a quarter of the region, and then reused, the one freed last first, whose lines
 // are still in this core's cache: in steady state a message allocates
 // nothing. A message larger than a slot, or one that finds the arena full,
 // is refused with an *lmt.Unavailable, and the caller sends it another way
@@ -49,8 +49,13 @@ const slotHeader = 64
 const piece = 8 << 10
 
 // maxSlots bounds the slots one rank takes from its arena: as many sends
-// in flight through arena-copy, before the next is refused.
+// in flight through arena-copy, before the next is refused. They take at
+// most a quarter of the rank's region besides (slotLimit), so that the
+// program's own Alloc keeps the rest.
 const maxSlots = 64
+
+// slotLimit is how many slots arena-copy may take from a region of n bytes.
+func slotLimit(n int) int { return min(maxSlots, n/4/(slotHeader+SlotSize)) }
 
 func init() {
 	lmt.Register(lmt.ArenaCopy, func(env *lmt.Env) (lmt.Backend, error) { return newCopy(env), nil }, probeCopy)
@@ -74,6 +79,11 @@ func probeCopy(cfg *lmt.Config, peer lmt.Peer) error {
 		return &lmt.Unavailable{Backend: lmt.ArenaCopy, Peer: -1,
 			Reason: "the engine cannot allocate from the job's shared arena (no Config.Alloc)",
 			Fix:    "attach the LMT with package attach, which gives it Endpoint.Alloc"}
+	}
+	if n := len(cfg.Arena(cfg.Rank)); slotLimit(n) == 0 {
+		return &lmt.Unavailable{Backend: lmt.ArenaCopy, Peer: -1,
+			Reason: fmt.Sprintf("a quarter of this rank's %d-byte arena holds no %d-byte slot", n, slotHeader+SlotSize),
+			Fix:    fmt.Sprintf("give the job an Options.ArenaSize of at least %d", 4*(slotHeader+SlotSize))}
 	}
 	return nil
 }
@@ -134,8 +144,8 @@ func (c *copier) take() ([]byte, error) {
 		c.free = c.free[:n-1]
 		return s, nil
 	}
-	if c.taken == maxSlots {
-		return nil, fmt.Errorf("all %d slots are in flight", maxSlots)
+	if limit := slotLimit(len(c.env.Config.Arena(c.env.Rank))); c.taken >= limit {
+		return nil, fmt.Errorf("all %d slots are in flight (at most %d, and a quarter of the arena)", limit, maxSlots)
 	}
 	s, err := c.env.Config.Alloc(slotHeader + SlotSize)
 	if err != nil {

@@ -105,7 +105,7 @@ func (p *pair) deliver(t testing.TB) {
 // buffers meanwhile, with no system call. Until the receiver's DONE the
 // send stays in the engine's InChannel.
 func TestArenaCopyCompletesAtCopy(t *testing.T) {
-	p := newPair(t, 1<<20)
+	p := newPair(t, 2<<20)
 	msg := make([]byte, 64<<10)
 	fill(msg, 3)
 	want := sha256.Sum256(msg)
@@ -149,7 +149,7 @@ func TestArenaCopyCompletesAtCopy(t *testing.T) {
 // the message, as a broken peer would write, fails the receive with a
 // CorruptError naming it.
 func TestArenaCopyOverlaps(t *testing.T) {
-	p := newPair(t, 1<<20)
+	p := newPair(t, 2<<20)
 	msg := make([]byte, 24<<10)
 	fill(msg, 6)
 	rts := make([]byte, 512)
@@ -203,7 +203,7 @@ func TestArenaCopyOverlaps(t *testing.T) {
 // TestArenaCopyReusesSlots: a stream of messages, one at a time, reuses the
 // one slot it took, and a message allocates nothing in steady state.
 func TestArenaCopyReusesSlots(t *testing.T) {
-	p := newPair(t, 1<<20)
+	p := newPair(t, 2<<20)
 	msg, got := make([]byte, 16<<10), make([]byte, 16<<10)
 	fill(msg, 9)
 	send, recv := [][]byte{msg}, [][]byte{got}
@@ -237,17 +237,22 @@ func TestArenaCopyReusesSlots(t *testing.T) {
 	}
 }
 
-// TestArenaCopyLimits: a message larger than a slot, and one that finds
-// every slot in flight, are refused at StartSend with an *lmt.Unavailable
-// saying which; a dead receiver gives the slots of its sends back, and the
+// TestArenaCopyLimits: a message larger than a slot, one in an arena whose
+// quarter holds no slot, and one that finds every slot in flight, are
+// refused at StartSend with an *lmt.Unavailable saying which; a dead receiver gives the slots of its sends back, and the
 // next sends reuse them without taking more from the arena.
 func TestArenaCopyLimits(t *testing.T) {
-	p := newPair(t, 65*arena.SlotSize) // 64 slots and their headers
+	p := newPair(t, 4*65*arena.SlotSize) // 64 slots and their headers in a quarter
 	rts := make([]byte, 512)
 	var u *lmt.Unavailable
 	_, _, err := p.eng[0].StartSend(1, [][]byte{make([]byte, arena.SlotSize+1)}, "", rts)
 	if !errors.As(err, &u) || !strings.Contains(err.Error(), "exceeds its 262144-byte slots") {
 		t.Errorf("send of a slot plus one byte: %v, want an *lmt.Unavailable saying it exceeds the slots", err)
+	}
+	small := newPair(t, 1<<20)
+	_, _, err = small.eng[0].StartSend(1, [][]byte{make([]byte, 4<<10)}, "", rts)
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "a quarter of this rank's 1048576-byte arena holds no 262208-byte slot") {
+		t.Errorf("send in a 1 MiB arena: %v, want an *lmt.Unavailable saying a quarter of it holds no slot", err)
 	}
 	msg := make([]byte, 4<<10)
 	var sends []*lmt.Transfer
@@ -259,7 +264,7 @@ func TestArenaCopyLimits(t *testing.T) {
 		sends = append(sends, s)
 	}
 	_, _, err = p.eng[0].StartSend(1, [][]byte{msg}, "", rts)
-	if !errors.As(err, &u) || !strings.Contains(err.Error(), "all 64 slots are in flight") {
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "all 64 slots are in flight (at most 64, and a quarter of the arena)") {
 		t.Errorf("65th send in flight: %v, want an *lmt.Unavailable saying all 64 slots are in flight", err)
 	}
 	gone := errors.New("rank 1 exited")
@@ -287,7 +292,7 @@ func TestArenaCopyLimits(t *testing.T) {
 // its length from the copy and reports a *lmt.TruncationError; the send,
 // complete at its copy, succeeded.
 func TestArenaCopyTruncates(t *testing.T) {
-	p := newPair(t, 1<<20)
+	p := newPair(t, 2<<20)
 	msg := make([]byte, 32<<10)
 	fill(msg, 5)
 	rts := make([]byte, 512)
@@ -317,7 +322,7 @@ func TestArenaCopyTruncates(t *testing.T) {
 // backend's own cost, the two copies included, without the cross-core
 // traffic or waiting of a job.
 func BenchmarkArenaCopy(b *testing.B) {
-	p := newPair(b, 1<<20)
+	p := newPair(b, 2<<20)
 	msg, got := make([]byte, 16<<10), make([]byte, 16<<10)
 	send, recv := [][]byte{msg}, [][]byte{got}
 	rts := make([]byte, 512)

@@ -872,7 +872,7 @@ func TestTunedSwitchBelowLearnedRange(t *testing.T) {
 // records a cost for it; every message arrives intact.
 func TestArenaCopyIsLearned(t *testing.T) {
 	launchtest.Run(t, 2, func(p launch.Proc) error {
-		ep, err := nemesis.JoinProc(p, &nemesis.Options{ArenaSize: 1 << 20})
+		ep, err := nemesis.JoinProc(p, &nemesis.Options{ArenaSize: 2 << 20})
 		if err != nil {
 			return err
 		}
