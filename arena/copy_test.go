@@ -455,3 +455,35 @@ func recvCopies(ep *nemesis.Endpoint) error {
 	_, err := ep.Recv(0, 11, nil)
 	return err
 }
+
+// TestArenaCopyDeadSender: a receiver waiting for pieces its sender will
+// never copy (the sender died after the first) ends with the PeerError its
+// engine is told of, having copied exactly the first piece, instead of
+// waiting on the slot's header for ever.
+func TestArenaCopyDeadSender(t *testing.T) {
+	p := newPair(t, 2<<20)
+	msg := make([]byte, 32<<10)
+	rts := make([]byte, 512)
+	_, n, err := p.eng[0].StartSend(1, [][]byte{msg}, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.eng[1].StartRecv(0, rts[:n], [][]byte{make([]byte, len(msg))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := p.eng[1].Progress(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Done() || r.Moved() != 8<<10 {
+		t.Fatalf("receiver done %v having copied %d bytes, want still waiting after 8192", r.Done(), r.Moved())
+	}
+	gone := errors.New("rank 0 exited")
+	p.eng[1].PeerFailed(0, gone)
+	var pe *lmt.PeerError
+	if !r.Done() || !errors.As(r.Err(), &pe) || pe.Rank != 0 || !errors.Is(r.Err(), gone) {
+		t.Fatalf("receive after the sender died: done %v, %v; want a PeerError for rank 0 wrapping %q", r.Done(), r.Err(), gone)
+	}
+}
