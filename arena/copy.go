@@ -27,11 +27,16 @@ import (
 // message, never backwards) like every field a peer writes.
 //
 // Slots are taken from the arena through lmt.Config.Alloc when none is
-// free, once each, up to a quarter of the region, and then reused, the one freed last first, whose lines
-// are still in this core's cache: in steady state a message allocates
-// nothing. A message larger than a slot, or one that finds the arena full,
-// is refused with an *lmt.Unavailable, and the caller sends it another way
-// (attach falls back to its preference list).
+// free, once each, up to a quarter of the region, and then reused, the one
+// freed last first, whose lines are still in this core's cache: in steady
+// state a message allocates nothing. A message larger than a slot, or one
+// that finds every slot in flight, is refused with an *lmt.Unavailable,
+// and the caller sends it another way (attach falls back to its
+// preference list).
+//
+// The header is stored with an atomic store after the piece's bytes (on
+// amd64 a locked instruction, after which every earlier store, the string
+// copy's included, is visible) and loaded atomically before the copy out.
 
 // SlotSize is the largest message arena-copy carries: the top of the
 // medium range, where one copy per side is no longer cheaper than a
