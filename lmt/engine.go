@@ -21,8 +21,8 @@ type backendSlot struct {
 	// buffered: a sender completes once its bytes are in the channel
 	// (see [Buffered]).
 	buffered bool
-	// copier is b as a Pull [Copier], or nil: its sender completes at
-	// the first Progress, and the copy goes back when it leaves.
+	// copier is b as a Pull [Copier], or nil: its sender completes once
+	// its copy holds the message, and the copy goes back when it leaves.
 	copier Copier
 	// ordered: the channel is a plain FIFO (see [Ordered] and
 	// channel.turns).
@@ -172,7 +172,8 @@ func (e *Engine) Pending() int { return len(e.live) }
 func (e *Engine) BytesMoved() uint64 { return e.bytes }
 
 // InChannel returns how many sends completed for their users while their
-// bytes are still in a [Buffered] channel, before the receiver's DONE. A
+// bytes are still in a [Buffered] channel or a [Copier]'s copy, before the
+// receiver's DONE, with the Copier sends still filling their copy. A
 // caller about to Close drives the Engine until there are none, so that
 // the receivers can finish reading.
 func (e *Engine) InChannel() int {
