@@ -19,6 +19,13 @@
 // attach picks the backend for every message whose send buffers all lie in
 // the sender's arena; it is in no default preference, and a message forced
 // onto it from other memory fails its send with an error saying so.
+//
+// The package registers a second backend, "arena-copy" (copy.go), for
+// medium messages from ordinary memory: the sender copies the message into
+// a slot of its own region and completes at once, as an eager send does;
+// the receiver copies it out as above. Two user copies, one RTS, no system
+// call and no wait for the DONE. It serves a job that has an arena, for
+// messages up to SlotSize, when forced or named by a selector.
 package arena
 
 import (

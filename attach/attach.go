@@ -160,6 +160,7 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 			return pid
 		},
 		Arena:      ep.ArenaRegion,
+		Alloc:      ep.Alloc,
 		Prefer:     o.Prefer,
 		OnComplete: l.complete,
 		OnMeasured: l.observe,
@@ -284,6 +285,7 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	st := stateOf(r)
 	backend := st.backend // forced by Isend, or ""
 	st.backend = ""
+	selected := false
 	switch {
 	case backend != "":
 	case l.ep.InArena(r.Iov()):
@@ -292,7 +294,7 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 		backend = lmt.Arena
 	case l.selectors != nil:
 		if s := l.selectors[r.Peer()]; s != nil {
-			backend = s.Backend(int64(r.Len()))
+			backend, selected = s.Backend(int64(r.Len())), true
 		}
 	}
 	l.release(st)
@@ -300,11 +302,23 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	// the engine copies the list (not the bytes) and each backend moves
 	// the entries with its native iovec handling, no packing.
 	t, n, err := l.eng.StartSend(r.Peer(), r.Iov(), backend, rts)
+	if err != nil && selected && unavailable(err) {
+		// The selector's choice cannot take this message now (arena-copy
+		// with every slot in flight): the preference list can.
+		t, n, err = l.eng.StartSend(r.Peer(), r.Iov(), "", rts)
+	}
 	if err != nil {
 		return 0, err
 	}
 	t.User, st.t = r, t
 	return n, nil
+}
+
+// unavailable reports whether err is an *lmt.Unavailable: apart from
+// StartSend, whose every message would otherwise allocate the target.
+func unavailable(err error) bool {
+	var u *lmt.Unavailable
+	return errors.As(err, &u)
 }
 
 // release gives the engine back the transfer that carried the request's

@@ -12,6 +12,7 @@ import (
 
 	"github.com/knemesis/knemesis/attach"
 	_ "github.com/knemesis/knemesis/kmod/knem/knemlmt" // registers the knem backend
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 	_ "github.com/knemesis/knemesis/pipe" // registers the pipe backend
 	"github.com/knemesis/knemesis/threshold"
@@ -102,11 +103,13 @@ type Selection struct {
 }
 
 // learnedCandidates are the methods a peer's Learner weighs besides the
-// table's choices, when usable with it: the eager cells, and the backends
-// that won somewhere on the machines measured. Pipe (two kernel copies)
+// table's choices, when usable with it: the eager cells, the backends
+// that won somewhere on the machines measured, and arena-copy where the
+// job has an arena (up to its slot size: medium messages without a
+// system call). Pipe (two kernel copies)
 // and cma-write never did; cma is the table's choice where one
 // process_vm_readv beats cma-split's CTS.
-var learnedCandidates = []threshold.Backend{threshold.Eager, threshold.Shm, threshold.CMA, threshold.CMASplit, threshold.Vmsplice, threshold.Knem}
+var learnedCandidates = []threshold.Backend{threshold.Eager, threshold.Shm, threshold.CMA, threshold.CMASplit, threshold.Vmsplice, threshold.Knem, threshold.ArenaCopy}
 
 // learnEagerFrom is the smallest message whose eager/LMT switch is learned:
 // below 4 KiB no LMT has beaten the cells, even KNEM in a collective
@@ -206,6 +209,10 @@ func (s *Selection) build(peer int, lat time.Duration) error {
 		p.Unavailable = append(p.Unavailable, threshold.Knem)
 	}
 	p.candidates = candidates(env)
+	if s.LMT.Engine().Check(lmt.ArenaCopy, peer) != nil {
+		// No arena in this job: not a refusal worth naming in Pair.Unavailable.
+		p.candidates = slices.DeleteFunc(p.candidates, isArenaCopy)
+	}
 	s.pairs[peer] = p
 	s.slots[peer].set(info.Table, nil)
 	return nil
@@ -519,3 +526,5 @@ func (s *selector) Observe(backend string, size int64, elapsed time.Duration) {
 		s.learner.Record(size, s.learner.Index(threshold.Backend(backend)), elapsed)
 	}
 }
+
+func isArenaCopy(b threshold.Backend) bool { return b == threshold.ArenaCopy }

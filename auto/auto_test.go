@@ -864,3 +864,46 @@ func TestTunedSwitchBelowLearnedRange(t *testing.T) {
 		return expect(ep, sel, 0, 1, 0, []via{{2<<10 - 1, "eager"}, {3 << 10, "pipe"}})
 	})
 }
+
+// TestArenaCopyIsLearned: in a job with an arena, each peer's Learner
+// weighs arena-copy besides the others (TestPairs: without an arena it is
+// not a candidate), and a ping-pong of 16 KiB messages from ordinary
+// memory sends some by it during the first exploration round, which
+// records a cost for it; every message arrives intact.
+func TestArenaCopyIsLearned(t *testing.T) {
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		ep, err := nemesis.JoinProc(p, &nemesis.Options{ArenaSize: 2 << 20})
+		if err != nil {
+			return err
+		}
+		sel, err := auto.Attach(ep, measuring(options(filepath.Join(t.TempDir(), "none.json"), 0, 1), true))
+		if err != nil {
+			ep.Close()
+			return err
+		}
+		defer ep.Close()
+		defer sel.Close()
+		peer := 1 - p.Rank
+		l := sel.Pair(peer).Learner
+		if !slices.Contains(l.Candidates(), threshold.ArenaCopy) {
+			return fmt.Errorf("measuring %v, want arena-copy among them in a job with an arena", l.Candidates())
+		}
+		const n = 16 << 10
+		used := map[string]int{}
+		for i := range len(l.Candidates())*(1+threshold.LearnerSamples) + 8 {
+			for src := range 2 {
+				got, err := exchange(ep, sel, src, 1-src, i*2+src, n, i)
+				if err != nil {
+					return err
+				}
+				if src == p.Rank {
+					used[got]++
+				}
+			}
+		}
+		if used[lmt.ArenaCopy] == 0 || l.State(n).Costs[l.Index(threshold.ArenaCopy)] == 0 {
+			return fmt.Errorf("sent %v, state %+v: want some by arena-copy and a cost recorded for it", used, l.State(n))
+		}
+		return nil
+	})
+}

@@ -135,6 +135,25 @@ type Buffered interface {
 	Buffered() bool
 }
 
+// Copier is implemented by Pull backends whose sender copies the message
+// into memory of its own and names that copy in the RTS, not the caller's
+// buffers (arena-copy: a slot of the sender's shared arena, which the
+// receiver copies out of). Handle takes the copy, names it to the Transfer
+// with [Transfer.SetCopy], may copy a first piece so that the receiver can
+// start at once, and names the copy in the RTS. Progress then calls Fill,
+// which copies up to max more bytes from the cursor, as Step does, and
+// publishes how far the copy is filled for the receiver, until the whole
+// message is in: the copy becomes the transfer's buffer and the send
+// completes for its user, as an eager send completes once its bytes are in
+// the cells, with no wait for the receiver's DONE, which only frees the
+// copy. The receiver's Step copies what the copy holds so far: the two
+// copies overlap. Release gives the copy back when the transfer leaves the
+// Engine, however it ends (DONE, a failure, a dead peer, Close), once.
+type Copier interface {
+	Fill(t *Transfer, max int) (int, error)
+	Release(t *Transfer)
+}
+
 // Ordered is implemented by Stream backends whose channel is a plain FIFO
 // of bytes written by one sender and read by one receiver (a pipe): if
 // senders push whole messages one after the other in the order of their

@@ -17,7 +17,7 @@ func (e *Engine) finishMoving(t *Transfer) {
 // doneReceived completes t on the peer's successful DONE, which says the
 // peer moved length bytes.
 func (e *Engine) doneReceived(t *Transfer, length int64) {
-	if t.side == Receiver || t.state == stWaitDone || t.state == stHanded {
+	if t.side == Receiver || t.state == stWaitDone || t.state == stHanded || t.state == stCopied {
 		t.stats.Bytes = length
 		e.complete(t, e.truncation(t))
 		return
@@ -64,9 +64,13 @@ func (e *Engine) complete(t *Transfer, err error) { e.completeAt(t, err, monoton
 // path reads it anyway, and a clock read is not free.
 func (e *Engine) completeAt(t *Transfer, err error, now time.Duration) {
 	prev := t.state
-	switch prev {
-	case stDone:
+	if prev == stDone {
 		return
+	}
+	if t.ch != nil && t.ch.slot.copier != nil && t.side == Sender {
+		t.ch.slot.copier.Release(t)
+	}
+	switch prev {
 	case stHanded:
 		// Its user saw it succeed: the bytes were in the channel. A
 		// receiver failing now reports that on its own side.

@@ -31,6 +31,10 @@ type Config struct {
 	// this process, nil when the job has none (nemesis.Endpoint's
 	// ArenaRegion): the arena backend copies out of it.
 	Arena func(rank int) []byte
+	// Alloc allocates n bytes of this rank's region of the arena
+	// (nemesis.Endpoint.Alloc), nil when the job has none: the
+	// arena-copy backend takes its slots from it, once, and reuses them.
+	Alloc func(n int) ([]byte, error)
 	// Prefer lists backend names in order of preference; the first one
 	// available with a peer carries the message. Default:
 	// [DefaultPreference] (shm, vmsplice, cma, pipe, cma-write), those

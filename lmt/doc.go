@@ -18,6 +18,7 @@
 //	vmsplice   sender pages spliced into a pipe, readv (one copy)      package vmsplice
 //	knem       the KNEM-ABI module copies, or offloads to DMA          package kmod/knem/knemlmt
 //	arena      receiver copies from the sender's shared-arena buffer   package arena
+//	arena-copy sender copies into an arena slot, receiver out of it    package arena
 //
 // [Identities] declares each one's name, wire id and flow once; the
 // selector (package threshold) and lmtbench derive their lists from it.
@@ -43,7 +44,10 @@
 // byte is in and the CTS has committed the receiver to it, as MPICH
 // completes its shm LMT sends; the DONE that follows only brings the
 // receiver's time to the selector, and [Engine.Drain] waits for such sends
-// before a process exits. The receiver has the last word on the backend:
+// before a process exits. A Pull backend that copies the message into
+// memory of its own in Handle ([Copier]: arena-copy) completes its sender
+// the same way, at the first Progress, and gets its copy back when the
+// DONE comes. The receiver has the last word on the backend:
 // one that cannot use the sender's choice (CMA across user namespaces is
 // one-way) answers with a CTS naming a fallback. A peer that dies fails
 // every transfer with it ([PeerError]) once the one who drives the engine

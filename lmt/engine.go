@@ -21,6 +21,9 @@ type backendSlot struct {
 	// buffered: a sender completes once its bytes are in the channel
 	// (see [Buffered]).
 	buffered bool
+	// copier is b as a Pull [Copier], or nil: its sender completes once
+	// its copy holds the message, and the copy goes back when it leaves.
+	copier Copier
 	// ordered: the channel is a plain FIFO (see [Ordered] and
 	// channel.turns).
 	ordered bool
@@ -98,6 +101,9 @@ func (e *Engine) newSlot(r registration, b Backend) *backendSlot {
 	if buf, ok := b.(Buffered); ok {
 		s.buffered = r.Flow == Stream && buf.Buffered() && !k.NoBuffered
 	}
+	if c, ok := b.(Copier); ok && r.Flow == Pull {
+		s.copier = c
+	}
 	if ord, ok := b.(Ordered); ok {
 		s.ordered = r.Flow == Stream && s.early == nil && ord.Ordered() && !k.NoGrantAhead
 	}
@@ -174,13 +180,14 @@ func (e *Engine) Pending() int { return len(e.live) }
 func (e *Engine) BytesMoved() uint64 { return e.bytes }
 
 // InChannel returns how many sends completed for their users while their
-// bytes are still in a [Buffered] channel, before the receiver's DONE. A
+// bytes are still in a [Buffered] channel or a [Copier]'s copy, before the
+// receiver's DONE, with the Copier sends still filling their copy. A
 // caller about to Close drives the Engine until there are none, so that
 // the receivers can finish reading.
 func (e *Engine) InChannel() int {
 	n := 0
 	for _, t := range e.live {
-		if t.state == stHanded {
+		if t.state == stHanded || t.state == stCopied {
 			n++
 		}
 	}

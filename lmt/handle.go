@@ -6,11 +6,19 @@ import (
 	"unsafe"
 )
 
-// EncodeSegments writes a handle naming the non-empty buffers of t in the
-// process pid of PID namespace pidns (the inode of /proc/self/ns/pid): a pid
-// means nothing, or another process, outside its namespace.
+// EncodeSegments writes a handle naming the non-empty buffers of t (its
+// copy instead, once a [Copier] named one with SetCopy) in the process pid
+// of PID namespace pidns (the inode of /proc/self/ns/pid): a pid means
+// nothing, or another process, outside its namespace.
 func EncodeSegments(t *Transfer, pid int, pidns uint64, dst []byte) (int, error) {
-	n := nonEmpty(t.iov)
+	if t.copied != nil {
+		return encodeSegments(pid, pidns, dst, t.copied)
+	}
+	return encodeSegments(pid, pidns, dst, t.iov...)
+}
+
+func encodeSegments(pid int, pidns uint64, dst []byte, iov ...[]byte) (int, error) {
+	n := nonEmpty(iov)
 	need := segHandleLen(n)
 	if need > len(dst) {
 		return 0, fmt.Errorf("lmt: %d segments need a %d-byte handle, room for %d", n, need, len(dst))
@@ -20,7 +28,7 @@ func EncodeSegments(t *Transfer, pid int, pidns uint64, dst []byte) (int, error)
 	le.PutUint32(dst[4:], uint32(n))
 	le.PutUint64(dst[8:], pidns)
 	p := dst[16:]
-	for _, b := range t.iov {
+	for _, b := range iov {
 		if len(b) == 0 {
 			continue
 		}

@@ -18,7 +18,14 @@ const (
 	// MultiRail is cma-split cut by the rails' measured speeds.
 	MultiRail = "multirail"
 	Arena     = "arena"
+	// ArenaCopy is named apart from Arena: the same receiver, a sender
+	// that copies first (see its identity).
+	ArenaCopy = "arena-copy"
 )
+
+// ArenaCopyMax is the longest message arena-copy carries (its Identity's
+// MaxLen): the size of its slots.
+const ArenaCopyMax = 256 << 10
 
 // Identity is what every rank of a job must agree on about a backend: its
 // name, its number on the wire (RTS and CTS name the backend by it), and
@@ -39,6 +46,9 @@ type Identity struct {
 	Home string
 	// Summary says in a line how it moves a message.
 	Summary string
+	// MaxLen is the longest message it carries, 0 for any: a selector
+	// weighs it only up to there.
+	MaxLen int64
 }
 
 // identities lists every backend by copies made: the order lmtbench's
@@ -65,6 +75,11 @@ var identities = []Identity{
 	// for exactly those.
 	{ID: 8, Name: Arena, Flow: Pull, Copies: 1, Home: "arena",
 		Summary: "receiver copies straight out of the sender's buffer in the job's shared arena (one user copy, no system call)"},
+	// Not in the default preference either: it needs the job's arena,
+	// which a job has only on request, and it serves medium messages,
+	// where the selector weighs it against the others.
+	{ID: 10, Name: ArenaCopy, Flow: Pull, Copies: 2, Home: "arena", MaxLen: ArenaCopyMax,
+		Summary: "sender copies into a slot of its shared arena and completes; receiver copies out (two user copies, no system call, no wait for the DONE)"},
 }
 
 // Identities returns every backend's identity, registered or not, by

@@ -20,6 +20,10 @@ func (e *Engine) Progress() error {
 			continue
 		}
 		if t.state != stActive {
+			if t.state == stCopied {
+				e.fillCopy(t)
+				continue
+			}
 			if t.ch != nil && t.ch.mayFill(t) {
 				t.ch.fill(e, t)
 			}

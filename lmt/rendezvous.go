@@ -221,6 +221,13 @@ func doneCorrupt(t *Transfer, h *header) error {
 // pull sender then learns that the receiver could not pull). The flow of
 // that backend goes on from there.
 func (e *Engine) onCTS(t *Transfer, h *header, handle []byte) error {
+	if t.side == Sender && t.ch.slot.copier != nil && (t.state == stCopied || t.state == stHanded) {
+		// Its user may hold the send complete already: no second flow
+		// may take it over (and complete it again). The receiver's
+		// transfer ends with this failure.
+		e.fail(t, fmt.Errorf("lmt: rank %d cannot take %s (it answered with backend id %d): the job's ranks must register the same backends", t.peer, t.ch.slot.name, h.kind))
+		return nil
+	}
 	if t.side != Sender || !(t.state == stWaitCTS || t.state == stWaitDone && t.ch.slot.kind == Pull) {
 		return fmt.Errorf("lmt: unexpected CTS from rank %d for transfer in state %d", t.peer, t.state)
 	}

@@ -46,6 +46,7 @@ type Transfer struct {
 
 	grantedIn uint64 // stream receiver: Engine.pass in which leaveReceiver granted it
 	split     halves // split flow only
+	copied    []byte // pull flow, a Copier's sender: its copy (SetCopy)
 
 	pkt        []byte // outgoing control packet, allocated on first use
 	pktLen     int
@@ -69,8 +70,14 @@ const (
 	stWaitDone // this side's part is done; the peer's DONE completes it
 	stDone
 	// stHanded: a sender on a Buffered channel with every byte in the
-	// channel, complete for its user, waiting for the receiver's DONE.
+	// channel, or of a Copier with the message in its copy, complete
+	// for its user, waiting for the receiver's DONE.
 	stHanded
+	// stCopied: a sender of a Copier backend filling its copy of the
+	// message (Copier.Fill); once it is full, Progress hands it back to
+	// its user (stHanded), never StartSend, whose caller has yet to send
+	// the RTS.
+	stCopied
 )
 
 // Segment is one piece of a buffer in another process.
@@ -111,6 +118,21 @@ func (t *Transfer) Moved() int64 { return t.moved }
 
 // Buffers returns the transfer's iovec list.
 func (t *Transfer) Buffers() [][]byte { return t.iov }
+
+// SetCopy names b as the memory a [Copier] sender copies the message
+// into, at least the message's length.
+func (t *Transfer) SetCopy(b []byte) { t.copied = b }
+
+// Copy returns the memory SetCopy named, nil if none.
+func (t *Transfer) Copy() []byte { return t.copied }
+
+// useCopy makes the filled copy the transfer's only buffer: the caller's
+// buffers are free from then on, and whatever still reads the message (a
+// DONE's length, a failure's report) reads the copy.
+func (t *Transfer) useCopy() {
+	t.iov = append(t.iov[:0], t.copied[:t.length])
+	t.seg, t.off = 0, 0
+}
 
 // Done reports whether the transfer has completed on this side. A sender
 // on a [Buffered] backend is done once its bytes are in the channel.

@@ -15,6 +15,9 @@ const (
 	CMA      Backend = lmt.CMA
 	CMASplit Backend = lmt.CMASplit
 	Knem     Backend = lmt.Knem
+	// ArenaCopy is no table's choice: a Learner weighs it, up to its
+	// lmt.Identity's MaxLen, where the job has an arena.
+	ArenaCopy Backend = lmt.ArenaCopy
 )
 
 // Eager is not an LMT backend: it names the Nemesis cell path, so that
@@ -28,7 +31,7 @@ var Backends = []Backend{Knem, CMA, CMASplit, Vmsplice, Shm, Pipe}
 // Valid reports whether b is one of the LMT backends or Eager.
 func (b Backend) Valid() bool {
 	switch b {
-	case Shm, Pipe, Vmsplice, CMA, CMASplit, Knem, Eager:
+	case Shm, Pipe, Vmsplice, CMA, CMASplit, Knem, ArenaCopy, Eager:
 		return true
 	}
 	return false

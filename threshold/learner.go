@@ -3,6 +3,8 @@ package threshold
 import (
 	"fmt"
 	"time"
+
+	"github.com/knemesis/knemesis/lmt"
 )
 
 // Learner chooses, per power-of-two size class, among transfer methods
@@ -132,7 +134,7 @@ func NewLearner(t *Table, cands []Backend, eagerMax, lmtFrom int64) (*Learner, e
 		}
 		k := &l.classes[c]
 		for i, b := range l.cands {
-			if b == Eager && hi <= eagerMax || b != Eager && lo > lmtFrom {
+			if b == Eager && hi <= eagerMax || b != Eager && lo > lmtFrom && carries(b, hi) {
 				k.eligible |= 1 << i
 			}
 			if b == want {
@@ -143,6 +145,13 @@ func NewLearner(t *Table, cands []Backend, eagerMax, lmtFrom int64) (*Learner, e
 		k.best, k.interval = k.start, LearnerRecheck
 	}
 	return l, nil
+}
+
+// carries reports whether backend b carries every message of its size
+// class, up to hi bytes (arena-copy's slots end at its Identity's MaxLen).
+func carries(b Backend, hi int64) bool {
+	id, ok := lmt.IdentityOf(string(b))
+	return !ok || id.MaxLen == 0 || hi <= id.MaxLen
 }
 
 // Candidates returns the methods l weighs, by index.

@@ -85,6 +85,30 @@ func TestLearnerConvergesWithinOneRound(t *testing.T) {
 	}
 }
 
+// arena-copy is weighed only in the size classes it carries whole: below
+// its slots' 256 KiB it wins where it is cheapest, from the class of 256
+// KiB up no message is sent by it, not even to explore, and the cheapest
+// of the rest wins. (Eager, the table's choice below 4 KiB, is a fourth
+// candidate up to the 64 KiB eager limit.)
+func TestLearnerBoundsArenaCopy(t *testing.T) {
+	m := &machine{cost: map[Backend]float64{CMA: 0.30, ArenaCopy: 0.10, Shm: 0.20, Eager: 0.40}}
+	for _, c := range []struct {
+		size int64
+		want Backend
+	}{{16 << 10, ArenaCopy}, {256<<10 - 1, ArenaCopy}, {256 << 10, Shm}, {4 << 20, Shm}} {
+		l := newTestLearner(t, tableFrom(4<<10, CMA), CMA, ArenaCopy, Shm)
+		seq := drive(t, l, m, c.size, 4*(1+LearnerSamples)+20)
+		for i, b := range seq {
+			if b == ArenaCopy && c.size >= 256<<10 {
+				t.Fatalf("%d bytes: message %d went by arena-copy, which carries at most 256 KiB", c.size, i)
+			}
+		}
+		if s := l.State(c.size); !s.Settled || s.Best != c.want {
+			t.Errorf("%d bytes: state %+v, want settled on %s", c.size, s, c.want)
+		}
+	}
+}
+
 // The re-check cadence in exact message counts, with two candidates the
 // table's choice (A) wins by 11% under ±4% noise: it is never displaced,
 // and the rounds come after 64, 128, 256... counted samples.

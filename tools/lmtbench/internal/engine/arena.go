@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/knemesis/knemesis/arena"
 	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/auto"
 	"github.com/knemesis/knemesis/lmt"
@@ -36,6 +37,60 @@ func init() {
 		SharedBytes: func(int) int { return 0 },
 		Open:        func(p Peer) (Engine, error) { return openArena(p, true) },
 	})
+	id, _ = lmt.IdentityOf(lmt.ArenaCopy)
+	register(Backend{
+		Name:        lmt.ArenaCopy,
+		Summary:     "LMT: " + id.Summary + "; ordinary send buffers, a job with an arena, messages up to 256 KiB",
+		OnRequest:   true,
+		Check:       func() error { return lmtRegistered(lmt.ArenaCopy) },
+		SharedBytes: func(int) int { return 0 },
+		Open:        openArenaCopy,
+	})
+	register(Backend{
+		Name:        "auto-copy",
+		Summary:     "the automatic choice (as auto) for ordinary send buffers in a job with an arena, where it also weighs arena-copy",
+		OnRequest:   true,
+		Check:       func() error { return nil },
+		SharedBytes: func(int) int { return 0 },
+		Open:        func(p Peer) (Engine, error) { return openArenaJob(p, "auto-copy", true) },
+	})
+}
+
+// openArenaCopy forces arena-copy for every message, sent from ordinary
+// memory, in a job with an arena (openArenaJob).
+func openArenaCopy(p Peer) (Engine, error) {
+	if p.MaxSize > arena.SlotSize {
+		return nil, fmt.Errorf("%s: carries messages up to %d bytes, the run goes to %d: give --sizes up to 256K", lmt.ArenaCopy, arena.SlotSize, p.MaxSize)
+	}
+	return openArenaJob(p, lmt.ArenaCopy, false)
+}
+
+// openArenaJob joins a job with an arena whose quarter holds 8 arena-copy
+// slots (as many messages in flight; a 9th forced onto arena-copy fails,
+// one auto chose goes another way) and attaches auto, or the named
+// backend alone; the send buffers are ordinary memory.
+func openArenaJob(p Peer, name string, automatic bool) (Engine, error) {
+	if p.Proc.Size != 2 {
+		return nil, fmt.Errorf("%s: runs between exactly 2 processes, job has %d", name, p.Proc.Size)
+	}
+	ep, err := nemesis.JoinProc(p.Proc, &nemesis.Options{ArenaSize: 4 * 8 * (arena.SlotSize + 4096)})
+	if err != nil {
+		return nil, fmt.Errorf("%s: joining the Nemesis job: %w", name, err)
+	}
+	var att *attach.LMT
+	if automatic {
+		var sel *auto.Selection
+		if sel, err = auto.Attach(ep, auto.Options{CPUs: p.CPUs}); err == nil {
+			att = sel.LMT
+		}
+	} else {
+		att, err = attach.Attach(ep, attach.Options{EagerMax: 1, Prefer: []string{name}})
+	}
+	if err != nil {
+		ep.Close()
+		return nil, fmt.Errorf("%s: attaching the LMT: %w", name, err)
+	}
+	return &lmtEngine{ep: ep, att: att, peer: 1 - p.Proc.Rank}, nil
 }
 
 // arenaEngine is an lmtEngine whose send buffers come from the arena.

@@ -109,7 +109,7 @@ var ErrUnknown = errors.New("unknown backend")
 // reference.
 var registry []Backend
 
-var order = slices.Concat([]string{"eager"}, lmtNames(), []string{"auto", "auto-arena", "table", "memcpy"})
+var order = slices.Concat([]string{"eager"}, lmtNames(), []string{"auto", "auto-arena", "auto-copy", "table", "memcpy"})
 
 func register(b Backend) {
 	registry = append(registry, b)

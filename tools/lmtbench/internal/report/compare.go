@@ -12,7 +12,7 @@ const Auto = "auto"
 
 // Selectors are the rows that choose among the single backends rather
 // than being one: each is compared with the best of those.
-var Selectors = []string{Auto, "auto-arena", "table"}
+var Selectors = []string{Auto, "auto-arena", "auto-copy", "table"}
 
 func isSelector(backend string) bool { return slices.Contains(Selectors, backend) }
 
