@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/knemesis/knemesis/kmod/knem"
+	"github.com/knemesis/knemesis/kmod/knem/internal/pins"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -92,6 +93,23 @@ var cacheSteps = []cacheStep{
 // the receiver gets the new bytes (checksums); the sender caches at most
 // regionCacheLen regions and the receiver maps at most attachCacheLen.
 func TestRegistrationCache(t *testing.T) {
+	runCache(t, Policy{AsyncMin: 1 << 62, DMA: func(int) bool { return false }}, cacheSteps, true)
+}
+
+// TestRegistrationCacheOff: with Policy.NoCache every message gets its own
+// single-use region and a driver copy, as before the cache.
+func TestRegistrationCacheOff(t *testing.T) {
+	steps := []cacheStep{
+		{what: "first send", seed: 1, creates: 1, kcopies: 1, recvCalls: 1},
+		{what: "second send", seed: 2, creates: 2, kcopies: 2, recvCalls: 1},
+		{what: "third send", seed: 3, creates: 3, kcopies: 3, recvCalls: 1},
+	}
+	runCache(t, Policy{AsyncMin: 1 << 62, DMA: func(int) bool { return false }, NoCache: true}, steps, false)
+}
+
+// runCache sends steps from rank 0 to rank 1 under policy p, then, with
+// bound, more buffers than the caches hold; no page stays pinned after.
+func runCache(t *testing.T, p Policy, steps []cacheStep, bound bool) {
 	d, err := knem.Open()
 	if errors.Is(err, knem.ErrNoDevice) && os.Getenv("KNEMESIS_KCI") != "1" {
 		t.Skip("needs the knem module (/dev/knem absent): make test-kernel runs these tests in QEMU guests")
@@ -100,7 +118,7 @@ func TestRegistrationCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
-	SetPolicy(Policy{AsyncMin: 1 << 62, DMA: func(int) bool { return false }})
+	SetPolicy(p)
 	defer SetPolicy(Policy{})
 	job := lmttest.NewJob(2)
 	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Timeout: 2 * time.Minute}, func(p launch.Proc) error {
@@ -110,13 +128,18 @@ func TestRegistrationCache(t *testing.T) {
 		}
 		defer eng.Close()
 		if p.Rank == 0 {
-			return cacheSender(ch, eng)
+			return cacheSender(ch, eng, steps, bound)
 		}
-		return cacheReceiver(ch, eng)
+		return cacheReceiver(ch, eng, steps, bound)
 	})
+	if _, child := launch.Self(); !child && os.Geteuid() == 0 {
+		if err := pins.WaitZero(30 * time.Second); err != nil {
+			t.Fatalf("after both processes ended: %v", err)
+		}
+	}
 }
 
-func cacheSender(ch *lmttest.Channel, eng *lmt.Engine) error {
+func cacheSender(ch *lmttest.Channel, eng *lmt.Engine, steps []cacheStep, bound bool) error {
 	const span = 2 << 20
 	mem, err := unix.Mmap(-1, 0, span, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
@@ -138,7 +161,7 @@ func cacheSender(ch *lmttest.Channel, eng *lmt.Engine) error {
 		}
 		return ch.Wait(tr)
 	}
-	for _, s := range cacheSteps {
+	for _, s := range steps {
 		buf := mem[s.off : s.off+cacheMsg]
 		switch {
 		case s.remap:
@@ -165,6 +188,9 @@ func cacheSender(ch *lmttest.Channel, eng *lmt.Engine) error {
 			return fmt.Errorf("%s: %d regions created and %d kernel copies since the start, want %d and %d",
 				s.what, created, kcopies, s.creates, s.kcopies)
 		}
+	}
+	if !bound {
+		return nil
 	}
 	// Bound: more buffers than the caches hold, each sent twice (the
 	// receiver attaches at the second).
@@ -203,7 +229,7 @@ func remapFixed(buf []byte) error {
 	return nil
 }
 
-func cacheReceiver(ch *lmttest.Channel, eng *lmt.Engine) error {
+func cacheReceiver(ch *lmttest.Channel, eng *lmt.Engine, steps []cacheStep, bound bool) error {
 	recv := func(n int, seed int) (calls int, err error) {
 		r, err := ch.NextRTS(0)
 		if err != nil {
@@ -224,7 +250,7 @@ func cacheReceiver(ch *lmttest.Channel, eng *lmt.Engine) error {
 		}
 		return tr.Stats().Syscalls, nil
 	}
-	for _, s := range cacheSteps {
+	for _, s := range steps {
 		calls, err := recv(cacheMsg, s.seed)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.what, err)
@@ -232,6 +258,9 @@ func cacheReceiver(ch *lmttest.Channel, eng *lmt.Engine) error {
 		if calls != s.recvCalls {
 			return fmt.Errorf("%s: %d system calls, want %d", s.what, calls, s.recvCalls)
 		}
+	}
+	if !bound {
+		return nil
 	}
 	for i := 0; i < boundBuffers; i++ {
 		for range 2 {
