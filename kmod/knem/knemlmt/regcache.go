@@ -4,7 +4,6 @@ import (
 	"unsafe"
 
 	"github.com/knemesis/knemesis/kmod/knem"
-	"github.com/knemesis/knemesis/lmt"
 )
 
 // regionCacheLen bounds the sender's cache: as many regions stay declared
@@ -48,8 +47,16 @@ type cachedRegion struct {
 	used    uint64 // clock of the last use
 	// The transfer that last sent the region, and its ID then (a Transfer
 	// may be reused for another message).
-	t  *lmt.Transfer
+	t  sending
 	id uint64
+}
+
+// sending is what the cache asks of the transfer that sends a region
+// (*lmt.Transfer).
+type sending interface {
+	ID() uint64
+	Done() bool
+	Err() error
 }
 
 // busy reports whether the last transfer to send e's region is still going.
@@ -57,13 +64,13 @@ func (e *cachedRegion) busy() bool {
 	return e.t != nil && e.t.ID() == e.id && !e.t.Done() && e.t.Err() == nil
 }
 
-func (e *cachedRegion) use(t *lmt.Transfer, clock uint64) {
+func (e *cachedRegion) use(t sending, clock uint64) {
 	e.t, e.id, e.used = t, t.ID(), clock
 }
 
 // get returns a cached region of buf for t; false: declare a single-use
 // region instead.
-func (c *regionCache) get(t *lmt.Transfer, buf []byte) (knem.Cookie, bool) {
+func (c *regionCache) get(t sending, buf []byte) (knem.Cookie, bool) {
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
 	c.clock++
 	var victim *cachedRegion
@@ -90,7 +97,7 @@ func (c *regionCache) get(t *lmt.Transfer, buf []byte) (knem.Cookie, bool) {
 }
 
 // fill declares a watched region of buf in e, dropping e's old one.
-func (c *regionCache) fill(e *cachedRegion, t *lmt.Transfer, buf []byte, base uintptr) (knem.Cookie, bool) {
+func (c *regionCache) fill(e *cachedRegion, t sending, buf []byte, base uintptr) (knem.Cookie, bool) {
 	c.drop(e)
 	if !e.hasSlot {
 		if e.slot, e.hasSlot = c.status.Alloc(); !e.hasSlot {
