@@ -258,6 +258,10 @@ func (b *backend) Handle(t *lmt.Transfer, dst []byte) (int, error) {
 	if t.Len() > 0 && !cached {
 		var err error
 		c, err = b.dev.CreateRegion(t.Buffers(), knem.ProtRead, knem.FlagSingleUse)
+		if errors.Is(err, unix.ENOMEM) && b.regions != nil && b.regions.shrink() > 0 {
+			// Over RLIMIT_MEMLOCK with idle cached regions pinned.
+			c, err = b.dev.CreateRegion(t.Buffers(), knem.ProtRead, knem.FlagSingleUse)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("knemlmt: declaring %d bytes for rank %d: %w", t.Len(), t.Peer(), err)
 		}

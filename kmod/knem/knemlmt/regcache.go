@@ -29,7 +29,9 @@ const regionCacheLen = 32
 // (the receiver may still be copying from it otherwise, and MPI lets two
 // sends share a buffer); a buffer whose region is busy, and any message
 // when every entry is busy, falls back to a single-use region. The least
-// recently used idle entry makes room for a new buffer.
+// recently used idle entry makes room for a new buffer. Cached regions
+// stay pinned and count against RLIMIT_MEMLOCK: a region refused for
+// that (ENOMEM) makes the sender drop the idle ones and try again.
 type regionCache struct {
 	dev     *knem.Device
 	status  *knem.StatusArray
@@ -125,6 +127,19 @@ func (c *regionCache) drop(e *cachedRegion) {
 		_ = c.dev.DestroyRegion(e.cookie)
 	}
 	e.cookie, e.t = 0, nil
+}
+
+// shrink destroys the idle cached regions, returning their pages to
+// RLIMIT_MEMLOCK, and says how many it dropped.
+func (c *regionCache) shrink() int {
+	n := 0
+	for i := range c.ents {
+		if e := &c.ents[i]; e.cookie != 0 && !e.busy() {
+			c.drop(e)
+			n++
+		}
+	}
+	return n
 }
 
 // close destroys every cached region and frees the slots.
