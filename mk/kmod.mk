@@ -6,13 +6,17 @@
 #   make build-kmod   build both modules against every installed Debian
 #                     header set (KMOD_KDIRS), warnings are errors
 #   make kmod-guest-tests  static C test programs for a guest, in
-#                     $(KMOD_OUT)/tests: abi_smoke, semantics, attach,
+#                     $(KMOD_OUT)/tests: abi_smoke, semantics, attach, invalidate,
 #                     ioctl_stress, copy_bench, attach_bench
 #   make kmod-bench-attach  one guest boot running attach_bench: memcpy from
 #                     a cached attachment against INLINE_COPY per message,
 #                     4 KiB to 1 MiB, both sides and their ratio per size
 #                     (emulated CPU: ratios only; KCI_KERNELS picks the
 #                     kernel, the first of ci/kernels.txt by default)
+#   make kmod-bench-knemlmt  one guest boot running the knem LMT's
+#                     BenchmarkCachedMessage: the registration cache's data
+#                     path against a single-use region and INLINE_COPY per
+#                     message, 4 KiB, 64 KiB, 1 MiB: both times, their ratio
 
 DEB_PACKAGES += gcc make
 TEST_TARGETS += check-uapi
@@ -22,9 +26,9 @@ KMOD_KDIRS ?= $(shell ls -d /usr/src/linux-headers-6.1.*-amd64 2>/dev/null | sor
 	$(wildcard /usr/src/linux-headers-6.12.*-amd64)
 KMOD_OUT ?= kmod/out
 
-.PHONY: check-uapi build-kmod kmod-guest-tests kmod-bench-attach
+.PHONY: check-uapi build-kmod kmod-guest-tests kmod-bench-attach kmod-bench-knemlmt
 
-KMOD_GUEST_TESTS := abi_smoke semantics attach ioctl_stress copy_bench attach_bench
+KMOD_GUEST_TESTS := abi_smoke semantics attach invalidate ioctl_stress copy_bench attach_bench
 
 # The guest programs are compiled here too, so that a header change that
 # breaks them fails on the host, before any guest boots.
@@ -48,3 +52,8 @@ build-kmod:
 
 kmod-bench-attach: kmod-guest-tests
 	ci/test-kernel.sh --run $(KMOD_OUT)/tests/attach_bench
+
+kmod-bench-knemlmt:
+	@mkdir -p $(KMOD_OUT)/tests
+	CGO_ENABLED=0 $(GO) test -c -o $(KMOD_OUT)/tests/knemlmt.test ./kmod/knem/knemlmt
+	ci/test-kernel.sh --run $(KMOD_OUT)/tests/knemlmt.test -- -test.run='^$$' -test.bench=CachedMessage -test.benchtime=0.2s

@@ -36,6 +36,13 @@
 // with no system call per message once attached. The same access rules
 // apply; the mapping holds the region's pages until [Attachment.Close].
 //
+// A region keeps the pages it pinned even when its buffer's addresses
+// come to map others (munmap and mmap, MADV_DONTNEED). Where the driver
+// reports [FeatureInvalidate], [Device.CreateWatchedRegion] has it set a
+// status slot to StatusFailed when that may have happened, so that a
+// registration cache reusing regions across messages checks with one load
+// instead of a system call.
+//
 // # Memory rules
 //
 // The driver holds the pages of a region (and of an asynchronous copy's

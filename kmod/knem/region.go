@@ -101,6 +101,12 @@ func iovecPtr(iov []uapi.ParamIovec) uint64 {
 // both; flags may hold FlagSingleUse and FlagAnyUserAccess. The driver pins
 // the pages: keep bufs referenced until DestroyRegion (or the single use).
 func (d *Device) CreateRegion(bufs [][]byte, prot Protection, flags Flags) (Cookie, error) {
+	return d.createRegion(bufs, prot, flags, 0)
+}
+
+// createRegion is CREATE_REGION; slot is the invalidation status slot of
+// FlagInvalidateStatus (watch.go), ignored without it.
+func (d *Device) createRegion(bufs [][]byte, prot Protection, flags Flags, slot Slot) (Cookie, error) {
 	escape(bufs)
 	var stack [stackIovecs]uapi.ParamIovec
 	iov, err := iovecs(&stack, bufs)
@@ -112,6 +118,8 @@ func (d *Device) CreateRegion(bufs [][]byte, prot Protection, flags Flags) (Cook
 		IovecNr:    uint32(len(iov)),
 		Flags:      uint32(flags),
 		Protection: uint32(prot),
+		// With FlagInvalidateStatus; KNEM's pad otherwise.
+		InvalidateStatus: uint32(slot),
 	}
 	err = d.ioctl("CREATE_REGION", uapi.CmdCreateRegion, unsafe.Pointer(&c))
 	keepAlive(bufs, iov)

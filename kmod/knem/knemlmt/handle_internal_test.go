@@ -29,20 +29,23 @@ func TestDecodeHandleCorrupt(t *testing.T) {
 		{"short", make([]byte, handleLen-1), 1, "lmt: rank 2 wrote a corrupt knem handle: 15 bytes, want 16"},
 		{"long", make([]byte, handleLen+1), 1, "lmt: rank 2 wrote a corrupt knem handle: 17 bytes, want 16"},
 		{"length differs", knemHandle(7, 4096), 4095, "lmt: rank 2 wrote a corrupt message length of a knem handle: 4096 bytes, the RTS says 4095"},
-		{"negative length", knemHandle(7, math.MaxUint64), 4095, "lmt: rank 2 wrote a corrupt message length of a knem handle: -1 bytes, the RTS says 4095"},
+		{"negative length", knemHandle(7, math.MaxUint64), 4095, "lmt: rank 2 wrote a corrupt message length of a knem handle: 9223372036854775807 bytes, the RTS says 4095"},
 		{"no cookie", knemHandle(0, 4096), 4096, "lmt: rank 2 wrote a corrupt cookie of a knem handle: 0 for 4096 bytes"},
 	} {
-		c, err := decodeHandle(2, tc.h, tc.msgLen)
+		c, _, err := decodeHandle(2, tc.h, tc.msgLen)
 		var ce *lmt.CorruptError
 		if c != 0 || !errors.As(err, &ce) || ce.Rank != 2 || err.Error() != tc.want {
 			t.Errorf("%s: cookie %#x, error %v\nwant 0, %s", tc.name, uint64(c), err, tc.want)
 		}
 	}
-	if c, err := decodeHandle(2, knemHandle(0, 0), 0); c != 0 || err != nil {
+	if c, _, err := decodeHandle(2, knemHandle(0, 0), 0); c != 0 || err != nil {
 		t.Errorf("empty message: cookie %#x, error %v; want 0, nil", c, err)
 	}
-	if c, err := decodeHandle(2, knemHandle(0xabc, 5), 5); c != 0xabc || err != nil {
-		t.Errorf("good handle: cookie %#x, error %v; want 0xabc, nil", c, err)
+	if c, cached, err := decodeHandle(2, knemHandle(0xabc, 5), 5); c != 0xabc || cached || err != nil {
+		t.Errorf("good handle: cookie %#x, cached %v, error %v; want 0xabc, false, nil", c, cached, err)
+	}
+	if c, cached, err := decodeHandle(2, knemHandle(0xabc, 5|cachedBit), 5); c != 0xabc || !cached || err != nil {
+		t.Errorf("cached region's handle: cookie %#x, cached %v, error %v; want 0xabc, true, nil", c, cached, err)
 	}
 }
 
@@ -55,14 +58,14 @@ func FuzzDecodeHandle(f *testing.F) {
 	f.Add(knemHandle(1, math.MaxUint64), int64(-1))
 	f.Add([]byte{1}, int64(0))
 	f.Fuzz(func(t *testing.T, h []byte, msgLen int64) {
-		c, err := decodeHandle(1, h, msgLen)
+		c, _, err := decodeHandle(1, h, msgLen)
 		if err != nil {
 			if !errors.Is(err, lmt.ErrCorrupt) || c != 0 {
 				t.Fatalf("refusal %v with cookie %#x", err, uint64(c))
 			}
 			return
 		}
-		if len(h) != handleLen || int64(binary.LittleEndian.Uint64(h[8:])) != msgLen || c == 0 && msgLen != 0 {
+		if len(h) != handleLen || int64(binary.LittleEndian.Uint64(h[8:])&^cachedBit) != msgLen || c == 0 && msgLen != 0 {
 			t.Fatalf("accepted %x for %d bytes", h, msgLen)
 		}
 	})

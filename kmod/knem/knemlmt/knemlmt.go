@@ -9,9 +9,9 @@
 //
 //	import _ "github.com/knemesis/knemesis/kmod/knem/knemlmt"
 //
-// The sender declares its buffers as a single-use, read-only region and
-// sends the 8-byte cookie in the RTS; nothing else of its address space
-// travels. The receiver copies the whole message with one INLINE_COPY:
+// The sender declares its buffers as a read-only region and sends the
+// 8-byte cookie in the RTS; nothing else of its address space travels.
+// The receiver copies the whole message with one INLINE_COPY:
 //
 //   - synchronously, inside one Progress call, for messages shorter than
 //     Policy.AsyncMin;
@@ -20,8 +20,15 @@
 //     slot is polled by later Progress calls, so small messages keep flowing
 //     while megabytes move.
 //
-// The region is consumed by the copy; the driver unpins it then, when the
-// sender's Engine closes, or when the sender's process exits.
+// A message of one buffer, when the driver has region attach and
+// invalidation status (knem.FeatureAttach, knem.FeatureInvalidate), goes
+// through a registration cache: the sender keeps the region for the next
+// message from the same buffer while the driver says the buffer's pages
+// are still the region's (regionCache), and the receiver maps such a
+// region at its second message and copies later ones with memcpy from the
+// mapping, without a system call (attachCache), for messages shorter than
+// AsyncMin. Otherwise the region is single-use: consumed by the copy, or
+// unpinned when the sender's Engine closes or its process exits.
 package knemlmt
 
 import (
@@ -57,6 +64,10 @@ type Policy struct {
 	// and the copies this Engine has in flight. Used
 	// only when the driver reports a DMA channel.
 	DMA func(n int) bool
+	// NoCache turns the registration cache off: every message gets a
+	// single-use region and a driver copy, as with a driver without
+	// attach (for comparisons; see the package documentation).
+	NoCache bool
 }
 
 // DefaultAsyncMin is Policy.AsyncMin's default.
@@ -88,6 +99,10 @@ type backend struct {
 	// DMA_min falls as more copies share the cache (§4.4).
 	dmaMin   int64
 	inflight int
+	// The registration cache, nil when off (Policy.NoCache, or a driver
+	// without attach or invalidation status).
+	regions *regionCache
+	attach  *attachCache
 }
 
 func newBackend(env *lmt.Env) (lmt.Backend, error) {
@@ -114,6 +129,11 @@ func newBackend(env *lmt.Env) (lmt.Backend, error) {
 	}
 	b.dev, b.status = d, s
 	b.dma = info.Features&knem.FeatureDMA != 0
+	cache := knem.FeatureAttach | knem.FeatureInvalidate
+	if !b.policy.NoCache && info.Features&cache == cache {
+		b.regions = &regionCache{dev: d, status: s}
+		b.attach = &attachCache{dev: d}
+	}
 	if b.dma {
 		b.dmaMin = machineDMAMin()
 	}
@@ -186,8 +206,9 @@ func (b *backend) Check(peer lmt.Peer) error {
 
 // A transfer's knem state lives in its Remote segments, so that no per
 // message allocation or lookup is needed: segment 0 holds the cookie (the
-// sender's own, or the one the receiver got), segment 1 the receiver's
-// status slot + 1 while an asynchronous copy is in flight.
+// sender's own, or the one the receiver got) and, in Len, 1 when the
+// sender's region is cached (persistent), segment 1 the receiver's status
+// slot + 1 while an asynchronous copy is in flight.
 func cookieOf(t *lmt.Transfer) knem.Cookie {
 	if r := t.Remote(); len(r) > 0 {
 		return knem.Cookie(r[0].Addr)
@@ -195,8 +216,21 @@ func cookieOf(t *lmt.Transfer) knem.Cookie {
 	return 0
 }
 
+func cachedOf(t *lmt.Transfer) bool {
+	r := t.Remote()
+	return len(r) > 0 && r[0].Len == 1
+}
+
 func (b *backend) setState(t *lmt.Transfer, c knem.Cookie, slotPlus1 uint64) {
-	t.SetRemote([]lmt.Segment{{Addr: uint64(c)}, {Addr: slotPlus1}})
+	b.setStateCached(t, c, cachedOf(t), slotPlus1)
+}
+
+func (b *backend) setStateCached(t *lmt.Transfer, c knem.Cookie, cached bool, slotPlus1 uint64) {
+	var l uint64
+	if cached {
+		l = 1
+	}
+	t.SetRemote([]lmt.Segment{{Addr: uint64(c), Len: l}, {Addr: slotPlus1}})
 }
 
 func slotOf(t *lmt.Transfer) (knem.Slot, bool) {
@@ -206,48 +240,67 @@ func slotOf(t *lmt.Transfer) (knem.Slot, bool) {
 	return 0, false
 }
 
-// Handle declares the sender's buffers as a single-use read region.
+// cachedBit, in the handle's length field, says that the sender's region
+// is cached (not single-use): the receiver may attach it.
+const cachedBit = 1 << 63
+
+// Handle declares the sender's buffers as a read region: a cached one for
+// a single buffer when the cache is on and has room, else single-use.
 func (b *backend) Handle(t *lmt.Transfer, dst []byte) (int, error) {
 	if len(dst) < handleLen {
 		return 0, fmt.Errorf("knemlmt: RTS room of %d bytes, need %d", len(dst), handleLen)
 	}
 	var c knem.Cookie
-	if t.Len() > 0 {
+	var cached bool
+	if bufs := t.Buffers(); t.Len() > 0 && len(bufs) == 1 && b.regions != nil {
+		c, cached = b.regions.get(t, bufs[0])
+	}
+	if t.Len() > 0 && !cached {
 		var err error
 		c, err = b.dev.CreateRegion(t.Buffers(), knem.ProtRead, knem.FlagSingleUse)
+		if errors.Is(err, unix.ENOMEM) && b.regions != nil && b.regions.shrink() > 0 {
+			// Over RLIMIT_MEMLOCK with idle cached regions pinned.
+			c, err = b.dev.CreateRegion(t.Buffers(), knem.ProtRead, knem.FlagSingleUse)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("knemlmt: declaring %d bytes for rank %d: %w", t.Len(), t.Peer(), err)
 		}
 	}
-	b.setState(t, c, 0)
+	b.setStateCached(t, c, cached, 0)
+	n := uint64(t.Len())
+	if cached {
+		n |= cachedBit
+	}
 	binary.LittleEndian.PutUint64(dst, uint64(c))
-	binary.LittleEndian.PutUint64(dst[8:], uint64(t.Len()))
+	binary.LittleEndian.PutUint64(dst[8:], n)
 	return handleLen, nil
 }
 
 func (b *backend) SetPeerHandle(t *lmt.Transfer, h []byte) error {
-	c, err := decodeHandle(t.Peer(), h, t.MessageLen())
+	c, cached, err := decodeHandle(t.Peer(), h, t.MessageLen())
 	if err != nil {
 		return err
 	}
-	b.setState(t, c, 0)
+	b.setStateCached(t, c, cached, 0)
 	return nil
 }
 
 // decodeHandle reads the handle rank sent in the RTS of a message of
 // msgLen bytes; what the peer wrote is checked, not trusted.
-func decodeHandle(rank int, h []byte, msgLen int64) (knem.Cookie, error) {
+func decodeHandle(rank int, h []byte, msgLen int64) (c knem.Cookie, cached bool, err error) {
 	if len(h) != handleLen {
-		return 0, lmt.Corrupt(rank, "knem handle", "%d bytes, want %d", len(h), handleLen)
+		return 0, false, lmt.Corrupt(rank, "knem handle", "%d bytes, want %d", len(h), handleLen)
 	}
-	c := knem.Cookie(binary.LittleEndian.Uint64(h))
-	if n := int64(binary.LittleEndian.Uint64(h[8:])); n != msgLen {
-		return 0, lmt.Corrupt(rank, "message length of a knem handle", "%d bytes, the RTS says %d", n, msgLen)
+	c = knem.Cookie(binary.LittleEndian.Uint64(h))
+	raw := binary.LittleEndian.Uint64(h[8:])
+	cached = raw&cachedBit != 0
+	if n := int64(raw &^ cachedBit); n != msgLen {
+		return 0, false, lmt.Corrupt(rank, "message length of a knem handle", "%d bytes, the RTS says %d", n, msgLen)
 	}
 	if c == 0 && msgLen != 0 {
-		return 0, lmt.Corrupt(rank, "cookie of a knem handle", "0 for %d bytes", msgLen)
+		return 0, false, lmt.Corrupt(rank, "cookie of a knem handle", "0 for %d bytes", msgLen)
 	}
-	return c, nil
+	return c, cached, nil
 }
 
 func (b *backend) Start(t *lmt.Transfer) error { return nil }
@@ -272,8 +325,13 @@ func (b *backend) Step(t *lmt.Transfer, max int) (int, error) {
 		return 0, fmt.Errorf("knemlmt: copy from rank %d failed in the driver", t.Peer())
 	}
 	n := int(t.Len())
-	var flags knem.Flags
 	async := n >= b.policy.AsyncMin
+	if !async && cachedOf(t) && b.attach != nil {
+		if moved, ok := b.copyAttached(t, n); ok {
+			return moved, nil
+		}
+	}
+	var flags knem.Flags
 	if b.useDMA(n) {
 		flags |= knem.FlagDMA
 		if async {
@@ -321,8 +379,21 @@ func (b *backend) Step(t *lmt.Transfer, max int) (int, error) {
 	return 0, fmt.Errorf("knemlmt: copy of %d bytes from rank %d failed in the driver", n, t.Peer())
 }
 
-// Abort releases what a failed transfer holds. On the sender, the region
-// (already consumed if the receiver copied: then EINVAL, harmless). On the
+// copyAttached copies t's n bytes with memcpy from the attachment of its
+// cached region; false: the region is not attached (yet), or the driver
+// refused it, and the driver copies.
+func (b *backend) copyAttached(t *lmt.Transfer, n int) (int, bool) {
+	a, syscalls := b.attach.get(cookieOf(t))
+	t.CountSyscalls(syscalls)
+	if a == nil || len(a.Bytes()) < n {
+		return 0, false
+	}
+	return t.Scatter(a.Bytes()[:n]), true
+}
+
+// Abort releases what a failed transfer holds. On the sender, a single-use
+// region (already consumed if the receiver copied: then EINVAL, harmless);
+// a cached one stays for the next message. On the
 // receiver, an asynchronous copy still writes into the user's buffers: wait
 // for it, so that the buffers are the user's again when the failure is
 // reported.
@@ -331,7 +402,7 @@ func (b *backend) Abort(t *lmt.Transfer) {
 		return
 	}
 	if t.Side() == lmt.Sender {
-		if c := cookieOf(t); c != 0 {
+		if c := cookieOf(t); c != 0 && !cachedOf(t) {
 			_ = b.dev.DestroyRegion(c)
 		}
 		return
@@ -348,7 +419,16 @@ func (b *backend) Close() error {
 	if b.dev == nil {
 		return nil
 	}
-	err := b.dev.Close()
+	var err error
+	if b.attach != nil {
+		err = b.attach.close()
+	}
+	if b.regions != nil {
+		b.regions.close()
+	}
+	if cerr := b.dev.Close(); err == nil {
+		err = cerr
+	}
 	if uerr := b.status.Unmap(); err == nil {
 		err = uerr
 	}

@@ -96,7 +96,7 @@ static long knem_get_info(void __user *arg)
 {
 	struct knem_cmd_info info = {
 		.abi = KNEM_ABI_VERSION,
-		.features = KNEM_FEATURE_ATTACH |
+		.features = KNEM_FEATURE_ATTACH | KNEM_FEATURE_INVALIDATE |
 			    (knem_dma_usable() ? KNEM_FEATURE_DMA : 0),
 	};
 
@@ -115,7 +115,7 @@ static long knem_ioctl_create(struct knem_ctx *ctx, void __user *arg)
 	if (copy_from_user(&cr, arg, sizeof(cr)))
 		return -EFAULT;
 	err = knem_region_create(ctx, cr.iovec_array, cr.iovec_nr, cr.flags,
-				 cr.protection, &cookie);
+				 cr.protection, cr.invalidate_status, &cookie);
 	if (err)
 		return err;
 	if (put_user(cookie, (u64 __user *)(arg +
@@ -140,7 +140,7 @@ static long knem_ioctl_init_send(struct knem_ctx *ctx, void __user *arg)
 		return -EINVAL;
 	err = knem_region_create(ctx, is.send_iovec_array, is.send_iovec_nr,
 				 (is.flags & KNEM_FLAG_ANY_USER_ACCESS) |
-				 KNEM_FLAG_SINGLEUSE, PROT_READ, &cookie);
+				 KNEM_FLAG_SINGLEUSE, PROT_READ, 0, &cookie);
 	if (err)
 		return err;
 	if (put_user(cookie, (u64 __user *)(arg +

@@ -5,6 +5,7 @@
  *   knem_main.c    device, file operations, ioctl dispatch, parameters
  *   knem_region.c  pinned regions, the global cookie table, lifetimes
  *   knem_attach.c  region attach: mmap of a region's pages
+ *   knem_watch.c   invalidation status: a slot failed when a range changes
  *   knem_account.c pinned_vm / RLIMIT_MEMLOCK and per-user region counts
  *   knem_copy.c    copy commands: argument checks, length, engine choice
  *   knem_cpu.c     CPU copy engine, in the caller or on a shared workqueue
@@ -118,6 +119,7 @@ struct knem_pinned {
 };
 
 struct knem_user;
+struct knem_watch;
 
 struct knem_region {
 	struct kref kref;
@@ -132,6 +134,7 @@ struct knem_region {
 	u32 flags;
 	u32 prot;
 	struct knem_pinned pin;
+	struct knem_watch *watch;	/* INVALIDATE_STATUS, until unlinked */
 };
 
 /* Walks a pinned list page by page. */
@@ -172,6 +175,8 @@ void knem_ctx_get(struct knem_ctx *ctx);
 void knem_ctx_put(struct knem_ctx *ctx);
 int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 		    struct knem_pinned *pin);
+int knem_pin_watched(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
+		     struct knem_pinned *pin, struct knem_watch *watch);
 void knem_unpin(struct knem_pinned *pin);
 int knem_iovecs_import(u64 uptr, u32 nr, struct iovec *fast,
 		       struct iovec **iov, u64 *total);
@@ -179,7 +184,7 @@ void knem_iovecs_free(struct iovec *iov, struct iovec *fast);
 struct knem_region *knem_region_alloc(struct knem_ctx *ctx, u32 flags,
 				      u32 prot);
 int knem_region_create(struct knem_ctx *ctx, u64 iovecs, u32 nr, u32 flags,
-		       u32 prot, knem_cookie_t *cookie);
+		       u32 prot, u32 status_index, knem_cookie_t *cookie);
 int knem_region_destroy(struct knem_ctx *ctx, knem_cookie_t cookie);
 struct knem_region *knem_region_lookup(knem_cookie_t cookie, u32 need_prot);
 struct knem_region *knem_region_get(knem_cookie_t cookie, u32 need_prot);
@@ -196,6 +201,13 @@ long knem_ioctl_attach(struct knem_ctx *ctx, void __user *arg);
 int knem_detach(struct knem_ctx *ctx, u64 offset);
 int knem_attach_mmap(struct knem_ctx *ctx, struct vm_area_struct *vma);
 void knem_attachments_release(struct knem_ctx *ctx);
+
+/* knem_watch.c */
+struct knem_watch *knem_watch_alloc(struct knem_ctx *ctx, u32 index);
+int knem_watch_start(struct knem_watch *w, const struct iovec *iov, u32 nr);
+unsigned long knem_watch_begin(struct knem_watch *w);
+bool knem_watch_arm(struct knem_watch *w, unsigned long seq, int tries);
+void knem_watch_free(struct knem_watch *w);
 
 /* knem_account.c */
 int knem_mm_charge(struct mm_struct *mm, unsigned long pages);

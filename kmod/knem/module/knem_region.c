@@ -245,12 +245,34 @@ static int knem_pin_segments(const struct iovec *iov, u32 nr,
 }
 
 /*
+ * Pin, and pin again while @watch says the range changed meanwhile
+ * (knem_watch.c); without a watch, once.
+ */
+static int knem_pin_checked(const struct iovec *iov, u32 nr,
+			    struct knem_pinned *pin, unsigned long npages,
+			    struct knem_watch *watch)
+{
+	unsigned long seq;
+	int tries, err;
+
+	for (tries = 0; ; tries++) {
+		seq = knem_watch_begin(watch);
+		err = knem_pin_segments(iov, nr, pin);
+		if (err || knem_watch_arm(watch, seq, tries))
+			return err;
+		knem_unpin_pages(pin->pages, npages, false);
+	}
+}
+
+/*
  * Pin the user iovec list at @uptr for the lifetime of @pin, charging the
  * pages to the caller's pinned_vm (RLIMIT_MEMLOCK, ENOMEM beyond it) and
  * to @ctx's statistics.  Read-only or unmapped memory fails with EFAULT.
+ * A @watch starts watching the list's range before anything is pinned
+ * (knem_watch.c); the caller frees it, also on failure.
  */
-int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
-		    struct knem_pinned *pin)
+int knem_pin_watched(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
+		     struct knem_pinned *pin, struct knem_watch *watch)
 {
 	struct iovec fast[KNEM_FAST_IOVECS], *iov;
 	struct mm_struct *mm = current->mm;
@@ -275,6 +297,11 @@ int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 		if (err)
 			goto out_iov;
 	}
+	if (watch) {
+		err = knem_watch_start(watch, iov, nr);
+		if (err)
+			goto out_iov;
+	}
 	err = knem_mm_charge(mm, npages);
 	if (err)
 		goto out_iov;
@@ -288,7 +315,7 @@ int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 	if (!pin->pages || !pin->segs)
 		goto out_free;
 	pin->writable = writable;
-	err = knem_pin_segments(iov, nr, pin);
+	err = knem_pin_checked(iov, nr, pin, npages, watch);
 	if (err)
 		goto out_free;
 	pin->nr_pages = npages;
@@ -309,6 +336,12 @@ out_free:
 out_iov:
 	knem_iovecs_free(iov, fast);
 	return err;
+}
+
+int knem_pin_iovecs(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
+		    struct knem_pinned *pin)
+{
+	return knem_pin_watched(ctx, uptr, nr, writable, pin, NULL);
 }
 
 void knem_unpin(struct knem_pinned *pin)
@@ -353,6 +386,8 @@ static void knem_region_free(struct kref *kref)
 		knem_stat_add(KNEM_STAT_REGIONS_DESTROYED, 1);
 	if (region->user)
 		knem_user_uncharge(region->user);
+	/* Set only if never published: creation failed, in process context. */
+	knem_watch_free(region->watch);
 	knem_unpin(&region->pin);
 	knem_ctx_put(region->owner);
 	kfree_rcu(region, rcu);
@@ -361,6 +396,16 @@ static void knem_region_free(struct kref *kref)
 void knem_region_put(struct knem_region *region)
 {
 	kref_put(&region->kref, knem_region_free);
+}
+
+/*
+ * After winning knem_region_unlink(), outside RCU: stop the invalidation
+ * watch (it may sleep) while the table's reference still holds the owner.
+ */
+static void knem_region_unwatch(struct knem_region *region)
+{
+	knem_watch_free(region->watch);
+	region->watch = NULL;
 }
 
 /*
@@ -409,13 +454,22 @@ static int knem_region_link(struct knem_ctx *ctx, struct knem_region *region)
 	return err;
 }
 
+/*
+ * Create and publish a region.  KNEM_FLAG_INVALIDATE_STATUS (persistent
+ * regions only) also watches the range and reports on slot @status_index
+ * of @ctx's status array (knem_watch.c).
+ */
 int knem_region_create(struct knem_ctx *ctx, u64 iovecs, u32 nr, u32 flags,
-		       u32 prot, knem_cookie_t *cookie)
+		       u32 prot, u32 status_index, knem_cookie_t *cookie)
 {
 	struct knem_region *region;
 	int err;
 
-	if ((flags & ~KNEM_FLAGS_ALL) || (prot & ~KNEM_PROT_ALL))
+	if ((flags & ~(KNEM_FLAGS_ALL | KNEM_FLAG_INVALIDATE_STATUS)) ||
+	    (prot & ~KNEM_PROT_ALL))
+		return -EINVAL;
+	if ((flags & KNEM_FLAG_INVALIDATE_STATUS) &&
+	    (flags & KNEM_FLAG_SINGLEUSE))
 		return -EINVAL;
 	region = knem_region_alloc(ctx, flags, prot);
 	if (!region)
@@ -426,8 +480,16 @@ int knem_region_create(struct knem_ctx *ctx, u64 iovecs, u32 nr, u32 flags,
 		region->user = NULL;
 		goto out_put;
 	}
-	err = knem_pin_iovecs(ctx, iovecs, nr, prot & PROT_WRITE,
-			      &region->pin);
+	if (flags & KNEM_FLAG_INVALIDATE_STATUS) {
+		region->watch = knem_watch_alloc(ctx, status_index);
+		if (IS_ERR(region->watch)) {
+			err = PTR_ERR(region->watch);
+			region->watch = NULL;
+			goto out_put;
+		}
+	}
+	err = knem_pin_watched(ctx, iovecs, nr, prot & PROT_WRITE,
+			       &region->pin, region->watch);
 	if (err)
 		goto out_put;
 	err = knem_region_link(ctx, region);
@@ -457,6 +519,7 @@ int knem_region_destroy(struct knem_ctx *ctx, knem_cookie_t cookie)
 	rcu_read_unlock();
 	if (!won)
 		return -EINVAL;
+	knem_region_unwatch(region);
 	knem_region_put(region);
 	return 0;
 }
@@ -533,8 +596,10 @@ void knem_regions_release(struct knem_ctx *ctx)
 		if (!region)
 			break;
 		/* Losing means a SINGLEUSE copy is taking it off the list. */
-		if (knem_region_unlink(region))
+		if (knem_region_unlink(region)) {
+			knem_region_unwatch(region);
 			knem_region_put(region);
+		}
 		knem_region_put(region);
 		cond_resched();
 	}

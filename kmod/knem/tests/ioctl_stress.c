@@ -6,7 +6,8 @@
  * closed with copies in flight and buffers unmapped under live regions,
  * NOTIFY_FD copies and reads of their queue of every size, region
  * attachments mapped, touched, split, detached and left to process exit,
- * and a root worker that drops to another uid in the middle of its run.
+ * regions watched for invalidation (good and bad slots) under pages zapped
+ * with MADV_DONTNEED, and a root worker that drops to another uid in the middle of its run.
  *
  *   ioctl_stress [seconds=10] [seed=1]
  *
@@ -166,6 +167,13 @@ static void one_op(int *fd, unsigned char **buf, knem_cookie_t *mine,
 		u.cr.iovec_array = pick(20) ? (uintptr_t)iov : rnd_addr(*buf);
 		u.cr.flags = rnd_flags() & (pick(4) ? 0xa0 : 0xffffffff);
 		u.cr.protection = pick(10) ? 1 + pick(3) : rnd() & 0xf;
+		if (!pick(3)) {
+			u.cr.flags |= KNEM_FLAG_INVALIDATE_STATUS;
+			u.cr.invalidate_status = pick(8192);
+		}
+		if (!pick(4))
+			madvise(*buf + 4096 * pick(BUFSZ / 4096), 4096,
+				MADV_DONTNEED);
 		if (!ioctl(*fd, KNEM_CMD_CREATE_REGION, &u.cr)) {
 			if (*nmine < NCOOKIES)
 				mine[(*nmine)++] = u.cr.cookie;

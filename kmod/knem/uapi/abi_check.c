@@ -38,6 +38,8 @@ _Static_assert(KNEM_STATUS_PENDING == 0 && KNEM_STATUS_SUCCESS == 1 &&
 	       KNEM_STATUS_FAILED == 2, "status values");
 _Static_assert(KNEM_FEATURE_DMA == 1, "feature DMA");
 _Static_assert(KNEM_FEATURE_ATTACH == 2, "feature ATTACH");
+_Static_assert(KNEM_FEATURE_INVALIDATE == 4, "feature INVALIDATE");
+_Static_assert(KNEM_FLAG_INVALIDATE_STATUS == 256, "flag INVALIDATE_STATUS");
 _Static_assert(KNEM_FLAG_DMA == 1 && KNEM_FLAG_ASYNCDMACOMPLETE == 2 &&
 	       KNEM_FLAG_DMATHREAD == 4 && KNEM_FLAG_MEMCPYTHREAD == 8 &&
 	       KNEM_FLAG_PINLOCAL == 16 && KNEM_FLAG_SINGLEUSE == 32 &&
@@ -66,7 +68,7 @@ ABI_AT(struct knem_cmd_create_region, iovec_array, 0);
 ABI_AT(struct knem_cmd_create_region, iovec_nr, 8);
 ABI_AT(struct knem_cmd_create_region, flags, 12);
 ABI_AT(struct knem_cmd_create_region, protection, 16);
-ABI_AT(struct knem_cmd_create_region, pad, 20);
+ABI_AT(struct knem_cmd_create_region, invalidate_status, 20);
 ABI_AT(struct knem_cmd_create_region, cookie, 24);
 
 ABI_SIZE(struct knem_cmd_copy_bounded, 56);

@@ -42,6 +42,7 @@ typedef __u8 knem_status_t;
 /* GET_INFO features */
 #define KNEM_FEATURE_DMA	(1U << 0)	/* a DMA_MEMCPY channel is usable */
 #define KNEM_FEATURE_ATTACH	(1U << 1)	/* ATTACH_REGION (knemesis) */
+#define KNEM_FEATURE_INVALIDATE	(1U << 2)	/* KNEM_FLAG_INVALIDATE_STATUS */
 
 /* Flags of region creation and of copies. */
 #define KNEM_FLAG_DMA			(1U << 0)
@@ -52,6 +53,18 @@ typedef __u8 knem_status_t;
 #define KNEM_FLAG_SINGLEUSE		(1U << 5)
 #define KNEM_FLAG_NOTIFY_FD		(1U << 6)
 #define KNEM_FLAG_ANY_USER_ACCESS	(1U << 7)
+
+/*
+ * CREATE_REGION only, a knemesis extension behind KNEM_FEATURE_INVALIDATE:
+ * the creator's status slot invalidate_status is set to SUCCESS when the
+ * region is created and to FAILED as soon as any of its address range may
+ * map other pages than the region pinned (munmap, mremap, MADV_DONTNEED,
+ * ...), so a registration cache learns without a system call that a
+ * region no longer shows its buffer.  Needs the status array and a
+ * persistent region (SINGLEUSE with it is EINVAL); copies and INIT_SEND
+ * with it are EINVAL.
+ */
+#define KNEM_FLAG_INVALIDATE_STATUS	(1U << 8)
 
 /* BIND_OFFLOAD flags: where the per-context kernel thread may run. */
 #define KNEM_BIND_FLAG_CUSTOM		(1U << 0)	/* mask_ptr/mask_len */
@@ -81,7 +94,7 @@ struct knem_cmd_create_region {
 	__u32 iovec_nr;
 	__u32 flags;		/* SINGLEUSE, ANY_USER_ACCESS */
 	__u32 protection;	/* PROT_READ | PROT_WRITE */
-	__u32 pad;
+	__u32 invalidate_status; /* slot, with INVALIDATE_STATUS; else pad */
 	knem_cookie_t cookie;	/* out */
 };
 

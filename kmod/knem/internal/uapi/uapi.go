@@ -27,6 +27,10 @@ const FeatureDMA = 1 << 0
 // extension; ABI 0xd is unchanged).
 const FeatureAttach = 1 << 1
 
+// FeatureInvalidate is set when CmdCreateRegion takes FlagInvalidateStatus
+// (a knemesis extension; ABI 0xd is unchanged).
+const FeatureInvalidate = 1 << 2
+
 // Flags of region creation and of copies.
 const (
 	FlagDMA              = 1 << 0
@@ -37,6 +41,8 @@ const (
 	FlagSingleUse        = 1 << 5
 	FlagNotifyFD         = 1 << 6
 	FlagAnyUserAccess    = 1 << 7
+	// FlagInvalidateStatus: CREATE_REGION only (FeatureInvalidate).
+	FlagInvalidateStatus = 1 << 8
 )
 
 // Flags of BIND_OFFLOAD.
@@ -72,12 +78,12 @@ type ParamIovec struct {
 
 // CreateRegion is struct knem_cmd_create_region.
 type CreateRegion struct {
-	IovecArray uint64
-	IovecNr    uint32
-	Flags      uint32
-	Protection uint32
-	Pad        uint32
-	Cookie     Cookie
+	IovecArray       uint64
+	IovecNr          uint32
+	Flags            uint32
+	Protection       uint32
+	InvalidateStatus uint32
+	Cookie           Cookie
 }
 
 // CopyBounded is struct knem_cmd_copy_bounded.

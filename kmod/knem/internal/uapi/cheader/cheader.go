@@ -28,7 +28,7 @@ static const struct field fields[] = {
 
 	F(knem_cmd_create_region, iovec_array), F(knem_cmd_create_region, iovec_nr),
 	F(knem_cmd_create_region, flags), F(knem_cmd_create_region, protection),
-	F(knem_cmd_create_region, pad), F(knem_cmd_create_region, cookie),
+	F(knem_cmd_create_region, invalidate_status), F(knem_cmd_create_region, cookie),
 
 	F(knem_cmd_copy_bounded, src_cookie), F(knem_cmd_copy_bounded, src_offset),
 	F(knem_cmd_copy_bounded, dst_cookie), F(knem_cmd_copy_bounded, dst_offset),
@@ -163,6 +163,8 @@ var Constants = map[string]uint64{
 	"KNEM_STATUS_FAILED":              C.KNEM_STATUS_FAILED,
 	"KNEM_FEATURE_DMA":                C.KNEM_FEATURE_DMA,
 	"KNEM_FEATURE_ATTACH":             C.KNEM_FEATURE_ATTACH,
+	"KNEM_FEATURE_INVALIDATE":         C.KNEM_FEATURE_INVALIDATE,
+	"KNEM_FLAG_INVALIDATE_STATUS":     C.KNEM_FLAG_INVALIDATE_STATUS,
 	"KNEM_FLAG_DMA":                   C.KNEM_FLAG_DMA,
 	"KNEM_FLAG_ASYNCDMACOMPLETE":      C.KNEM_FLAG_ASYNCDMACOMPLETE,
 	"KNEM_FLAG_DMATHREAD":             C.KNEM_FLAG_DMATHREAD,

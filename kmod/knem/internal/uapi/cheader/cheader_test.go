@@ -111,6 +111,8 @@ func TestConstants(t *testing.T) {
 		"KNEM_STATUS_FAILED":              uapi.StatusFailed,
 		"KNEM_FEATURE_DMA":                uapi.FeatureDMA,
 		"KNEM_FEATURE_ATTACH":             uapi.FeatureAttach,
+		"KNEM_FEATURE_INVALIDATE":         uapi.FeatureInvalidate,
+		"KNEM_FLAG_INVALIDATE_STATUS":     uapi.FlagInvalidateStatus,
 		"KNEM_FLAG_DMA":                   uapi.FlagDMA,
 		"KNEM_FLAG_ASYNCDMACOMPLETE":      uapi.FlagAsyncDMAComplete,
 		"KNEM_FLAG_DMATHREAD":             uapi.FlagDMAThread,
