@@ -79,7 +79,37 @@ func join(p launch.Proc, o auto.Options) (ep *nemesis.Endpoint, sel *auto.Select
 		ep.Close()
 		return nil, nil, nil, err
 	}
+	if err = attached(ep); err != nil {
+		sel.Close()
+		ep.Close()
+		return nil, nil, nil, err
+	}
 	return ep, sel, func() { sel.Close(); ep.Close() }, nil
+}
+
+// attachedTag marks the messages of attached.
+const attachedTag = nemesis.MaxTag
+
+// attached returns once every rank's Attach has returned: Attach reads the
+// other ranks' processes (their CPU affinity), and a rank that finished
+// its test first must not be gone by then, as it can be on a loaded
+// machine.
+func attached(ep *nemesis.Endpoint) error {
+	for r := range ep.Size() {
+		if r != ep.Rank() {
+			if err := ep.Send(r, attachedTag, nil); err != nil {
+				return err
+			}
+		}
+	}
+	for r := range ep.Size() {
+		if r != ep.Rank() {
+			if _, err := ep.Recv(r, attachedTag, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // via is a message size and the backend expected to carry it.
