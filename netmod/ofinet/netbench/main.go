@@ -96,7 +96,7 @@ func partners(ep *nemesis.Endpoint, c *pmix.Client) (remote, local int, err erro
 }
 
 // measure ping-pongs size bytes iters times between rank 0 and peer; other
-// ranks sit it out (they wait for the end in a receive).
+// ranks sit it out (ofinet.Idle until rank 0's done).
 func measure(ep *nemesis.Endpoint, peer, size, iters int, label string) error {
 	buf := make([]byte, size)
 	const tag, done = 1, 2
@@ -133,26 +133,9 @@ func measure(ep *nemesis.Endpoint, peer, size, iters int, label string) error {
 		_, err := ep.Recv(0, done, nil)
 		return err
 	default:
-		return sitOut(ep, done)
+		return ofinet.Idle(ep, 0, done)
 	}
 	return nil
-}
-
-// sitOut waits for rank 0's done without spinning: a rank that takes no
-// part must not take a core from the pair being measured (a blocked call
-// of a job with remote peers polls and yields, it cannot doze).
-func sitOut(ep *nemesis.Endpoint, tag int) error {
-	for {
-		_, ok, err := ep.Iprobe(0, tag)
-		if err != nil {
-			return err
-		}
-		if ok {
-			_, err := ep.Recv(0, tag, nil)
-			return err
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func pingPong(ep *nemesis.Endpoint, peer int, buf []byte, check bool) error {
