@@ -5,6 +5,9 @@
 # under cgocheck2, which fails a Go pointer stored in C memory unpinned.
 # iproute2: the simulated two-node test (network namespaces, veth).
 # libopenmpi-dev: mpicc, for netmod/ofinet/bench.sh's Open MPI reference.
+# The multi-node lmtbench (tools/lmtbench built with the same tags) is run
+# under mpirun by its TestAcrossNodes alone: the rest of its tests run in
+# test-go.
 DEB_PACKAGES += libfabric-dev libfabric-bin libpmix-dev openmpi-bin iproute2 libopenmpi-dev
 TEST_TARGETS += test-netmod
 
@@ -12,5 +15,6 @@ NETMOD_TAGS := ofi pmix
 
 .PHONY: test-netmod
 test-netmod:
-	$(GO) vet -tags "$(NETMOD_TAGS)" ./netmod/...
+	$(GO) vet -tags "$(NETMOD_TAGS)" ./netmod/... ./tools/lmtbench/...
 	GOEXPERIMENT=cgocheck2 $(GO) test -count=1 -timeout 10m -tags "$(NETMOD_TAGS)" ./netmod/...
+	GOEXPERIMENT=cgocheck2 $(GO) test -count=1 -timeout 10m -tags "$(NETMOD_TAGS)" -run '^TestAcrossNodes$$' ./tools/lmtbench
