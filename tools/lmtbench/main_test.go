@@ -772,4 +772,9 @@ func TestUnderLauncherWithoutNetmod(t *testing.T) {
 	if r.code != 0 || r.stderr != "" || r.stdout != "" {
 		t.Fatalf("rank 1: status %d, stdout %q, stderr %q; want 0 and nothing said", r.code, r.stdout, r.stderr)
 	}
+	// Outside a launcher, its flags are refused by name.
+	want = "lmtbench: --peer applies under a PMIx launcher (mpirun, srun), which starts the ranks itself\n"
+	if r = run(t, "pingpong", "--peer", "1"); r.code != 2 || r.stderr != want {
+		t.Fatalf("--peer without a launcher: status %d, stderr %q; want 2 and %q", r.code, r.stderr, want)
+	}
 }

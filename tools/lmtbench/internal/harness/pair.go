@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"slices"
 
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 )
@@ -52,6 +51,3 @@ func (f emitter) Encode(v any) error {
 	}
 	return f(s)
 }
-
-// MaxSize is the largest message spec sends.
-func (s *Spec) MaxSize() int { return slices.Max(s.Sizes) }
