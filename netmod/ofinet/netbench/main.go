@@ -12,7 +12,11 @@
 //	mpirun --oversubscribe -np 3 -x KNEMESIS_NODE_MAP=0,0,1 netbench
 //
 // netmod/ofinet/bench.sh runs it beside fi_pingpong and an Open MPI tcp
-// BTL ping-pong over the same addresses and prints the ratios.
+// BTL ping-pong over the same addresses and prints the ratios. For the
+// usual sizes and shapes between any two ranks, with --json and --csv,
+// use lmtbench under the launcher (tools/lmtbench, built with the same
+// tags); netbench keeps what lmtbench does not: the same-run comparison
+// with a job of the node's ranks that has no module.
 package main
 
 import (
@@ -168,7 +172,7 @@ func withoutModule(c *pmix.Client, iters int) error {
 			idx = i
 		}
 	}
-	ep, err := nemesis.Join(fmt.Sprintf("%s.shm%d", jobName(c.Namespace()), me), idx, len(mates), nil)
+	ep, err := nemesis.Join(fmt.Sprintf("%s.shm%d", ofinet.JobName(c.Namespace()), me), idx, len(mates), nil)
 	if err != nil {
 		return err
 	}
@@ -191,14 +195,4 @@ func withoutModule(c *pmix.Client, iters int) error {
 func attachAuto(ep *nemesis.Endpoint) error {
 	_, err := auto.Attach(ep, auto.Options{})
 	return err
-}
-
-func jobName(ns string) string {
-	b := []byte(ns)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			b[i] = '-'
-		}
-	}
-	return string(b)
 }
