@@ -85,7 +85,11 @@ func runInJob(_ context.Context, o *options, stdout, _ io.Writer) error {
 func (o *options) jobSpec() (harness.Spec, error) {
 	mode := o.command
 	if !jobModes[mode] {
-		return harness.Spec{}, usagef("%s measures this machine with processes of its own; under a PMIx launcher (mpirun, srun) lmtbench runs pingpong, bidir and stream between the job's ranks", mode)
+		what := mode
+		if mode == "sweep" {
+			what = "the default sweep"
+		}
+		return harness.Spec{}, usagef("%s measures this machine with processes of its own; under a PMIx launcher (mpirun, srun) lmtbench runs pingpong, bidir and stream between the job's ranks", what)
 	}
 	switch {
 	case o.vm:
