@@ -5,6 +5,9 @@
 # under cgocheck2, which fails a Go pointer stored in C memory unpinned.
 # iproute2: the simulated two-node test (network namespaces, veth).
 # libopenmpi-dev: mpicc, for netmod/ofinet/bench.sh's Open MPI reference.
+# The multi-node lmtbench (tools/lmtbench built with the same tags) is run
+# under mpirun by its TestAcrossNodes alone: the rest of its tests run in
+# test-go.
 DEB_PACKAGES += libfabric-dev libfabric-bin libpmix-dev openmpi-bin iproute2 libopenmpi-dev
 TEST_TARGETS += test-netmod
 
@@ -12,5 +15,20 @@ NETMOD_TAGS := ofi pmix
 
 .PHONY: test-netmod
 test-netmod:
-	$(GO) vet -tags "$(NETMOD_TAGS)" ./netmod/...
+	$(GO) vet -tags "$(NETMOD_TAGS)" ./netmod/... ./tools/lmtbench/...
 	GOEXPERIMENT=cgocheck2 $(GO) test -count=1 -timeout 10m -tags "$(NETMOD_TAGS)" ./netmod/...
+	GOEXPERIMENT=cgocheck2 $(GO) test -count=1 -timeout 10m -tags "$(NETMOD_TAGS)" -run '^TestAcrossNodes$$' ./tools/lmtbench
+
+# make lmtbench-net: the multi-node lmtbench on two simulated nodes of this
+# machine (KNEMESIS_NODE_MAP=0,0,1, the loopback): rank 0 with rank 2 over
+# the network module, then with rank 1 over the segment, in one go.
+# LMTBENCH_NET_ARGS picks the shape and sizes.
+LMTBENCH_NET_ARGS ?= pingpong --sizes 8,64K,1M,4M
+LMTBENCH_NET_RUN = mpirun --oversubscribe --allow-run-as-root -np 3 -x KNEMESIS_NODE_MAP=0,0,1
+
+.PHONY: lmtbench-net
+lmtbench-net:
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	$(GO) build -tags "$(NETMOD_TAGS)" -o "$$d/lmtbench" ./tools/lmtbench && \
+	$(LMTBENCH_NET_RUN) "$$d/lmtbench" $(LMTBENCH_NET_ARGS) --node 127.0.0.1 && \
+	$(LMTBENCH_NET_RUN) "$$d/lmtbench" $(LMTBENCH_NET_ARGS) --node 127.0.0.1 --peer 1

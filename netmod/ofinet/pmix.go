@@ -53,7 +53,7 @@ func joinWith(c *pmix.Client, cfg Config, o *nemesis.Options) (*nemesis.Endpoint
 	opts.Net = &nemesis.Net{Module: m, Nodes: nodes, Exchange: func(addr []byte) ([][]byte, error) {
 		return exchange(c, addr)
 	}}
-	ep, err := nemesis.Join(jobName(c.Namespace()), c.Rank(), c.Size(), &opts)
+	ep, err := nemesis.Join(JobName(c.Namespace()), c.Rank(), c.Size(), &opts)
 	if err != nil {
 		m.Close()
 		return nil, err
@@ -83,9 +83,10 @@ func exchange(c *pmix.Client, addr []byte) ([][]byte, error) {
 	return addrs, nil
 }
 
-// jobName turns a PMIx namespace ("prterun-host-1234@1") into a job name
-// nemesis accepts.
-func jobName(ns string) string {
+// JobName turns a PMIx namespace ("prterun-host-1234@1") into the job name
+// Join gives nemesis; a program that joins a second job of the same ranks
+// (netbench's shared-memory-only one) derives its name from it.
+func JobName(ns string) string {
 	return strings.Map(func(c rune) rune {
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' {
 			return c

@@ -758,3 +758,23 @@ func TestSplitRails(t *testing.T) {
 		t.Errorf("a single-rail row shows rails:\n%s", r.stdout)
 	}
 }
+
+// TestUnderLauncherWithoutNetmod: the plain lmtbench, in a PMIx launcher's
+// environment, does not run a sweep per rank: rank 0 says in one line how
+// to build the multi-node one and fails; the other ranks leave quietly.
+func TestUnderLauncherWithoutNetmod(t *testing.T) {
+	want := `lmtbench: started by a PMIx launcher (mpirun, srun), but this lmtbench has no network module: build the multi-node one with go build -tags "ofi pmix" ./tools/lmtbench (needs libfabric-dev and libpmix-dev)` + "\n"
+	r := runEnv(t, []string{"PMIX_NAMESPACE=test-job", "PMIX_RANK=0"}, "pingpong", "--sizes", "8")
+	if r.code != 2 || r.stderr != want || r.stdout != "" {
+		t.Fatalf("rank 0: status %d, stdout %q, stderr %q; want 2 and %q alone", r.code, r.stdout, r.stderr, want)
+	}
+	r = runEnv(t, []string{"PMIX_NAMESPACE=test-job", "PMIX_RANK=1"}, "pingpong", "--sizes", "8")
+	if r.code != 0 || r.stderr != "" || r.stdout != "" {
+		t.Fatalf("rank 1: status %d, stdout %q, stderr %q; want 0 and nothing said", r.code, r.stdout, r.stderr)
+	}
+	// Outside a launcher, its flags are refused by name.
+	want = "lmtbench: --peer applies under a PMIx launcher (mpirun, srun), which starts the ranks itself\n"
+	if r = run(t, "pingpong", "--peer", "1"); r.code != 2 || r.stderr != want {
+		t.Fatalf("--peer without a launcher: status %d, stderr %q; want 2 and %q", r.code, r.stderr, want)
+	}
+}

@@ -12,7 +12,11 @@
 //	mpirun --oversubscribe -np 3 -x KNEMESIS_NODE_MAP=0,0,1 netbench
 //
 // netmod/ofinet/bench.sh runs it beside fi_pingpong and an Open MPI tcp
-// BTL ping-pong over the same addresses and prints the ratios.
+// BTL ping-pong over the same addresses and prints the ratios. For the
+// usual sizes and shapes between any two ranks, with --json and --csv,
+// use lmtbench under the launcher (tools/lmtbench, built with the same
+// tags); netbench keeps what lmtbench does not: the same-run comparison
+// with a job of the node's ranks that has no module.
 package main
 
 import (
@@ -96,7 +100,7 @@ func partners(ep *nemesis.Endpoint, c *pmix.Client) (remote, local int, err erro
 }
 
 // measure ping-pongs size bytes iters times between rank 0 and peer; other
-// ranks sit it out (they wait for the end in a receive).
+// ranks sit it out (ofinet.Idle until rank 0's done).
 func measure(ep *nemesis.Endpoint, peer, size, iters int, label string) error {
 	buf := make([]byte, size)
 	const tag, done = 1, 2
@@ -133,26 +137,9 @@ func measure(ep *nemesis.Endpoint, peer, size, iters int, label string) error {
 		_, err := ep.Recv(0, done, nil)
 		return err
 	default:
-		return sitOut(ep, done)
+		return ofinet.Idle(ep, 0, done)
 	}
 	return nil
-}
-
-// sitOut waits for rank 0's done without spinning: a rank that takes no
-// part must not take a core from the pair being measured (a blocked call
-// of a job with remote peers polls and yields, it cannot doze).
-func sitOut(ep *nemesis.Endpoint, tag int) error {
-	for {
-		_, ok, err := ep.Iprobe(0, tag)
-		if err != nil {
-			return err
-		}
-		if ok {
-			_, err := ep.Recv(0, tag, nil)
-			return err
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func pingPong(ep *nemesis.Endpoint, peer int, buf []byte, check bool) error {
@@ -185,7 +172,7 @@ func withoutModule(c *pmix.Client, iters int) error {
 			idx = i
 		}
 	}
-	ep, err := nemesis.Join(fmt.Sprintf("%s.shm%d", jobName(c.Namespace()), me), idx, len(mates), nil)
+	ep, err := nemesis.Join(fmt.Sprintf("%s.shm%d", ofinet.JobName(c.Namespace()), me), idx, len(mates), nil)
 	if err != nil {
 		return err
 	}
@@ -208,14 +195,4 @@ func withoutModule(c *pmix.Client, iters int) error {
 func attachAuto(ep *nemesis.Endpoint) error {
 	_, err := auto.Attach(ep, auto.Options{})
 	return err
-}
-
-func jobName(ns string) string {
-	b := []byte(ns)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			b[i] = '-'
-		}
-	}
-	return string(b)
 }

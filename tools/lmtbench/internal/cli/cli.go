@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/knemesis/knemesis/netmod/pmix"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
@@ -41,6 +42,12 @@ commands:
              with aggregation off, on, in a batch, and Open MPI's same Isends
   put, get   one-sided put (with notification) and get of package rma, per mechanism,
              in RWAPI's three shapes: pingpong, bidir, stream (Ben Fredj and Renault)
+
+Started by mpirun or srun (a PMIx launcher), an lmtbench built with
+go build -tags "ofi pmix" runs pingpong, bidir or stream between rank 0 and
+one partner of the job (--peer; default the first rank on another node),
+over the nemesis endpoint: shared memory within a node, the libfabric
+network module between nodes; each row names the path.
 
 flags:
 `
@@ -71,8 +78,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &st) {
 		return int(st)
 	}
-	fmt.Fprintf(stderr, "lmtbench: %s\n", oneLine(err.Error()))
 	var ue usageError
+	if errors.As(err, &ue) && pmix.LaunchedRank() > 0 {
+		// Every rank of a launcher's job read the same command line:
+		// rank 0 says what is wrong with it, once, and its status fails
+		// the job. The others leave quietly and with 0, for a launcher
+		// that saw a rank fail first would kill rank 0 before it spoke.
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "lmtbench: %s\n", oneLine(err.Error()))
 	if errors.As(err, &ue) {
 		return exitUsage
 	}
@@ -115,6 +129,12 @@ type options struct {
 	// size (lmtbench peers runs the fastbox row only where a message fits
 	// a fastbox).
 	measuresAt func(backend string, size int) bool
+
+	// Under a PMIx launcher (job.go): rank 0's partner, -1 to choose;
+	// the network module's provider and address; whether --cpus was given.
+	peer           int
+	provider, node string
+	cpusSet        bool
 
 	avail   map[string]error // backend name → nil or why it cannot run; see availability
 	machine *machine.Facts
@@ -160,6 +180,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on a job whose ranks have not finished after this long")
 	fs.StringVar(&o.probe, "placement-probe", "", "placement probe to bracket samples with: a program printing \"near|far <µs>\", 'builtin' (a cache line timed between the two ranks) or 'none' (default $LMTBENCH_PLACEMENT_PROBE when set, else builtin)")
 	fs.BoolVar(&o.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "draw a progress bar on stderr")
+	fs.IntVar(&o.peer, "peer", -1, "under mpirun or srun: the rank that rank 0 measures with (default: the first rank on another node)")
+	fs.StringVar(&o.provider, "provider", "tcp;ofi_rxm", "under mpirun or srun: libfabric provider of the network module (verbs;ofi_rxm, efa, cxi on a cluster)")
+	fs.StringVar(&o.node, "node", "", "under mpirun or srun: address the network module binds (default: this host's name)")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -169,6 +192,18 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 			return nil, err
 		}
 		return nil, usagef("%v", err)
+	}
+	launcherOnly := ""
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "cpus":
+			o.cpusSet = true
+		case "peer", "provider", "node":
+			launcherOnly = f.Name
+		}
+	})
+	if launcherOnly != "" && !pmix.Launched() {
+		return nil, usagef("--%s applies under a PMIx launcher (mpirun, srun), which starts the ranks itself", launcherOnly)
 	}
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q (flags go after the command: lmtbench %s --sizes 4K-1M)", fs.Arg(0), o.command)
@@ -246,6 +281,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	o, err := parse(args, stderr)
 	if err != nil {
 		return err
+	}
+	if pmix.Launched() {
+		return runInJob(context.Background(), o, stdout, stderr)
 	}
 	if o.vm {
 		return runVM(o, args, stdout, stderr)

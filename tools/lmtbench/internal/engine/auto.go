@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/auto"
 	"github.com/knemesis/knemesis/nemesis"
 )
@@ -62,4 +63,13 @@ func knemDevice() error {
 			Fix: "load the module with modprobe knem (this host's kernel cannot load modules: the module runs only in the QEMU guest of ci/)"}
 	}
 	return nil
+}
+
+// OnEndpoint is the engine between this rank and peer of an endpoint the
+// caller joined (a job a PMIx launcher started, lmtbench across nodes),
+// with att the LMT attached to it or nil: Send and Recv are the
+// endpoint's, whichever path (shared memory or network module) reaches
+// peer. Close detaches att and closes the endpoint.
+func OnEndpoint(ep *nemesis.Endpoint, att *attach.LMT, peer int) Engine {
+	return &lmtEngine{ep: ep, att: att, peer: peer}
 }

@@ -28,9 +28,12 @@ const (
 	cmdProbe // take part in the built-in placement probe
 )
 
+// ctl carries commands as 24-byte records: over the parent's pipes, or
+// over any writer and reader that keep records whole (pair.go).
 type ctl struct {
-	to, from *os.File
-	buf      [24]byte
+	to   io.Writer
+	from io.Reader
+	buf  [24]byte
 }
 
 func openCtl() *ctl {
@@ -61,6 +64,6 @@ func (c *ctl) get() (a, b, d int64, err error) {
 		int64(binary.LittleEndian.Uint64(c.buf[16:])), nil
 }
 
-func newCtl(to, from *os.File) *ctl { return &ctl{to: to, from: from} }
+func newCtl(to io.Writer, from io.Reader) *ctl { return &ctl{to: to, from: from} }
 
 func closeOnExec(fd int) { unix.CloseOnExec(fd) }

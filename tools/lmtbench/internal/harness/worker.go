@@ -159,7 +159,7 @@ type follower interface {
 // calibrates the iteration count and takes the samples, each bracketed by
 // the placement probe while the other ranks sleep on their pipes (or, the
 // built-in probe, rank 1 takes part).
-func lead(spec Spec, l leader, probe placer, enc *json.Encoder) error {
+func lead(spec Spec, l leader, probe placer, enc encoder) error {
 	for _, size := range spec.Sizes {
 		if err := l.tell(cmdVerify, int64(size), 0); err != nil {
 			return err
@@ -212,6 +212,10 @@ func lead(spec Spec, l leader, probe placer, enc *json.Encoder) error {
 	}
 	return l.tell(cmdDone, 0, 0)
 }
+
+// encoder takes each sample rank 0 measures: a *json.Encoder on the
+// parent's pipe, or the caller's function in a job lmtbench did not start.
+type encoder interface{ Encode(v any) error }
 
 // warmUp runs WarmupIterations of a sample of iters, untimed.
 func warmUp(l leader, mode string, size, iters int) error {

@@ -38,6 +38,9 @@ import (
 //	cpu_model, kernel, hostname, go   machine facts
 //	peer_stack                  lmtbench peers: the stack a peer row measured; empty for the toolkit's rows
 //	peer_command                the exact command line of a peer row's median sample
+//	path                        under mpirun or srun: shm, or net and the provider ("net ofi tcp;ofi_rxm"); empty otherwise
+//	provider                    under mpirun or srun: the network module's provider on a net path; empty otherwise
+//	partner                     under mpirun or srun: the rank rank 0 measured with; empty otherwise
 var CSVHeader = []string{
 	"mode", "backend", "reference", "size", "iterations", "messages", "seconds",
 	"bytes_per_sec", "latency_us", "procs",
@@ -46,6 +49,7 @@ var CSVHeader = []string{
 	"placement", "placement_latency_us", "samples", "samples_kept",
 	"pollution_working_set", "pollution_baseline_us", "pollution_after_us", "pollution_slowdown", "cpus",
 	"cpu_model", "kernel", "hostname", "go", "peer_stack", "peer_command",
+	"path", "provider", "partner",
 }
 
 // WriteCSV writes the header and one row per result.
@@ -70,6 +74,10 @@ func WriteCSV(w io.Writer, results []Result) error {
 		if r.Peer != nil {
 			peer = [2]string{r.Peer.Stack, r.Peer.Command}
 		}
+		partner := ""
+		if r.Path != "" {
+			partner = strconv.Itoa(r.Partner)
+		}
 		row := []string{
 			r.Mode, r.Backend, strconv.FormatBool(r.Reference), strconv.Itoa(r.Size),
 			strconv.Itoa(r.Iterations), strconv.Itoa(r.Messages), g(r.Seconds),
@@ -78,7 +86,7 @@ func WriteCSV(w io.Writer, results []Result) error {
 			g(r.CPUSecondsPerByte), g(r.CPUSecondsPerBytePerRank[0]), g(r.CPUSecondsPerBytePerRank[1]),
 			r.Placement, g(r.PlacementLatencyUs), strconv.Itoa(r.Samples), strconv.Itoa(r.SamplesKept),
 			pol[0], pol[1], pol[2], pol[3], cpuList(r.CPUs), r.Machine.CPUModel, r.Machine.Kernel, r.Machine.Hostname, r.Machine.Go,
-			peer[0], peer[1],
+			peer[0], peer[1], r.Path, r.Provider, partner,
 		}
 		if err := cw.Write(row); err != nil {
 			return err

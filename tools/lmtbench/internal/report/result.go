@@ -56,6 +56,15 @@ type Result struct {
 	// with the best of them.
 	Peer    *PeerInfo `json:"peer,omitempty"`
 	VsPeers *VsPeers  `json:"vs_peers,omitempty"`
+	// Path is how rank 0 reached its partner in a job a PMIx launcher
+	// started (lmtbench under mpirun or srun): "shm" within a node, "net "
+	// and the network module's provider between nodes ("net ofi
+	// tcp;ofi_rxm"); Provider is that provider, empty on shm; Partner is
+	// the partner's rank. All three are empty in the runs lmtbench
+	// starts itself.
+	Path     string `json:"path,omitempty"`
+	Provider string `json:"provider,omitempty"`
+	Partner  int    `json:"partner,omitempty"`
 
 	kept []harness.Sample // the samples the median was taken over
 	all  []harness.Sample // every sample, whatever its placement

@@ -51,6 +51,9 @@ func WriteTable(w io.Writer, results []Result) error {
 				if r.Reference {
 					name += " (ref)"
 				}
+				if r.Path != "" {
+					name += fmt.Sprintf(" [rank %d, %s]", r.Partner, r.Path)
+				}
 				if best != nil && r.Backend == best.Backend {
 					mark = "  ◀ best"
 				}
