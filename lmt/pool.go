@@ -23,7 +23,7 @@ func (e *Engine) newTransfer(peer int, side Side, iov [][]byte) *Transfer {
 		t = e.spare[n-1]
 		e.spare[n-1] = nil
 		e.spare = e.spare[:n-1]
-		*t = Transfer{iov: t.iov[:0], remote: t.remote[:0], pkt: t.pkt}
+		*t = Transfer{iov: t.iov[:0], remote: t.remote[:0], pkt: t.pkt, dt: typed{remote: t.dt.remote}}
 	} else {
 		t = &Transfer{}
 	}
@@ -85,6 +85,7 @@ func (e *Engine) recycle(t *Transfer) {
 		return
 	}
 	clear(t.iov) // do not keep the caller's buffers alive
+	t.dt.local, t.dt.base = nil, nil
 	t.User = nil
 	e.spare = append(e.spare, t)
 }
