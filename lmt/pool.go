@@ -3,6 +3,8 @@ package lmt
 import (
 	"errors"
 	"fmt"
+
+	"github.com/knemesis/knemesis/datatype"
 )
 
 // pool keeps released transfers with their packet buffer and iovec
@@ -84,8 +86,9 @@ func (e *Engine) recycle(t *Transfer) {
 	if !t.released || t.inLive || t.pktPending || e.closed {
 		return
 	}
-	clear(t.iov) // do not keep the caller's buffers alive
-	t.dt.local, t.dt.base = nil, nil
+	// Do not keep the caller's buffers, or its description, alive.
+	clear(t.iov)
+	t.dt.local, t.dt.base, t.dt.lcur = nil, nil, datatype.Cursor{}
 	t.User = nil
 	e.spare = append(e.spare, t)
 }
