@@ -296,3 +296,9 @@ func hasCap(c int) bool {
 	}
 	return false
 }
+
+// Datatypes implements lmt.Datatyped: process_vm_readv and
+// process_vm_writev take the block lists of both sides as they come from
+// the descriptions, and the handle carries the sender's (or, for
+// cma-write, the receiver's) description.
+func (c *cma) Datatypes() bool { return true }

@@ -53,14 +53,28 @@
 // classes under a length threshold and [Type.Select] gives a cursor over
 // one: pack the [Small] stream, walk the [Large] one into iovecs.
 //
-// # How the LMT will use it
+// # How the LMT uses it
 //
-// This package does not depend on lmt or nemesis; the next pass wires it
-// in. The sender's RTS handle carries the compact description instead of
-// one 16-byte entry per segment, which lifts the 64-segment limit of
-// today's CMA handle. The receiver decodes it against its own buffer
-// length; CMA and knem take the block list, chunk by chunk, from
-// FillRemoteIovec and FillIovec; the small blocks travel aggregated in the
-// eager packet and the large ones move in place, with no pack buffer on
-// either side.
+// This package depends on neither lmt nor nemesis; lmt.Engine's
+// StartSendType and StartRecvType take a base buffer and a Type on either
+// side (the other may be a plain iovec list). On the CMA backends (cma,
+// cma-write, cma-split, multirail) nothing is packed: the handle carries
+// the compact encoding with the base address instead of one 16-byte
+// entry per segment, so the 64-segment limit of the segment handle does
+// not apply (a vector of 2^20 blocks travels in 30 bytes, an indexed type
+// in 2 to 4 bytes a block, which must fit the RTS or CTS); the peer
+// decodes it with DecodeTo into storage its pooled transfer keeps, refusing
+// a malformed one as an lmt.CorruptError that wraps ErrEncoding before
+// anything is copied; and each process_vm_readv or process_vm_writev takes
+// its two iovec lists from FillIovec and FillRemoteIovec, IOV_MAX entries
+// at a time, resuming by SetPos. A message then allocates nothing per
+// block. The other backends (knem, the arenas, the streams) do not take a
+// typed transfer: the engine chooses a CMA one, or says none fits.
+//
+// Not built yet: the small-block aggregation of §5.3. process_vm_readv
+// pins a page for every block of its remote list and the copy loop walks
+// every local one, so blocks of a few bytes cost more through the
+// mechanism than packing them does (cma's BenchmarkTypedVsPack measures
+// both in one run); the small blocks should be packed into the eager
+// packet and only the large ones moved in place.
 package datatype

@@ -1,6 +1,10 @@
 package datatype
 
-import "github.com/knemesis/knemesis/internal/memcopy"
+import (
+	"fmt"
+
+	"github.com/knemesis/knemesis/internal/memcopy"
+)
 
 // Pack copies the described bytes of src, the base buffer, into dst in
 // packed order and returns their count, t.Size(). src must hold
@@ -61,4 +65,15 @@ func (c *Cursor) Unpack(dst, packed []byte) (int, error) {
 		done += memcopy.Copy(dst[off:off+n], packed[done:done+int(n)])
 	}
 	return done, nil
+}
+
+// Fits reports whether buf can be t's base buffer: nil, or a
+// [*FieldError] naming the extent, wrapping ErrShortBuffer.
+func (t *Type) Fits(buf []byte) error {
+	if int64(len(buf)) >= t.extent {
+		return nil
+	}
+	return &FieldError{Kind: t.kind.String(), Field: "extent", Index: -1, Value: t.extent,
+		Reason: fmt.Sprintf("reaches past the %d-byte base buffer; give a buffer of at least %d bytes", len(buf), t.extent),
+		Err:    ErrShortBuffer}
 }

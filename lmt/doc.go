@@ -146,10 +146,16 @@
 // carries the RTS (see lmttest for a socket-based harness). Each [Transfer]
 // keeps [Stats]: bytes, chunks, system calls and the backend that carried it.
 //
+// A message described by a datatype (package datatype: a vector or an
+// indexed type over one base buffer) goes through [Engine.StartSendType]
+// and [Engine.StartRecvType] on the backends that implement [Datatyped],
+// the CMA ones: no pack buffer on either side, and the handle carries the
+// description's compact encoding instead of one entry per block.
+//
 // # Writing a backend
 //
 // A backend implements [Backend] (and the optional [Early], [Buffered],
-// [Ordered], [Chunker], [Blocker] where they fit), gets an entry in
+// [Ordered], [Chunker], [Blocker], [Datatyped] where they fit), gets an entry in
 // [Identities] — its name, a wire id, its flow — and calls [Register] with
 // that name from its package's init. The knem backend shows the Pull shape
 // of a one-sided mechanism: its cookie is the handle, Step submits the copy
@@ -162,7 +168,9 @@
 // (type, reserved byte, status, payload length, a negative length, a DONE
 // claiming more than the message or a negative time), every field of a
 // handle (the segment handle's pid, count, length and 64-bit total, the
-// pid against the one the job knows; knem's cookie and length), and the
+// pid against the one the job knows; a typed handle's datatype encoding,
+// decoded by package datatype with every field bounded, and its size
+// against the length to move; knem's cookie and length), and the
 // shm ring's counters in shared memory on every read. A bad value fails
 // the transfer, or the packet, with a [*CorruptError] naming the rank that
 // wrote it and the field ([ErrCorrupt] matches them all); the checks are

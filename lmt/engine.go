@@ -30,6 +30,9 @@ type backendSlot struct {
 	// weighed: a Split backend whose cut follows the rails' measured
 	// speeds (see [Weighed]).
 	weighed bool
+	// datatypes: b carries transfers described by a datatype (see
+	// [Datatyped]).
+	datatypes bool
 	// chunk bounds what one Step moves: Config.Chunk, or what b asks for
 	// as a [Chunker].
 	chunk int
@@ -112,6 +115,9 @@ func (e *Engine) newSlot(r registration, b Backend) *backendSlot {
 	}
 	if c, ok := b.(Chunker); ok {
 		s.chunk = c.Chunk()
+	}
+	if d, ok := b.(Datatyped); ok {
+		s.datatypes = d.Datatypes()
 	}
 	s.chans = make([]channel, e.cfg.Size)
 	for rank := range s.chans {

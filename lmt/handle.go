@@ -14,6 +14,9 @@ func EncodeSegments(t *Transfer, pid int, pidns uint64, dst []byte) (int, error)
 	if t.copied != nil {
 		return encodeSegments(pid, pidns, dst, t.copied)
 	}
+	if t.dt.local != nil {
+		return encodeTyped(t, pid, pidns, dst)
+	}
 	return encodeSegments(pid, pidns, dst, t.iov...)
 }
 
@@ -23,11 +26,9 @@ func encodeSegments(pid int, pidns uint64, dst []byte, iov ...[]byte) (int, erro
 	if need > len(dst) {
 		return 0, fmt.Errorf("lmt: %d segments need a %d-byte handle, room for %d", n, need, len(dst))
 	}
-	le := binary.LittleEndian
-	le.PutUint32(dst[0:], uint32(pid))
-	le.PutUint32(dst[4:], uint32(n))
-	le.PutUint64(dst[8:], pidns)
+	putSegHeader(dst, pid, uint32(n), pidns)
 	p := dst[16:]
+	le := binary.LittleEndian
 	for _, b := range iov {
 		if len(b) == 0 {
 			continue
@@ -39,13 +40,23 @@ func encodeSegments(pid int, pidns uint64, dst []byte, iov ...[]byte) (int, erro
 	return need, nil
 }
 
+// putSegHeader writes a segment handle's header.
+func putSegHeader(dst []byte, pid int, count uint32, pidns uint64) {
+	le := binary.LittleEndian
+	le.PutUint32(dst[0:], uint32(pid))
+	le.PutUint32(dst[4:], count)
+	le.PutUint64(dst[8:], pidns)
+}
+
 // DecodeSegments reads a handle written by EncodeSegments into t's remote
-// buffer and returns the pid and its namespace, checking that the segments
+// buffer (a list of segments, or a datatype description over a base
+// address) and returns the pid and its namespace, checking that the segments
 // cover the length the transfer moves. The handle comes from the peer and
 // is trusted in nothing: a field out of bounds is a [*CorruptError] naming
 // the peer and the field, and t's remote buffer is left empty.
 func DecodeSegments(t *Transfer, h []byte) (pid int, pidns uint64, err error) {
 	t.remote = t.remote[:0]
+	t.dt.hasRemote = false
 	if len(h) < segHandleLen(0) {
 		return 0, 0, Corrupt(t.peer, "segment handle", "%d bytes, shorter than its %d-byte header", len(h), segHandleLen(0))
 	}
@@ -56,6 +67,11 @@ func DecodeSegments(t *Transfer, h []byte) (pid int, pidns uint64, err error) {
 	switch {
 	case pid <= 0 || pid > pidMaxLimit:
 		return 0, 0, Corrupt(t.peer, "pid in a segment handle", "%d, outside 1..%d", pid, pidMaxLimit)
+	case n == typeHandle:
+		if err := decodeTyped(t, h); err != nil {
+			return 0, 0, err
+		}
+		return pid, pidns, nil
 	case n > uint64(t.e.cfg.MaxSegments):
 		return 0, 0, Corrupt(t.peer, "segment count of a segment handle", "%d, above Config.MaxSegments %d", n, t.e.cfg.MaxSegments)
 	case uint64(len(h)) < uint64(segHandleLen(int(n))):

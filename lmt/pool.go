@@ -3,6 +3,8 @@ package lmt
 import (
 	"errors"
 	"fmt"
+
+	"github.com/knemesis/knemesis/datatype"
 )
 
 // pool keeps released transfers with their packet buffer and iovec
@@ -23,7 +25,7 @@ func (e *Engine) newTransfer(peer int, side Side, iov [][]byte) *Transfer {
 		t = e.spare[n-1]
 		e.spare[n-1] = nil
 		e.spare = e.spare[:n-1]
-		*t = Transfer{iov: t.iov[:0], remote: t.remote[:0], pkt: t.pkt}
+		*t = Transfer{iov: t.iov[:0], remote: t.remote[:0], pkt: t.pkt, dt: typed{remote: t.dt.remote}}
 	} else {
 		t = &Transfer{}
 	}
@@ -84,7 +86,9 @@ func (e *Engine) recycle(t *Transfer) {
 	if !t.released || t.inLive || t.pktPending || e.closed {
 		return
 	}
-	clear(t.iov) // do not keep the caller's buffers alive
+	// Do not keep the caller's buffers, or its description, alive.
+	clear(t.iov)
+	t.dt.local, t.dt.base, t.dt.lcur = nil, nil, datatype.Cursor{}
 	t.User = nil
 	e.spare = append(e.spare, t)
 }

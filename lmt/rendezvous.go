@@ -12,6 +12,11 @@ import (
 // buffers belong to the Engine until the transfer completes. backend forces
 // a backend ("" chooses the first available of Config.Prefer).
 func (e *Engine) StartSend(dst int, iov [][]byte, backend string, rts []byte) (*Transfer, int, error) {
+	return e.startSend(dst, iov, nil, backend, rts)
+}
+
+// startSend is StartSend of iov, or of the description in d when not nil.
+func (e *Engine) startSend(dst int, iov [][]byte, d *typed, backend string, rts []byte) (*Transfer, int, error) {
 	if e.closed {
 		return nil, 0, ErrClosed
 	}
@@ -25,9 +30,12 @@ func (e *Engine) StartSend(dst int, iov [][]byte, backend string, rts []byte) (*
 		return nil, 0, fmt.Errorf("lmt: RTS buffer of %d bytes, need at least %d", len(rts), hdrLen)
 	}
 	t := e.newTransfer(dst, Sender, iov)
+	if d != nil {
+		t.setTyped(d)
+	}
 	t.started = monotonic()
 	t.moveStart = t.started
-	t.msgLen = iovLen(iov)
+	t.msgLen = t.bufLen()
 	t.length = t.msgLen
 	s, err := e.chooseSend(t, backend, len(rts)-hdrLen)
 	if err != nil {
@@ -58,13 +66,22 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 		if err := e.check(&s.chans[t.peer]); err != nil {
 			return nil, err
 		}
+		if t.needsDatatypes() && !s.datatypes {
+			return nil, fmt.Errorf("lmt: backend %s does not take a datatype description (the CMA backends do)", backend)
+		}
 		if s.kind.handleInRTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
+			if t.Typed() {
+				return nil, fmt.Errorf("lmt: backend %s: the %d-block description needs a %d-byte handle, %d RTS bytes", backend, t.dt.local.Blocks(), typedHandleLen(t), room)
+			}
 			return nil, fmt.Errorf("lmt: backend %s: %d segments do not fit its handle (max %d, %d RTS bytes)", backend, nonEmpty(t.iov), e.cfg.MaxSegments, room)
 		}
 		return s, nil
 	}
 	var first error
 	for _, s := range e.prefer {
+		if t.needsDatatypes() && !s.datatypes {
+			continue
+		}
 		err := e.check(&s.chans[t.peer])
 		if err == nil && s.kind.handleInRTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
 			continue
@@ -76,10 +93,16 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 			first = err
 		}
 	}
+	if first == nil {
+		return nil, fmt.Errorf("lmt: no backend of %v takes a datatype description to rank %d with a %d-byte handle room (the CMA backends do)", e.cfg.Prefer, t.peer, room)
+	}
 	return nil, fmt.Errorf("lmt: no backend available for rank %d: %w", t.peer, first)
 }
 
 func fitsHandle(t *Transfer, room, maxSegs int) bool {
+	if t.dt.local != nil {
+		return typedHandleLen(t) <= room
+	}
 	n := nonEmpty(t.iov)
 	return n <= maxSegs && segHandleLen(n) <= room
 }
@@ -87,6 +110,11 @@ func fitsHandle(t *Transfer, room, maxSegs int) bool {
 // StartRecv starts receiving, into iov, the message whose RTS (from rank src)
 // matched. rts is only read during the call.
 func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error) {
+	return e.startRecv(src, rts, iov, nil)
+}
+
+// startRecv is StartRecv into iov, or into the description in d when not nil.
+func (e *Engine) startRecv(src int, rts []byte, iov [][]byte, d *typed) (*Transfer, error) {
 	if e.closed {
 		return nil, ErrClosed
 	}
@@ -102,11 +130,14 @@ func (e *Engine) StartRecv(src int, rts []byte, iov [][]byte) (*Transfer, error)
 		return nil, fmt.Errorf("lmt: StartRecv given a %s packet, not an RTS", h.typ)
 	}
 	t := e.newTransfer(src, Receiver, iov)
+	if d != nil {
+		t.setTyped(d)
+	}
 	t.started = monotonic()
 	t.moveStart = t.started
 	t.peerID = h.src
 	t.msgLen = h.length
-	t.length = min(h.length, iovLen(iov))
+	t.length = min(h.length, t.bufLen())
 	e.register(t)
 	e.goLive(t)
 	if err := e.peers[src].gone; err != nil {
@@ -132,8 +163,14 @@ func (e *Engine) settle(t *Transfer, kind uint8, handle []byte) bool {
 	} else {
 		refused = e.check(ch)
 	}
-	if refused == nil && ch.slot.kind.handleInCTS() && !fitsHandle(t, hdrLen+segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+	if refused == nil && t.Typed() && !ch.slot.datatypes {
+		refused = fmt.Errorf("lmt: backend %s does not take a datatype description", ch.slot.name)
+	}
+	if room := hdrLen + segHandleLen(e.cfg.MaxSegments); refused == nil && ch.slot.kind.handleInCTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
 		refused = fmt.Errorf("lmt: %d receive segments do not fit a %s handle (max %d)", nonEmpty(t.iov), ch.slot.name, e.cfg.MaxSegments)
+		if t.Typed() {
+			refused = fmt.Errorf("lmt: the %d-block receive description needs a %d-byte %s handle, a CTS has room for %d", t.dt.local.Blocks(), typedHandleLen(t), ch.slot.name, room)
+		}
 	}
 	if refused == nil && ch.slot.kind.handleInRTS() {
 		if refused = ch.slot.b.SetPeerHandle(t, handle); refused != nil && !isUnavailable(refused) {
@@ -164,7 +201,7 @@ func (e *Engine) settle(t *Transfer, kind uint8, handle []byte) bool {
 // one whose sender needs nothing but the CTS.
 func (e *Engine) fallback(t *Transfer) *channel {
 	for _, s := range e.prefer {
-		if s.kind.handleInRTS() || s.kind == Push && !fitsHandle(t, segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+		if s.kind.handleInRTS() || t.Typed() && !s.datatypes || s.kind == Push && !fitsHandle(t, segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
 			continue
 		}
 		if ch := &s.chans[t.peer]; e.check(ch) == nil {
@@ -236,7 +273,7 @@ func (e *Engine) onCTS(t *Transfer, h *header, handle []byte) error {
 	same := h.kind == t.ch.slot.id
 	if !same {
 		ch := e.channelOf(h.kind, t.peer)
-		if ch == nil || ch.slot.kind.handleInRTS() || e.check(ch) != nil {
+		if ch == nil || ch.slot.kind.handleInRTS() || t.Typed() && !ch.slot.datatypes || e.check(ch) != nil {
 			e.fail(t, fmt.Errorf("lmt: rank %d asked for backend id %d, unusable here", t.peer, h.kind))
 			return nil
 		}

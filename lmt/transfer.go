@@ -40,6 +40,8 @@ type Transfer struct {
 	rseg   int
 	roff   uint64
 
+	dt typed // datatype descriptions, instead of iov or remote
+
 	stats     Stats
 	started   time.Duration // monotonic(), at StartSend or StartRecv
 	moveStart time.Duration // when the payload could start moving
@@ -168,6 +170,9 @@ func (t *Transfer) packet() []byte {
 // buffers are skipped.
 func (t *Transfer) Iovecs(dst []unix.Iovec, max int) ([]unix.Iovec, int) {
 	max = int(min(int64(max), t.length-t.moved))
+	if t.dt.local != nil {
+		return t.typedIovecs(dst, int64(max))
+	}
 	n, k := 0, 0
 	for seg, off := t.seg, t.off; seg < len(t.iov) && n < max && k < len(dst); seg++ {
 		b := t.iov[seg][off:]
@@ -189,6 +194,9 @@ func (t *Transfer) Iovecs(dst []unix.Iovec, max int) ([]unix.Iovec, int) {
 // RemoteIovecs is Iovecs for the peer's buffer set with SetRemote.
 func (t *Transfer) RemoteIovecs(dst []unix.RemoteIovec, max int) ([]unix.RemoteIovec, int) {
 	max = int(min(int64(max), t.length-t.moved))
+	if t.dt.hasRemote {
+		return t.typedRemoteIovecs(dst, int64(max))
+	}
 	n, k := 0, 0
 	for seg, off := t.rseg, t.roff; seg < len(t.remote) && n < max && k < len(dst); seg++ {
 		s := t.remote[seg]
@@ -226,6 +234,12 @@ func (t *Transfer) ScatterAt(src []byte, skip int) int { return t.walk(src, skip
 // cursor, never past the transfer's length.
 func (t *Transfer) walk(p []byte, skip int, out bool) int {
 	max := int(min(int64(len(p)), t.length-t.moved-int64(skip)))
+	if t.dt.local != nil {
+		if max <= 0 {
+			return 0
+		}
+		return t.typedWalk(p[:max], t.moved+int64(skip), out)
+	}
 	n := 0
 	for seg, off := t.seg, t.off; seg < len(t.iov) && n < max; seg++ {
 		b := t.iov[seg][off:]
@@ -256,6 +270,7 @@ func (t *Transfer) skip(n int64) { t.move(int(n - t.moved)) }
 // the sender moved before the CTS.
 func (t *Transfer) rewind() {
 	t.moved, t.seg, t.off, t.rseg, t.roff = 0, 0, 0, 0, 0
+	t.moveTyped()
 }
 
 // advance moves both cursors by the n bytes a Step moved.
@@ -267,6 +282,9 @@ func (t *Transfer) advance(n int) {
 // move moves both cursors by n bytes.
 func (t *Transfer) move(n int) {
 	t.moved += int64(n)
+	if t.dt.local != nil || t.dt.hasRemote {
+		t.moveTyped()
+	}
 	left := n
 	for left > 0 && t.seg < len(t.iov) {
 		r := len(t.iov[t.seg]) - t.off
