@@ -419,6 +419,12 @@ func (st *stressor) checked() error {
 		sd.s.Reset(0)
 	}
 	status, err := sd.d.InlineCopy(Read, split(dst, st.r.IntN(n)), c, 0, All, flags, 0)
+	if flags != 0 && errors.Is(err, unix.ENOMEM) {
+		// Every flag but none pins the local buffer, charged to the
+		// caller's RLIMIT_MEMLOCK (the process of another uid has no
+		// CAP_IPC_LOCK), where the noise's regions may have used it up.
+		return st.check("checked copy pinning at the memlock limit", err)
+	}
 	if err != nil {
 		return fmt.Errorf("checked copy (flags %#x): %w", flags, err)
 	}
