@@ -727,8 +727,9 @@ func peersDifferentSwitches(t *testing.T, tableOnly bool) {
 // fixture's topology, one reading at Attach) is moved to the table of a
 // pair sharing nothing when Reprobe finds the line in a slow regime, here
 // because both ranks' threads are pinned to one CPU, where the line takes
-// two context switches (a machine so loaded that its unpinned readings
-// were as slow shows one regime, and nothing moves). Messages then take the new table's backend, intact. Unpinned
+// two context switches (on a machine so loaded that its unpinned readings
+// were as slow, the one-CPU reading files near, and nothing moves).
+// Messages then take the new table's backend, intact. Unpinned
 // again, Reprobe files the pair by what this machine's line says now.
 func TestReprobeFollowsPlacement(t *testing.T) {
 	launchtest.Run(t, 2, func(p launch.Proc) error {
@@ -791,15 +792,16 @@ func TestReprobeFollowsPlacement(t *testing.T) {
 			return err
 		}
 		pair := sel.Pair(peer)
-		if !sel.Regimes().Two {
+		if !sel.Regimes().Two || !sel.Regimes().Far(pair.Placement.LineLatency) {
 			// Attach's reading was already as slow as one CPU's
 			// (a loaded machine ran both ranks on one): one
-			// regime, nothing is filed apart, nothing changes.
-			fmt.Printf("rank %d: %s\n", p.Rank, sel.Regimes())
+			// regime, or the one-CPU reading among the near
+			// ones. Nothing is filed apart, nothing changes.
+			fmt.Printf("rank %d: line %v read near: %s\n", p.Rank, pair.Placement.LineLatency, sel.Regimes())
 			if pair.Placement.Apart || changed != nil {
-				return fmt.Errorf("one regime (%s), yet apart %v, changed %v", sel.Regimes(), pair.Placement.Apart, changed)
+				return fmt.Errorf("line %v read near (%s), yet apart %v, changed %v", pair.Placement.LineLatency, sel.Regimes(), pair.Placement.Apart, changed)
 			}
-			return check("one regime", 20)
+			return check("one CPU read near", 20)
 		}
 		if lat := pair.Placement.LineLatency; !pair.Placement.Apart || !slices.Equal(changed, []int{peer}) {
 			return fmt.Errorf("on one CPU: line %v (%s), changed %v; want it far, and [%d]", lat, sel.Regimes(), changed, peer)
