@@ -34,7 +34,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	os.Remove(crefPath()) // built by the benchmarks that compare with C
+	os.Exit(code)
 }
 
 func kindNamed(name string) (kind, error) {
@@ -146,10 +148,16 @@ func startPeer(b *testing.B, kindName string, size int) (*nemesis.Endpoint, *rma
 	return ep, w
 }
 
+// crefPath is where cref builds the C references for this run; TestMain
+// removes it.
+func crefPath() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("knemesis-rma-cref-%d", os.Getpid()))
+}
+
 // cref builds testdata/cref.c, the plain C references, once per run.
 func cref(b *testing.B) string {
 	b.Helper()
-	bin := filepath.Join(os.TempDir(), fmt.Sprintf("knemesis-rma-cref-%d", os.Getpid()))
+	bin := crefPath()
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
