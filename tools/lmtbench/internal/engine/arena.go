@@ -70,10 +70,20 @@ func openArenaCopy(p Peer) (Engine, error) {
 // one auto chose goes another way) and attaches auto, or the named
 // backend alone; the send buffers are ordinary memory.
 func openArenaJob(p Peer, name string, automatic bool) (Engine, error) {
+	e, err := joinArena(p, name, 4*8*(arena.SlotSize+4096), automatic)
+	if err != nil {
+		return nil, err // not a nil *lmtEngine in a non-nil Engine
+	}
+	return e, nil
+}
+
+// joinArena joins a 2-rank job with arenaSize bytes of arena per rank and
+// attaches auto, or the named backend alone.
+func joinArena(p Peer, name string, arenaSize int, automatic bool) (*lmtEngine, error) {
 	if p.Proc.Size != 2 {
 		return nil, fmt.Errorf("%s: runs between exactly 2 processes, job has %d", name, p.Proc.Size)
 	}
-	ep, err := nemesis.JoinProc(p.Proc, &nemesis.Options{ArenaSize: 4 * 8 * (arena.SlotSize + 4096)})
+	ep, err := nemesis.JoinProc(p.Proc, &nemesis.Options{ArenaSize: arenaSize})
 	if err != nil {
 		return nil, fmt.Errorf("%s: joining the Nemesis job: %w", name, err)
 	}
@@ -108,27 +118,11 @@ func openArena(p Peer, automatic bool) (Engine, error) {
 	if automatic {
 		name = "auto-arena"
 	}
-	if p.Proc.Size != 2 {
-		return nil, fmt.Errorf("%s: runs between exactly 2 processes, job has %d", name, p.Proc.Size)
-	}
-	ep, err := nemesis.JoinProc(p.Proc, &nemesis.Options{ArenaSize: arenaFor(p.MaxSize)})
+	e, err := joinArena(p, name, arenaFor(p.MaxSize), automatic)
 	if err != nil {
-		return nil, fmt.Errorf("%s: joining the Nemesis job: %w", name, err)
+		return nil, err
 	}
-	var att *attach.LMT
-	if automatic {
-		var sel *auto.Selection
-		if sel, err = auto.Attach(ep, auto.Options{CPUs: p.CPUs}); err == nil {
-			att = sel.LMT
-		}
-	} else {
-		att, err = attach.Attach(ep, attach.Options{EagerMax: 1, Prefer: []string{lmt.Arena}})
-	}
-	if err != nil {
-		ep.Close()
-		return nil, fmt.Errorf("%s: attaching the LMT: %w", name, err)
-	}
-	return &arenaEngine{lmtEngine: &lmtEngine{ep: ep, att: att, peer: 1 - p.Proc.Rank}}, nil
+	return &arenaEngine{lmtEngine: e}, nil
 }
 
 func (e *arenaEngine) SendBuffer(n int) ([]byte, error) {
