@@ -163,8 +163,11 @@ type Endpoint struct {
 	// chooseAbove bytes up to eagerMax (chooseAbove == eagerMax: never).
 	chooser     LMTChooser
 	chooseAbove int
-	cellsIn     uint64 // cells taken from the receive queue
-	arena       arena  // this rank's region of the shared arena (arena.go)
+	// arrived counts the packets taken in, from the receive queue or a
+	// fastbox: a blocked call that sees it move knows a Poll did
+	// something, and must not sleep before looking at what it waits for.
+	arrived uint64
+	arena   arena // this rank's region of the shared arena (arena.go)
 
 	live    liveness
 	crashed error // the first rank found dead without having closed

@@ -314,3 +314,43 @@ func TestBlockedReceiveDozes(t *testing.T) {
 		t.Fatalf("Recv: %q, %v after %d dozes; want the message after dozing", r.msg, r.err, r.dozes)
 	}
 }
+
+// TestFastboxArrivalIsProgress: a Poll that takes a message from a fastbox
+// moves the progress mark, as one that takes a cell does. A blocked call
+// sleeps only after a Poll that left the mark alone; were a fastbox arrival
+// not counted, the doze's own last Poll could take the very packet the call
+// waits for and then sleep out its whole timeout (up to dozeMax) with it
+// delivered: RMA's notification ping-pong stalled so.
+func TestFastboxArrivalIsProgress(t *testing.T) {
+	eps := joinLocal(t, 2, nil)
+	for i := range fboxThreshold + 4 { // past the threshold of a claim
+		if err := eps[1].Send(0, 1, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eps[0].Recv(1, 1, make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var r Request
+	buf := make([]byte, 8)
+	if err := eps[0].Irecv(&r, 1, 7, buf); err != nil {
+		t.Fatal(err)
+	}
+	before := eps[1].Stats().FastboxMsgs
+	if err := eps[1].Send(0, 7, []byte("fastbox")); err != nil {
+		t.Fatal(err)
+	}
+	if got := eps[1].Stats().FastboxMsgs - before; got != 1 {
+		t.Fatalf("%d messages went through a fastbox, want 1", got)
+	}
+	mark := eps[0].progressMark()
+	if err := eps[0].Poll(); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Done() || string(buf[:r.Status().Count]) != "fastbox" {
+		t.Fatalf("after one Poll: done %v, %q; want the message", r.Done(), buf[:r.Status().Count])
+	}
+	if eps[0].progressMark() == mark {
+		t.Fatal("the Poll that took a fastbox message left the progress mark unchanged")
+	}
+}

@@ -166,10 +166,12 @@ type LMTIdler interface {
 	Idle() bool
 }
 
-// progressMark changes whenever a cell arrives, a cell leaves or the LMT
-// moves payload.
+// progressMark changes whenever a packet arrives (in a cell or a fastbox),
+// a cell leaves or the LMT moves payload. A blocked call sleeps only after a
+// Poll that left it unchanged: a packet a Poll took may be the one the call
+// waits for.
 func (ep *Endpoint) progressMark() uint64 {
-	m := ep.cellsIn + ep.stats.Cells
+	m := ep.arrived + ep.stats.Cells
 	if ep.net != nil {
 		m += ep.net.moved
 	}

@@ -58,7 +58,7 @@ func (ep *Endpoint) Poll() error {
 		if off == 0 {
 			break
 		}
-		ep.cellsIn++
+		ep.arrived++
 		if err := ep.handleCell(off, c); err != nil {
 			return ep.fail(err)
 		}
@@ -134,6 +134,7 @@ func (ep *Endpoint) pollFbox(src int) (bool, error) {
 	}
 	seq := fb.seq
 	p.acked = fb.ack
+	ep.arrived++
 	if p.asm.req != nil || p.asm.ux != nil {
 		return false, ep.fail(errorf(ErrCorrupt, "fastbox message from rank %d inside a multi-cell message", src))
 	}
