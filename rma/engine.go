@@ -75,11 +75,10 @@ func (e *engine) maxData() int { return len(e.pkt) - hdrLen }
 func (e *engine) send(dst int, h *header, data []byte) (bool, error) {
 	h.n = uint32(len(data))
 	h.put(e.pkt)
-	k := hdrLen
 	if len(data) > 0 {
-		k += memcopy.Copy(e.pkt[hdrLen:], data)
+		memcopy.Copy(e.pkt[hdrLen:], data)
 	}
-	return e.ep.SendAM(dst, e.pkt[:k])
+	return e.ep.SendAM(dst, e.pkt[:h.size()])
 }
 
 // HandleAM implements nemesis.AMHandler.
@@ -171,7 +170,8 @@ func (e *engine) PeerFailed(rank int, err error) {
 }
 
 // start puts op on its way: at once when nothing is ahead of it toward its
-// target, else behind what is.
+// target (a small put on a shared window completes here, never queued),
+// else behind what is.
 func (e *engine) start(op *Op) {
 	t := op.target
 	if err := e.dead[t]; err != nil {
@@ -179,11 +179,15 @@ func (e *engine) start(op *Op) {
 		return
 	}
 	q := &e.tx[t]
+	if q.head == nil {
+		more, err := op.w.step(op)
+		if !more || err != nil {
+			e.stepped(op, err)
+			return
+		}
+	}
 	q.push(op)
 	e.txN++
-	if q.head == op {
-		e.pump(t)
-	}
 }
 
 // pump advances the operations toward t in order, until one cannot go on
@@ -198,15 +202,21 @@ func (e *engine) pump(t int) {
 		}
 		q.pop()
 		e.txN--
-		switch {
-		case err != nil:
-			op.w.finish(op, err)
-		case op.awaitsReply():
-			e.rx[t].push(op)
-			e.ep.Expect(t, +1)
-		default:
-			op.w.finish(op, nil)
-		}
+		e.stepped(op, err)
+	}
+}
+
+// stepped takes op, whose last step ended with err, to its next state:
+// done, or waiting for its target's reply.
+func (e *engine) stepped(op *Op, err error) {
+	switch {
+	case err != nil:
+		op.w.finish(op, err)
+	case op.awaitsReply():
+		e.rx[op.target].push(op)
+		e.ep.Expect(op.target, +1)
+	default:
+		op.w.finish(op, nil)
 	}
 }
 

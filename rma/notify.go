@@ -61,18 +61,20 @@ func (w *Window) Notification(src, tag int) (Notification, bool, error) {
 // every other rank is) and nothing from it is left, it fails with a
 // *TargetError naming the rank.
 func (w *Window) WaitNotification(src, tag int) (Notification, error) {
-	var n Notification
+	n, ok := w.notes.take(src, tag)
+	if ok {
+		return n, nil
+	}
 	if err := w.e.ep.Expect(src, +1); err != nil {
 		return n, err
 	}
-	defer w.e.ep.Expect(src, -1)
 	err := w.e.ep.WaitUntil(func() (bool, error) {
-		var ok bool
 		if n, ok = w.notes.take(src, tag); ok {
 			return true, nil
 		}
 		return false, w.e.silent(src)
 	})
+	w.e.ep.Expect(src, -1)
 	return n, err
 }
 

@@ -85,11 +85,20 @@ func (w *Window) begin(op *Op, kind opKind, target, off, n int) error {
 	if size := w.sizes[target]; off < 0 || n < 0 || off > size || n > size-off {
 		return &RangeError{Target: target, Offset: off, Len: n, Size: size}
 	}
-	*op = Op{w: op.w, kind: kind, state: opPending, target: target, off: off, n: n}
-	op.w = w
+	op.reset(w, kind, target, off, n)
 	w.inflight[target]++
 	w.total++
 	return nil
+}
+
+// reset makes op a new pending operation. Field by field: assigning a
+// whole Op clears its 200 bytes through the write barrier's bulk path,
+// the largest cost of a small put.
+func (op *Op) reset(w *Window, kind opKind, target, off, n int) {
+	op.w, op.kind, op.state, op.target, op.off, op.n = w, kind, opPending, target, off, n
+	op.iov, op.moved, op.issued, op.async, op.notify = nil, 0, false, false, false
+	op.tag, op.cas, op.operand, op.compare, op.value = 0, false, 0, 0, 0
+	op.err, op.next = nil, nil
 }
 
 // finish completes op with err.

@@ -11,11 +11,19 @@ import "encoding/binary"
 //	4  window      u32   creation number, the same in every rank
 //	8  offset      u64   in the target's part of the window
 //	16 a           u64   length, operand, phase or count
-//	24 b           u64   compare value, or the put's first offset
-//	32 tag         u32   notification tag
-//	36 data length u32
+//	24 tag         u32   notification tag
+//	28 data length u32
+//	32 b           u64   compare value, or the put's first offset
 //	40 data
-const hdrLen = 40
+//
+// A packet with no data and b zero (a notification, a get request, an
+// acknowledgment) stops at byte 32, so that it fits the first cache line
+// of a fastbox with the fastbox's own header: the notification of a small
+// PutNotify then costs the target one line, as a small message does.
+const (
+	hdrLen   = 40
+	shortLen = 32
+)
 
 // Packet types.
 const (
@@ -49,24 +57,40 @@ func (h *header) put(p []byte) {
 	binary.LittleEndian.PutUint32(p[4:], h.win)
 	binary.LittleEndian.PutUint64(p[8:], h.off)
 	binary.LittleEndian.PutUint64(p[16:], h.a)
-	binary.LittleEndian.PutUint64(p[24:], h.b)
-	binary.LittleEndian.PutUint32(p[32:], h.tag)
-	binary.LittleEndian.PutUint32(p[36:], h.n)
+	binary.LittleEndian.PutUint32(p[24:], h.tag)
+	binary.LittleEndian.PutUint32(p[28:], h.n)
+	binary.LittleEndian.PutUint64(p[32:], h.b)
+}
+
+// size is the length of the packet of header h and its data: shortLen
+// when it has neither data nor b.
+func (h *header) size() int {
+	if h.n == 0 && h.b == 0 {
+		return shortLen
+	}
+	return hdrLen + int(h.n)
 }
 
 // parse reads a header and returns the data after it, or false when pkt
 // is too short for what its header claims.
 func (h *header) parse(p []byte) ([]byte, bool) {
-	if len(p) < hdrLen {
+	if len(p) < shortLen {
 		return nil, false
 	}
 	h.typ, h.flags = p[0], p[1]
 	h.win = binary.LittleEndian.Uint32(p[4:])
 	h.off = binary.LittleEndian.Uint64(p[8:])
 	h.a = binary.LittleEndian.Uint64(p[16:])
-	h.b = binary.LittleEndian.Uint64(p[24:])
-	h.tag = binary.LittleEndian.Uint32(p[32:])
-	h.n = binary.LittleEndian.Uint32(p[36:])
+	h.tag = binary.LittleEndian.Uint32(p[24:])
+	h.n = binary.LittleEndian.Uint32(p[28:])
+	if len(p) == shortLen {
+		h.b = 0
+		return nil, h.n == 0
+	}
+	if len(p) < hdrLen {
+		return nil, false
+	}
+	h.b = binary.LittleEndian.Uint64(p[32:])
 	if uint64(h.n) != uint64(len(p)-hdrLen) {
 		return nil, false
 	}

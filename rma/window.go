@@ -142,7 +142,11 @@ func (w *Window) step(op *Op) (more bool, err error) {
 		op.notify = false
 		return false, nil
 	}
-	h := header{typ: pktNotify, win: w.id, off: uint64(op.off), a: uint64(op.n), tag: uint32(op.tag)}
+	// Field by field, not a composite literal: the compiler builds one
+	// from a template with 16-byte moves over narrower stores, a
+	// store-forwarding stall on every notification.
+	var h header
+	h.typ, h.win, h.off, h.a, h.tag = pktNotify, w.id, uint64(op.off), uint64(op.n), uint32(op.tag)
 	ok, err := w.e.send(op.target, &h, nil)
 	if err != nil || !ok {
 		return !ok, err

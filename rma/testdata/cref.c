@@ -6,8 +6,15 @@
  *                                  calls) into a child process, ITERS times
  *   cref memcpy-shared SIZE ITERS  memcpy of SIZE bytes into a mapping a
  *                                  child process shares, ITERS times
+ *   cref flag-pingpong LINES ITERS ping-pong of 8 bytes with a child through
+ *                                  a shared mapping, ITERS round trips: with
+ *                                  LINES 1 the bytes ride in the line of the
+ *                                  flag that announces them (a fastbox);
+ *                                  with 2 they sit in a line of their own
+ *                                  (a put, then its notification)
  *
- * Prints "GB/s <value>" (10^9 bytes per second).
+ * Prints "GB/s <value>" (10^9 bytes per second), or for flag-pingpong
+ * "us <value>", the one-way time in microseconds.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -44,6 +51,75 @@ static void child(int out, int in, char *buf, size_t size)
 	_exit(0);
 }
 
+/*
+ * One direction of flag-pingpong: a flag line and, 64 bytes on when the
+ * data has a line of its own, the data; each direction 256 bytes apart.
+ */
+struct box {
+	volatile uint64_t *flag;
+	volatile uint64_t *data;
+};
+
+static struct box box_at(char *mem, int dir, int lines)
+{
+	struct box b;
+
+	b.flag = (volatile uint64_t *)(mem + 256 * dir);
+	b.data = (volatile uint64_t *)(mem + 256 * dir + (lines == 2 ? 128 : 8));
+	return b;
+}
+
+static void post(struct box b, uint64_t seq, uint64_t v)
+{
+	*b.data = v;
+	__atomic_store_n(b.flag, seq, __ATOMIC_RELEASE);
+}
+
+static uint64_t await(struct box b, uint64_t seq)
+{
+	while (__atomic_load_n(b.flag, __ATOMIC_ACQUIRE) != seq)
+		;
+	return *b.data;
+}
+
+static int flag_pingpong(int lines, size_t iters)
+{
+	char *mem = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct box out, back;
+	double t0, t;
+	uint64_t v = 0;
+	size_t i;
+	pid_t pid;
+
+	if (mem == MAP_FAILED || (lines != 1 && lines != 2)) {
+		fprintf(stderr, "cref flag-pingpong: LINES is 1 or 2\n");
+		return 1;
+	}
+	out = box_at(mem, 0, lines);
+	back = box_at(mem, 1, lines);
+	pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		return 1;
+	}
+	if (pid == 0) {
+		for (i = 1; i <= iters + 1; i++)
+			post(back, i, await(out, i));
+		_exit(0);
+	}
+	post(out, 1, 1); /* warm both sides up */
+	await(back, 1);
+	t0 = now();
+	for (i = 2; i <= iters + 1; i++) {
+		post(out, i, v + i);
+		v = await(back, i);
+	}
+	t = now() - t0;
+	waitpid(pid, NULL, 0);
+	printf("us %.4f\n", t / iters / 2 * 1e6);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int up[2], down[2], shared;
@@ -54,9 +130,11 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	if (argc != 4) {
-		fprintf(stderr, "usage: cref cma-write|memcpy-shared SIZE ITERS\n");
+		fprintf(stderr, "usage: cref cma-write|memcpy-shared SIZE ITERS | flag-pingpong LINES ITERS\n");
 		return 2;
 	}
+	if (strcmp(argv[1], "flag-pingpong") == 0)
+		return flag_pingpong(atoi(argv[2]), strtoul(argv[3], NULL, 0));
 	shared = strcmp(argv[1], "memcpy-shared") == 0;
 	size = strtoul(argv[2], NULL, 0);
 	iters = strtoul(argv[3], NULL, 0);
