@@ -99,6 +99,7 @@ type netPath struct {
 	timeout    time.Duration
 	inflight   int    // packets handed to the module, not reported
 	moved      uint64 // packets sent or received, for progressMark
+	lastPoll   time.Time
 	events     *netEvents
 }
 
@@ -279,16 +280,29 @@ func (r *Request) slice(iov [][]byte, off, n int) [][]byte {
 	return iov
 }
 
+// netIdlePoll is how often a rank that awaits nothing from the network
+// still polls the module, for unexpected packets and the provider's own
+// progress (a peer's connection or rendezvous). One poll of an idle
+// libfabric endpoint costs about as much as several fastbox messages
+// (BenchmarkPollIdle in netmod/ofi), so an intranode exchange must not pay
+// it at a rate its own polling sets: at one poll per netIdlePoll it costs
+// a rank about 1% of its time, whatever it does.
+const netIdlePoll = 50 * time.Microsecond
+
 // pollNet polls the module when something may come from it: sends in
-// flight, receives that a remote rank or any rank may satisfy, and every
-// 16 polls for unexpected messages. Pure intranode traffic thus pays a
-// module call (a cgo call, for libfabric) every 16 polls only.
+// flight, receives that a remote rank or any rank may satisfy, and once
+// per netIdlePoll for unexpected packets (the clock read every 64 polls).
 func (ep *Endpoint) pollNet() error {
 	n := ep.net
-	if n.inflight == 0 && ep.wildcards == 0 && ep.polls&15 != 0 && !ep.remoteExpected() {
+	if n.inflight == 0 && ep.wildcards == 0 && !ep.remoteExpected() && !n.idlePollDue(ep.polls) {
 		return nil
 	}
+	n.lastPoll = time.Now()
 	return n.mod.Poll(n.events)
+}
+
+func (n *netPath) idlePollDue(polls uint32) bool {
+	return polls&63 == 0 && time.Since(n.lastPoll) >= netIdlePoll
 }
 
 func (ep *Endpoint) remoteExpected() bool {

@@ -33,6 +33,7 @@ type memModule struct {
 	sent   []*Request
 	errs   []error
 	closed bool
+	polls  int
 }
 
 func newMemFabric(size int) *memFabric {
@@ -92,6 +93,7 @@ func (m *memModule) Send(r *Request, dst int, hdr []byte, payload [][]byte) (boo
 }
 
 func (m *memModule) Poll(ev NetEvents) error {
+	m.polls++
 	sent, errs := m.sent, m.errs
 	m.sent, m.errs = nil, nil
 	for i, r := range sent {
@@ -410,4 +412,42 @@ func TestNetAggregateLocalOnly(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestNetIdlePollBounded: a rank that awaits nothing from the network
+// looks at the module at most once per 64 of its Polls (and per
+// netIdlePoll), so that intranode messages do not pay a provider poll each
+// few Polls; a receive from a remote rank makes every Poll look.
+func TestNetIdlePollBounded(t *testing.T) {
+	eps, _ := joinTwoNodes(t, 4096)
+	ep := eps[0]
+	mod := ep.net.mod.(*memModule)
+	for ep.net.inflight > 0 {
+		if err := ep.Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const polls = 64 * 100
+	before := mod.polls
+	for range polls {
+		if err := ep.Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mod.polls - before; got > polls/64 {
+		t.Fatalf("%d Polls awaiting nothing polled the module %d times, want at most %d", polls, got, polls/64)
+	}
+	var r Request
+	if err := ep.Irecv(&r, 2, 1, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	before = mod.polls
+	for range 10 {
+		if err := ep.Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mod.polls - before; got != 10 {
+		t.Fatalf("with a receive from remote rank 2 posted, 10 Polls polled the module %d times, want 10", got)
+	}
 }

@@ -49,3 +49,23 @@ func BenchmarkPingPong(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPollIdle: one Poll of a connected endpoint with nothing
+// arriving, the price a shared-memory message pays each time a rank with
+// remote peers looks at the provider.
+func BenchmarkPollIdle(b *testing.B) {
+	x, y := pair(b)
+	var s, r Request
+	if err := y.Irecv(&r, 0, 1, 0, [][]byte{make([]byte, 8)}); err != nil {
+		b.Fatal(err)
+	}
+	if err := x.Isend(&s, 0, 1, header(8, 0), [][]byte{make([]byte, 8)}); err != nil {
+		b.Fatal(err)
+	}
+	waitAll(b, []*Endpoint{x, y}, &s, &r)
+	for b.Loop() {
+		if _, err := x.Poll(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
