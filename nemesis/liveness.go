@@ -264,6 +264,7 @@ func (ep *Endpoint) failPeer(rank int, err error, crashed bool) {
 		}
 		r = next
 	}
+	ep.failRdv(rank, err)
 	if ep.lmt != nil {
 		ep.lmt.PeerFailed(rank, err)
 	}

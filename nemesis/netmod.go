@@ -100,6 +100,8 @@ type netPath struct {
 	inflight   int    // packets handed to the module, not reported
 	moved      uint64 // packets sent or received, for progressMark
 	lastPoll   time.Time
+	rdv        []rdvSend // rendezvous sends waiting for DONE, by cookie
+	reads      []rdvRead // rendezvous receives whose read waits for room
 	events     *netEvents
 }
 
@@ -222,6 +224,9 @@ func (ep *Endpoint) netSend(r *Request) (sendResult, error) {
 	if r.err != nil {
 		return ep.netAbort(r, r.err)
 	}
+	if ep.netRendezvous(r) {
+		return ep.netSendRTS(r)
+	}
 	for {
 		chunk := min(r.msgLen-r.sent, n.maxPkt)
 		kind := uint32(kindCont)
@@ -338,6 +343,8 @@ func (e *netEvents) Arrived(hdr, payload []byte) error {
 		return nil
 	case kindNetPong:
 		return nil
+	case kindNetDone:
+		return ep.rdvDone(src, tag, total)
 	case kindNetBye:
 		// Everything src sent came before this: what has not arrived
 		// never will.
@@ -355,6 +362,8 @@ func (e *netEvents) Arrived(hdr, payload []byte) error {
 		err = ep.arrive(src, tag, kind, int(total), payload)
 	case kind == kindCont:
 		err = ep.continueMsg(src, payload)
+	case kind == kindNetRTS && total <= uint64(maxInt) && p.asm.req == nil && p.asm.ux == nil:
+		err = ep.arrive(src, tag, kind, int(total), payload)
 	default:
 		err = errorf(ErrCorrupt, "network packet from rank %d: kind %d, %d bytes of %d", src, kind, n, total)
 	}
@@ -379,15 +388,21 @@ func (e *netEvents) Sent(r *Request, err error) {
 		return
 	}
 	r.netOut--
+	if r.op == opRecv { // a rendezvous receive's DONE
+		if r.netOut == 0 {
+			ep.finishRdvRecv(r)
+		}
+		return
+	}
 	if err != nil && r.err == nil {
 		r.err = err // netSend sends no more of r
 	}
-	if r.netOut == 0 && r.sent == r.msgLen {
-		n := r.msgLen
-		if r.err != nil {
-			n = 0
-		}
-		ep.finish(r, n, r.err)
+	if err != nil && r.rdv { // its RTS never left: no DONE will come
+		ep.endRdvSend(&ep.net.rdv[r.netSlot], err)
+		return
+	}
+	if r.netOut == 0 && r.sent == r.msgLen && !r.rdv {
+		ep.netSendFinished(r)
 	}
 }
 

@@ -22,6 +22,9 @@ type memFabric struct {
 	dead  []bool
 	addrs [][]byte
 	wg    sync.WaitGroup // the address exchange's barrier
+	// regions: what memReader modules exposed, by key.
+	regions map[int32][]byte
+	nextKey int32
 }
 
 type memPacket struct{ hdr, payload []byte }
@@ -37,7 +40,7 @@ type memModule struct {
 }
 
 func newMemFabric(size int) *memFabric {
-	f := &memFabric{boxes: make([][]memPacket, size), dead: make([]bool, size), addrs: make([][]byte, size)}
+	f := &memFabric{boxes: make([][]memPacket, size), dead: make([]bool, size), addrs: make([][]byte, size), regions: map[int32][]byte{}}
 	f.wg.Add(size)
 	return f
 }

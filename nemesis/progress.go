@@ -251,8 +251,11 @@ func (ep *Endpoint) arrive(src, tag int, kind uint32, total int, data []byte) er
 			ep.posted.Remove(&r.links)
 			ep.expect(r.peer, -1)
 			r.peer, r.tag, r.msgLen = src, tag, total
-			if kind == kindRTS {
+			switch kind {
+			case kindRTS:
 				return ep.startLMTRecv(r, data)
+			case kindNetRTS:
+				return ep.startNetRead(r, data)
 			}
 			// deliver, by hand: too big to inline, and this is
 			// every small message's path.
@@ -338,8 +341,11 @@ func (ep *Endpoint) takeUnexpected(r *Request, u *uxMsg) error {
 	ep.unexp.Remove(&u.links)
 	defer ep.freeUnexpected(u)
 	r.peer, r.tag, r.msgLen = u.src, u.tag, u.total
-	if u.kind == kindRTS {
+	switch u.kind {
+	case kindRTS:
 		return ep.startLMTRecv(r, u.data)
+	case kindNetRTS:
+		return ep.startNetRead(r, u.data)
 	}
 	a := &ep.peers[u.src].asm
 	if a.ux == u {
@@ -395,7 +401,8 @@ func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []b
 		u = &uxMsg{small: make([]byte, max(ep.seg.payloadSize, ep.seg.fboxPayload))}
 	}
 	size := total
-	if kind == kindRTS {
+	rts := kind == kindRTS || kind == kindNetRTS
+	if rts {
 		size = len(data)
 	}
 	switch {
@@ -411,7 +418,7 @@ func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []b
 	}
 	memcopy.Copy(u.data, data)
 	u.src, u.tag, u.kind, u.total = src, tag, kind, total
-	u.complete = kind == kindRTS || total == len(data)
+	u.complete = rts || total == len(data)
 	ep.unexp.PushBack(u, &u.links)
 	return u
 }
