@@ -56,7 +56,7 @@ func benchVsPack(b *testing.B, src, dst *datatype.Type) {
 	p := newPair(b, lmt.CMA)
 	sbase, rbase := make([]byte, extent(src, typ.Size())), make([]byte, extent(dst, typ.Size()))
 	spack, rpack := make([]byte, typ.Size()), make([]byte, typ.Size())
-	rts := make([]byte, 64+typ.EncodedLen())
+	rts := make([]byte, 128+typ.EncodedLen())
 	var typed, packed time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

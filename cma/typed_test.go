@@ -362,7 +362,7 @@ func TestTypedMillionBlocks(t *testing.T) {
 			p := newPair(t, lmt.CMA)
 			rng := rand.New(rand.NewPCG(3, 4))
 			sbase, rbase, want := typedCase(rng, typ, nil, typ.Size())
-			rts := make([]byte, 64+typ.EncodedLen())
+			rts := make([]byte, 128+typ.EncodedLen())
 			var err error
 			allocs := testing.AllocsPerRun(3, func() {
 				s, r := sendTyped(t, p, sbase, typ, rbase, nil, rts)
