@@ -140,6 +140,13 @@ func (s *Stage) copy(base, staging []byte, limit int64, pack bool) int64 {
 // counting from its start, else in the base buffer. The cursor must walk
 // all of its Type's blocks (from [Type.Cursor]), the Type s was Reset to.
 func (c *Cursor) NextStaged(s *Stage, budget int64) (staged bool, off, n int64) {
+	if s != nil && s.bytes == c.t.size && c.pos < c.t.size && budget > 0 {
+		// Every block is staged: the stream is the staging buffer, one
+		// piece whatever the block count.
+		off, n = c.pos, min(budget, c.t.size-c.pos)
+		_ = c.SetPos(off + n) // within the stream
+		return true, off, n
+	}
 	off, n = c.Next(budget)
 	if n == 0 || s == nil {
 		return false, off, n

@@ -149,8 +149,12 @@
 // A message described by a datatype (package datatype: a vector or an
 // indexed type over one base buffer) goes through [Engine.StartSendType]
 // and [Engine.StartRecvType] on the backends that implement [Datatyped],
-// the CMA ones: no pack buffer on either side, and the handle carries the
-// description's compact encoding instead of one entry per block.
+// the CMA ones: the handle carries the description's compact encoding
+// instead of one entry per block, the large blocks move in place, and
+// only the blocks shorter than [Config].SmallBlock are packed, each side
+// into a staging buffer of its own, so that a run of them costs the
+// kernel one iovec entry (NewMadeleine's small-block aggregation: see
+// [Datatyped]).
 //
 // # Writing a backend
 //

@@ -17,11 +17,27 @@ import (
 // Scatter, and name them to the peer with [EncodeSegments] and
 // [DecodeSegments] (the CMA backends). They carry a message described by a
 // datatype ([Engine.StartSendType], [Engine.StartRecvType]) without
-// packing it: the iovec lists come block by block from the description,
-// and the handle carries the description's compact encoding instead of
-// one entry per block. A typed transfer never goes to another backend:
-// a knem region or an arena slot is built from Buffers, which a typed
-// transfer leaves empty.
+// packing it whole: the iovec lists come block by block from the
+// description, and the handle carries the description's compact encoding
+// instead of one entry per block.
+//
+// Blocks shorter than [Config].SmallBlock are the exception, as in
+// Aumage, Brunet, Furmento and Namyst, "NewMadeleine: a fast
+// communication scheduling engine for high performance networks" (CAC
+// 2007, §5.3), which aggregates the small blocks of a derived datatype
+// and moves the large ones zero-copy to their final place: each side
+// packs its small blocks, in stream order, into a staging buffer of its
+// own (datatype.Stage), and the iovec lists name that buffer instead, a
+// run of small blocks as one entry. An entry costs process_vm_readv a
+// page lookup and pin, more than copying a block under a page
+// (datatype.DefaultSmallBlock says why). The sender packs before its RTS
+// leaves, its handle naming the staging buffer and its threshold; the
+// receiver scatters once the message is all in; [Stats].Staged counts
+// those bytes on each side. Large blocks are copied once, by the kernel,
+// in place.
+//
+// A typed transfer never goes to another backend: a knem region or an
+// arena slot is built from Buffers, which a typed transfer leaves empty.
 type Datatyped interface {
 	Datatypes() bool
 }
@@ -60,11 +76,13 @@ func (d *typed) reuse() typed {
 
 // StartSendType is StartSend for the message that typ describes over
 // base: its bytes go from base's blocks to the receiver's buffers with no
-// pack buffer, on a [Datatyped] backend (the CMA ones); the RTS carries
-// typ's compact encoding, so a vector of a million blocks needs a handle
-// of a few dozen bytes. An indexed description takes 2 to 4 bytes a block
-// in the handle: it must fit in rts. base belongs to the Engine until the
-// transfer completes, and typ must not change meanwhile.
+// pack buffer, on a [Datatyped] backend (the CMA ones), but for its blocks
+// shorter than Config.SmallBlock, which StartSendType packs into the
+// transfer's staging buffer before it returns (see [Datatyped]). The RTS
+// carries typ's compact encoding, so a vector of a million blocks needs a
+// handle of a few dozen bytes. An indexed description takes 2 to 4 bytes
+// a block in the handle: it must fit in rts. base belongs to the Engine
+// until the transfer completes, and typ must not change meanwhile.
 func (e *Engine) StartSendType(dst int, base []byte, typ *datatype.Type, backend string, rts []byte) (*Transfer, int, error) {
 	if err := typ.Fits(base); err != nil {
 		return nil, 0, fmt.Errorf("lmt: send datatype: %w", err)
@@ -72,10 +90,13 @@ func (e *Engine) StartSendType(dst int, base []byte, typ *datatype.Type, backend
 	return e.startSend(dst, nil, &typed{local: typ, base: base}, backend, rts)
 }
 
-// StartRecvType is StartRecv into the blocks that typ describes over base.
-// A message longer than typ.Size() is truncated as StartRecv truncates,
-// with a [*TruncationError]: nothing past the first Size bytes' blocks is
-// written.
+// StartRecvType is StartRecv into the blocks that typ describes over base:
+// its blocks shorter than Config.SmallBlock receive through the
+// transfer's staging buffer, scattered into them as the transfer
+// completes (see [Datatyped]), the others directly. A message longer than
+// typ.Size() is truncated as StartRecv truncates, with a
+// [*TruncationError]; a shorter one fills the first blocks. Nothing past
+// the message's bytes' blocks is written.
 func (e *Engine) StartRecvType(src int, rts []byte, base []byte, typ *datatype.Type) (*Transfer, error) {
 	if err := typ.Fits(base); err != nil {
 		return nil, fmt.Errorf("lmt: receive datatype: %w", err)
