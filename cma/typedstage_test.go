@@ -15,15 +15,15 @@ import (
 	"github.com/knemesis/knemesis/nemesis/launch"
 )
 
-// newPairWith is newPair with the engines' Config changed by set.
-func newPairWith(t testing.TB, backend string, set func(*lmt.Config)) *pair {
+// newPairWith is newPair with each rank's Config changed by set.
+func newPairWith(t testing.TB, backend string, set func(rank int, cfg *lmt.Config)) *pair {
 	t.Helper()
 	p := &pair{}
 	job := launch.NewJobName()
 	for r := range p.engs {
 		cfg := lmt.Config{Rank: r, Size: 2, Job: job, Control: pairEnd{p, r}, Prefer: []string{backend},
 			PeerPID: func(int) int { return os.Getpid() }}
-		set(&cfg)
+		set(r, &cfg)
 		e, err := lmt.New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -187,7 +187,7 @@ func TestTypedStagedCalls(t *testing.T) {
 		{"staging off", 1, 1024, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := newPairWith(t, lmt.CMA, func(cfg *lmt.Config) { cfg.SmallBlock = c.smallBlock })
+			p := newPairWith(t, lmt.CMA, func(_ int, cfg *lmt.Config) { cfg.SmallBlock = c.smallBlock })
 			rng := rand.New(rand.NewPCG(8, 8))
 			for _, sender := range []bool{true, false} {
 				src, dst := vec, (*datatype.Type)(nil)
@@ -211,6 +211,38 @@ func TestTypedStagedCalls(t *testing.T) {
 				}
 				if got := typedSide.Stats().Staged; got != c.staged {
 					t.Errorf("typed sender %v: the typed side staged %d bytes, want %d", sender, got, c.staged)
+				}
+				p.engs[0].Release(s)
+				p.engs[1].Release(r)
+			}
+		})
+	}
+}
+
+// TestTypedStagedThresholds: the two engines stage by different
+// thresholds; each side's blocks are laid out by its own, which its handle
+// carries, so the peer names them where their owner put them. Both sides
+// typed with the same mixed description, on every CMA backend.
+func TestTypedStagedThresholds(t *testing.T) {
+	thresholds := [2]int{datatype.DefaultSmallBlock, 100 << 10}
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			p := newPairWith(t, b, func(r int, cfg *lmt.Config) { cfg.SmallBlock = thresholds[r] })
+			rng := rand.New(rand.NewPCG(100, uint64(len(b))))
+			for i := 0; i < 6; i++ {
+				typ := mixedOfSize(rng, 1<<20+rng.Int64N(1<<20), 0, 200)
+				sbase, rbase, want := typedCase(rng, typ, typ, typ.Size())
+				s, r := sendTyped(t, p, sbase, typ, rbase, typ, make([]byte, 4096))
+				if err := errors.Join(s.Err(), r.Err()); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(rbase, want) {
+					t.Fatalf("case %d: the receiver's buffer differs from the reference unpack", i)
+				}
+				got := [2]int64{s.Stats().Staged, r.Stats().Staged}
+				small := [2]int64{typ.Classify(int64(thresholds[0])).SmallBytes, typ.Classify(int64(thresholds[1])).SmallBytes}
+				if got != small || small[0] == small[1] {
+					t.Fatalf("case %d: staged %v bytes (sender, receiver), want %v, which differ", i, got, small)
 				}
 				p.engs[0].Release(s)
 				p.engs[1].Release(r)
