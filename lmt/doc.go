@@ -173,8 +173,10 @@
 // claiming more than the message or a negative time), every field of a
 // handle (the segment handle's pid, count, length and 64-bit total, the
 // pid against the one the job knows; a typed handle's datatype encoding,
-// decoded by package datatype with every field bounded, and its size
-// against the length to move; knem's cookie and length), and the
+// decoded by package datatype with every field bounded, its size
+// against the length to move, its small-block threshold (not negative)
+// and its staging buffer (within the address space); knem's cookie and
+// length), and the
 // shm ring's counters in shared memory on every read. A bad value fails
 // the transfer, or the packet, with a [*CorruptError] naming the rank that
 // wrote it and the field ([ErrCorrupt] matches them all); the checks are

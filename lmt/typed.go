@@ -104,9 +104,8 @@ func (e *Engine) StartRecvType(src int, rts []byte, base []byte, typ *datatype.T
 	return e.startRecv(src, rts, nil, &typed{local: typ, base: base})
 }
 
-// setTyped makes t's buffer the description in d, with its small blocks
-// staged; a sender packs them now, before the RTS names the staging
-// buffer to a receiver that may read it at once.
+// setTyped makes t's buffer the description in d, with a staging buffer
+// for its small blocks.
 func (t *Transfer) setTyped(d *typed) {
 	t.dt.local, t.dt.base = d.local, d.base
 	t.dt.lcur = d.local.Cursor()
@@ -116,8 +115,14 @@ func (t *Transfer) setTyped(d *typed) {
 		t.dt.staging = make([]byte, n)
 	}
 	t.dt.staging = t.dt.staging[:n]
-	if t.side == Sender {
-		t.stats.Staged, _ = t.dt.lstage.Pack(t.dt.staging, d.base) // Fits was checked
+}
+
+// stage packs a typed sender's small blocks into its staging buffer once
+// its backend is chosen, before the RTS names the buffer to a receiver
+// that may read it at once.
+func (t *Transfer) stage() {
+	if t.dt.local != nil && t.dt.lstage.Bytes() > 0 {
+		t.stats.Staged, _ = t.dt.lstage.Pack(t.dt.staging, t.dt.base) // Fits was checked
 	}
 }
 
