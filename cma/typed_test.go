@@ -254,13 +254,18 @@ func TestTypedTruncation(t *testing.T) {
 			src.Pack(packed, sbase)
 			want := append([]byte(nil), rbase...)
 			dst.Unpack(want, packed[:dst.Size()])
-			_, r := sendTyped(t, p, sbase, src, rbase, dst, make([]byte, 4096))
+			s, r := sendTyped(t, p, sbase, src, rbase, dst, make([]byte, 4096))
 			var te *lmt.TruncationError
 			if !errors.As(r.Err(), &te) || te.Len != src.Size() || te.Cap != dst.Size() {
 				t.Fatalf("receiver error %v, want a TruncationError of %d to %d bytes", r.Err(), src.Size(), dst.Size())
 			}
 			if !bytes.Equal(rbase, want) {
 				t.Fatal("the truncated receive differs from the reference unpack of the first bytes")
+			}
+			// Every block is small: the sender staged all it had, the
+			// receiver scattered all it took.
+			if got, want := [2]int64{s.Stats().Staged, r.Stats().Staged}, [2]int64{src.Size(), dst.Size()}; got != want {
+				t.Errorf("staged %v bytes (sender, receiver), want %v", got, want)
 			}
 		})
 	}
@@ -343,9 +348,11 @@ func TestTypedCorruptHandle(t *testing.T) {
 }
 
 // TestTypedMillionBlocks: a vector and an indexed type of 2^20 blocks of
-// 8 bytes, against a plain receive, steady state: no allocation per
-// message, whatever the block count. The vector's handle is a few dozen
-// bytes; the indexed one takes 2 bytes a block (gap, length).
+// 8 bytes, on the sender, the receiver or both (the other side a plain
+// buffer), steady state: no allocation per message, whatever the block
+// count, though every block is staged (Config.SmallBlock). The vector's
+// handle is a few dozen bytes; the indexed one takes 2 bytes a block
+// (gap, length).
 func TestTypedMillionBlocks(t *testing.T) {
 	const blocks = 1 << 20
 	vec, _ := datatype.Vector(blocks, 8, 16)
@@ -358,27 +365,41 @@ func TestTypedMillionBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, typ := range []*datatype.Type{vec, idx} {
-		t.Run(fmt.Sprintf("%d-byte encoding", typ.EncodedLen()), func(t *testing.T) {
-			p := newPair(t, lmt.CMA)
-			rng := rand.New(rand.NewPCG(3, 4))
-			sbase, rbase, want := typedCase(rng, typ, nil, typ.Size())
-			rts := make([]byte, 64+typ.EncodedLen())
-			var err error
-			allocs := testing.AllocsPerRun(3, func() {
-				s, r := sendTyped(t, p, sbase, typ, rbase, nil, rts)
-				err = errors.Join(s.Err(), r.Err())
-				p.engs[0].Release(s)
-				p.engs[1].Release(r)
+		for _, side := range []string{"sender", "receiver", "both"} {
+			t.Run(fmt.Sprintf("%d-byte encoding, typed %s", typ.EncodedLen(), side), func(t *testing.T) {
+				p := newPair(t, lmt.CMA)
+				rng := rand.New(rand.NewPCG(3, 4))
+				src, dst := typ, typ
+				switch side {
+				case "sender":
+					dst = nil
+				case "receiver":
+					src = nil
+				}
+				sbase, rbase, want := typedCase(rng, src, dst, typ.Size())
+				rts := make([]byte, 128+typ.EncodedLen())
+				var err error
+				var staged [2]int64
+				allocs := testing.AllocsPerRun(3, func() {
+					s, r := sendTyped(t, p, sbase, src, rbase, dst, rts)
+					err = errors.Join(s.Err(), r.Err())
+					staged = [2]int64{s.Stats().Staged, r.Stats().Staged}
+					p.engs[0].Release(s)
+					p.engs[1].Release(r)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(rbase, want) {
+					t.Fatal("the receiver's buffer differs from the reference pack")
+				}
+				if want := [2]int64{smallBytes(src), smallBytes(dst)}; staged != want {
+					t.Errorf("staged %v bytes (sender, receiver), want %v", staged, want)
+				}
+				if allocs != 0 {
+					t.Errorf("%v allocations per message of %d blocks, want 0", allocs, typ.Blocks())
+				}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(rbase, want) {
-				t.Fatal("the receiver's buffer differs from the reference pack")
-			}
-			if allocs != 0 {
-				t.Errorf("%v allocations per message of %d blocks, want 0", allocs, typ.Blocks())
-			}
-		})
+		}
 	}
 }

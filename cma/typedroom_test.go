@@ -22,7 +22,7 @@ func TestTypedHandleRoom(t *testing.T) {
 	base := make([]byte, typ.Extent())
 	rts := make([]byte, 1024) // a 32-byte header, 992 bytes for the handle
 	_, _, err = p.engs[0].StartSendType(1, base, typ, lmt.CMA, rts)
-	want := "lmt: backend cma: the 1000-block description needs a 2027-byte handle, 992 RTS bytes"
+	want := "lmt: backend cma: the 1000-block description needs a 2043-byte handle, 992 RTS bytes"
 	if err == nil || err.Error() != want {
 		t.Errorf("forced cma: %v\nwant %s", err, want)
 	}

@@ -105,27 +105,42 @@ func (c *Cursor) Next(budget int64) (off, n int64) {
 // budget bytes, merging pieces that touch; it returns the number of
 // entries filled and of bytes they cover. buf must hold t.Extent() bytes.
 func (c *Cursor) FillIovec(buf []byte, iov []unix.Iovec, budget int64) (entries int, bytes int64, err error) {
-	if int64(len(buf)) < c.t.extent {
-		return 0, 0, errorf(ErrShortBuffer, "base buffer of %d bytes, the description reaches byte %d", len(buf), c.t.extent)
+	return c.FillStagedIovec(nil, buf, nil, iov, budget)
+}
+
+// FillStagedIovec is FillIovec over s's layout: the pieces of small
+// blocks come from staging, in which runs of them touch and merge into
+// one entry; those of large blocks from base. A nil s stages nothing.
+func (c *Cursor) FillStagedIovec(s *Stage, base, staging []byte, iov []unix.Iovec, budget int64) (entries int, bytes int64, err error) {
+	if int64(len(base)) < c.t.extent {
+		return 0, 0, errorf(ErrShortBuffer, "base buffer of %d bytes, the description reaches byte %d", len(base), c.t.extent)
+	}
+	if s != nil && int64(len(staging)) < s.bytes {
+		return 0, 0, errorf(ErrShortBuffer, "staging buffer of %d bytes, the small blocks hold %d", len(staging), s.bytes)
 	}
 	var end int64 = -1
+	var endStaged bool
 	for entries < len(iov) || end >= 0 {
 		save := *c
-		off, n := c.Next(budget - bytes)
+		staged, off, n := c.NextStaged(s, budget-bytes)
 		if n == 0 {
 			break
 		}
-		if off == end {
+		if off == end && staged == endStaged {
 			iov[entries-1].Len += uint64(n)
 		} else if entries == len(iov) {
 			*c = save
 			break
 		} else {
+			buf := base
+			if staged {
+				buf = staging
+			}
 			iov[entries] = unix.Iovec{Base: &buf[off]}
 			iov[entries].SetLen(int(n))
 			entries++
 		}
-		end = off + n
+		end, endStaged = off+n, staged
 		bytes += n
 	}
 	return entries, bytes, nil
@@ -135,26 +150,41 @@ func (c *Cursor) FillIovec(buf []byte, iov []unix.Iovec, budget int64) (entries 
 // another process, for process_vm_readv and process_vm_writev (the kernel
 // checks the addresses).
 func (c *Cursor) FillRemoteIovec(base uintptr, iov []unix.RemoteIovec, budget int64) (entries int, bytes int64, err error) {
+	return c.FillStagedRemoteIovec(nil, base, 0, iov, budget)
+}
+
+// FillStagedRemoteIovec is FillRemoteIovec over s's layout in another
+// process: small blocks in its staging buffer at address staging, large
+// ones in its base buffer at base. A nil s stages nothing.
+func (c *Cursor) FillStagedRemoteIovec(s *Stage, base, staging uintptr, iov []unix.RemoteIovec, budget int64) (entries int, bytes int64, err error) {
 	if uint64(c.t.extent) > uint64(math.MaxUint64-uint64(base)) {
 		return 0, 0, errorf(ErrShortBuffer, "a buffer at %#x cannot hold %d bytes", base, c.t.extent)
 	}
+	if s != nil && uint64(s.bytes) > uint64(math.MaxUint64-uint64(staging)) {
+		return 0, 0, errorf(ErrShortBuffer, "a staging buffer at %#x cannot hold %d bytes", staging, s.bytes)
+	}
 	var end int64 = -1
+	var endStaged bool
 	for entries < len(iov) || end >= 0 {
 		save := *c
-		off, n := c.Next(budget - bytes)
+		staged, off, n := c.NextStaged(s, budget-bytes)
 		if n == 0 {
 			break
 		}
-		if off == end {
+		if off == end && staged == endStaged {
 			iov[entries-1].Len += int(n)
 		} else if entries == len(iov) {
 			*c = save
 			break
 		} else {
-			iov[entries] = unix.RemoteIovec{Base: base + uintptr(off), Len: int(n)}
+			addr := base
+			if staged {
+				addr = staging
+			}
+			iov[entries] = unix.RemoteIovec{Base: addr + uintptr(off), Len: int(n)}
 			entries++
 		}
-		end = off + n
+		end, endStaged = off+n, staged
 		bytes += n
 	}
 	return entries, bytes, nil

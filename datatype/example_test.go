@@ -61,3 +61,28 @@ func ExampleType_Select() {
 	// {SmallBlocks:2 SmallBytes:128 LargeBlocks:1 LargeBytes:262144}
 	// 128 1 262144 0x10080
 }
+
+// A receiver's layout of two 8-byte blocks, a 64 KiB one and three 8-byte
+// ones: the small blocks are named in the staging buffer (here at
+// 0x900000), the two runs of them as one entry each, the large one in
+// place in the base buffer (at 0x10000).
+func ExampleStage() {
+	ty, err := datatype.Indexed([]int64{8, 8, 64 << 10, 8, 8, 8}, []int64{0, 16, 32, 80 << 10, 96 << 10, 112 << 10})
+	if err != nil {
+		panic(err)
+	}
+	var st datatype.Stage
+	st.Reset(ty, datatype.DefaultSmallBlock)
+	c := ty.Cursor()
+	iov := make([]unix.RemoteIovec, 8)
+	entries, _, _ := c.FillStagedRemoteIovec(&st, 0x10000, 0x900000, iov, ty.Size())
+	fmt.Println(st.Bytes(), "bytes staged")
+	for _, v := range iov[:entries] {
+		fmt.Printf("%#x %d\n", v.Base, v.Len)
+	}
+	// Output:
+	// 40 bytes staged
+	// 0x900000 16
+	// 0x10020 65536
+	// 0x900010 24
+}

@@ -36,6 +36,7 @@ func TestNewBadConfig(t *testing.T) {
 		{"pipe chunk", func(c *lmt.Config) { c.PipeChunk = -7 }, "lmt: Config.PipeChunk is -7, negative (0 takes the default)"},
 		{"max segments", func(c *lmt.Config) { c.MaxSegments = -8 }, "lmt: Config.MaxSegments is -8, negative (0 takes the default)"},
 		{"max segments past IOV_MAX", func(c *lmt.Config) { c.MaxSegments = lmt.MaxMaxSegments + 1 }, "lmt: Config.MaxSegments is 1025, above IOV_MAX (1024)"},
+		{"small block", func(c *lmt.Config) { c.SmallBlock = -9 }, "lmt: Config.SmallBlock is -9, negative (0 takes the default)"},
 		{"no preferred backend registered", func(c *lmt.Config) { c.Prefer = []string{"nope"} }, "lmt: none of the preferred backends [nope] is registered (have " + backendList() + ")"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

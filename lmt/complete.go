@@ -11,7 +11,7 @@ import (
 func (e *Engine) finishMoving(t *Transfer) {
 	now := monotonic()
 	e.sendDone(t, t.moved, now-t.moveStart)
-	e.completeAt(t, e.truncation(t), now)
+	e.completeAt(t, e.arrived(t), now)
 }
 
 // doneReceived completes t on the peer's successful DONE, which says the
@@ -19,13 +19,21 @@ func (e *Engine) finishMoving(t *Transfer) {
 func (e *Engine) doneReceived(t *Transfer, length int64) {
 	if t.side == Receiver || t.state == stWaitDone || t.state == stHanded || t.state == stCopied {
 		t.stats.Bytes = length
-		e.complete(t, e.truncation(t))
+		e.complete(t, e.arrived(t))
 		return
 	}
 	// A stream sender normally has pushed everything by now; a DONE
 	// before that means the receiver took less (it may stop early only
 	// with an error, which is not this DONE).
 	e.complete(t, nil)
+}
+
+// arrived finishes a side whose message is all in, as it completes:
+// a receiver scatters its staged small blocks (typed.go), and learns
+// whether the message was truncated.
+func (e *Engine) arrived(t *Transfer) error {
+	t.unstage()
+	return e.truncation(t)
 }
 
 // fail completes t with err and tells the peer, unless the peer is gone.

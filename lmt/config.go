@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/knemesis/knemesis/datatype"
 	"github.com/knemesis/knemesis/lmt/internal/knobs"
 )
 
@@ -76,6 +77,14 @@ type Config struct {
 	// MaxSegments bounds the address list a CMA handle carries (default
 	// 64); a message with more non-empty segments goes another way.
 	MaxSegments int
+	// SmallBlock is the block length under which a datatype description
+	// (StartSendType, StartRecvType) has its blocks packed into a staging
+	// buffer and moved with their neighbours as one piece, rather than
+	// named one by one to process_vm_readv or process_vm_writev; longer
+	// blocks move in place (default datatype.DefaultSmallBlock, which says
+	// why; 1 stages nothing). Each side stages its own blocks by its own
+	// threshold, which its handle carries to the peer.
+	SmallBlock int
 	// OnComplete, when set, is called when a transfer completes on this
 	// side, from within StartRecv, HandleControl, Progress or PeerFailed.
 	// A sender on a [Buffered] backend completes once its bytes are in
@@ -144,6 +153,9 @@ func (c *Config) setDefaults() {
 	if c.MaxSegments <= 0 {
 		c.MaxSegments = DefaultMaxSegments
 	}
+	if c.SmallBlock <= 0 {
+		c.SmallBlock = datatype.DefaultSmallBlock
+	}
 	if len(c.Prefer) == 0 {
 		c.Prefer = defaultPrefer
 	}
@@ -172,6 +184,7 @@ func (c *Config) validate() error {
 	}{
 		{"Chunk", c.Chunk}, {"CMAChunk", c.CMAChunk}, {"ShmSlots", c.ShmSlots}, {"ShmSlotSize", c.ShmSlotSize}, {"ShmPoolSlots", c.ShmPoolSlots},
 		{"PipeSize", c.PipeSize}, {"MinPipeSize", c.MinPipeSize}, {"PipeChunk", c.PipeChunk}, {"MaxSegments", c.MaxSegments},
+		{"SmallBlock", c.SmallBlock},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("lmt: Config.%s is %d, negative (0 takes the default)", f.name, f.v)

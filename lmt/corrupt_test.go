@@ -91,7 +91,7 @@ func TestDecodeSegmentsCorrupt(t *testing.T) {
 		{"too many segments", handleOf(9, 5, Segment{0x1000, 100}), "lmt: rank 3 wrote a corrupt segment count of a segment handle: 5, above Config.MaxSegments 4"},
 		{"2^32-2 segments", handleOf(9, math.MaxUint32-1), "lmt: rank 3 wrote a corrupt segment count of a segment handle: 4294967294, above Config.MaxSegments 4"},
 		// The count 2^32-1 says that a datatype description follows.
-		{"typed without its base", handleOf(9, math.MaxUint32), "lmt: rank 3 wrote a corrupt typed handle: 16 bytes, shorter than its 24-byte header"},
+		{"typed without its base", handleOf(9, math.MaxUint32), "lmt: rank 3 wrote a corrupt typed handle: 16 bytes, shorter than its 40-byte header"},
 		{"short buffer", handleOf(9, 2, Segment{0x1000, 100}), "lmt: rank 3 wrote a corrupt segment handle: 32 bytes, 2 segments need 48"},
 		{"wraps the address space", handleOf(9, 1, Segment{math.MaxUint64 - 10, 100}), "lmt: rank 3 wrote a corrupt segment 0 of a segment handle: 100 bytes at 0xfffffffffffffff5 wrap around the address space"},
 		{"total overflows", handleOf(9, 3, Segment{0x1000, big}, Segment{0x1000, big}, Segment{0x1000, 2}),

@@ -149,8 +149,12 @@
 // A message described by a datatype (package datatype: a vector or an
 // indexed type over one base buffer) goes through [Engine.StartSendType]
 // and [Engine.StartRecvType] on the backends that implement [Datatyped],
-// the CMA ones: no pack buffer on either side, and the handle carries the
-// description's compact encoding instead of one entry per block.
+// the CMA ones: the handle carries the description's compact encoding
+// instead of one entry per block, the large blocks move in place, and
+// only the blocks shorter than [Config].SmallBlock are packed, each side
+// into a staging buffer of its own, so that a run of them costs the
+// kernel one iovec entry (NewMadeleine's small-block aggregation: see
+// [Datatyped]).
 //
 // # Writing a backend
 //
@@ -169,8 +173,10 @@
 // claiming more than the message or a negative time), every field of a
 // handle (the segment handle's pid, count, length and 64-bit total, the
 // pid against the one the job knows; a typed handle's datatype encoding,
-// decoded by package datatype with every field bounded, and its size
-// against the length to move; knem's cookie and length), and the
+// decoded by package datatype with every field bounded, its size
+// against the length to move, its small-block threshold (not negative)
+// and its staging buffer (within the address space); knem's cookie and
+// length), and the
 // shm ring's counters in shared memory on every read. A bad value fails
 // the transfer, or the packet, with a [*CorruptError] naming the rank that
 // wrote it and the field ([ErrCorrupt] matches them all); the checks are

@@ -133,5 +133,5 @@ func finishSplit(e *Engine, t *Transfer, now time.Duration) {
 		r.learn(ReadRail, t.stats.Rails[ReadRail], t.split.took)
 		r.learn(WriteRail, t.stats.Rails[WriteRail], t.split.peerTook)
 	}
-	e.completeAt(t, e.truncation(t), now)
+	e.completeAt(t, e.arrived(t), now)
 }

@@ -25,7 +25,7 @@ func (e *Engine) newTransfer(peer int, side Side, iov [][]byte) *Transfer {
 		t = e.spare[n-1]
 		e.spare[n-1] = nil
 		e.spare = e.spare[:n-1]
-		*t = Transfer{iov: t.iov[:0], remote: t.remote[:0], pkt: t.pkt, dt: typed{remote: t.dt.remote}}
+		*t = Transfer{iov: t.iov[:0], remote: t.remote[:0], pkt: t.pkt, dt: t.dt.reuse()}
 	} else {
 		t = &Transfer{}
 	}
@@ -89,6 +89,7 @@ func (e *Engine) recycle(t *Transfer) {
 	// Do not keep the caller's buffers, or its description, alive.
 	clear(t.iov)
 	t.dt.local, t.dt.base, t.dt.lcur = nil, nil, datatype.Cursor{}
+	t.dt.lstage.Reset(nil, 0)
 	t.User = nil
 	e.spare = append(e.spare, t)
 }

@@ -43,6 +43,7 @@ func (e *Engine) startSend(dst int, iov [][]byte, d *typed, backend string, rts 
 		return nil, 0, err
 	}
 	t.setChannel(&s.chans[dst])
+	t.stage()
 	n, err := t.flow.sendRTS(e, t, rts[hdrLen:])
 	if err != nil {
 		e.drop(t)

@@ -17,6 +17,12 @@ type Stats struct {
 	// counted its own and the peer's DONE said; zero for other flows.
 	// Their ratio is the cut the receiver chose.
 	Rails [NumRails]int64
+	// Staged is how many bytes of this side's datatype description went
+	// through its staging buffer, the blocks shorter than
+	// Config.SmallBlock: packed by a sender before its RTS, scattered by
+	// a receiver once all was in (within the bytes it took). The rest of
+	// Bytes moved in place, block by block. Zero for an iovec list.
+	Staged int64
 	// Early is how many bytes the sender put into the channel before
 	// the CTS (see [Early]) and the receiver kept.
 	Early int64
