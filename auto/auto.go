@@ -121,6 +121,11 @@ type Selection struct {
 // halves.
 var learnedCandidates = []threshold.Backend{threshold.Eager, threshold.Shm, threshold.CMA, threshold.CMASplit, threshold.MultiRail, threshold.Vmsplice, threshold.Knem, threshold.ArenaCopy}
 
+// LearnedCandidates returns the methods each peer's Learner weighs besides
+// its table's choices, those usable with the peer among them (see
+// learnedCandidates), for tools that say what auto measures.
+func LearnedCandidates() []threshold.Backend { return slices.Clone(learnedCandidates) }
+
 // learnEagerFrom is the smallest message whose eager/LMT switch is learned:
 // below 4 KiB no LMT has beaten the cells, even KNEM in a collective
 // (Buntinas et al., ICPP 2009, §4.4).
