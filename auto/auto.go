@@ -71,6 +71,13 @@ type Pair struct {
 	// Unavailable lists the backends left out for this peer: refused by
 	// the engine's check, or ruled out in Options.Threshold.Env.
 	Unavailable []threshold.Backend
+	// Refusals are the engine's reasons (an *lmt.Unavailable each, with
+	// its fix) for the backends of Unavailable it refused, in that
+	// order: those the caller ruled out have none. Where CMA is refused
+	// (Yama's ptrace scope, another user namespace), cma-split and
+	// multirail, whose rails are CMA's reads and writes, are refused for
+	// the same reason.
+	Refusals []error
 	// candidates are the methods usable with the peer, for its Learner.
 	candidates []threshold.Backend
 	// Info holds the table, its thresholds with their sources, and the
@@ -108,8 +115,16 @@ type Selection struct {
 // job has an arena (up to its slot size: medium messages without a
 // system call). Pipe (two kernel copies)
 // and cma-write never did; cma is the table's choice where one
-// process_vm_readv beats cma-split's CTS.
-var learnedCandidates = []threshold.Backend{threshold.Eager, threshold.Shm, threshold.CMA, threshold.CMASplit, threshold.Vmsplice, threshold.Knem, threshold.ArenaCopy}
+// process_vm_readv beats cma-split's CTS. multirail is no table's choice
+// without a tuning file (the formula knows no rail speeds): only
+// measurement finds the sizes where its weighed cut beats cma-split's
+// halves.
+var learnedCandidates = []threshold.Backend{threshold.Eager, threshold.Shm, threshold.CMA, threshold.CMASplit, threshold.MultiRail, threshold.Vmsplice, threshold.Knem, threshold.ArenaCopy}
+
+// LearnedCandidates returns the methods each peer's Learner weighs besides
+// its table's choices, those usable with the peer among them (see
+// learnedCandidates), for tools that say what auto measures.
+func LearnedCandidates() []threshold.Backend { return slices.Clone(learnedCandidates) }
 
 // learnEagerFrom is the smallest message whose eager/LMT switch is learned:
 // below 4 KiB no LMT has beaten the cells, even KNEM in a collective
@@ -190,7 +205,8 @@ func (s *Selection) build(peer int, lat time.Duration) error {
 	me, o := s.ep.Rank(), s.opts
 	env := o.Threshold.Env
 	env.Placement = threshold.Placement{Sender: s.cpus[me], Receiver: s.cpus[peer], JobCPUs: s.job, Concurrent: o.Concurrent, LineLatency: lat, Apart: s.regimes.Far(lat)}
-	env.Unavailable, env.Knem = s.refused(peer, o.Threshold.Env.Unavailable)
+	var refusals []error
+	env.Unavailable, refusals, env.Knem = s.refused(peer, o.Threshold.Env.Unavailable)
 	var info *threshold.Info
 	var err error
 	if s.first == nil {
@@ -204,7 +220,7 @@ func (s *Selection) build(peer int, lat time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("auto: the table for rank %d (cpu%d→cpu%d): %w", peer, s.cpus[me], s.cpus[peer], err)
 	}
-	p := Pair{Peer: peer, Placement: env.Placement, Unavailable: slices.Clone(env.Unavailable), Info: info}
+	p := Pair{Peer: peer, Placement: env.Placement, Unavailable: slices.Clone(env.Unavailable), Refusals: refusals, Info: info}
 	if !env.Knem {
 		p.Unavailable = append(p.Unavailable, threshold.Knem)
 	}
@@ -336,9 +352,9 @@ func (s *Selection) learnRegimes(lat []time.Duration) {
 func (s *Selection) Regimes() threshold.Regimes { return s.regimes }
 
 // refused lists the backends of threshold.Backends the engine cannot use
-// with peer, after those the caller ruled out, and whether KNEM can
-// serve it.
-func (s *Selection) refused(peer int, ruledOut []threshold.Backend) (unavailable []threshold.Backend, knem bool) {
+// with peer, after those the caller ruled out, with the engine's reason
+// for each it refused, and whether KNEM can serve it.
+func (s *Selection) refused(peer int, ruledOut []threshold.Backend) (unavailable []threshold.Backend, why []error, knem bool) {
 	unavailable = slices.Clone(ruledOut)
 	eng := s.LMT.Engine()
 	for _, b := range threshold.Backends {
@@ -347,12 +363,16 @@ func (s *Selection) refused(peer int, ruledOut []threshold.Backend) (unavailable
 			// machine without the module is not a refusal.
 			continue
 		}
-		if !slices.Contains(unavailable, b) && eng.Check(string(b), peer) != nil {
+		if slices.Contains(unavailable, b) {
+			continue
+		}
+		if err := eng.Check(string(b), peer); err != nil {
 			unavailable = append(unavailable, b)
+			why = append(why, err)
 		}
 	}
 	knem = eng.Check(string(threshold.Knem), peer) == nil && !slices.Contains(ruledOut, threshold.Knem)
-	return unavailable, knem
+	return unavailable, why, knem
 }
 
 // candidates are the learnedCandidates usable with env's peer.
@@ -413,7 +433,8 @@ func (s *Selection) Warnings() []string {
 }
 
 // Describe prints the eager limit, the placement of the ranks and, for
-// each peer, its table with the source of every threshold.
+// each peer, the backends refused with it and why, and its table with the
+// source of every threshold.
 func (s *Selection) Describe(w io.Writer) error {
 	fmt.Fprintf(w, "eager limit: %d bytes (larger messages go through the LMT)\n", s.eagerMax)
 	if s.chooseAbove < s.eagerMax {
@@ -438,6 +459,9 @@ func (s *Selection) Describe(w io.Writer) error {
 			fmt.Fprint(w, ", table only")
 		}
 		fmt.Fprintln(w)
+		for _, why := range p.Refusals {
+			fmt.Fprintf(w, "  %v\n", why)
+		}
 		if err := p.Info.Describe(w); err != nil {
 			return err
 		}

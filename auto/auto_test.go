@@ -17,6 +17,7 @@ import (
 
 	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/auto"
+	"github.com/knemesis/knemesis/cma"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis"
@@ -211,7 +212,7 @@ func TestSwitchAndTable(t *testing.T) {
 				}
 				// The candidates usable here, then the table's
 				// backends missing from them.
-				how := "measuring eager shm cma cma-split vmsplice"
+				how := "measuring eager shm cma cma-split multirail vmsplice"
 				if sel.Engine().Check("knem", peer) == nil {
 					how += " knem"
 				}
@@ -358,8 +359,9 @@ func TestOptionErrors(t *testing.T) {
 // TestPeersOwnSelectors: in a 3-rank job where rank 2 runs in a user
 // namespace of its own, CMA from rank 2 into the others is refused (the
 // kernel's ptrace rules) while ranks 0 and 1 may still read rank 2. Every
-// pair gets its own table and selector: rank 2's never hold cma or
-// cma-split, the others' do, and what one selector learns is its own.
+// pair gets its own table and selector: rank 2's never hold cma,
+// cma-split or multirail, each refused with CMA's reason (Pair.Refusals,
+// and Describe), the others' do, and what one selector learns is its own.
 // vmsplice is ruled out for everyone through Options.
 func TestPeersOwnSelectors(t *testing.T) {
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil || strings.TrimSpace(string(b)) == "0" {
@@ -391,14 +393,23 @@ func TestPeersOwnSelectors(t *testing.T) {
 			}
 			pair := sel.Pair(peer)
 			want := []threshold.Backend{threshold.Vmsplice}
-			cands := []threshold.Backend{threshold.Eager, threshold.Shm, threshold.CMA, threshold.CMASplit}
+			cands := []threshold.Backend{threshold.Eager, threshold.Shm, threshold.CMA, threshold.CMASplit, threshold.MultiRail}
 			// Rank 2's refusal is the kernel's; between the
 			// others, CMA works as root and where ptrace is not
 			// restricted (Yama's ptrace_scope 1 refuses it to
 			// ordinary users: then it is refused everywhere).
-			if p.Rank == 2 || sel.Engine().Check("cma", peer) != nil && os.Geteuid() != 0 {
-				want = append(want, threshold.CMA, threshold.CMASplit)
+			// cma-split and multirail, whose rails are CMA's, go
+			// with it, for CMA's reason.
+			cmaRefused := p.Rank == 2 || sel.Engine().Check("cma", peer) != nil && os.Geteuid() != 0
+			if cmaRefused {
+				want = append(want, threshold.CMA, threshold.CMASplit, threshold.MultiRail)
 				cands = cands[:2]
+			}
+			if err := sameRefusal(pair.Refusals, cmaRefused); err != nil {
+				return fmt.Errorf("to rank %d: %w", peer, err)
+			}
+			if cmaRefused && !strings.Contains(describe(sel), pair.Refusals[2].Error()) {
+				return fmt.Errorf("to rank %d: Describe does not give multirail's refusal %q:\n%s", peer, pair.Refusals[2], describe(sel))
 			}
 			if sel.Engine().Check("knem", peer) != nil {
 				want = append(want, threshold.Knem)
@@ -470,11 +481,13 @@ func TestPeersOwnSelectors(t *testing.T) {
 			if u == nil {
 				continue
 			}
-			if u["vmsplice"] != 0 || p.Rank == 2 && u["cma"]+u["cma-split"] != 0 {
+			if u["vmsplice"] != 0 || p.Rank == 2 && u["cma"]+u["cma-split"]+u["multirail"] != 0 {
 				return fmt.Errorf("to rank %d: sent via %v, a backend that was unavailable", peer, u)
 			}
-			if slices.Contains(sel.Pair(peer).Learner.Candidates(), threshold.CMASplit) && peer != 2 && u["cma-split"] == 0 {
-				return fmt.Errorf("to rank %d: sent via %v, the selector never tried cma-split", peer, u)
+			for _, b := range []threshold.Backend{threshold.CMASplit, threshold.MultiRail} {
+				if slices.Contains(sel.Pair(peer).Learner.Candidates(), b) && peer != 2 && u[string(b)] == 0 {
+					return fmt.Errorf("to rank %d: sent via %v, the selector never tried %s", peer, u, b)
+				}
 			}
 		}
 
@@ -494,6 +507,31 @@ func TestPeersOwnSelectors(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// sameRefusal checks the engine's reasons of a pair: where CMA is refused,
+// one for each of cma, cma-split and multirail, in that order, each an
+// *lmt.Unavailable naming its backend and CMA's reason; else none.
+func sameRefusal(why []error, cmaRefused bool) error {
+	if !cmaRefused {
+		if len(why) != 0 {
+			return fmt.Errorf("refusals %v, want none", why)
+		}
+		return nil
+	}
+	names := []string{lmt.CMA, lmt.CMASplit, lmt.MultiRail}
+	if len(why) != len(names) {
+		return fmt.Errorf("refusals %v, want one for each of %v", why, names)
+	}
+	var reason string
+	for i, err := range why {
+		var u *lmt.Unavailable
+		if !errors.As(err, &u) || u.Backend != names[i] || u.Reason == "" || i > 0 && u.Reason != reason {
+			return fmt.Errorf("refusal %d is %v, want %s unavailable for CMA's reason %q", i, err, names[i], reason)
+		}
+		reason = u.Reason
+	}
+	return nil
 }
 
 // mask is the CPUs this process may run on.
@@ -938,4 +976,104 @@ func TestArenaCopyIsLearned(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestMultiRailIsLearned: where CMA works, each peer's Learner weighs
+// multirail besides cma-split, and a ping-pong of messages of about
+// 1 MiB (odd lengths, so that no cut falls on the end of a page) sends
+// them by it for a whole exploration step, a cold message and
+// LearnerSamples counted ones, which record its cost. Every message
+// arrives intact, and each one multirail carried was cut over both rails:
+// the receiver's read and the sender's write together moved it whole.
+func TestMultiRailIsLearned(t *testing.T) {
+	if why := yamaRefusesSiblings(); why != "" {
+		t.Skip(why)
+	}
+	launchtest.Run(t, 2, func(p launch.Proc) error {
+		ep, sel, done, err := join(p, measuring(options(filepath.Join(t.TempDir(), "none.json"), 0, 1), true))
+		if err != nil {
+			return err
+		}
+		defer done()
+		peer := 1 - p.Rank
+		pair := sel.Pair(peer)
+		l := pair.Learner
+		if !slices.Contains(l.Candidates(), threshold.MultiRail) || slices.Contains(pair.Unavailable, threshold.MultiRail) {
+			return fmt.Errorf("measuring %v, without %v: want multirail measured where CMA works", l.Candidates(), pair.Unavailable)
+		}
+		const base = 1 << 20
+		sent, received := 0, 0
+		for i := range len(l.Candidates())*(1+threshold.LearnerSamples) + 8 {
+			for src := range 2 {
+				n, tag := base+4099*i+src, 2*i+src
+				st, err := transfer(ep, 1-src, src, tag, n)
+				if err != nil {
+					return err
+				}
+				if st.Backend != lmt.MultiRail {
+					continue
+				}
+				if src == p.Rank {
+					sent++
+					continue
+				}
+				received++
+				if r := st.Rails; r[lmt.ReadRail] <= 0 || r[lmt.WriteRail] <= 0 || r[lmt.ReadRail]+r[lmt.WriteRail] != int64(n) {
+					return fmt.Errorf("%d bytes by multirail moved %d by the read rail, %d by the write rail: want both, summing to the message", n, r[lmt.ReadRail], r[lmt.WriteRail])
+				}
+			}
+		}
+		if st := l.State(base); sent < 1+threshold.LearnerSamples || received < 1+threshold.LearnerSamples || st.Costs[l.Index(threshold.MultiRail)] == 0 {
+			return fmt.Errorf("sent %d, received %d messages by multirail; learner %+v: want a whole exploration step each way and a cost for it", sent, received, st)
+		}
+		return nil
+	})
+}
+
+// yamaRefusesSiblings says why CMA cannot work between two ranks of a job
+// here, "" when nothing known forbids it: Yama's ptrace_scope 3 refuses
+// everyone, 2 all but CAP_SYS_PTRACE (every rank declares any tracer,
+// which lifts scope 1).
+func yamaRefusesSiblings() string {
+	b, err := os.ReadFile(cma.YamaScopeFile)
+	if err != nil {
+		return ""
+	}
+	switch scope := strings.TrimSpace(string(b)); {
+	case scope == "3", scope == "2" && os.Geteuid() != 0:
+		return "kernel.yama.ptrace_scope is " + scope + " here: CMA, and so multirail, is refused between the ranks (TestPeersOwnSelectors checks the refusal)"
+	}
+	return ""
+}
+
+// transfer moves a message of n bytes from src to dst (content from tag,
+// checked on arrival) and returns the LMT statistics of this rank's side;
+// an eager message is an error.
+func transfer(ep *nemesis.Endpoint, dst, src, tag, n int) (lmt.Stats, error) {
+	var r nemesis.Request
+	var buf []byte
+	var err error
+	if ep.Rank() == src {
+		buf = lmttest.Message(n, tag)
+		err = ep.Isend(&r, dst, tag, buf)
+	} else {
+		buf = make([]byte, n)
+		err = ep.Irecv(&r, src, tag, buf)
+	}
+	if err == nil {
+		err = ep.Wait(&r)
+	}
+	if err != nil {
+		return lmt.Stats{}, err
+	}
+	if ep.Rank() == dst {
+		if err := lmttest.Check(buf, tag); err != nil {
+			return lmt.Stats{}, fmt.Errorf("%d bytes from rank %d: %w", n, src, err)
+		}
+	}
+	st, ok := attach.Stats(&r)
+	if !ok {
+		return lmt.Stats{}, fmt.Errorf("%d bytes from rank %d did not go through the LMT", n, src)
+	}
+	return st, nil
 }

@@ -32,8 +32,9 @@
 //   - Correction by measurement. Unless Options.TableOnly, each peer gets
 //     its own [threshold.Learner]: per power-of-two size class it starts
 //     from the table's choice, measures every candidate (the eager path
-//     where a message may take it; shm, cma, cma-split, vmsplice, knem:
-//     those usable with that peer) a few messages each, from the sender's
+//     where a message may take it; shm, cma, cma-split, multirail,
+//     vmsplice, knem, and arena-copy where the job has an arena: those
+//     usable with that peer) a few messages each, from the sender's
 //     own completions, settles on the fastest, and re-checks rarely (after
 //     64 messages, then twice as many each time the choice holds) or at
 //     once when the settled one slows down by half. Another candidate
@@ -41,7 +42,9 @@
 //     ones do not take turns, and of two more than 10% apart the faster
 //     always wins. On virtual machines the
 //     best backend changes with the placement of the vCPUs; only
-//     measurement follows it. The sender does not see the receiver's copy
+//     measurement follows it. multirail (cma-split cut by each rail's
+//     measured speed) is no formula's choice either: measurement, or a
+//     tuning file, finds the sizes where it wins. The sender does not see the receiver's copy
 //     out of the cells: an eager message counts twice its copy in.
 //
 // # What the decision is made from
@@ -83,8 +86,9 @@
 //
 // Availability is checked per peer with the engine (lmt.Engine.Check): a
 // peer whose CMA is refused (ptrace rules, another user namespace) gets a
-// table and candidates without cma and cma-split, while other peers keep
-// them. This package registers the pipe, vmsplice and knem backends, so a
+// table and candidates without cma, cma-split and multirail (the rails of
+// the last two are CMA's reads and writes), while other peers keep them;
+// [Pair].Refusals holds the engine's reason for each. This package registers the pipe, vmsplice and knem backends, so a
 // program importing it has every backend the machine offers.
 //
 // # Overriding

@@ -1,6 +1,10 @@
 package threshold
 
-import "github.com/knemesis/knemesis/lmt"
+import (
+	"slices"
+
+	"github.com/knemesis/knemesis/lmt"
+)
 
 // Backend names a Large Message Transfer mechanism: the name of its
 // lmt.Identity, as tuning files and `lmtbench` output spell it.
@@ -14,7 +18,10 @@ const (
 	Vmsplice Backend = lmt.Vmsplice
 	CMA      Backend = lmt.CMA
 	CMASplit Backend = lmt.CMASplit
-	Knem     Backend = lmt.Knem
+	// MultiRail is cma-split cut by each rail's measured speed; it needs
+	// what CMA needs, and is refused where CMA is.
+	MultiRail Backend = lmt.MultiRail
+	Knem      Backend = lmt.Knem
 	// ArenaCopy is no table's choice: a Learner weighs it, up to its
 	// lmt.Identity's MaxLen, where the job has an arena.
 	ArenaCopy Backend = lmt.ArenaCopy
@@ -26,15 +33,12 @@ const Eager Backend = "eager"
 
 // Backends lists the LMT backends in the order of the paper's preference
 // when no cache is shared: the module, then single copies, then copies.
-var Backends = []Backend{Knem, CMA, CMASplit, Vmsplice, Shm, Pipe}
+var Backends = []Backend{Knem, CMA, CMASplit, MultiRail, Vmsplice, Shm, Pipe}
 
-// Valid reports whether b is one of the LMT backends or Eager.
+// Valid reports whether b is one of the LMT backends (those of Backends,
+// and ArenaCopy) or Eager.
 func (b Backend) Valid() bool {
-	switch b {
-	case Shm, Pipe, Vmsplice, CMA, CMASplit, Knem, ArenaCopy, Eager:
-		return true
-	}
-	return false
+	return b == Eager || b == ArenaCopy || slices.Contains(Backends, b)
 }
 
 // Source says where a threshold or rule came from, so that a surprising

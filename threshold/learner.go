@@ -2,6 +2,7 @@ package threshold
 
 import (
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/knemesis/knemesis/lmt"
@@ -69,26 +70,34 @@ const (
 	learnSettled
 )
 
+// maxLearned bounds the methods one Learner weighs: the eager path, every
+// LMT backend a peer may use, and a tuned table's own choice. A class
+// holds them as bits of a learnSet.
+const maxLearned = 16
+
+// learnSet is a set of candidates, by index bit.
+type learnSet uint16
+
 type learnClass struct {
 	phase     learnPhase
-	eligible  uint8 // candidates allowed in this class, by index bit
-	start     uint8 // the table's choice
-	best      uint8 // the settled or incumbent candidate
-	probe     uint8 // candidate measured now (exploring)
-	done      uint8 // candidates measured in this round, by index bit
-	skip      bool  // the next sample of probe (or best) is the cold one
-	n         uint8 // samples of probe so far this round
+	eligible  learnSet // candidates allowed in this class
+	start     uint8    // the table's choice
+	best      uint8    // the settled or incumbent candidate
+	probe     uint8    // candidate measured now (exploring)
+	done      learnSet // candidates measured in this round
+	skip      bool     // the next sample of probe (or best) is the cold one
+	n         uint8    // samples of probe so far this round
 	samples   [LearnerSamples]float64
-	cost      [maxCandidates]float64 // median of the last round, ns/byte
-	running   float64                // settled candidate's running cost
-	settledAt float64                // its cost when it was settled
-	count     uint32                 // samples of best since settling
-	interval  uint32                 // samples before the next re-check
-	switches  uint32                 // times best changed after a round
-	rounds    uint32                 // rounds completed
+	cost      [maxLearned]float64 // median of the last round, ns/byte
+	running   float64             // settled candidate's running cost
+	settledAt float64             // its cost when it was settled
+	count     uint32              // samples of best since settling
+	interval  uint32              // samples before the next re-check
+	switches  uint32              // times best changed after a round
+	rounds    uint32              // rounds completed
 }
 
-// NewLearner returns a learner over cands (at most 8, Eager allowed) that
+// NewLearner returns a learner over cands (at most 16, Eager allowed) that
 // starts each class from t's choice. Eager competes only in classes whose
 // every size is at most eagerMax (the endpoint's eager limit: beyond it a
 // message cannot go eagerly), LMT backends only in classes whose every size
@@ -108,8 +117,8 @@ func NewLearner(t *Table, cands []Backend, eagerMax, lmtFrom int64) (*Learner, e
 		if !b.Valid() {
 			return fmt.Errorf("threshold: NewLearner: %q is not a transfer method", b)
 		}
-		if len(l.cands) == maxCandidates {
-			return fmt.Errorf("threshold: NewLearner: more than %d candidates", maxCandidates)
+		if len(l.cands) == maxLearned {
+			return fmt.Errorf("threshold: NewLearner: more than %d candidates", maxLearned)
 		}
 		l.cands = append(l.cands, b)
 		return nil
@@ -238,7 +247,7 @@ func (k *learnClass) explore(x float64) {
 // within LearnerMargin of it.
 func (k *learnClass) settle() {
 	bi := k.best
-	for i := range uint8(maxCandidates) {
+	for i := range uint8(maxLearned) {
 		if k.eligible&(1<<i) != 0 && k.cost[i] < k.cost[bi] {
 			bi = i
 		}
@@ -272,14 +281,7 @@ func (k *learnClass) settled(x float64) {
 	}
 }
 
-func lowestBit(m uint8) uint8 {
-	for i := range uint8(8) {
-		if m&(1<<i) != 0 {
-			return i
-		}
-	}
-	return 0
-}
+func lowestBit(m learnSet) uint8 { return uint8(bits.TrailingZeros16(uint16(m))) }
 
 // median of the samples, without allocating.
 func median(s [LearnerSamples]float64) float64 {

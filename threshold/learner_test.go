@@ -303,3 +303,57 @@ func BenchmarkLearner(b *testing.B) {
 		l.Record(size, l.Index(c), time.Duration(1000+i%7))
 	}
 }
+
+// Every method a peer may have, as package auto gives them, and a tuned
+// table whose own choice (pipe) adds a ninth: multirail, the cheapest at
+// 16 MiB by 12% over cma-split under ±4% noise, wins the first round and
+// keeps the class through every re-check, in this exact sequence: each
+// round measures every eligible method, one cold message and
+// LearnerSamples counted each (the incumbent first, then by index), and
+// the settled one runs a cold message when another ran last, then
+// LearnerRecheck counted messages, doubling after each round it holds.
+func TestLearnerSettlesOnMultiRail(t *testing.T) {
+	const size = 16 << 20
+	cands := []Backend{Eager, Shm, CMA, CMASplit, MultiRail, Vmsplice, Knem, ArenaCopy}
+	l := newTestLearner(t, tableFrom(64<<10, Pipe), cands...)
+	if got := l.Candidates(); len(got) != 9 || got[8] != Pipe {
+		t.Fatalf("candidates %v, want the 8 given and the table's pipe", got)
+	}
+	m := &machine{cost: map[Backend]float64{MultiRail: 0.100, CMASplit: 0.112, CMA: 0.15, Knem: 0.16,
+		Vmsplice: 0.2, Shm: 0.3, Pipe: 0.5, Eager: 0.05, ArenaCopy: 0.01},
+		noise: []float64{1.04, 0.96, 1.0, 0.97, 1.03}}
+	seq := drive(t, l, m, size, 3000)
+
+	// Past the 64 KiB eager limit and arena-copy's 256 KiB slots, 7
+	// methods are eligible.
+	others := []Backend{Shm, CMA, CMASplit, Vmsplice, Knem, Pipe}
+	var want []Backend
+	round := func(order ...Backend) {
+		for _, b := range order {
+			for range 1 + LearnerSamples {
+				want = append(want, b)
+			}
+		}
+	}
+	round(Pipe, Shm, CMA, CMASplit, MultiRail, Vmsplice, Knem)
+	for interval := LearnerRecheck; len(want) < len(seq); interval = min(2*interval, LearnerRecheckMax) {
+		for range 1 + interval { // cold, then counted
+			want = append(want, MultiRail)
+		}
+		round(append([]Backend{MultiRail}, others...)...)
+	}
+	for i := range seq {
+		if seq[i] != want[i] {
+			t.Fatalf("message %d went by %s, want %s:\n got %v\nwant %v", i, seq[i], want[i], seq[:i+1], want[:i+1])
+		}
+	}
+	// Rounds end at messages 28, 121, 278, 563, 1104 and 2157; the
+	// next is due at 4206.
+	s := l.State(size)
+	if !s.Settled || s.Best != MultiRail || s.Switches != 0 || s.Rounds != 6 {
+		t.Fatalf("state %+v: want settled on multirail after 6 rounds, 0 switches", s)
+	}
+	if c := s.Costs[l.Index(MultiRail)]; c < 0.096 || c > 0.104 {
+		t.Fatalf("multirail's cost %v ns/B, want the median of its samples, within the ±4%% noise of 0.1", c)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +159,60 @@ func TestTuningFileRoundTripAndForeign(t *testing.T) {
 
 	if _, err := LoadTuning(filepath.Join(dir, "absent.json"), testMachine()); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("absent file: %v", err)
+	}
+}
+
+// TestTuneMultiRail: the backends Tune measures by default include
+// multirail; where it is fastest (16 MiB here, clearly past cma-split) the
+// tuned table names it, the file keeps it through a save and a load, and
+// the table built from it sends those sizes by it, unless multirail is
+// refused (as it is wherever CMA is), which voids the measured table.
+func TestTuneMultiRail(t *testing.T) {
+	if !slices.Contains(Backends, MultiRail) || !MultiRail.Valid() {
+		t.Fatalf("Backends %v: want multirail among them, and valid", Backends)
+	}
+	curves[CMASplit] = map[int]float64{4 << 10: 0.5, 16 << 10: 2, 64 << 10: 5, 256 << 10: 8, 1 << 20: 10, 4 << 20: 13, 16 << 20: 16}
+	curves[MultiRail] = map[int]float64{4 << 10: 0.5, 16 << 10: 2, 64 << 10: 5, 256 << 10: 8, 1 << 20: 10, 4 << 20: 13.2, 16 << 20: 19}
+	defer delete(curves, CMASplit)
+	defer delete(curves, MultiRail)
+	var calls []string
+	tt, err := Tune(fakeMeasure(&calls), tuneSizes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// knem is absent and dropped after one call; the six others
+	// measured at every size.
+	if len(calls) != 1+6*len(tuneSizes) || !slices.Contains(calls, "multirail@16777216") {
+		t.Errorf("measure calls: %v", calls)
+	}
+	// At 4 MiB multirail is within Tolerance of shm; at 16 MiB 19 beats
+	// cma-split's 16 and shm's 12.
+	want := []TunedRule{{From: 4 << 10, Backend: Shm}, {From: 16 << 20, Backend: MultiRail}}
+	if fmt.Sprint(tt.Rules) != fmt.Sprint(want) {
+		t.Fatalf("rules %v, want %v", tt.Rules, want)
+	}
+
+	tt.SharedCache = true
+	f := &TuningFile{Machine: testMachine()}
+	f.Put(*tt)
+	path := filepath.Join(t.TempDir(), "tuning.json")
+	if err := f.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadTuning(path, testMachine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvm := mustSysfs(t, "epyc-kvm")
+	table, err := Build(Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}, Tuning: got})
+	if c := compact(table); err != nil || c != "eager<64 KiB | shm≥64 KiB | multirail≥16 MiB" || table.Choose(32<<20).Backend != MultiRail {
+		t.Errorf("tuned table %s, %v; want multirail from 16 MiB", c, err)
+	}
+	refused := []Backend{CMA, CMASplit, MultiRail}
+	table, err = Build(Env{Topology: kvm, Placement: Placement{Sender: 0, Receiver: 1}, Tuning: got, Unavailable: refused})
+	if err != nil || compact(table) != "eager<64 KiB | shm≥64 KiB" ||
+		!slices.Equal(table.Notes, []string{"tuning file ignored: measured backend multirail is not available now"}) {
+		t.Errorf("tuning with multirail refused: %s notes %q %v", compact(table), table.Notes, err)
 	}
 }
 

@@ -120,7 +120,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		{[]string{"pingpong", "--working-set", "1M"}, 2, "lmtbench: --working-set applies to pollution, not pingpong"},
 		{[]string{"pollution", "--plot", "p.png"}, 2, "lmtbench: --plot draws throughput; pollution has none to draw"},
 		{[]string{"bidir", "--reuse"}, 2, "lmtbench: --reuse applies to pingpong, not bidir"},
-		{[]string{"tune", "--backends", "cma-write"}, 2, `lmtbench: --backends: tune measures the selector's backends (eager, knem, cma, cma-split, vmsplice, shm, pipe), not "cma-write"`},
+		{[]string{"tune", "--backends", "cma-write"}, 2, `lmtbench: --backends: tune measures the selector's backends (eager, knem, cma, cma-split, multirail, vmsplice, shm, pipe), not "cma-write"`},
 		{[]string{"--vm", "--plot", "p.png"}, 2, "lmtbench: --plot with --vm: the guest's files vanish when it powers off"},
 		{[]string{"tune", "--vm"}, 2, "lmtbench: tune with --vm: the tuning file would describe an emulated CPU"},
 	} {
@@ -517,6 +517,11 @@ func TestTuneWritesAFileTheSelectorLoads(t *testing.T) {
 	info := runEnv(t, []string{"KNEMESIS_TUNING=" + path}, "info", "--placement-probe", "none")
 	if info.code != 0 || !strings.Contains(info.stdout, path+": loaded") {
 		t.Errorf("info with the tuning file: exit %d\n%s%s", info.code, info.stdout, info.stderr)
+	}
+	// It names what auto's Learner weighs beside the table, multirail
+	// among them, usable here or not.
+	if !regexp.MustCompile(`(?m)^  auto's Learner weighs, per peer and size class, from the table's choice: eager .*\bcma-split multirail\b`).MatchString(info.stdout) {
+		t.Errorf("info does not say auto's Learner weighs multirail:\n%s", info.stdout)
 	}
 	// A pair sharing a cache also shows the table auto falls back to when
 	// its probe measures the ranks apart: the formula's, the tuning file

@@ -222,12 +222,14 @@ func TestScope1Declared(t *testing.T) {
 }
 
 // TestScope2: at scope 2 only CAP_SYS_PTRACE attaches: ranks that declared
-// each other are still refused, with the Yama reason, for every CMA flow,
-// and the Engine falls back to the next backend of its preference, shm.
+// each other are still refused, with the Yama reason, for every CMA flow
+// and for multirail (cma-split cut by its rails' speeds), and the Engine
+// falls back to the next backend of its preference, shm.
 func TestScope2(t *testing.T) {
 	withScope(t, 2)
 	job(t, func(p launch.Proc, ch *lmttest.Channel) error {
-		prefer := append(append([]string(nil), cmaBackends...), "shm")
+		refused := append(append([]string(nil), cmaBackends...), lmt.MultiRail)
+		prefer := append(append([]string(nil), refused...), "shm")
 		eng, err := openEngine(p, ch, prefer...)
 		if err != nil {
 			return err
@@ -242,7 +244,7 @@ func TestScope2(t *testing.T) {
 			return err
 		}
 		other := 1 - p.Rank
-		for _, b := range cmaBackends {
+		for _, b := range refused {
 			if err := wantYama(eng.Check(b, other), b, "2", other); err != nil {
 				return fmt.Errorf("%s: %w", b, err)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/knemesis/knemesis/auto"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/shm"
@@ -62,9 +63,13 @@ func writeInfo(w io.Writer, o *options, full bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if full {
-		return writeSelector(w, o)
+	if !full {
+		return nil
 	}
+	if err := writeSelector(w, o); err != nil {
+		return err
+	}
+	writeLearned(w, avail)
 	return nil
 }
 
@@ -133,6 +138,25 @@ func writeSelector(w io.Writer, o *options) error {
 		fmt.Fprintf(w, "    %s  %s\n", r.Range(), r.Backend)
 	}
 	return nil
+}
+
+// writeLearned says which methods package auto's Learner weighs, per peer
+// and size class, starting from the table's choice: those that work here,
+// then those that do not.
+func writeLearned(w io.Writer, avail map[string]error) {
+	var here, not []string
+	for _, b := range auto.LearnedCandidates() {
+		if err, checked := avail[string(b)]; b == threshold.Eager || checked && err == nil {
+			here = append(here, string(b))
+		} else {
+			not = append(not, string(b))
+		}
+	}
+	fmt.Fprintf(w, "  auto's Learner weighs, per peer and size class, from the table's choice: %s", strings.Join(here, " "))
+	if len(not) > 0 {
+		fmt.Fprintf(w, " (not here: %s)", strings.Join(not, " "))
+	}
+	fmt.Fprintln(w)
 }
 
 // shmUse says how much shared memory a job takes, for a few job sizes

@@ -13,9 +13,9 @@ import (
 // auto: package threshold builds the size→backend table for the pair of
 // CPUs the ranks run on (the tuning file when `lmtbench tune` wrote one for
 // this machine, else the paper's formula); messages below its eager→LMT
-// switch stay on the Nemesis cells; larger ones go where threshold.Adaptive
-// says: the table's backend until measurement shows another candidate
-// moving that size class faster. The table is a prediction from the
+// switch stay on the Nemesis cells; larger ones go where the pair's
+// threshold.Learner says: the table's backend until measurement shows
+// another candidate (multirail among them) moving that size class faster. The table is a prediction from the
 // caches; on a VM the best backend may change with the vCPUs' placement
 // every few seconds (shm ahead with both vCPUs on one core, cma-split
 // well ahead with them on two: docs/performance.md, tools/lmtbench), which
@@ -25,7 +25,7 @@ import (
 func init() {
 	register(Backend{
 		Name:        "auto",
-		Summary:     "the automatic choice: package threshold's table corrected by measurement (threshold.Adaptive), through attach",
+		Summary:     "the automatic choice: package threshold's table corrected by measurement (threshold.Learner), through attach",
 		Check:       func() error { return nil },
 		SharedBytes: func(int) int { return 0 },
 		Open:        func(p Peer) (Engine, error) { return openAuto(p, true) },

@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/knemesis/knemesis/auto"
+	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
 
@@ -72,21 +74,28 @@ func VerifyMessages(mode string) int {
 }
 
 // WarmupIterations is how many untimed iterations a job runs at a size
-// before its first sample there: a quarter of a sample's, at least 12, and
-// 12 before calibrating when the sample's count is not given (worker.go). A
-// job's first messages open its channels (a ring, a FIFO), fault their
-// pages in and give auto its first round of explorations (messages 7 to 12
-// of a size with three other candidates, threshold.Adaptive), which an
-// application pays once per run and a 15 ms sample in a fresh job would
-// pay every time. OSU's benchmarks skip 10 to 100 iterations for the same
-// reason. Pollution is not warmed up: its rounds time a cache, not a
-// transfer.
+// before its first sample there: a quarter of a sample's, at least
+// learnerRound, and learnerRound before calibrating when the sample's
+// count is not given (worker.go). A job's first messages open its channels
+// (a ring, a FIFO), fault their pages in and give auto its first round of
+// explorations, which an application pays once per run and a 15 ms sample
+// in a fresh job would pay every time. OSU's benchmarks skip 10 to 100
+// iterations for the same reason. Pollution is not warmed up: its rounds
+// time a cache, not a transfer.
 func WarmupIterations(mode string, iters int) int {
 	if mode == Pollution || mode == Placement {
 		return 0
 	}
-	return max(12, iters/4)
+	return max(learnerRound, iters/4)
 }
+
+// learnerRound is how many messages each sender's first exploration round
+// of a size class takes at most in auto (threshold.Learner): a cold one
+// and LearnerSamples counted ones by each method it weighs, the table's
+// own choice included. Every iteration sends one message each way, so
+// that many iterations leave auto settled; with fewer, a 64 MiB sample
+// (one or two iterations) timed auto while it tried the slower methods.
+var learnerRound = (len(auto.LearnedCandidates()) + 1) * (1 + threshold.LearnerSamples)
 
 // RewarmIterations is how many untimed iterations run between a placement
 // reading and the sample it brackets: a quarter of the sample's, at least

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/knemesis/knemesis/auto"
+	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
 
@@ -140,7 +142,7 @@ func TestWarmupPrecedesEverySize(t *testing.T) {
 			if err0 != nil || err1 != nil {
 				t.Fatalf("%s: rank errors %v, %v", mode, err0, err1)
 			}
-			warm := max(12, iters/4)
+			warm := max(learnerRound, iters/4)
 			if got := WarmupIterations(mode, iters); got != warm {
 				t.Fatalf("WarmupIterations(%s, %d) = %d, want %d", mode, iters, got, warm)
 			}
@@ -217,8 +219,8 @@ func (l *scriptedLeader) leadSample(size, iters int) (Sample, error) {
 	return Sample{Size: size, Iterations: iters, Messages: iters * MessagesPerIteration(PingPong), Seconds: d.Seconds()}, nil
 }
 
-// TestCalibrationFollowsWarmup: calibration runs after the warm-up's 12
-// iterations, so a job whose first 12 iterations take 2 ms each is
+// TestCalibrationFollowsWarmup: calibration runs after the warm-up's
+// learnerRound iterations, so a job whose first ones take 2 ms each is
 // calibrated on its warm 1 µs ones: eightfold runs of 1, 8 ... 32768
 // iterations until one lasts a quarter of the 20 ms sample (32.768 ms),
 // then 32768 × 20 / 32.768 = 20000 iterations a sample, re-warmed by a
@@ -231,13 +233,41 @@ func TestCalibrationFollowsWarmup(t *testing.T) {
 	if err := lead(spec, l, placer{}, json.NewEncoder(&out)); err != nil {
 		t.Fatal(err)
 	}
-	want := []int{12, 1, 8, 64, 512, 4096, 32768, 5000, 20000}
+	want := []int{learnerRound, 1, 8, 64, 512, 4096, 32768, 5000, 20000}
 	if fmt.Sprint(l.samples) != fmt.Sprint(want) {
 		t.Fatalf("samples of %v iterations, want %v (warm-up, calibration, re-warm, sample)", l.samples, want)
 	}
 	var s Sample
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil || s.Iterations != 20000 {
 		t.Fatalf("reported sample %+v, %v; want 20000 iterations", s, err)
+	}
+}
+
+// TestWarmupSettlesAuto: the warm-up is one whole exploration round of
+// auto's Learner where it weighs the most: every method auto weighs and a
+// tuned table's own choice besides (pipe), at a size every one of them
+// carries (16 KiB: the eager path and arena-copy too) and at 64 MiB. The
+// samples then time auto settled, as an application runs it.
+func TestWarmupSettlesAuto(t *testing.T) {
+	tab := &threshold.Table{LMTMin: threshold.Threshold{Bytes: 4 << 10}, Rules: []threshold.Rule{{From: 4 << 10, Backend: threshold.Pipe}}}
+	l, err := threshold.NewLearner(tab, auto.LearnedCandidates(), 64<<10-1, 4<<10-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{16 << 10, 64 << 20} {
+		used := map[threshold.Backend]bool{}
+		for range WarmupIterations(PingPong, 0) {
+			b := l.Choose(size)
+			used[b] = true
+			l.Record(size, l.Index(b), time.Duration(size))
+		}
+		if st := l.State(size); !st.Settled || st.Rounds != 1 {
+			t.Errorf("%d bytes: after %d warm-up iterations, by %d methods of %v: %+v; want one round over and settled",
+				size, WarmupIterations(PingPong, 0), len(used), l.Candidates(), st)
+		}
+	}
+	if len(l.Candidates()) != learnerRound/(1+threshold.LearnerSamples) {
+		t.Errorf("the Learner weighs %v, the warm-up is sized for %d methods", l.Candidates(), learnerRound/(1+threshold.LearnerSamples))
 	}
 }
 
