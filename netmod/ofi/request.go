@@ -96,12 +96,22 @@ func (e *Endpoint) setIov(s *slot, cs *C.struct_kn_slot, first int, data [][]byt
 		}
 		p := unsafe.Pointer(unsafe.SliceData(b))
 		s.pin.Pin(p)
-		cs.iov[n] = C.struct_iovec{iov_base: p, iov_len: C.size_t(len(b))}
+		setIovec(cs, n, p, len(b))
 		s.cap += len(b)
 		n++
 	}
 	cs.niov = C.uint32_t(n)
 	return n
+}
+
+// setIovec writes entry n of the C slot's iovec list without a write
+// barrier. cs is C memory, and the entry's previous base may point to a Go
+// buffer freed since its operation completed (and unpinned it): a pointer
+// store would hand that stale value to the garbage collector's barrier,
+// which aborts the process on it ("found bad pointer in Go heap").
+func setIovec(cs *C.struct_kn_slot, n int, base unsafe.Pointer, size int) {
+	*(*uintptr)(unsafe.Pointer(&cs.iov[n].iov_base)) = uintptr(base)
+	cs.iov[n].iov_len = C.size_t(size)
 }
 
 // finish completes slot i's request with n payload bytes and err, and

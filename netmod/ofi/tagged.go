@@ -69,6 +69,6 @@ func (e *Endpoint) setHdr(cs *C.struct_kn_slot) int {
 	if e.cfg.HeaderSize == 0 {
 		return 0
 	}
-	cs.iov[0] = C.struct_iovec{iov_base: unsafe.Pointer(&cs.hdr[0]), iov_len: C.size_t(e.cfg.HeaderSize)}
+	setIovec(cs, 0, unsafe.Pointer(&cs.hdr[0]), e.cfg.HeaderSize)
 	return 1
 }
