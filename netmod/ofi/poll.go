@@ -74,7 +74,7 @@ func (e *Endpoint) completeErr(ce *C.struct_fi_cq_err_entry) {
 	default:
 		var buf [256]C.char
 		C.kn_cq_strerror(e.c, &buf[0], C.size_t(len(buf)))
-		err = &completionError{code: code, detail: C.GoString(&buf[0])}
+		err = &completionError{code: code, prov: Errno(ce.prov_errno), detail: C.GoString(&buf[0])}
 	}
 	e.finish(i, 0, uint64(ce.tag), err)
 }
@@ -93,7 +93,14 @@ func (e *Endpoint) truncated(ce *C.struct_fi_cq_err_entry, capacity int) error {
 // provider's detail, which for a broken connection matches ErrPeerLost.
 type completionError struct {
 	code   Errno
+	prov   Errno // the provider's own code (prov_errno): tcp gives an errno
 	detail string
+}
+
+// Is: a completion canceled because the connection broke (tcp;ofi_rxm
+// cancels a read so, saying ENOTCONN in prov_errno) is a lost peer too.
+func (c *completionError) Is(target error) bool {
+	return target == ErrPeerLost && c.prov > 0 && c.prov.Is(ErrPeerLost)
 }
 
 func (c *completionError) Error() string {
