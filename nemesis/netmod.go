@@ -193,6 +193,15 @@ func (ep *Endpoint) joinNet() error {
 	return nil
 }
 
+// NetModule returns the network module the endpoint reaches other nodes
+// through, nil when every rank is on its node.
+func (ep *Endpoint) NetModule() NetModule {
+	if ep.net == nil {
+		return nil
+	}
+	return ep.net.mod
+}
+
 // Path says how this endpoint reaches rank: "self", "shm" or "net <provider>".
 func (ep *Endpoint) Path(rank int) string {
 	switch {
@@ -303,7 +312,13 @@ func (ep *Endpoint) pollNet() error {
 		return nil
 	}
 	n.lastPoll = time.Now()
-	return n.mod.Poll(n.events)
+	if err := n.mod.Poll(n.events); err != nil {
+		return err
+	}
+	if len(n.reads) > 0 {
+		ep.retryReads()
+	}
+	return nil
 }
 
 func (n *netPath) idlePollDue(polls uint32) bool {

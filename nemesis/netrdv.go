@@ -148,6 +148,10 @@ func (ep *Endpoint) startNetRead(r *Request, rts []byte) error {
 func (ep *Endpoint) issueRead(w *rdvRead) bool {
 	r, n := w.req, ep.net
 	want := min(r.msgLen, r.room)
+	if want == 0 { // nothing fits: the sender only needs its DONE
+		ep.netReadDone(r, nil)
+		return true
+	}
 	n.iov = r.slice(n.iov[:0], 0, want)
 	ok, err := n.mod.(NetReader).Read(r, r.peer, w.handle[:w.n], n.iov)
 	if err != nil {
@@ -175,9 +179,12 @@ func (ep *Endpoint) retryReads() {
 // the module's until the DONE is reported) and completes r once it left.
 func (ep *Endpoint) netReadDone(r *Request, err error) {
 	r.n = 0
-	if err == nil {
+	switch {
+	case err == nil:
 		r.n = min(r.msgLen, r.room)
-	} else {
+	case ep.peers[r.peer].dead != nil:
+		r.err = ep.peers[r.peer].dead // a *PeerError, naming the rank
+	default:
 		r.err = fmt.Errorf("nemesis: reading the %d-byte message of rank %d: %w", r.msgLen, r.peer, err)
 	}
 	n := ep.net

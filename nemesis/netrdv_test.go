@@ -16,10 +16,11 @@ import (
 // memory, as fi_read reaches it) and reports at the next Poll.
 type memReader struct {
 	memModule
-	reads               []*Request
-	readErrs            []error
-	exposed, unexposed  int
-	readCalls, sendsRTS int
+	reads              []*Request
+	readErrs           []error
+	exposed, unexposed int
+	readCalls          int
+	refuse             int // Reads to answer "no room" to, first
 }
 
 func (m *memReader) Expose(dst int, buf []byte, h []byte) (int, int32, error) {
@@ -43,6 +44,10 @@ func (m *memReader) Unexpose(slot int32) {
 func (m *memReader) Read(r *Request, src int, h []byte, dst [][]byte) (bool, error) {
 	if len(h) != 8 {
 		return false, fmt.Errorf("memnet: %d-byte handle", len(h))
+	}
+	if m.refuse > 0 {
+		m.refuse--
+		return false, nil
 	}
 	key := int32(binary.LittleEndian.Uint64(h))
 	m.f.mu.Lock()
@@ -206,5 +211,31 @@ func TestNetRendezvousReaderLost(t *testing.T) {
 	}
 	if mods[0].unexposed != 1 || len(f.regions) != 0 {
 		t.Fatalf("%d unexposed, %d regions left; want 1 and none", mods[0].unexposed, len(f.regions))
+	}
+}
+
+// TestNetRendezvousReadWaitsForRoom: a read the module has no room for
+// waits, and starts at a later Poll; the message arrives intact.
+func TestNetRendezvousReadWaitsForRoom(t *testing.T) {
+	eps, mods, _ := joinTwoNodesReading(t)
+	mods[3].refuse = 3
+	const n = 1 << 20
+	onRanks(t, eps, func(ep *Endpoint) error {
+		switch ep.Rank() {
+		case 1:
+			return ep.Send(3, 5, pattern(n, 5))
+		case 3:
+			buf := make([]byte, n)
+			if _, err := ep.Recv(1, 5, buf); err != nil {
+				return err
+			}
+			if !bytes.Equal(buf, pattern(n, 5)) {
+				return errors.New("rendezvous after waiting for room: bytes differ")
+			}
+		}
+		return nil
+	})
+	if mods[3].refuse != 0 || mods[3].readCalls != 1 {
+		t.Fatalf("%d refusals left, %d reads; want 0 and 1", mods[3].refuse, mods[3].readCalls)
 	}
 }

@@ -248,22 +248,42 @@ func bigOnes(ep *nemesis.Endpoint) error {
 	if ep.Path(peer) != "net ofi tcp;ofi_rxm" {
 		return fmt.Errorf("rank %d reaches rank %d by %q, want the network", ep.Rank(), peer, ep.Path(peer))
 	}
+	sender := ep.Rank() == 3 || ep.Rank() == 1
+	rdv := 0 // messages sent by rendezvous: from one buffer, NetRendezvousMin or more
 	for i, n := range bigSizes {
-		if ep.Rank() == 3 || ep.Rank() == 1 {
+		if sender {
+			// From a list, in packets; then from one buffer, by
+			// rendezvous (fi_read) when long enough.
 			msg := pattern(n, i)
 			if err := ep.Sendv(peer, 100+i, [][]byte{msg[:n/2], nil, msg[n/2:]}); err != nil {
 				return fmt.Errorf("%d bytes to rank %d: %w", n, peer, err)
 			}
+			if err := ep.Send(peer, 200+i, msg); err != nil {
+				return fmt.Errorf("%d bytes to rank %d from one buffer: %w", n, peer, err)
+			}
+			if n >= nemesis.NetRendezvousMin {
+				rdv++
+			}
 			continue
 		}
-		buf := make([]byte, n+1)
-		st, err := ep.Recv(peer, 100+i, buf)
-		if err != nil {
-			return err
+		for _, tag := range []int{100 + i, 200 + i} {
+			buf := make([]byte, n+1)
+			iov := [][]byte{buf[:n/3], buf[n/3:]}
+			st, err := ep.Recvv(peer, tag, iov)
+			if err != nil {
+				return err
+			}
+			if st.Len != n || crc32.ChecksumIEEE(buf[:n]) != crc32.ChecksumIEEE(pattern(n, i)) {
+				return fmt.Errorf("%d bytes from rank %d (tag %d): got %d, checksum %s", n, peer, tag, st.Len, "differs")
+			}
 		}
-		if st.Len != n || crc32.ChecksumIEEE(buf[:n]) != crc32.ChecksumIEEE(pattern(n, i)) {
-			return fmt.Errorf("%d bytes from rank %d: got %d, checksum %s", n, peer, st.Len, "differs")
-		}
+	}
+	m, _ := ep.NetModule().(*Module)
+	if m == nil {
+		return fmt.Errorf("rank %d's network module is %T, want *ofinet.Module", ep.Rank(), ep.NetModule())
+	}
+	if got := m.Exposures(); sender && got != uint64(rdv) {
+		return fmt.Errorf("rank %d exposed %d buffers for reads, want %d (its one-buffer messages of %d bytes or more)", ep.Rank(), got, rdv, nemesis.NetRendezvousMin)
 	}
 	return nil
 }

@@ -30,20 +30,25 @@ type Config struct {
 
 // Module is a nemesis.NetModule over one libfabric endpoint.
 type Module struct {
-	e       *ofi.Endpoint
-	in      ofi.Inbox
-	cfg     Config
-	sends   []send
-	free    []int32 // idle entries of sends
-	busy    []int32 // entries of sends in flight, oldest first
-	addrs   []ofi.Addr
-	ev      nemesis.NetEvents // during Poll
-	deliver func(hdr, payload []byte) error
+	e         *ofi.Endpoint
+	in        ofi.Inbox
+	cfg       Config
+	sends     []send
+	free      []int32 // idle entries of sends
+	busy      []int32 // entries of sends in flight, oldest first
+	addrs     []ofi.Addr
+	ev        nemesis.NetEvents // during Poll
+	deliver   func(hdr, payload []byte) error
+	regions   []*ofi.Region // exposed for reads (read.go), by slot
+	regFree   []int32
+	jobFree   []*readJob
+	exposures uint64
 }
 
 type send struct {
 	req  ofi.Request
 	nreq *nemesis.Request
+	job  *readJob // a read's, instead of nreq (read.go)
 	dst  int
 	buf  []byte    // bounce buffer, when the payload has too many entries
 	one  [1][]byte // the packed payload as a list
@@ -158,10 +163,18 @@ func (m *Module) Poll(ev nemesis.NetEvents) error {
 		}
 		m.busy = append(m.busy[:k], m.busy[k+1:]...)
 		m.free = append(m.free, i)
-		r, err := s.nreq, s.req.Err()
-		s.nreq = nil
+		r, j, err := s.nreq, s.job, s.req.Err()
+		s.nreq, s.job = nil, nil
+		lost := errors.Is(err, ofi.ErrPeerLost)
+		if j != nil {
+			if lost { // first, so that the read fails naming the rank
+				ev.PeerFailed(s.dst, err)
+			}
+			m.readDone(ev, j, err)
+			continue
+		}
 		ev.Sent(r, err)
-		if errors.Is(err, ofi.ErrPeerLost) {
+		if lost {
 			ev.PeerFailed(s.dst, err)
 		}
 	}
