@@ -75,8 +75,8 @@ func spanOf(b []byte) span {
 	return span{uintptr(unsafe.Pointer(unsafe.SliceData(b))), len(b)}
 }
 
-// keyOf hashes the non-empty buffers of bufs (FNV-1a over their address
-// and length words), in place. Empty buffers add no byte to a region, so
+// keyOf hashes the non-empty buffers of bufs (an FNV-1a step for each
+// address and length word), in place. Empty buffers add no byte to a region, so
 // two lists that differ only by them share it.
 func keyOf(bufs [][]byte) uint64 {
 	h := uint64(14695981039346656037)
