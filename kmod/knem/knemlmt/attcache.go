@@ -34,7 +34,11 @@ type attachCache struct {
 type cachedAttachment struct {
 	cookie knem.Cookie // 0: empty
 	att    *knem.Attachment
-	used   uint64
+	// The driver refused to attach the cookie (a list whose buffers do
+	// not join page to page, or a region destroyed meanwhile): its
+	// messages are copied by the driver without asking again.
+	refused bool
+	used    uint64
 }
 
 // get returns the attachment of cookie c, attaching it at its second
@@ -46,8 +50,9 @@ func (a *attachCache) get(c knem.Cookie) (att *knem.Attachment, syscalls int) {
 		e := &a.ents[i]
 		if e.cookie == c {
 			e.used = a.clock
-			if e.att == nil {
+			if e.att == nil && !e.refused {
 				e.att, syscalls = a.attach(c)
+				e.refused = e.att == nil
 			}
 			return e.att, syscalls
 		}

@@ -57,23 +57,46 @@ func fillSeed(b []byte, seed int) {
 
 var crcTable = crc64.MakeTable(crc64.ECMA)
 
-// cacheStep is one message of TestRegistrationCache: which buffer, its
+// cacheStep is one message of TestRegistrationCache: which buffers, its
 // seed, and what the sender expects of the driver's counters since the
 // start (regions created, kernel copies) once the message is through.
 type cacheStep struct {
-	what     string
-	off      int // where in the sender's mapping the buffer starts
-	seed     int
-	remap    bool // munmap and mmap the buffer again first
-	dontneed bool // MADV_DONTNEED it first
-	creates  int64
-	kcopies  int64
+	what string
+	off  int     // where in the sender's mapping the buffer starts
+	iov  []piece // the buffers instead, when more than one
+	seed int
+	// First munmap and mmap again, or MADV_DONTNEED the first whole
+	// page of, buffer touch.
+	remap, dontneed bool
+	touch           int
+	creates         int64
+	kcopies         int64
 	// recvCalls is the receiver's system calls for the message: 1 for the
 	// driver's copy, 2 to attach (ATTACH_REGION, mmap), 0 from the mapping.
 	recvCalls int
 }
 
+// piece is one buffer of a message: where in the sender's mapping, and
+// how long.
+type piece struct{ off, n int }
+
 const cacheMsg = 64<<10 + 5
+
+// pieces are s's buffers.
+func (s cacheStep) pieces() []piece {
+	if s.iov != nil {
+		return s.iov
+	}
+	return []piece{{s.off, cacheMsg}}
+}
+
+func (s cacheStep) len() int {
+	n := 0
+	for _, p := range s.pieces() {
+		n += p.n
+	}
+	return n
+}
 
 var cacheSteps = []cacheStep{
 	{what: "first send", seed: 1, creates: 1, kcopies: 1, recvCalls: 1},
@@ -94,6 +117,43 @@ var cacheSteps = []cacheStep{
 // regionCacheLen regions and the receiver maps at most attachCacheLen.
 func TestRegistrationCache(t *testing.T) {
 	runCache(t, Policy{AsyncMin: 1 << 62, DMA: func(int) bool { return false }}, cacheSteps, true)
+}
+
+// Lists of buffers: linear joins page to page (the receiver can map its
+// region), grown differs from it by its last length, nonLinear does not
+// join.
+var (
+	linear    = []piece{{100, 16<<10 - 100}, {64 << 10, 32 << 10}, {256 << 10, 5000}}
+	withEmpty = []piece{{100, 16<<10 - 100}, {512 << 10, 0}, {64 << 10, 32 << 10}, {256 << 10, 5000}}
+	grown     = []piece{{100, 16<<10 - 100}, {64 << 10, 32 << 10}, {256 << 10, 6000}}
+	nonLinear = []piece{{1<<20 + 100, 3000}, {1<<20 + 8192 + 7, 3000}}
+)
+
+var iovecSteps = []cacheStep{
+	{what: "first send of a list", iov: linear, seed: 1, creates: 1, kcopies: 1, recvCalls: 1},
+	{what: "second send of the list attaches", iov: linear, seed: 2, creates: 1, kcopies: 1, recvCalls: 2},
+	{what: "third send of the list from the mapping", iov: linear, seed: 3, creates: 1, kcopies: 1, recvCalls: 0},
+	{what: "the list with an empty buffer between", iov: withEmpty, seed: 4, creates: 1, kcopies: 1, recvCalls: 0},
+	{what: "one length changed", iov: grown, seed: 5, creates: 2, kcopies: 2, recvCalls: 1},
+	{what: "back to the list", iov: linear, seed: 6, creates: 2, kcopies: 2, recvCalls: 0},
+	{what: "after munmap and mmap of the middle buffer", iov: linear, seed: 7, remap: true, touch: 1, creates: 3, kcopies: 3, recvCalls: 1},
+	{what: "after MADV_DONTNEED in the last buffer", iov: linear, seed: 8, dontneed: true, touch: 2, creates: 4, kcopies: 4, recvCalls: 1},
+	{what: "the list again attaches", iov: linear, seed: 9, creates: 4, kcopies: 4, recvCalls: 2},
+	{what: "first send of a list that does not join", iov: nonLinear, seed: 10, creates: 5, kcopies: 5, recvCalls: 1},
+	// ATTACH_REGION refused (EINVAL), then the driver's copy.
+	{what: "second send of the list that does not join", iov: nonLinear, seed: 11, creates: 5, kcopies: 6, recvCalls: 2},
+	{what: "third send of the list that does not join", iov: nonLinear, seed: 12, creates: 5, kcopies: 7, recvCalls: 1},
+}
+
+// TestRegistrationCacheIovec: repeated sends of one list of buffers reuse
+// the sender's region, as one buffer does, and an empty buffer in the list
+// changes nothing; a list that differs by one length, or one of whose
+// buffers was mapped again or zapped, gets a new region, and the receiver
+// the new bytes (checksums). The receiver maps a region whose buffers join
+// page to page; one whose buffers do not is refused once and then copied
+// by the driver, without asking again.
+func TestRegistrationCacheIovec(t *testing.T) {
+	runCache(t, Policy{AsyncMin: 1 << 62, DMA: func(int) bool { return false }}, iovecSteps, false)
 }
 
 // TestRegistrationCacheOff: with Policy.NoCache every message gets its own
@@ -151,8 +211,8 @@ func cacheSender(ch *lmttest.Channel, eng *lmt.Engine, steps []cacheStep, bound 
 		return err
 	}
 	rts := make([]byte, 4096)
-	send := func(buf []byte) error {
-		tr, n, err := eng.StartSend(1, [][]byte{buf}, Name, rts)
+	send := func(bufs [][]byte) error {
+		tr, n, err := eng.StartSend(1, bufs, Name, rts)
 		if err != nil {
 			return err
 		}
@@ -162,19 +222,32 @@ func cacheSender(ch *lmttest.Channel, eng *lmt.Engine, steps []cacheStep, bound 
 		return ch.Wait(tr)
 	}
 	for _, s := range steps {
-		buf := mem[s.off : s.off+cacheMsg]
-		switch {
+		pcs := s.pieces()
+		bufs := make([][]byte, len(pcs))
+		for i, p := range pcs {
+			bufs[i] = mem[p.off : p.off+p.n]
+		}
+		switch touched := pcs[s.touch]; {
 		case s.remap:
-			if err := remapFixed(buf); err != nil {
+			if err := remapFixed(bufs[s.touch]); err != nil {
 				return err
 			}
 		case s.dontneed:
-			if err := unix.Madvise(mem[s.off+8192:s.off+12288], unix.MADV_DONTNEED); err != nil {
+			page := (touched.off + 4095) &^ 4095
+			if page+4096 > touched.off+touched.n {
+				return fmt.Errorf("%s: buffer %d holds no whole page", s.what, s.touch)
+			}
+			if err := unix.Madvise(mem[page:page+4096], unix.MADV_DONTNEED); err != nil {
 				return err
 			}
 		}
-		fillSeed(buf, s.seed)
-		if err := send(buf); err != nil {
+		// The message's bytes are the seed's, whatever the buffers.
+		msg := make([]byte, s.len())
+		fillSeed(msg, s.seed)
+		for rest, b := msg, bufs; len(b) > 0; b = b[1:] {
+			rest = rest[copy(b[0], rest):]
+		}
+		if err := send(bufs); err != nil {
 			return fmt.Errorf("%s: %w", s.what, err)
 		}
 		now, err := driverStats(cacheStats...)
@@ -198,7 +271,7 @@ func cacheSender(ch *lmttest.Channel, eng *lmt.Engine, steps []cacheStep, bound 
 		off := 4096 * (i + 1)
 		fillSeed(mem[off:off+4096+i], i)
 		for range 2 {
-			if err := send(mem[off : off+4096+i]); err != nil {
+			if err := send([][]byte{mem[off : off+4096+i]}); err != nil {
 				return fmt.Errorf("bound, buffer %d: %w", i, err)
 			}
 		}
@@ -251,7 +324,7 @@ func cacheReceiver(ch *lmttest.Channel, eng *lmt.Engine, steps []cacheStep, boun
 		return tr.Stats().Syscalls, nil
 	}
 	for _, s := range steps {
-		calls, err := recv(cacheMsg, s.seed)
+		calls, err := recv(s.len(), s.seed)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.what, err)
 		}
@@ -293,4 +366,45 @@ func attachMappings() (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// TestCacheKey: a cached region is found again for the same list of
+// buffers, empty buffers aside, and for no other (another length, base,
+// order or count), without allocating; its page count is the driver's.
+func TestCacheKey(t *testing.T) {
+	mem := make([]byte, 64<<10)
+	list := [][]byte{mem[100:4096], mem[8192:16384], mem[20000:20005]}
+	var e cachedRegion
+	e.record(keyOf(list), list)
+	e.cookie = 1
+	if e.pages != 1+2+1 {
+		t.Errorf("%d pages for the list, want 4", e.pages)
+	}
+	for _, c := range []struct {
+		what string
+		bufs [][]byte
+		want bool
+	}{
+		{"the same list", [][]byte{mem[100:4096], mem[8192:16384], mem[20000:20005]}, true},
+		{"with empty buffers", [][]byte{mem[0:0], mem[100:4096], mem[9:9], mem[8192:16384], mem[20000:20005], nil}, true},
+		{"a length changed", [][]byte{mem[100:4096], mem[8192:16384], mem[20000:20006]}, false},
+		{"a base changed", [][]byte{mem[100:4096], mem[8192:16384], mem[20001:20006]}, false},
+		{"two swapped", [][]byte{mem[8192:16384], mem[100:4096], mem[20000:20005]}, false},
+		{"one buffer less", [][]byte{mem[100:4096], mem[8192:16384]}, false},
+		{"one buffer more", [][]byte{mem[100:4096], mem[8192:16384], mem[20000:20005], mem[30000:30001]}, false},
+		{"one buffer", [][]byte{mem[100:20005]}, false},
+	} {
+		if got := e.holds(keyOf(c.bufs), c.bufs); got != c.want {
+			t.Errorf("%s: found %v, want %v", c.what, got, c.want)
+		}
+	}
+	if allocs := testing.AllocsPerRun(100, func() { e.holds(keyOf(list), list) }); allocs != 0 {
+		t.Errorf("a lookup allocates %v times", allocs)
+	}
+	// Refilled with a shorter list, the entry keeps its array.
+	before := unsafe.SliceData(e.spans)
+	e.record(keyOf(list[:1]), list[:1])
+	if unsafe.SliceData(e.spans) != before || len(e.spans) != 1 || e.pages != 1 {
+		t.Errorf("refilled: %d spans of %d pages, array moved %v", len(e.spans), e.pages, unsafe.SliceData(e.spans) != before)
+	}
 }

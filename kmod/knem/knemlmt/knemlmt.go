@@ -20,15 +20,18 @@
 //     slot is polled by later Progress calls, so small messages keep flowing
 //     while megabytes move.
 //
-// A message of one buffer, when the driver has region attach and
-// invalidation status (knem.FeatureAttach, knem.FeatureInvalidate), goes
-// through a registration cache: the sender keeps the region for the next
-// message from the same buffer while the driver says the buffer's pages
-// are still the region's (regionCache), and the receiver maps such a
-// region at its second message and copies later ones with memcpy from the
-// mapping, without a system call (attachCache), for messages shorter than
-// AsyncMin. Otherwise the region is single-use: consumed by the copy, or
-// unpinned when the sender's Engine closes or its process exits.
+// When the driver has region attach and invalidation status
+// (knem.FeatureAttach, knem.FeatureInvalidate), messages go through a
+// registration cache: the sender keeps the region for the next message
+// from the same buffer, or the same iovec list, while the driver says the
+// buffers' pages are still the region's (regionCache), and the receiver
+// maps such a region at its second message and copies later ones with
+// memcpy from the mapping, without a system call (attachCache), for
+// messages shorter than AsyncMin. A list whose buffers do not join page to
+// page cannot be mapped: its region is still reused, and the receiver
+// copies with the driver. Otherwise the region is single-use: consumed by
+// the copy, or unpinned when the sender's Engine closes or its process
+// exits.
 package knemlmt
 
 import (
@@ -244,22 +247,23 @@ func slotOf(t *lmt.Transfer) (knem.Slot, bool) {
 // is cached (not single-use): the receiver may attach it.
 const cachedBit = 1 << 63
 
-// Handle declares the sender's buffers as a read region: a cached one for
-// a single buffer when the cache is on and has room, else single-use.
+// Handle declares the sender's buffers as a read region: a cached one when
+// the cache is on and has room, else single-use.
 func (b *backend) Handle(t *lmt.Transfer, dst []byte) (int, error) {
 	if len(dst) < handleLen {
 		return 0, fmt.Errorf("knemlmt: RTS room of %d bytes, need %d", len(dst), handleLen)
 	}
 	var c knem.Cookie
 	var cached bool
-	if bufs := t.Buffers(); t.Len() > 0 && len(bufs) == 1 && b.regions != nil {
-		c, cached = b.regions.get(t, bufs[0])
+	if t.Len() > 0 && b.regions != nil {
+		c, cached = b.regions.get(t, t.Buffers())
 	}
 	if t.Len() > 0 && !cached {
 		var err error
 		c, err = b.dev.CreateRegion(t.Buffers(), knem.ProtRead, knem.FlagSingleUse)
 		if errors.Is(err, unix.ENOMEM) && b.regions != nil && b.regions.shrink() > 0 {
-			// Over RLIMIT_MEMLOCK with idle cached regions pinned.
+			// Over RLIMIT_MEMLOCK with idle cached regions pinned (the
+			// cache gave up, every entry busy or no slot left).
 			c, err = b.dev.CreateRegion(t.Buffers(), knem.ProtRead, knem.FlagSingleUse)
 		}
 		if err != nil {
