@@ -3,6 +3,7 @@ package nemesis
 import (
 	"fmt"
 
+	"github.com/knemesis/knemesis/internal/tmpfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -67,7 +68,7 @@ func checkSpace(dir string, size, arena uint64) error {
 // SpaceError rather than a later access with SIGBUS. A file system without
 // fallocate keeps the statfs check only.
 func reserve(fd int, dir string, size, arena uint64) error {
-	err := unix.Fallocate(fd, 0, 0, int64(size))
+	err := tmpfs.Allocate(fd, int64(size))
 	switch err {
 	case nil, unix.EOPNOTSUPP, unix.ENOSYS:
 		return nil

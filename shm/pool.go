@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/knemesis/knemesis/internal/slotpool"
+	"github.com/knemesis/knemesis/internal/tmpfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -61,7 +62,7 @@ func (p *pool) reserve(size int) error {
 	if err := unix.Ftruncate(p.fd, int64(size)); err != nil {
 		return fmt.Errorf("lmt: sizing the shm pool to %d bytes: %w", size, err)
 	}
-	if err := unix.Fallocate(p.fd, 0, 0, int64(size)); err != nil {
+	if err := tmpfs.Allocate(p.fd, int64(size)); err != nil {
 		return fmt.Errorf("lmt: allocating the shm pool's %d bytes (not enough memory for this rank's large-message slots; lower lmt.Config.ShmPoolSlots): %w", size, err)
 	}
 	if _, err := unix.FcntlInt(uintptr(p.fd), unix.F_ADD_SEALS, poolSeals); err != nil {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/knemesis/knemesis/internal/tmpfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -109,7 +110,7 @@ func (s *shm) open(src, dst int) (*ring, error) {
 	}
 	// The header is allocated now: a full /dev/shm fails this
 	// transfer's start with ENOSPC instead of a later store with SIGBUS.
-	if err := unix.Fallocate(fd, 0, 0, int64(hdr)); err != nil && err != unix.EOPNOTSUPP {
+	if err := tmpfs.Allocate(fd, int64(hdr)); err != nil && err != unix.EOPNOTSUPP {
 		unix.Unlink(path)
 		return nil, fmt.Errorf("lmt: reserving %d bytes for shm ring %s: %w", hdr, path, err)
 	}
