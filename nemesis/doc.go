@@ -199,7 +199,10 @@
 // enter the same arrive and continueMsg, so matching, AnySource, Probe,
 // truncation and per-pair order (checked by sequence number) are those of
 // the shared-memory path. Poll polls the module only when something may
-// come from it, and every 16 calls otherwise. A remote rank's failure, from
+// come from it, and once per 50 µs otherwise. A message of NetRendezvousMin
+// bytes or more from one buffer goes by rendezvous when the module can read
+// one-sidedly (NetReader: RTS, the receiver's read into its buffer, DONE;
+// netrdv.go). A remote rank's failure, from
 // the module or from a blocked call's liveness probes, fails what waits on
 // it as a local rank's death does. Package netmod/ofinet (build tag ofi) is
 // the libfabric module; nil Options.Net is the one-node endpoint.
