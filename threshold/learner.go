@@ -30,11 +30,17 @@ import (
 //     few percent of each other do not take turns, and two that differ by
 //     more than 10% are never confused by the margin.
 //   - Re-check: after [LearnerRecheck] samples of the settled candidate a
-//     new round measures all again; a round that confirms the incumbent
-//     doubles the wait before the next (up to [LearnerRecheckMax]), one
-//     that changes it resets the wait. A settled candidate whose running
-//     cost rises past 1.5× what it was settled at starts a round at once:
-//     the machine changed (a hypervisor moved the vCPUs).
+//     new round measures the contenders again: the candidates whose last
+//     cost was within [LearnerContender] of the settled one's. Every
+//     [LearnerFullRound]-th re-check measures all. A round that confirms
+//     the incumbent doubles the wait before the next (up to
+//     [LearnerRecheckMax]), one that changes it resets the wait. A settled
+//     candidate whose running cost rises past 1.5× what it was settled at
+//     starts a full round at once: the machine changed (a hypervisor moved
+//     the vCPUs). Measuring only the contenders is what keeps a re-check
+//     cheap: a round is 1 + [LearnerSamples] messages per candidate, and
+//     a pipe 4.5 times slower than a split CMA copy at 1 MiB, re-measured
+//     at every re-check, cost auto a sixth of its speed there.
 //
 // A sample for another candidate than the one the state expects (a message
 // still in flight from the previous step, a forced backend) is ignored.
@@ -60,6 +66,11 @@ const (
 	// learnerDrift: a settled candidate whose running cost exceeds its
 	// settled cost by this factor triggers a re-check.
 	learnerDrift = 1.5
+	// LearnerContender: a re-check measures again the candidates whose
+	// last cost was below this factor times the settled one's; every
+	// LearnerFullRound-th re-check measures all of them.
+	LearnerContender = 1.5
+	LearnerFullRound = 4
 )
 
 type learnPhase uint8
@@ -84,6 +95,7 @@ type learnClass struct {
 	start     uint8    // the table's choice
 	best      uint8    // the settled or incumbent candidate
 	probe     uint8    // candidate measured now (exploring)
+	round     learnSet // candidates this round measures
 	done      learnSet // candidates measured in this round
 	skip      bool     // the next sample of probe (or best) is the cold one
 	n         uint8    // samples of probe so far this round
@@ -95,6 +107,7 @@ type learnClass struct {
 	interval  uint32              // samples before the next re-check
 	switches  uint32              // times best changed after a round
 	rounds    uint32              // rounds completed
+	rechecks  uint32              // periodic re-checks started
 }
 
 // NewLearner returns a learner over cands (at most 16, Eager allowed) that
@@ -183,7 +196,7 @@ func (l *Learner) Choose(size int64) Backend {
 	k := &l.classes[classOf(size)]
 	switch k.phase {
 	case learnIdle:
-		k.startRound(k.start)
+		k.startRound(k.start, k.eligible)
 		if k.phase == learnSettled {
 			return l.cands[k.best]
 		}
@@ -214,14 +227,26 @@ func (l *Learner) Record(size int64, cand int, d time.Duration) {
 	}
 }
 
-// startRound measures every eligible candidate again, from first.
-func (k *learnClass) startRound(first uint8) {
+// startRound measures the candidates of set again, from first.
+func (k *learnClass) startRound(first uint8, set learnSet) {
 	if k.eligible&(k.eligible-1) == 0 { // one candidate: nothing to learn
 		k.phase, k.best = learnSettled, first
 		k.interval = ^uint32(0)
 		return
 	}
-	k.phase, k.done, k.probe, k.n, k.skip = learnExploring, 0, first, 0, true
+	k.phase, k.round, k.done, k.probe, k.n, k.skip = learnExploring, set|1<<first, 0, first, 0, true
+}
+
+// contenders are the candidates whose last cost was within
+// LearnerContender of the settled one's, the settled one included.
+func (k *learnClass) contenders() learnSet {
+	set := learnSet(1) << k.best
+	for i := range uint8(maxLearned) {
+		if k.eligible&(1<<i) != 0 && k.cost[i] < LearnerContender*k.cost[k.best] {
+			set |= 1 << i
+		}
+	}
+	return set
 }
 
 func (k *learnClass) explore(x float64) {
@@ -236,7 +261,7 @@ func (k *learnClass) explore(x float64) {
 	}
 	k.cost[k.probe] = median(k.samples)
 	k.done |= 1 << k.probe
-	if next := k.eligible &^ k.done; next != 0 {
+	if next := k.round &^ k.done; next != 0 {
 		k.probe, k.n, k.skip = lowestBit(next), 0, true
 		return
 	}
@@ -248,7 +273,7 @@ func (k *learnClass) explore(x float64) {
 func (k *learnClass) settle() {
 	bi := k.best
 	for i := range uint8(maxLearned) {
-		if k.eligible&(1<<i) != 0 && k.cost[i] < k.cost[bi] {
+		if k.round&(1<<i) != 0 && k.cost[i] < k.cost[bi] {
 			bi = i
 		}
 	}
@@ -276,8 +301,16 @@ func (k *learnClass) settled(x float64) {
 	}
 	k.count++
 	k.running += (x - k.running) / 8
-	if k.count >= k.interval || k.count >= LearnerSamples && k.running > learnerDrift*k.settledAt {
-		k.startRound(k.best)
+	switch {
+	case k.count >= LearnerSamples && k.running > learnerDrift*k.settledAt:
+		k.startRound(k.best, k.eligible) // the machine changed
+	case k.count >= k.interval:
+		k.rechecks++
+		set := k.contenders()
+		if k.rechecks%LearnerFullRound == 0 {
+			set = k.eligible
+		}
+		k.startRound(k.best, set)
 	}
 }
 
