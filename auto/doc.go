@@ -36,8 +36,10 @@
 //     vmsplice, knem, and arena-copy where the job has an arena: those
 //     usable with that peer) a few messages each, from the sender's
 //     own completions, settles on the fastest, and re-checks rarely (after
-//     64 messages, then twice as many each time the choice holds) or at
-//     once when the settled one slows down by half. Another candidate
+//     64 messages, then twice as many each time the choice holds; a
+//     re-check measures the candidates within 1.5 times the settled one's
+//     cost, every fourth all of them) or, all of them, at once when the
+//     settled one slows down by half. Another candidate
 //     displaces the settled one only when more than 5% faster, so two close
 //     ones do not take turns, and of two more than 10% apart the faster
 //     always wins. On virtual machines the
