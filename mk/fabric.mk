@@ -1,14 +1,17 @@
 # Network modules (issue 30): libfabric through cgo (netmod/ofi, build tag
 # ofi) and the PMIx client (netmod/pmix, build tag pmix), tested with Open
-# MPI's mpirun as the PMIx server. The plain build stays pure Go; this
+# MPI's mpirun and Slurm's srun as the PMIx server. The plain build stays pure Go; this
 # target builds, vets and tests the cgo packages with their tags, the tests
 # under cgocheck2, which fails a Go pointer stored in C memory unpinned.
 # iproute2: the simulated two-node test (network namespaces, veth).
 # libopenmpi-dev: mpicc, for netmod/ofinet/bench.sh's Open MPI reference.
+# slurmctld, slurmd, slurm-client: TestUnderSrun starts the same job under
+# srun --mpi=pmix, in a private one-node cluster (ci/slurm-local.sh).
 # The multi-node lmtbench (tools/lmtbench built with the same tags) is run
 # under mpirun by its TestAcrossNodes alone: the rest of its tests run in
 # test-go.
-DEB_PACKAGES += libfabric-dev libfabric-bin libpmix-dev openmpi-bin iproute2 libopenmpi-dev
+DEB_PACKAGES += libfabric-dev libfabric-bin libpmix-dev openmpi-bin iproute2 libopenmpi-dev \
+	slurmctld slurmd slurm-client
 TEST_TARGETS += test-netmod
 
 NETMOD_TAGS := ofi pmix

@@ -23,7 +23,7 @@ const envMpirun = "KNEMESIS_OFINET_MPIRUN"
 // through PMIx by Join, the node ids overridden to two nodes of two ranks.
 func TestUnderMpirun(t *testing.T) {
 	if os.Getenv(envMpirun) != "" {
-		if err := mpirunRank(); err != nil {
+		if err := launchedRank(); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -41,15 +41,51 @@ func TestUnderMpirun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mpirun: %v\n%s", err, out)
 	}
+	checkLaunched(t, "mpirun", out)
+}
+
+// TestUnderSrun is TestUnderMpirun with Slurm's srun as the launcher and
+// PMIx server (--mpi=pmix), in a private one-node cluster that
+// ci/slurm-local.sh starts for it.
+func TestUnderSrun(t *testing.T) {
+	if os.Getenv(envMpirun) != "" {
+		if err := launchedRank(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	for _, tool := range []string{"srun", "slurmctld", "slurmd"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (Debian packages slurm-client, slurmctld, slurmd): no Slurm to launch under", tool)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "../../ci/slurm-local.sh", "srun", "--mpi=pmix", "--export=ALL", "-n", fmt.Sprint(jobSize),
+		os.Args[0], "-test.run=^TestUnderSrun$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), envMpirun+"=1", pmix.EnvNodeMap+"=0,0,1,1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("srun: %v\n%s", err, out)
+	}
+	checkLaunched(t, "srun", out)
+}
+
+// checkLaunched checks that every rank of a launched job reported its
+// traffic ok, with its node and path.
+func checkLaunched(t *testing.T, launcher string, out []byte) {
+	t.Helper()
 	for r := range jobSize {
 		want := fmt.Sprintf("rank %d of %d, node %d, reaches rank %d by net ofi tcp;ofi_rxm: traffic ok", r, jobSize, nodeOf[r], (r+2)%jobSize)
 		if !strings.Contains(string(out), want) {
-			t.Fatalf("no %q in the output of mpirun:\n%s", want, out)
+			t.Fatalf("no %q in the output of %s:\n%s", want, launcher, out)
 		}
 	}
 }
 
-func mpirunRank() error {
+// launchedRank is one rank of a job that mpirun or srun started: it joins
+// through PMIx and runs the traffic scenario.
+func launchedRank() error {
 	ep, c, err := Join(Config{Config: ofi.Config{Provider: provider, Node: "127.0.0.1"}}, &nemesis.Options{})
 	if err != nil {
 		return err
