@@ -139,6 +139,7 @@ type Endpoint struct {
 	uxPool    ilist.List[uxMsg]   // free unexpected-message records
 	expected  []int32             // sources named by posted receives
 	wildcards int                 // posted AnySource receives (+ wildcard probes)
+	netExpect int                 // posted receives (and probes) naming a remote rank
 	sendsOut  int                 // requests in sendq
 	sendDsts  []int32             // destinations whose sendq is not empty
 	strategy  Strategy            // builds packets from the sendq windows (window.go)
@@ -440,6 +441,9 @@ func (ep *Endpoint) expect(src int, delta int32) {
 	}
 	p := &ep.peers[src]
 	p.expectN += delta
+	if p.net {
+		ep.netExpect += int(delta)
+	}
 	if p.expectI < 0 && p.expectN > 0 {
 		p.expectI = int32(len(ep.expected))
 		ep.expected = append(ep.expected, int32(src))

@@ -303,12 +303,13 @@ func (r *Request) slice(iov [][]byte, off, n int) [][]byte {
 // a rank about 1% of its time, whatever it does.
 const netIdlePoll = 50 * time.Microsecond
 
-// pollNet polls the module when something may come from it: sends in
-// flight, receives that a remote rank or any rank may satisfy, and once
-// per netIdlePoll for unexpected packets (the clock read every 64 polls).
+// pollNet polls the module when something may come from it: packets or
+// reads in flight, receives that a remote rank or any rank may satisfy
+// (Poll calls it then at every call), and once per netIdlePoll for
+// unexpected packets (Poll calls it every 64 calls, and the clock says).
 func (ep *Endpoint) pollNet() error {
 	n := ep.net
-	if n.inflight == 0 && ep.wildcards == 0 && !ep.remoteExpected() && !n.idlePollDue(ep.polls) {
+	if n.inflight|ep.wildcards|ep.netExpect == 0 && time.Since(n.lastPoll) < netIdlePoll {
 		return nil
 	}
 	n.lastPoll = time.Now()
@@ -319,19 +320,6 @@ func (ep *Endpoint) pollNet() error {
 		ep.retryReads()
 	}
 	return nil
-}
-
-func (n *netPath) idlePollDue(polls uint32) bool {
-	return polls&63 == 0 && time.Since(n.lastPoll) >= netIdlePoll
-}
-
-func (ep *Endpoint) remoteExpected() bool {
-	for _, src := range ep.expected {
-		if p := &ep.peers[src]; p.net && p.expectN > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // Arrived delivers one packet to the matching cells and fastboxes use.

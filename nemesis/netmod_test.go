@@ -117,7 +117,7 @@ func (m *memModule) Poll(ev NetEvents) error {
 var twoNodes = []int{0, 0, 1, 1}
 
 // joinTwoNodes joins four ranks, two per simulated node, in this process.
-func joinTwoNodes(t *testing.T, maxPkt int) ([]*Endpoint, *memFabric) {
+func joinTwoNodes(t testing.TB, maxPkt int) ([]*Endpoint, *memFabric) {
 	t.Helper()
 	job := launch.NewJobName()
 	f := newMemFabric(4)
@@ -452,5 +452,57 @@ func TestNetIdlePollBounded(t *testing.T) {
 	}
 	if got := mod.polls - before; got != 10 {
 		t.Fatalf("with a receive from remote rank 2 posted, 10 Polls polled the module %d times, want 10", got)
+	}
+}
+
+// BenchmarkLocalPingPongBesideNet: an 8-byte ping-pong between two ranks of
+// one node, in a job whose other node is reached through a network module
+// (in memory) and in a job of one node: what Options.Net costs the
+// intranode path in nemesis itself, without a provider's threads or
+// progress (compare the two lines of one run).
+func BenchmarkLocalPingPongBesideNet(b *testing.B) {
+	b.Run("net", func(b *testing.B) {
+		eps, _ := joinTwoNodes(b, 4096)
+		pingPong8(b, eps[0], eps[1])
+	})
+	b.Run("one-node", func(b *testing.B) {
+		eps := joinLocal(b, 2, nil)
+		pingPong8(b, eps[0], eps[1])
+	})
+}
+
+// pingPong8 bounces 8 bytes between a and c (c echoing from a goroutine)
+// b.N times.
+func pingPong8(b *testing.B, a, c *Endpoint) {
+	const tag, stop = 1, 2
+	echo := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 8)
+		for {
+			st, err := c.Recv(a.Rank(), AnyTag, buf)
+			if err != nil || st.Tag == stop {
+				echo <- err
+				return
+			}
+			if err := c.Send(a.Rank(), tag, buf); err != nil {
+				echo <- err
+				return
+			}
+		}
+	}()
+	msg, buf := make([]byte, 8), make([]byte, 8)
+	for b.Loop() {
+		if err := a.Send(c.Rank(), tag, msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := a.Recv(c.Rank(), tag, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := a.Send(c.Rank(), stop, nil); err != nil {
+		b.Fatal(err)
+	}
+	if err := <-echo; err != nil {
+		b.Fatal(err)
 	}
 }

@@ -63,7 +63,7 @@ func (ep *Endpoint) Poll() error {
 			return ep.fail(err)
 		}
 	}
-	if ep.net != nil {
+	if n := ep.net; n != nil && (n.inflight|ep.wildcards|ep.netExpect != 0 || ep.polls&63 == 0) {
 		if err := ep.pollNet(); err != nil {
 			return ep.fail(err)
 		}

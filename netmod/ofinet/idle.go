@@ -8,8 +8,10 @@ import (
 	"github.com/knemesis/knemesis/nemesis"
 )
 
-// IdlePoll is how often Idle looks for its message.
-const IdlePoll = time.Millisecond
+// IdlePoll is how often Idle looks for its message: rarely, since each
+// look takes a core from the ranks that work, for a benchmark's sake as
+// long as 8-byte round trips by the thousand.
+const IdlePoll = 10 * time.Millisecond
 
 // Idle waits for the message from src with tag and consumes it, without
 // taking a core from the ranks that work meanwhile: a blocked call of a

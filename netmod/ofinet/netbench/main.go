@@ -63,7 +63,7 @@ func run(prov, node string, iters int) error {
 	}{
 		{remote, 8, iters, "remote 8B"},
 		{remote, 4 << 20, max(iters/200, 20), "remote 4MiB"},
-		{local, 8, iters * 10, "local 8B fastbox, module initialised"},
+		{local, 8, iters * 100, "local 8B fastbox, module initialised"},
 		{local, 1 << 20, max(iters/20, 50), "local 1MiB auto, module initialised"},
 	}
 	for _, k := range cases {
@@ -183,7 +183,7 @@ func withoutModule(c *pmix.Client, iters int) error {
 	for _, k := range []struct {
 		size, iters int
 		label       string
-	}{{8, iters * 10, "local 8B fastbox, no module"}, {1 << 20, max(iters/20, 50), "local 1MiB auto, no module"}} {
+	}{{8, iters * 100, "local 8B fastbox, no module"}, {1 << 20, max(iters/20, 50), "local 1MiB auto, no module"}} {
 		if err := measure(ep, 1, k.size, k.iters, k.label); err != nil {
 			return err
 		}
