@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/knemesis/knemesis/auto"
@@ -103,6 +104,7 @@ func partners(ep *nemesis.Endpoint, c *pmix.Client) (remote, local int, err erro
 // ranks sit it out (ofinet.Idle until rank 0's done).
 func measure(ep *nemesis.Endpoint, peer, size, iters int, label string) error {
 	buf := make([]byte, size)
+	runtime.GC() // not during the timing: the cases before leave garbage of up to 4 MiB messages
 	const tag, done = 1, 2
 	switch ep.Rank() {
 	case 0:
