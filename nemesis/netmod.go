@@ -101,6 +101,7 @@ type netPath struct {
 	moved      uint64 // packets sent or received, for progressMark
 	lastPoll   time.Time
 	rdv        []rdvSend // rendezvous sends waiting for DONE, by cookie
+	rdvFree    []int32   // idle entries of rdv
 	reads      []rdvRead // rendezvous receives whose read waits for room
 	events     *netEvents
 }

@@ -95,6 +95,7 @@ func (ep *Endpoint) netSendRTS(r *Request) (sendResult, error) {
 	binary.LittleEndian.PutUint32(s.packet[:], uint32(cookie))
 	hn, slot, err := n.mod.(NetReader).Expose(r.peer, r.buf[0], s.packet[4:])
 	if err != nil {
+		n.releaseRdv(cookie)
 		return sendBlocked, fmt.Errorf("nemesis: exposing a %d-byte message to rank %d: %w", r.msgLen, r.peer, err)
 	}
 	p := &ep.peers[r.peer]
@@ -103,6 +104,7 @@ func (ep *Endpoint) netSendRTS(r *Request) (sendResult, error) {
 	ok, err := n.mod.Send(r, r.peer, n.hdr[:], n.iov)
 	if err != nil || !ok {
 		n.mod.(NetReader).Unexpose(slot)
+		n.releaseRdv(cookie)
 		return sendBlocked, err
 	}
 	s.req, s.slot = r, slot
@@ -116,15 +118,21 @@ func (ep *Endpoint) netSendRTS(r *Request) (sendResult, error) {
 }
 
 // freeRdv returns the index of an idle rendezvous entry, growing the table
-// when every one is taken.
+// when every one is taken; the entry is the caller's until it gives it
+// back with releaseRdv, or Expose fails and it goes back at once.
 func (n *netPath) freeRdv() int {
-	for i := range n.rdv {
-		if n.rdv[i].req == nil {
-			return i
-		}
+	if k := len(n.rdvFree); k > 0 {
+		i := n.rdvFree[k-1]
+		n.rdvFree = n.rdvFree[:k-1]
+		return int(i)
 	}
 	n.rdv = append(n.rdv, rdvSend{})
 	return len(n.rdv) - 1
+}
+
+func (n *netPath) releaseRdv(i int) {
+	n.rdv[i].req = nil
+	n.rdvFree = append(n.rdvFree, int32(i))
 }
 
 // startNetRead begins reading the message whose RTS matched receive r:
@@ -245,7 +253,7 @@ func (ep *Endpoint) rdvDone(src, cookie int, status uint64) error {
 func (ep *Endpoint) endRdvSend(s *rdvSend, err error) {
 	r := s.req
 	ep.net.mod.(NetReader).Unexpose(s.slot)
-	s.req = nil
+	ep.net.releaseRdv(int(r.netSlot))
 	r.rdv = false
 	if err != nil && r.err == nil {
 		r.err = err
