@@ -249,6 +249,9 @@ func (w *Window) Wait(op *Op) error {
 	if op.state == opIdle || op.w != w {
 		return errorf(ErrInvalidArg, "operation was not started on this window")
 	}
+	if op.state == opDone { // a put to a shared window completes where it starts
+		return op.err
+	}
 	if err := w.e.ep.WaitUntil(func() (bool, error) { return op.state == opDone, nil }); err != nil {
 		return err
 	}
