@@ -118,14 +118,24 @@ var twoNodes = []int{0, 0, 1, 1}
 
 // joinTwoNodes joins four ranks, two per simulated node, in this process.
 func joinTwoNodes(t testing.TB, maxPkt int) ([]*Endpoint, *memFabric) {
+	return joinTwoNodesWith(t, maxPkt, nil)
+}
+
+// joinTwoNodesWith is joinTwoNodes with each rank's module given by wrap
+// (nil: the memModule itself).
+func joinTwoNodesWith(t testing.TB, maxPkt int, wrap func(r int, m *memModule) NetModule) ([]*Endpoint, *memFabric) {
 	t.Helper()
 	job := launch.NewJobName()
 	f := newMemFabric(4)
 	eps := make([]*Endpoint, 4)
 	errs := make(chan error, 4)
 	for r := range 4 {
+		n := f.net(r, twoNodes, maxPkt)
+		if wrap != nil {
+			n.Module = wrap(r, n.Module.(*memModule))
+		}
 		go func() {
-			ep, err := Join(job, r, 4, &Options{Net: f.net(r, twoNodes, maxPkt)})
+			ep, err := Join(job, r, 4, &Options{Net: n})
 			eps[r] = ep
 			errs <- err
 		}()

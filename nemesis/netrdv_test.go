@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"testing"
-
-	"github.com/knemesis/knemesis/nemesis/launch"
 )
 
 // memReader is memModule with one-sided reads: Expose publishes the buffer
@@ -79,30 +77,10 @@ func (m *memReader) Poll(ev NetEvents) error {
 // joinTwoNodesReading is joinTwoNodes with modules that read.
 func joinTwoNodesReading(t *testing.T) ([]*Endpoint, []*memReader, *memFabric) {
 	t.Helper()
-	job := launch.NewJobName()
-	f := newMemFabric(4)
 	mods := make([]*memReader, 4)
-	eps := make([]*Endpoint, 4)
-	errs := make(chan error, 4)
-	for r := range 4 {
-		n := f.net(r, twoNodes, 4096)
-		mods[r] = &memReader{memModule: *n.Module.(*memModule)}
-		n.Module = mods[r]
-		go func() {
-			ep, err := Join(job, r, 4, &Options{Net: n})
-			eps[r] = ep
-			errs <- err
-		}()
-	}
-	for range 4 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, ep := range eps {
-			ep.Close()
-		}
+	eps, f := joinTwoNodesWith(t, 4096, func(r int, m *memModule) NetModule {
+		mods[r] = &memReader{memModule: *m}
+		return mods[r]
 	})
 	return eps, mods, f
 }
