@@ -26,7 +26,8 @@ import (
 // message, like payload an LMT moves without a packet, is seen when the
 // sleep times out. The timeout starts at dozeMin and grows fourfold at each
 // doze up to dozeMax (dozeMaxLMT while an LMT has transfers in flight, whose
-// payload moves without waking anyone), and every wake-up checks the peers' liveness when it is
+// payload moves without waking anyone; dozeMaxNet for a rank with peers on
+// other nodes, whose packets ring no bell), and every wake-up checks the peers' liveness when it is
 // due: a dozing rank notices a dead peer within dozeMax. A second is long
 // for a message lost in that race, which takes a fastbox store and the
 // sleeper's announcement within some nanoseconds of each other, but it
@@ -39,6 +40,11 @@ const (
 	dozeMin          = 50 * time.Microsecond
 	dozeMax          = time.Second
 	dozeMaxLMT       = time.Millisecond
+	// dozeMaxNet caps the doze of a rank with peers on other nodes: no
+	// bell rings for a network packet, so a packet that arrives during
+	// a nap waits for its end. A waiter dozes only after spinning and
+	// yielding for much longer than a network round trip.
+	dozeMaxNet = time.Millisecond
 )
 
 // futex(2) operations (linux/futex.h), on a word shared between processes.
@@ -73,7 +79,7 @@ func (ep *Endpoint) doze(w *waiter) error {
 }
 
 func (ep *Endpoint) canDoze() bool {
-	return ep.net == nil && (ep.lmt == nil || ep.lmtMeter != nil) // no bell rings for network packets
+	return ep.lmt == nil || ep.lmtMeter != nil
 }
 
 // dozeLimit: an LMT with transfers in flight moves payload without waking
@@ -82,13 +88,16 @@ func (ep *Endpoint) canDoze() bool {
 // ranks of a 64-rank job would wake 62,000 times a second, on the cores
 // the working pair needs.
 func (ep *Endpoint) dozeLimit() time.Duration {
-	if ep.lmt == nil {
-		return dozeMax
+	limit := dozeMax
+	if ep.lmt != nil {
+		if i, ok := ep.lmt.(LMTIdler); !ok || !i.Idle() {
+			limit = dozeMaxLMT
+		}
 	}
-	if i, ok := ep.lmt.(LMTIdler); ok && i.Idle() {
-		return dozeMax
+	if ep.net != nil {
+		limit = min(limit, dozeMaxNet)
 	}
-	return dozeMaxLMT
+	return limit
 }
 
 // enqueueInFlight reports whether a peer has begun an enqueue on a queue

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/knemesis/knemesis/nemesis/launch"
 )
@@ -514,5 +515,38 @@ func pingPong8(b *testing.B, a, c *Endpoint) {
 	}
 	if err := <-echo; err != nil {
 		b.Fatal(err)
+	}
+}
+
+// TestNetBlockedReceiveDozes: a rank with peers on another node dozes too,
+// its naps capped at dozeMaxNet, and a remote message that comes meanwhile
+// is received.
+func TestNetBlockedReceiveDozes(t *testing.T) {
+	eps, _ := joinTwoNodes(t, 4096)
+	type result struct {
+		msg   string
+		dozes uint64
+		err   error
+	}
+	done := make(chan result)
+	go func() {
+		buf := make([]byte, 16)
+		st, err := eps[0].Recv(2, 5, buf)
+		done <- result{string(buf[:st.Count]), eps[0].Stats().Dozes, err}
+	}()
+	for deadline := time.Now().Add(time.Minute); eps[0].sleep.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("rank 0, blocked in a receive from a remote rank, did not doze within a minute")
+		}
+	}
+	if err := eps[2].Send(0, 5, []byte("over the net")); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.msg != "over the net" || r.dozes == 0 {
+		t.Fatalf("Recv: %q, %v after %d dozes; want the message after dozing", r.msg, r.err, r.dozes)
+	}
+	if got := eps[0].dozeLimit(); got != dozeMaxNet {
+		t.Fatalf("rank 0's doze limit %v, want dozeMaxNet (%v)", got, dozeMaxNet)
 	}
 }
