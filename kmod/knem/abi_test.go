@@ -59,7 +59,7 @@ func hex[T ~uint32 | ~uintptr](v T) string { return fmt.Sprintf("%#x", uint64(v)
 
 func TestUnreadableArgumentsAreEFAULT(t *testing.T) {
 	d := open(t)
-	bad := unmappedAddr(t)
+	bad := faultingAddr(t)
 	for _, cmd := range []struct {
 		name string
 		nr   uintptr
@@ -76,7 +76,7 @@ func TestUnreadableArgumentsAreEFAULT(t *testing.T) {
 		{"COPY_BOUNDED", uapi.CmdCopyBounded},
 		{"INLINE_COPY_BOUNDED", uapi.CmdInlineCopyBounded},
 	} {
-		wantErrno(t, cmd.name+" on an unmapped argument", ioctlRaw(d, cmd.nr, bad), unix.EFAULT)
+		wantErrno(t, cmd.name+" on an inaccessible argument", ioctlRaw(d, cmd.nr, bad), unix.EFAULT)
 		wantErrno(t, cmd.name+" on a NULL argument", ioctlRaw(d, cmd.nr, 0), unix.EFAULT)
 	}
 }
@@ -97,8 +97,8 @@ func TestRegionOverUnpinnableMemoryIsEFAULT(t *testing.T) {
 	region(t, d, [][]byte{ro}, ProtRead, 0)
 
 	// The iovec array itself unreadable.
-	c := uapi.CreateRegion{IovecArray: uint64(unmappedAddr(t)), IovecNr: 2, Protection: unix.PROT_READ}
-	wantErrno(t, "CREATE_REGION with an unmapped iovec array",
+	c := uapi.CreateRegion{IovecArray: uint64(faultingAddr(t)), IovecNr: 2, Protection: unix.PROT_READ}
+	wantErrno(t, "CREATE_REGION with an inaccessible iovec array",
 		ioctlRaw(d, uapi.CmdCreateRegion, uintptr(unsafe.Pointer(&c))), unix.EFAULT)
 
 	if _, err := d.InitSend([][]byte{noAccess(t, 100)}, 0); !errors.Is(err, unix.EFAULT) {
@@ -120,7 +120,7 @@ func TestInlineCopyIntoUnwritableLocalMemoryIsEFAULT(t *testing.T) {
 		wantErrno(t, "INLINE_COPY write from PROT_NONE memory", err, unix.EFAULT)
 	}
 	var ic uapi.InlineCopy
-	ic.LocalIovecArray, ic.LocalIovecNr, ic.RemoteCookie = uint64(unmappedAddr(t)), 1, uint64(c)
+	ic.LocalIovecArray, ic.LocalIovecNr, ic.RemoteCookie = uint64(faultingAddr(t)), 1, uint64(c)
 	wantErrno(t, "INLINE_COPY with an unmapped iovec array",
 		ioctlRaw(d, uapi.CmdInlineCopy, uintptr(unsafe.Pointer(&ic))), unix.EFAULT)
 }
