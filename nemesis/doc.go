@@ -199,7 +199,7 @@
 // enter the same arrive and continueMsg, so matching, AnySource, Probe,
 // truncation and per-pair order (checked by sequence number) are those of
 // the shared-memory path. Poll polls the module only when something may
-// come from it, and once per 50 µs otherwise. A message of NetRendezvousMin
+// come from it, and once per netIdlePoll otherwise. A message of NetRendezvousMin
 // bytes or more from one buffer goes by rendezvous when the module can read
 // one-sidedly (NetReader: RTS, the receiver's read into its buffer, DONE;
 // netrdv.go). A remote rank's failure, from

@@ -297,11 +297,11 @@ func (r *Request) slice(iov [][]byte, off, n int) [][]byte {
 
 // netIdlePoll is how often a rank that awaits nothing from the network
 // still polls the module, for unexpected packets and the provider's own
-// progress (a peer's connection or rendezvous). One poll of an idle
-// libfabric endpoint costs about as much as several fastbox messages
-// (BenchmarkPollIdle in netmod/ofi), so an intranode exchange must not pay
-// it at a rate its own polling sets: at one poll per netIdlePoll it costs
-// a rank about 1% of its time, whatever it does.
+// progress (a peer's connection or rendezvous). A poll of an idle libfabric
+// endpoint costs more than a fastbox message (BenchmarkPollIdle in
+// netmod/ofi; figures in docs/performance.md, "The network module"), so
+// an intranode exchange must not pay it at a rate its own polling sets:
+// time, not the count of Polls, bounds what it costs a rank.
 const netIdlePoll = 50 * time.Microsecond
 
 // pollNet polls the module when something may come from it: packets or

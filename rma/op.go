@@ -92,8 +92,8 @@ func (w *Window) begin(op *Op, kind opKind, target, off, n int) error {
 }
 
 // reset makes op a new pending operation. Field by field: assigning a
-// whole Op clears its 200 bytes through the write barrier's bulk path,
-// the largest cost of a small put.
+// whole Op clears all of it through the write barrier's bulk path, which
+// showed at the top of a small put's profile.
 func (op *Op) reset(w *Window, kind opKind, target, off, n int) {
 	op.w, op.kind, op.state, op.target, op.off, op.n = w, kind, opPending, target, off, n
 	op.iov, op.moved, op.issued, op.async, op.notify = nil, 0, false, false, false

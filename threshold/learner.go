@@ -39,8 +39,9 @@ import (
 //     starts a full round at once: the machine changed (a hypervisor moved
 //     the vCPUs). Measuring only the contenders is what keeps a re-check
 //     cheap: a round is 1 + [LearnerSamples] messages per candidate, and
-//     a pipe 4.5 times slower than a split CMA copy at 1 MiB, re-measured
-//     at every re-check, cost auto a sixth of its speed there.
+//     a method several times slower than the settled one, re-measured at
+//     every re-check, costs a visible share of the throughput between
+//     re-checks (docs/performance.md, "Auto's choice (issue 27)").
 //
 // A sample for another candidate than the one the state expects (a message
 // still in flight from the previous step, a forced backend) is ignored.

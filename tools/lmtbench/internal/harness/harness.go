@@ -78,7 +78,7 @@ func VerifyMessages(mode string) int {
 // learnerRound, and learnerRound before calibrating when the sample's
 // count is not given (worker.go). A job's first messages open its channels
 // (a ring, a FIFO), fault their pages in and give auto its first round of
-// explorations, which an application pays once per run and a 15 ms sample
+// explorations, which an application pays once per run and a short sample
 // in a fresh job would pay every time. OSU's benchmarks skip 10 to 100
 // iterations for the same reason. Pollution is not warmed up: its rounds
 // time a cache, not a transfer.
