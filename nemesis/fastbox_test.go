@@ -285,6 +285,13 @@ func TestSegmentSizeLinear(t *testing.T) {
 // woken by the message.
 func TestBlockedReceiveDozes(t *testing.T) {
 	eps := joinLocal(t, 2, nil)
+	receiveAfterDoze(t, eps[1], eps[0], "wake up")
+}
+
+// receiveAfterDoze has `to` receive from `from` in a goroutine, sends msg
+// once that receive dozes, and checks that it got msg after dozing.
+func receiveAfterDoze(t *testing.T, to, from *Endpoint, msg string) {
+	t.Helper()
 	type result struct {
 		msg   string
 		dozes uint64
@@ -293,25 +300,25 @@ func TestBlockedReceiveDozes(t *testing.T) {
 	done := make(chan result)
 	go func() {
 		buf := make([]byte, 16)
-		st, err := eps[1].Recv(0, 0, buf)
-		done <- result{string(buf[:st.Count]), eps[1].Stats().Dozes, err}
+		st, err := to.Recv(from.Rank(), 0, buf)
+		done <- result{string(buf[:st.Count]), to.Stats().Dozes, err}
 	}()
-	// Send once rank 1 sleeps, not after a fixed pause a loaded machine
-	// may not give it the time to reach its doze in. A rank that set its
-	// sleep word checks for progress before it sleeps; the 20 ms leave it
-	// past that check.
-	for deadline := time.Now().Add(time.Minute); eps[1].sleep.Load() == 0; time.Sleep(time.Millisecond) {
+	// Send once the receiver sleeps, not after a fixed pause a loaded
+	// machine may not give it the time to reach its doze in. A rank that
+	// set its sleep word checks for progress before it sleeps; the 20 ms
+	// leave it past that check.
+	for deadline := time.Now().Add(time.Minute); to.sleep.Load() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("rank 1, blocked in Recv, did not doze within a minute")
+			t.Fatalf("rank %d, blocked in Recv from rank %d, did not doze within a minute", to.Rank(), from.Rank())
 		}
 	}
 	time.Sleep(20 * time.Millisecond)
-	if err := eps[0].Send(1, 0, []byte("wake up")); err != nil {
+	if err := from.Send(to.Rank(), 0, []byte(msg)); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done
-	if r.err != nil || r.msg != "wake up" || r.dozes == 0 {
-		t.Fatalf("Recv: %q, %v after %d dozes; want the message after dozing", r.msg, r.err, r.dozes)
+	if r.err != nil || r.msg != msg || r.dozes == 0 {
+		t.Fatalf("Recv: %q, %v after %d dozes; want %q after dozing", r.msg, r.err, r.dozes, msg)
 	}
 }
 

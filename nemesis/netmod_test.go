@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/knemesis/knemesis/nemesis/launch"
 )
@@ -523,30 +522,8 @@ func pingPong8(b *testing.B, a, c *Endpoint) {
 // is received.
 func TestNetBlockedReceiveDozes(t *testing.T) {
 	eps, _ := joinTwoNodes(t, 4096)
-	type result struct {
-		msg   string
-		dozes uint64
-		err   error
-	}
-	done := make(chan result)
-	go func() {
-		buf := make([]byte, 16)
-		st, err := eps[0].Recv(2, 5, buf)
-		done <- result{string(buf[:st.Count]), eps[0].Stats().Dozes, err}
-	}()
-	for deadline := time.Now().Add(time.Minute); eps[0].sleep.Load() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("rank 0, blocked in a receive from a remote rank, did not doze within a minute")
-		}
-	}
-	if err := eps[2].Send(0, 5, []byte("over the net")); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.err != nil || r.msg != "over the net" || r.dozes == 0 {
-		t.Fatalf("Recv: %q, %v after %d dozes; want the message after dozing", r.msg, r.err, r.dozes)
-	}
 	if got := eps[0].dozeLimit(); got != dozeMaxNet {
 		t.Fatalf("rank 0's doze limit %v, want dozeMaxNet (%v)", got, dozeMaxNet)
 	}
+	receiveAfterDoze(t, eps[0], eps[2], "over the net")
 }
