@@ -313,38 +313,51 @@ func TestTypedCorruptHandle(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := newPair(t, lmt.CMA)
-			sbase := randomBytes(rand.New(rand.NewPCG(1, 2)), src.Extent())
-			rts := make([]byte, 4096)
-			s, k, err := p.engs[0].StartSendType(1, sbase, src, "", rts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(rts[k-len(enc):k], enc) {
-				t.Fatal("the RTS does not end with the description's encoding")
-			}
-			c.patch(rts[k-len(enc) : k])
-			rbuf := make([]byte, src.Size())
-			r, err := p.engs[1].StartRecv(0, rts[:k], [][]byte{rbuf})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.wait(t, r, s)
-			if !errors.Is(r.Err(), lmt.ErrCorrupt) || c.is != nil && !errors.Is(r.Err(), c.is) {
-				t.Fatalf("receiver: %v, want a CorruptError wrapping %v", r.Err(), c.is)
+			err := refusedTypedRecv(t, src, func(rts []byte) {
+				h := rts[len(rts)-len(enc):]
+				if !bytes.Equal(h, enc) {
+					t.Fatal("the RTS does not end with the description's encoding")
+				}
+				c.patch(h)
+			})
+			if !errors.Is(err, lmt.ErrCorrupt) || c.is != nil && !errors.Is(err, c.is) {
+				t.Fatalf("receiver: %v, want a CorruptError wrapping %v", err, c.is)
 			}
 			var ce *lmt.CorruptError
-			if errors.As(r.Err(), &ce); ce == nil || ce.Field != "datatype of a typed handle" || ce.Rank != 0 {
-				t.Fatalf("receiver: %v, want the field \"datatype of a typed handle\" of rank 0", r.Err())
-			}
-			if s.Err() == nil {
-				t.Error("the sender completed without error")
-			}
-			if bytes.Count(rbuf, []byte{0}) != len(rbuf) {
-				t.Error("the refused receive wrote into its buffer")
+			if errors.As(err, &ce); ce == nil || ce.Field != "datatype of a typed handle" || ce.Rank != 0 {
+				t.Fatalf("receiver: %v, want the field \"datatype of a typed handle\" of rank 0", err)
 			}
 		})
 	}
+}
+
+// refusedTypedRecv sends src's message by CMA from a typed sender, lets
+// patch spoil the RTS, and returns the error the receive ends with,
+// having checked that the sender failed too and that the refused receive
+// wrote nothing into its buffer.
+func refusedTypedRecv(t *testing.T, src *datatype.Type, patch func(rts []byte)) error {
+	t.Helper()
+	p := newPair(t, lmt.CMA)
+	sbase := randomBytes(rand.New(rand.NewPCG(1, 2)), src.Extent())
+	rts := make([]byte, 4096)
+	s, k, err := p.engs[0].StartSendType(1, sbase, src, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch(rts[:k])
+	rbuf := make([]byte, src.Size())
+	r, err := p.engs[1].StartRecv(0, rts[:k], [][]byte{rbuf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, r, s)
+	if s.Err() == nil {
+		t.Error("the sender completed without error")
+	}
+	if bytes.Count(rbuf, []byte{0}) != len(rbuf) {
+		t.Error("the refused receive wrote into its buffer")
+	}
+	return r.Err()
 }
 
 // TestTypedMillionBlocks: a vector and an indexed type of 2^20 blocks of

@@ -268,29 +268,12 @@ func TestTypedStagedCorruptHandle(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.field, func(t *testing.T) {
-			p := newPair(t, lmt.CMA)
-			sbase := randomBytes(rand.New(rand.NewPCG(1, 2)), src.Extent())
-			rts := make([]byte, 4096)
-			s, k, err := p.engs[0].StartSendType(1, sbase, src, "", rts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			binary.LittleEndian.PutUint64(rts[k-len(enc)+c.at:], c.value)
-			rbuf := make([]byte, src.Size())
-			r, err := p.engs[1].StartRecv(0, rts[:k], [][]byte{rbuf})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.wait(t, r, s)
+			err := refusedTypedRecv(t, src, func(rts []byte) {
+				binary.LittleEndian.PutUint64(rts[len(rts)-len(enc)+c.at:], c.value)
+			})
 			var ce *lmt.CorruptError
-			if !errors.As(r.Err(), &ce) || ce.Field != c.field || ce.Rank != 0 {
-				t.Fatalf("receiver: %v, want a CorruptError of rank 0 naming %q", r.Err(), c.field)
-			}
-			if s.Err() == nil {
-				t.Error("the sender completed without error")
-			}
-			if bytes.Count(rbuf, []byte{0}) != len(rbuf) {
-				t.Error("the refused receive wrote into its buffer")
+			if !errors.As(err, &ce) || ce.Field != c.field || ce.Rank != 0 {
+				t.Fatalf("receiver: %v, want a CorruptError of rank 0 naming %q", err, c.field)
 			}
 		})
 	}
