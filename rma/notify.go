@@ -68,19 +68,6 @@ func (w *Window) WaitNotification(src, tag int) (Notification, error) {
 	if err := w.e.ep.Expect(src, +1); err != nil {
 		return n, err
 	}
-	// Plain polls first: the answer of a ping-pong comes within a few,
-	// sooner than WaitUntil's bookkeeping (progress marks, spin counts,
-	// the liveness clock) lets it be seen.
-	for range notifySpins {
-		if err := w.e.ep.Poll(); err != nil {
-			w.e.ep.Expect(src, -1)
-			return n, err
-		}
-		if n, ok = w.notes.take(src, tag); ok {
-			w.e.ep.Expect(src, -1)
-			return n, nil
-		}
-	}
 	err := w.e.ep.WaitUntil(func() (bool, error) {
 		if n, ok = w.notes.take(src, tag); ok {
 			return true, nil
@@ -90,10 +77,6 @@ func (w *Window) WaitNotification(src, tag int) (Notification, error) {
 	w.e.ep.Expect(src, -1)
 	return n, err
 }
-
-// notifySpins bounds the plain polls of WaitNotification before it waits
-// as every blocked call does.
-const notifySpins = 64
 
 // silent returns why nothing more can come from src: a *TargetError when
 // it (or, for AnySource, every other rank) is gone.
