@@ -278,6 +278,9 @@ func waitGone(ep *nemesis.Endpoint, rank int) error {
 		return err
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
+	if err == unix.ESRCH {
+		return nil // exited and already reaped by the launcher
+	}
 	if err != nil {
 		return fmt.Errorf("pidfd of rank %d: %w", rank, err)
 	}
