@@ -375,8 +375,8 @@ func (l *LMT) complete(t *lmt.Transfer) {
 	if !ok {
 		return
 	}
-	err := t.Err()
-	if err == nil && t.Stats().Moving > 0 {
+	err, st := t.Err(), t.Stats()
+	if err == nil && st.Moving > 0 {
 		// A sender on a buffered channel completes before its Moving
 		// is known; OnMeasured brings it.
 		l.observe(t)
@@ -384,7 +384,7 @@ func (l *LMT) complete(t *lmt.Transfer) {
 	if errors.Is(err, lmt.ErrTruncated) {
 		err = nil // the endpoint reports its own ErrTruncated
 	}
-	l.ep.Complete(r, int(t.Stats().Bytes), err)
+	l.ep.Complete(r, int(st.Bytes), err)
 }
 
 // observe tells the peer's selector how long a sent message took to move.

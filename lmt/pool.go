@@ -25,13 +25,30 @@ func (e *Engine) newTransfer(peer int, side Side, iov [][]byte) *Transfer {
 		t = e.spare[n-1]
 		e.spare[n-1] = nil
 		e.spare = e.spare[:n-1]
-		*t = Transfer{iov: t.iov[:0], remote: t.remote[:0], pkt: t.pkt, dt: t.dt.reuse()}
+		t.reset()
 	} else {
 		t = &Transfer{}
 	}
 	t.e, t.peer, t.side = e, peer, side
 	t.iov = append(t.iov, iov...)
 	return t
+}
+
+// reset clears a pooled transfer for its next message, keeping the
+// storage it grew (iovec and segment lists, packet buffer, datatype
+// arrays). Field by field, not *t = Transfer{...}: the composite literal
+// built the 800-byte value on the stack and copied it in through the
+// write barrier's bulk path, twice per message. TestResetClearsEveryField
+// fails when a field added to Transfer is not cleared here.
+func (t *Transfer) reset() {
+	t.User, t.e, t.ch, t.flow, t.err = nil, nil, nil, nil, nil
+	t.id, t.peerID, t.peer, t.side, t.state = 0, 0, 0, 0, 0
+	t.iov, t.msgLen, t.length, t.moved, t.seg, t.off = t.iov[:0], 0, 0, 0, 0, 0
+	t.remote, t.rseg, t.roff = t.remote[:0], 0, 0
+	t.dt.reset()
+	t.stats, t.started, t.moveStart = Stats{}, 0, 0
+	t.grantedIn, t.split, t.copied = 0, halves{}, nil
+	t.pktLen, t.pktPending, t.inLive, t.released = 0, false, false, false
 }
 
 // drop returns a transfer that never went live to the pool.
@@ -88,8 +105,10 @@ func (e *Engine) recycle(t *Transfer) {
 	}
 	// Do not keep the caller's buffers, or its description, alive.
 	clear(t.iov)
-	t.dt.local, t.dt.base, t.dt.lcur = nil, nil, datatype.Cursor{}
-	t.dt.lstage.Reset(nil, 0)
+	if t.dt.local != nil {
+		t.dt.local, t.dt.base, t.dt.lcur = nil, nil, datatype.Cursor{}
+		t.dt.lstage.Reset(nil, 0)
+	}
 	t.User = nil
 	e.spare = append(e.spare, t)
 }

@@ -68,10 +68,12 @@ type typed struct {
 	rcur      datatype.Cursor
 }
 
-// reuse is the storage of d that a pooled transfer keeps: the arrays
-// grown by earlier descriptions, and the staging buffer.
-func (d *typed) reuse() typed {
-	return typed{lstage: d.lstage, staging: d.staging[:0], remote: d.remote, rstage: d.rstage}
+// reset clears d for a pooled transfer's next message, keeping its
+// storage: the arrays grown by earlier descriptions (lstage, remote,
+// rstage) and the staging buffer.
+func (d *typed) reset() {
+	d.local, d.base, d.lcur, d.staging = nil, nil, datatype.Cursor{}, d.staging[:0]
+	d.hasRemote, d.rbase, d.rstaging, d.rcur = false, 0, 0, datatype.Cursor{}
 }
 
 // StartSendType is StartSend for the message that typ describes over

@@ -89,7 +89,7 @@ func (s *segment) region(rank int) []byte {
 	if s.arenaSize == 0 {
 		return nil
 	}
-	off := s.arenaOffset() + uint64(rank)*uint64(s.arenaSize)
+	off := s.arenaOff + uint64(rank)*uint64(s.arenaSize)
 	return s.mem[off : off+uint64(s.arenaSize) : off+uint64(s.arenaSize)]
 }
 

@@ -178,6 +178,7 @@ type segment struct {
 	layout
 	procOff, bellOff, fboxOff uint64
 	cellOff                   uint64
+	arenaOff                  uint64 // layout.arenaOffset, read per arena message
 	cellBytes                 uint64 // total bytes of cells
 	cellMask                  uint64 // cellSize-1
 	payloadSize               int    // cellSize - cellHdrSize
@@ -464,6 +465,7 @@ func (s *segment) adopt() error {
 	}
 	s.layout = l
 	s.procOff, s.bellOff, s.fboxOff, s.cellOff = procOff, bellOff, fboxOff, cellOff
+	s.arenaOff = l.arenaOffset()
 	s.cellBytes = uint64(l.nprocs) * uint64(l.cellsPerProc) * uint64(l.cellSize)
 	s.cellMask = uint64(l.cellSize) - 1
 	s.payloadSize = l.cellSize - cellHdrSize

@@ -1,0 +1,120 @@
+package attach_test
+
+import (
+	"testing"
+
+	_ "github.com/knemesis/knemesis/arena"
+	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/nemesis"
+	"github.com/knemesis/knemesis/nemesis/launch"
+)
+
+// joinInProcess joins a job of two endpoints of this process, each with an
+// arena and an LMT, for benchmarks that drive both from one goroutine.
+func joinInProcess(b *testing.B) [2]*nemesis.Endpoint {
+	job := launch.NewJobName()
+	var eps [2]*nemesis.Endpoint
+	errs := make(chan error, 2)
+	for r := range eps {
+		go func() {
+			ep, err := nemesis.Join(job, r, 2, &nemesis.Options{ArenaSize: 1 << 20})
+			eps[r] = ep
+			errs <- err
+		}()
+	}
+	for range eps {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, ep := range eps {
+		l, err := attach.Attach(ep, attach.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			l.Close()
+			ep.Close()
+		})
+	}
+	return eps
+}
+
+// BenchmarkInProcessArena: one message from an arena buffer, sent by rank
+// 0 and received by rank 1, both endpoints driven by one goroutine. There
+// is no second core and no waiting: what is left is the software of the
+// whole path (Isend, RTS, matching, the engine on both sides, the arena
+// backend's copy, DONE, completion), the number a change to any of them
+// moves.
+func BenchmarkInProcessArena(b *testing.B) {
+	for _, size := range []int{4 << 10, 16 << 10} {
+		b.Run(sizeLabel(size), func(b *testing.B) {
+			eps := joinInProcess(b)
+			msg, err := eps[0].Alloc(size)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got := make([]byte, size)
+			var s, r nemesis.Request
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := eps[1].Irecv(&r, 0, 1, got); err != nil {
+					b.Fatal(err)
+				}
+				if err := eps[0].Isend(&s, 1, 1, msg); err != nil {
+					b.Fatal(err)
+				}
+				for !s.Done() || !r.Done() {
+					if _, err := eps[1].Test(&r); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := eps[0].Test(&s); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPollIdleWithLMT: one Poll of an endpoint with an LMT attached
+// and a receive posted that nothing answers, the loop a blocked receive
+// spins in: its length is how late the receive sees its message.
+func BenchmarkPollIdleWithLMT(b *testing.B) {
+	eps := joinInProcess(b)
+	var r nemesis.Request
+	if err := eps[1].Irecv(&r, 0, 1, make([]byte, 8)); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := eps[1].Test(&r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := eps[0].Send(1, 1, make([]byte, 8)); err != nil {
+		b.Fatal(err)
+	}
+	if err := eps[1].Wait(&r); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func sizeLabel(n int) string {
+	if n%1024 == 0 {
+		return itoa(n>>10) + "KiB"
+	}
+	return itoa(n) + "B"
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		if n /= 10; n == 0 {
+			return string(b[i:])
+		}
+	}
+}
