@@ -118,3 +118,49 @@ func itoa(n int) string {
 		}
 	}
 }
+
+// BenchmarkInProcessEager: the same through cells, from ordinary memory,
+// on endpoints without an LMT: the eager path's software.
+func BenchmarkInProcessEager(b *testing.B) {
+	for _, size := range []int{4 << 10, 16 << 10} {
+		b.Run(sizeLabel(size), func(b *testing.B) {
+			job := launch.NewJobName()
+			var eps [2]*nemesis.Endpoint
+			errs := make(chan error, 2)
+			for r := range eps {
+				go func() {
+					ep, err := nemesis.Join(job, r, 2, nil)
+					eps[r] = ep
+					errs <- err
+				}()
+			}
+			for range eps {
+				if err := <-errs; err != nil {
+					b.Fatal(err)
+				}
+			}
+			defer eps[0].Close()
+			defer eps[1].Close()
+			msg, got := make([]byte, size), make([]byte, size)
+			var s, r nemesis.Request
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := eps[1].Irecv(&r, 0, 1, got); err != nil {
+					b.Fatal(err)
+				}
+				if err := eps[0].Isend(&s, 1, 1, msg); err != nil {
+					b.Fatal(err)
+				}
+				for !s.Done() || !r.Done() {
+					if _, err := eps[1].Test(&r); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := eps[0].Test(&s); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,110 @@
+package rma_test
+
+import (
+	"testing"
+
+	"github.com/knemesis/knemesis/nemesis"
+	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/rma"
+)
+
+// joinWindows joins a job of two endpoints of this process and allocates
+// a window of size bytes per rank over them.
+func joinWindows(b *testing.B, size int) ([2]*nemesis.Endpoint, [2]*rma.Window) {
+	job := launch.NewJobName()
+	var eps [2]*nemesis.Endpoint
+	var ws [2]*rma.Window
+	errs := make(chan error, 2)
+	for r := range eps {
+		go func() {
+			ep, err := nemesis.Join(job, r, 2, nil)
+			if err == nil {
+				eps[r] = ep
+				ws[r], err = rma.Allocate(ep, size, nil)
+			}
+			errs <- err
+		}()
+	}
+	for range eps {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Cleanup(func() {
+		done := make(chan struct{}, 2)
+		for r := range eps {
+			go func() { // Free is collective
+				ws[r].Free()
+				eps[r].Close()
+				done <- struct{}{}
+			}()
+		}
+		<-done
+		<-done
+	})
+	return eps, ws
+}
+
+// BenchmarkInProcessNotify8B: the 8-byte put-with-notification round trip
+// of BenchmarkNotifyPingPong8B with both ranks driven by one goroutine,
+// beside Nemesis's 8-byte send and receive driven the same way: no second
+// core, no waiting, only the software of each path, which is what the
+// two-process ratio's excess over the hardware's share is made of.
+func BenchmarkInProcessNotify8B(b *testing.B) {
+	const tag = 3
+	b.Run("allocated", func(b *testing.B) {
+		_, ws := joinWindows(b, 64)
+		msg := make([]byte, 8)
+		var op rma.Op
+		oneWay := func(from, to int) {
+			if err := ws[from].PutNotify(&op, to, 0, tag, msg); err != nil {
+				b.Fatal(err)
+			}
+			if err := ws[from].Wait(&op); err != nil {
+				b.Fatal(err)
+			}
+			for {
+				_, ok, err := ws[to].Notification(from, tag)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if ok {
+					return
+				}
+			}
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			oneWay(0, 1)
+			oneWay(1, 0)
+		}
+	})
+	b.Run("nemesis", func(b *testing.B) {
+		eps, _ := joinWindows(b, 64)
+		msg, buf := make([]byte, 8), make([]byte, 8)
+		var s, r nemesis.Request
+		oneWay := func(from, to int) {
+			if err := eps[to].Irecv(&r, from, tag, buf); err != nil {
+				b.Fatal(err)
+			}
+			if err := eps[from].Isend(&s, to, tag, msg); err != nil {
+				b.Fatal(err)
+			}
+			for !s.Done() || !r.Done() {
+				if _, err := eps[to].Test(&r); err != nil {
+					b.Fatal(err)
+				}
+				if !s.Done() {
+					if _, err := eps[from].Test(&s); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			oneWay(0, 1)
+			oneWay(1, 0)
+		}
+	})
+}
