@@ -204,10 +204,16 @@
 // as its description when the LMT takes datatypes (LMTDatatypes: package
 // attach hands it to lmt.Engine's StartSendType and StartRecvType, which
 // stage blocks under a page and move larger ones in place, after
-// NewMadeleine's §5.3); with another LMT it goes through the cells. A
-// longer message than the receive's type fills every block and ends with
-// ErrTruncated; nothing outside the blocks is written. Typed messages go
-// between ranks of one node (ErrNotSupported across Options.Net).
+// NewMadeleine's §5.3). The cells carry it instead with another LMT,
+// when its encoding does not fit an RTS (an indexed type of a few
+// thousand blocks), or when the LMT refuses it. A typed receive of a
+// rendezvous needs such an LMT too (else ErrNotSupported); one from a
+// plain buffer falls back to a backend whose CTS names the receiver's
+// description (cma-write), which must fit there, or the transfer fails on
+// both sides. A longer message than the receive's type fills every
+// block and ends with ErrTruncated; nothing outside the blocks is
+// written. Typed messages go between ranks of one node (ErrNotSupported
+// across Options.Net).
 //
 // # Ranks on other nodes (§2.2, §3.4-3.5)
 //

@@ -49,6 +49,7 @@ type Request struct {
 	viaLMT bool           // the current message was handed to the LMT
 	vec    bool           // the payload is in iov (Isendv, Irecvv) or typ, not buf alone
 	seqd   bool           // send: first cell or fastbox already sent
+	cells  bool           // typed send: the cells carry it whatever its length (lmtTakes)
 	peer   int            // destination, or the source asked for (AnySource) then matched
 	tag    int            // tag (AnyTag until matched for a wildcard receive)
 	buf    [1][]byte      // Isend's or Irecv's buffer: a list of one for Iov

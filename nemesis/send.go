@@ -39,8 +39,13 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 	}
 	n := r.msgLen
 	if !r.seqd {
-		if (n > ep.eagerMax || n > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, n) || ep.viaArena(r)) && (r.typ == nil || ep.lmtTypes) {
-			return ep.sendRTS(r)
+		if (n > ep.eagerMax || n > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, n) || ep.viaArena(r)) && ep.lmtTakes(r) {
+			res, err := ep.sendRTS(r)
+			if err != nil && r.typ != nil && !r.seqd && ep.fatal == nil {
+				r.cells = true // see lmtTakes
+				return ep.trySend(r)
+			}
+			return res, err
 		}
 		if n <= s.fboxPayload {
 			fb, pl := p.outBox(&ep.stats)

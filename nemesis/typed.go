@@ -21,8 +21,8 @@ import (
 // the type's blocks, not an iovec list.
 //
 // An endpoint hands a typed send to its LMT only when the LMT takes
-// datatypes; otherwise the message goes through the cells whatever its
-// length. A typed receive matching an RTS with an LMT that does not take
+// datatypes; otherwise, or when the LMT's StartSend refuses it, the
+// message goes through the cells whatever its length. A typed receive matching an RTS with an LMT that does not take
 // datatypes completes with ErrNotSupported (set the same LMT on every
 // rank, as SetLMT asks).
 type LMTDatatypes interface {
@@ -50,6 +50,7 @@ func (ep *Endpoint) IsendType(r *Request, dst, tag int, base []byte, typ *dataty
 	}
 	r.start(ep, opSend, dst, tag)
 	r.vec, r.typ, r.buf[0], r.msgLen = true, typ, base, int(typ.Size())
+	r.cells = r.msgLen > ep.chooseAbove && !ep.rtsHolds(typ)
 	ep.startSend(r)
 	return nil
 }
@@ -109,6 +110,30 @@ func (ep *Endpoint) checkTyped(op string, peer int, base []byte, typ *datatype.T
 		return errorf(ErrNotSupported, "%s with rank %d: typed messages go between ranks of one node; pack the message, or send its blocks as a list (Isendv)", op, peer)
 	}
 	return nil
+}
+
+// lmtTakes reports whether send r may go by rendezvous: any untyped
+// send, and a typed one when the LMT takes datatypes, its description
+// fits an RTS (rtsHolds) and the LMT has not refused it (no backend to
+// the peer moves descriptions: CMA refused). The cells carry the others,
+// which always works.
+func (ep *Endpoint) lmtTakes(r *Request) bool {
+	return r.typ == nil || ep.lmtTypes && !r.cells
+}
+
+// typedRTSRoom is what an LMT's RTS takes in a cell beside a
+// description's encoding, with room to spare: lmt's packet header and
+// typed handle header take 72 bytes.
+const typedRTSRoom = 256
+
+// rtsHolds reports whether typ's encoding fits an RTS in a cell. A pull
+// backend (cma) needs it there; without that room the LMT would choose a
+// push one (cma-write), whose receiver must name its own description in
+// its CTS, which is no longer room, and the transfer would fail when the
+// receiver's is as long: an indexed type of thousands of blocks goes by
+// the cells instead.
+func (ep *Endpoint) rtsHolds(typ *datatype.Type) bool {
+	return typ.EncodedLen() <= ep.seg.payloadSize-typedRTSRoom
 }
 
 // Type returns the description of a request started by IsendType or

@@ -344,6 +344,9 @@ func TestTypedLMT(t *testing.T) {
 		if err := paperShape(ep, tag); err != nil {
 			return err
 		}
+		if err := tooManyBlocksForRTS(ep, tag+1); err != nil {
+			return err
+		}
 		return farewell(ep, 1-p.Rank)
 	})
 }
@@ -395,6 +398,52 @@ func paperShape(ep *nemesis.Endpoint, tag int) error {
 		}
 		if want := byte(i * 7); in && base[i] != want || !in && base[i] != 0 {
 			return fmt.Errorf("paper shape: byte %d is %#x (in a block: %v)", i, base[i], in)
+		}
+	}
+	return nil
+}
+
+// tooManyBlocksForRTS sends an indexed type of 6,000 blocks (72 KB,
+// over the eager limit) whose encoding does not fit an RTS: the LMT
+// refuses it, and the cells carry it instead, to a typed receive.
+func tooManyBlocksForRTS(ep *nemesis.Endpoint, tag int) error {
+	lens, disps := make([]int64, 6000), make([]int64, 6000)
+	for i := range lens {
+		lens[i], disps[i] = 12, int64(i)*16+int64(i%3)
+	}
+	typ, err := datatype.Indexed(lens, disps)
+	if err != nil {
+		return err
+	}
+	base := make([]byte, typ.Extent())
+	var r nemesis.Request
+	if ep.Rank() == 0 {
+		for i := range base {
+			base[i] = byte(i * 13)
+		}
+		err = ep.IsendType(&r, 1, tag, base, typ)
+	} else {
+		err = ep.IrecvType(&r, 0, tag, base, typ)
+	}
+	if err == nil {
+		err = ep.Wait(&r)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("6000 blocks, rank %d: %w", ep.Rank(), err)
+	case r.ViaLMT():
+		return fmt.Errorf("6000 blocks, rank %d: went by the LMT, want the cells", ep.Rank())
+	case ep.Rank() == 0:
+		return nil
+	}
+	if st := r.Status(); st.Count != 72000 || st.Len != 72000 {
+		return fmt.Errorf("6000 blocks: status %+v, want 72000 bytes", st)
+	}
+	for b := range lens {
+		for i := disps[b]; i < disps[b]+lens[b]; i++ {
+			if base[i] != byte(i*13) {
+				return fmt.Errorf("6000 blocks: byte %d is %#x, want %#x", i, base[i], byte(i*13))
+			}
 		}
 	}
 	return nil

@@ -179,3 +179,51 @@ func TestTypedRendezvousNeedsTypedLMT(t *testing.T) {
 		t.Fatalf("typed receive of an RTS: %v, want %q", r.err, want)
 	}
 }
+
+// refusingLMT takes datatypes but refuses every typed send, as an LMT
+// with no backend to the peer that moves descriptions does.
+type refusingLMT struct{ *fakeLMT }
+
+func (l refusingLMT) Datatypes() bool { return true }
+
+func (l refusingLMT) StartSend(r *Request, rts []byte) (int, error) {
+	if r.Type() != nil {
+		return 0, errors.New("no backend moves descriptions to this peer")
+	}
+	return l.fakeLMT.StartSend(r, rts)
+}
+
+// TestTypedRefusedGoesByCells: a typed send the LMT refuses goes through
+// the cells, and arrives whole in the receiver's blocks.
+func TestTypedRefusedGoesByCells(t *testing.T) {
+	eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 8})
+	var table []*Request
+	events := new([]string)
+	for _, ep := range eps {
+		if err := ep.SetLMT(refusingLMT{&fakeLMT{ep: ep, table: &table, events: events}}, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := eps[0], eps[1]
+	typ, err := datatype.Indexed([]int64{1000, 7, 2000}, []int64{3, 1100, 1200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst := pattern(int(typ.Extent()), 7), bytes.Repeat([]byte{0xEE}, int(typ.Extent())+1)
+	var sends, recvs [1]Request
+	if err := b.IrecvType(&recvs[0], 0, 1, dst, typ); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.IsendType(&sends[0], 1, 1, src, typ); err != nil {
+		t.Fatal(err)
+	}
+	drive(t, a, b, sends[:], recvs[:])
+	want := bytes.Repeat([]byte{0xEE}, len(dst))
+	for i := range typ.Blocks() {
+		off, n := typ.Block(i)
+		copy(want[off:off+n], src[off:off+n])
+	}
+	if !bytes.Equal(dst, want) || sends[0].ViaLMT() || len(*events) != 0 || a.Stats().RTS != 0 {
+		t.Fatalf("refused typed send: payload right %v, via LMT %v, LMT events %v, stats %+v", bytes.Equal(dst, want), sends[0].ViaLMT(), *events, a.Stats())
+	}
+}
