@@ -39,7 +39,9 @@
 // arrays, vmsplice/readv lists, a gather/scatter copy per ring slot),
 // never through an intermediate packed buffer. A list whose non-empty
 // entries do not fit a CMA handle (lmt.Config.MaxSegments) goes by another
-// backend of the preference list.
+// backend of the preference list. A message sent or received with a
+// derived datatype (Endpoint.IsendType, IrecvType) reaches the engine as
+// its description (StartSendType, StartRecvType), for a CMA backend.
 package attach
 
 import (

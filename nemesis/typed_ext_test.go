@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -290,28 +291,15 @@ func checkVia(r *nemesis.Request, viaLMT bool, staged int64, n int, s typedShape
 // size is eager), posted first and late, and truncated, between two
 // processes.
 func TestTypedEager(t *testing.T) {
-	launchtest.Run(t, 2, func(p launch.Proc) error {
-		ep, err := nemesis.JoinProc(p, nil)
-		if err != nil {
+	typedJob(t, false, func(ep *nemesis.Endpoint) error {
+		fb, cell := ep.FastboxPayload(), ep.CellPayload()
+		if err := typedSizes(ep, []int{0, 1, fb, fb + 1, cell + 1, 3*cell + 5, 100 << 10}, math.MaxInt); err != nil {
 			return err
 		}
-		defer ep.Close()
-		fb, cell := ep.FastboxPayload(), ep.CellPayload()
-		sizes := []int{0, 1, fb, fb + 1, cell + 1, 3*cell + 5, 100 << 10}
-		tag := 0
-		for _, n := range sizes {
-			for _, s := range typedShapes {
-				if err := typedExchange(ep, n, tag, s, uint64(tag), false); err != nil {
-					return err
-				}
-				tag++
-			}
-		}
-		st := ep.Stats()
-		if p.Rank == 0 && (st.FastboxMsgs == 0 || st.QueueMsgs == 0 || st.RTS != 0) {
+		if st := ep.Stats(); ep.Rank() == 0 && (st.FastboxMsgs == 0 || st.QueueMsgs == 0 || st.RTS != 0) {
 			return fmt.Errorf("stats %+v: want messages through the fastbox and the queue, none by rendezvous", st)
 		}
-		return farewell(ep, 1-p.Rank)
+		return nil
 	})
 }
 
@@ -319,36 +307,62 @@ func TestTypedEager(t *testing.T) {
 // longer ones go by rendezvous as descriptions (lmt.Engine's
 // StartSendType, StartRecvType), each typed side staging exactly its
 // blocks under a page; the paper's shape of 64-byte and 256 KiB blocks
-// stages only the 64-byte ones.
+// stages only the 64-byte ones; a description too long for an RTS goes
+// by the cells.
 func TestTypedLMT(t *testing.T) {
+	typedJob(t, true, func(ep *nemesis.Endpoint) error {
+		sizes := []int{100, 20 << 10, attach.DefaultEagerMax + 1, 300<<10 + 7, 2<<20 + 3}
+		if err := typedSizes(ep, sizes, attach.DefaultEagerMax); err != nil {
+			return err
+		}
+		if err := paperShape(ep, 1<<20); err != nil {
+			return err
+		}
+		return tooManyBlocksForRTS(ep, 1<<20+1)
+	})
+}
+
+// typedJob runs body in both ranks of a two-process job, their endpoints
+// with attach's LMT when withLMT, and keeps either rank from leaving
+// before the other is done.
+func typedJob(t *testing.T, withLMT bool, body func(*nemesis.Endpoint) error) {
 	launchtest.Run(t, 2, func(p launch.Proc) error {
 		ep, err := nemesis.JoinProc(p, nil)
 		if err != nil {
 			return err
 		}
 		defer ep.Close()
-		l, err := attach.Attach(ep, attach.Options{})
-		if err != nil {
-			return err
-		}
-		defer l.Close()
-		tag := 0
-		for _, n := range []int{100, 20 << 10, attach.DefaultEagerMax + 1, 300<<10 + 7, 2<<20 + 3} {
-			for _, s := range typedShapes {
-				if err := typedExchange(ep, n, tag, s, uint64(tag), n > attach.DefaultEagerMax); err != nil {
-					return err
-				}
-				tag++
+		if withLMT {
+			l, err := attach.Attach(ep, attach.Options{})
+			if err != nil {
+				return err
 			}
+			defer l.Close()
 		}
-		if err := paperShape(ep, tag); err != nil {
+		if err := body(ep); err != nil {
 			return err
 		}
-		if err := tooManyBlocksForRTS(ep, tag+1); err != nil {
+		if err := ep.Send(1-p.Rank, nemesis.MaxTag-1, nil); err != nil {
 			return err
 		}
-		return farewell(ep, 1-p.Rank)
+		_, err = ep.Recv(1-p.Rank, nemesis.MaxTag-1, nil)
+		return err
 	})
+}
+
+// typedSizes runs every shape at every size, the messages of more than
+// eagerMax bytes by rendezvous.
+func typedSizes(ep *nemesis.Endpoint, sizes []int, eagerMax int) error {
+	tag := 0
+	for _, n := range sizes {
+		for _, s := range typedShapes {
+			if err := typedExchange(ep, n, tag, s, uint64(tag), n > eagerMax); err != nil {
+				return err
+			}
+			tag++
+		}
+	}
+	return nil
 }
 
 // paperShape sends the indexed type of Aumage et al. (CAC 2007, §5.3),
@@ -365,95 +379,71 @@ func paperShape(ep *nemesis.Endpoint, tag int) error {
 		lens, disps = append(lens, n), append(disps, end+8)
 		end += 8 + n
 	}
-	typ, err := datatype.Indexed(lens, disps)
+	r, err := indexedAcross(ep, tag, lens, disps)
 	if err != nil {
-		return err
+		return fmt.Errorf("paper shape: %w", err)
 	}
-	base := make([]byte, typ.Extent())
-	var r nemesis.Request
-	if ep.Rank() == 0 {
-		for i := range base {
-			base[i] = byte(i * 7)
-		}
-		err = ep.IsendType(&r, 1, tag, base, typ)
-	} else {
-		err = ep.IrecvType(&r, 0, tag, base, typ)
-	}
-	if err == nil {
-		err = ep.Wait(&r)
-	}
-	if err != nil {
-		return fmt.Errorf("paper shape, rank %d: %w", ep.Rank(), err)
-	}
-	if st, ok := attach.Stats(&r); !ok || st.Staged != 4*64 {
+	if st, ok := attach.Stats(r); !ok || st.Staged != 4*64 {
 		return fmt.Errorf("paper shape, rank %d: stats %+v (%v), want 256 bytes staged", ep.Rank(), st, ok)
-	}
-	if ep.Rank() == 0 {
-		return nil
-	}
-	for i := range base {
-		in := false
-		for b := range lens {
-			in = in || int64(i) >= disps[b] && int64(i) < disps[b]+lens[b]
-		}
-		if want := byte(i * 7); in && base[i] != want || !in && base[i] != 0 {
-			return fmt.Errorf("paper shape: byte %d is %#x (in a block: %v)", i, base[i], in)
-		}
 	}
 	return nil
 }
 
 // tooManyBlocksForRTS sends an indexed type of 6,000 blocks (72 KB,
-// over the eager limit) whose encoding does not fit an RTS: the LMT
-// refuses it, and the cells carry it instead, to a typed receive.
+// over the eager limit) whose encoding does not fit an RTS: the cells
+// carry it, to a typed receive, where a rendezvous would fail.
 func tooManyBlocksForRTS(ep *nemesis.Endpoint, tag int) error {
 	lens, disps := make([]int64, 6000), make([]int64, 6000)
 	for i := range lens {
 		lens[i], disps[i] = 12, int64(i)*16+int64(i%3)
 	}
-	typ, err := datatype.Indexed(lens, disps)
-	if err != nil {
-		return err
-	}
-	base := make([]byte, typ.Extent())
-	var r nemesis.Request
-	if ep.Rank() == 0 {
-		for i := range base {
-			base[i] = byte(i * 13)
-		}
-		err = ep.IsendType(&r, 1, tag, base, typ)
-	} else {
-		err = ep.IrecvType(&r, 0, tag, base, typ)
-	}
-	if err == nil {
-		err = ep.Wait(&r)
-	}
+	r, err := indexedAcross(ep, tag, lens, disps)
 	switch {
 	case err != nil:
-		return fmt.Errorf("6000 blocks, rank %d: %w", ep.Rank(), err)
+		return fmt.Errorf("6000 blocks: %w", err)
 	case r.ViaLMT():
 		return fmt.Errorf("6000 blocks, rank %d: went by the LMT, want the cells", ep.Rank())
-	case ep.Rank() == 0:
-		return nil
-	}
-	if st := r.Status(); st.Count != 72000 || st.Len != 72000 {
-		return fmt.Errorf("6000 blocks: status %+v, want 72000 bytes", st)
-	}
-	for b := range lens {
-		for i := disps[b]; i < disps[b]+lens[b]; i++ {
-			if base[i] != byte(i*13) {
-				return fmt.Errorf("6000 blocks: byte %d is %#x, want %#x", i, base[i], byte(i*13))
-			}
-		}
 	}
 	return nil
 }
 
-// farewell keeps either rank from leaving before the other is done.
-func farewell(ep *nemesis.Endpoint, peer int) error {
-	if err := ep.Send(peer, nemesis.MaxTag-1, nil); err != nil {
-		return err
+// indexedAcross sends the indexed type of lens and disps from rank 0's
+// base, byte i holding byte(i*7), to the same type over rank 1's zeroed
+// base, and has rank 1 check every byte of it: the blocks hold what was
+// sent, the gaps are still zero. It returns each rank's request.
+func indexedAcross(ep *nemesis.Endpoint, tag int, lens, disps []int64) (*nemesis.Request, error) {
+	typ, err := datatype.Indexed(lens, disps)
+	if err != nil {
+		return nil, err
 	}
-	_, err := ep.Recv(peer, nemesis.MaxTag-1, nil)
-	return err
+	base := make([]byte, typ.Extent())
+	r := new(nemesis.Request)
+	if ep.Rank() == 0 {
+		for i := range base {
+			base[i] = byte(i * 7)
+		}
+		err = ep.IsendType(r, 1, tag, base, typ)
+	} else {
+		err = ep.IrecvType(r, 0, tag, base, typ)
+	}
+	if err == nil {
+		err = ep.Wait(r)
+	}
+	if err != nil || ep.Rank() == 0 {
+		return r, err
+	}
+	if st := r.Status(); st.Count != int(typ.Size()) || st.Len != int(typ.Size()) {
+		return r, fmt.Errorf("status %+v, want %d bytes", st, typ.Size())
+	}
+	b := 0
+	for i := range base {
+		for b < len(lens) && int64(i) >= disps[b]+lens[b] {
+			b++
+		}
+		in := b < len(lens) && int64(i) >= disps[b]
+		if want := byte(i * 7); in && base[i] != want || !in && base[i] != 0 {
+			return r, fmt.Errorf("byte %d is %#x (in a block: %v)", i, base[i], in)
+		}
+	}
+	return r, nil
 }

@@ -21,6 +21,23 @@ func TestCompareTyped(t *testing.T) {
 	if rs[0].TypedVsPack == nil || *rs[0].TypedVsPack != 1.5 || rs[1].TypedVsPack != nil || rs[2].TypedVsPack != nil {
 		t.Fatalf("ratios %v %v %v: want 1.5 on the typed row with a pack row only", rs[0].TypedVsPack, rs[1].TypedVsPack, rs[2].TypedVsPack)
 	}
+	recs := csvRecords(t, rs)
+	i := slices.Index(recs[0], "typed_vs_pack")
+	if i < 0 || recs[1][i] != "1.5" || recs[2][i] != "" || recs[3][i] != "" {
+		t.Fatalf("CSV typed_vs_pack column %d: %q", i, recs)
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, rs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "typed ÷ pack  3.00 GB/s ÷ 2.00 GB/s  = 1.50  (latency 2.00 µs vs 3.00 µs)") {
+		t.Errorf("table without the ratio line:\n%s", b.String())
+	}
+}
+
+// csvRecords writes rs as CSV and reads the records back.
+func csvRecords(t *testing.T, rs []Result) [][]string {
+	t.Helper()
 	var b bytes.Buffer
 	if err := WriteCSV(&b, rs); err != nil {
 		t.Fatal(err)
@@ -29,15 +46,5 @@ func TestCompareTyped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.Index(recs[0], "typed_vs_pack")
-	if i < 0 || recs[1][i] != "1.5" || recs[2][i] != "" || recs[3][i] != "" {
-		t.Fatalf("CSV typed_vs_pack column %d: %q", i, recs)
-	}
-	b.Reset()
-	if err := WriteTable(&b, rs); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), "typed ÷ pack  3.00 GB/s ÷ 2.00 GB/s  = 1.50  (latency 2.00 µs vs 3.00 µs)") {
-		t.Errorf("table without the ratio line:\n%s", b.String())
-	}
+	return recs
 }

@@ -22,8 +22,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,8 +30,8 @@ import (
 	"github.com/knemesis/knemesis/datatype"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
-	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/selfjob"
 )
 
 // EnvSpec carries the JSON Spec to the ranks of a job.
@@ -80,8 +78,8 @@ const (
 // line to out.
 func Worker(p launch.Proc, out io.Writer) error {
 	var s Spec
-	if err := json.Unmarshal([]byte(os.Getenv(EnvSpec)), &s); err != nil {
-		return fmt.Errorf("reading %s: %w", EnvSpec, err)
+	if err := selfjob.ReadSpec(EnvSpec, &s); err != nil {
+		return err
 	}
 	if p.Size != 2 || s.Rounds < 1 || s.Iters < 1 {
 		return fmt.Errorf("typedbench: job of %d ranks, %d rounds of %d iterations", p.Size, s.Rounds, s.Iters)
@@ -90,13 +88,7 @@ func Worker(p launch.Proc, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	runtime.LockOSThread()
-	if s.CPUs != nil {
-		if err := machine.PinProcess(s.CPUs[p.Rank]); err != nil {
-			return err
-		}
-	}
-	ep, err := nemesis.JoinProc(p, nil)
+	ep, err := selfjob.Join(p, s.CPUs)
 	if err != nil {
 		return err
 	}
