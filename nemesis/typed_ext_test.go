@@ -318,7 +318,10 @@ func TestTypedLMT(t *testing.T) {
 		if err := paperShape(ep, 1<<20); err != nil {
 			return err
 		}
-		return tooManyBlocksForRTS(ep, 1<<20+1)
+		if err := tooManyBlocksForRTS(ep, 1<<20+1); err != nil {
+			return err
+		}
+		return bufferToLongDescription(ep, 1<<20+2)
 	})
 }
 
@@ -403,6 +406,69 @@ func tooManyBlocksForRTS(ep *nemesis.Endpoint, tag int) error {
 		return fmt.Errorf("6000 blocks: %w", err)
 	case r.ViaLMT():
 		return fmt.Errorf("6000 blocks, rank %d: went by the LMT, want the cells", ep.Rank())
+	}
+	return nil
+}
+
+// bufferToLongDescription sends 72,000 bytes from one buffer, by
+// rendezvous, to a typed receive of 6,000 blocks: the sender's backend
+// (shm) takes no description, and the receiver's fallback (cma-write)
+// must name it in a CTS, too short for it. Either the message arrives
+// whole, or both sides fail with an error and nothing is written to the
+// receiver's buffer; neither hangs.
+func bufferToLongDescription(ep *nemesis.Endpoint, tag int) error {
+	lens, disps := make([]int64, 6000), make([]int64, 6000)
+	for i := range lens {
+		lens[i], disps[i] = 12, int64(i)*16+int64(i%3)
+	}
+	typ, err := datatype.Indexed(lens, disps)
+	if err != nil {
+		return err
+	}
+	msg := make([]byte, typ.Size())
+	for i := range msg {
+		msg[i] = byte(i*5 + 1)
+	}
+	var r nemesis.Request
+	if ep.Rank() == 0 {
+		err = ep.Isend(&r, 1, tag, msg)
+		if err == nil {
+			err = ep.Wait(&r)
+		}
+		return sameOutcome(ep, err)
+	}
+	base := bytes.Repeat([]byte{guard}, int(typ.Extent())+1)
+	err = ep.IrecvType(&r, 0, tag, base, typ)
+	if err == nil {
+		err = ep.Wait(&r)
+	}
+	want := bytes.Repeat([]byte{guard}, len(base))
+	if err == nil {
+		c := typ.Cursor()
+		c.Unpack(want, msg)
+	}
+	if !bytes.Equal(base, want) {
+		return fmt.Errorf("buffer to 6000 blocks (error %v): the receive buffer holds other bytes than it should", err)
+	}
+	return sameOutcome(ep, err)
+}
+
+// sameOutcome tells the peer whether this rank's side failed and checks
+// that the peer's did too, or neither.
+func sameOutcome(ep *nemesis.Endpoint, err error) error {
+	mine, theirs := []byte{0}, []byte{0}
+	if err != nil {
+		mine[0] = 1
+	}
+	peer := 1 - ep.Rank()
+	if serr := ep.Send(peer, nemesis.MaxTag-2, mine); serr != nil {
+		return serr
+	}
+	if _, rerr := ep.Recv(peer, nemesis.MaxTag-2, theirs); rerr != nil {
+		return rerr
+	}
+	if mine[0] != theirs[0] {
+		return fmt.Errorf("rank %d: error %v, the peer failed: %v", ep.Rank(), err, theirs[0] == 1)
 	}
 	return nil
 }
