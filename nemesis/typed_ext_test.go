@@ -396,10 +396,7 @@ func paperShape(ep *nemesis.Endpoint, tag int) error {
 // over the eager limit) whose encoding does not fit an RTS: the cells
 // carry it, to a typed receive, where a rendezvous would fail.
 func tooManyBlocksForRTS(ep *nemesis.Endpoint, tag int) error {
-	lens, disps := make([]int64, 6000), make([]int64, 6000)
-	for i := range lens {
-		lens[i], disps[i] = 12, int64(i)*16+int64(i%3)
-	}
+	lens, disps := manyBlocks()
 	r, err := indexedAcross(ep, tag, lens, disps)
 	switch {
 	case err != nil:
@@ -410,6 +407,16 @@ func tooManyBlocksForRTS(ep *nemesis.Endpoint, tag int) error {
 	return nil
 }
 
+// manyBlocks describes 6,000 blocks of 12 bytes, 72,000 bytes over the
+// eager limit, whose encoding (about 12 KB) fits neither an RTS nor a CTS.
+func manyBlocks() (lens, disps []int64) {
+	lens, disps = make([]int64, 6000), make([]int64, 6000)
+	for i := range lens {
+		lens[i], disps[i] = 12, int64(i)*16+int64(i%3)
+	}
+	return lens, disps
+}
+
 // bufferToLongDescription sends 72,000 bytes from one buffer, by
 // rendezvous, to a typed receive of 6,000 blocks: the sender's backend
 // (shm) takes no description, and the receiver's fallback (cma-write)
@@ -417,11 +424,7 @@ func tooManyBlocksForRTS(ep *nemesis.Endpoint, tag int) error {
 // whole, or both sides fail with an error and nothing is written to the
 // receiver's buffer; neither hangs.
 func bufferToLongDescription(ep *nemesis.Endpoint, tag int) error {
-	lens, disps := make([]int64, 6000), make([]int64, 6000)
-	for i := range lens {
-		lens[i], disps[i] = 12, int64(i)*16+int64(i%3)
-	}
-	typ, err := datatype.Indexed(lens, disps)
+	typ, err := datatype.Indexed(manyBlocks())
 	if err != nil {
 		return err
 	}
