@@ -39,7 +39,9 @@
 // arrays, vmsplice/readv lists, a gather/scatter copy per ring slot),
 // never through an intermediate packed buffer. A list whose non-empty
 // entries do not fit a CMA handle (lmt.Config.MaxSegments) goes by another
-// backend of the preference list.
+// backend of the preference list. A message sent or received with a
+// derived datatype (Endpoint.IsendType, IrecvType) reaches the engine as
+// its description (StartSendType, StartRecvType), for a CMA backend.
 package attach
 
 import (
@@ -300,18 +302,35 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	l.release(st)
 	// The request's own list, Isendv's entries as the caller gave them:
 	// the engine copies the list (not the bytes) and each backend moves
-	// the entries with its native iovec handling, no packing.
-	t, n, err := l.eng.StartSend(r.Peer(), r.Iov(), backend, rts)
+	// the entries with its native iovec handling, no packing. A typed
+	// request's description goes as such, to a CMA backend.
+	t, n, err := l.startSend(r, backend, rts)
 	if err != nil && selected && unavailable(err) {
 		// The selector's choice cannot take this message now (arena-copy
 		// with every slot in flight): the preference list can.
-		t, n, err = l.eng.StartSend(r.Peer(), r.Iov(), "", rts)
+		t, n, err = l.startSend(r, "", rts)
 	}
 	if err != nil {
 		return 0, err
 	}
 	t.User, st.t = r, t
 	return n, nil
+}
+
+// startSend starts r's transfer on backend: of its list, or of its
+// description when it is typed (Endpoint.IsendType). A chosen backend
+// that takes no description gives way to the first of the preference
+// list that does.
+func (l *LMT) startSend(r *nemesis.Request, backend string, rts []byte) (*lmt.Transfer, int, error) {
+	typ := r.Type()
+	if typ == nil {
+		return l.eng.StartSend(r.Peer(), r.Iov(), backend, rts)
+	}
+	t, n, err := l.eng.StartSendType(r.Peer(), r.Buf(), typ, backend, rts)
+	if err != nil && backend != "" {
+		t, n, err = l.eng.StartSendType(r.Peer(), r.Buf(), typ, "", rts)
+	}
+	return t, n, err
 }
 
 // unavailable reports whether err is an *lmt.Unavailable: apart from
@@ -335,7 +354,13 @@ func (l *LMT) release(st *request) {
 func (l *LMT) StartRecv(r *nemesis.Request, rts []byte) error {
 	st := stateOf(r)
 	l.release(st)
-	t, err := l.eng.StartRecv(r.Peer(), rts, r.Iov())
+	var t *lmt.Transfer
+	var err error
+	if typ := r.Type(); typ != nil {
+		t, err = l.eng.StartRecvType(r.Peer(), rts, r.Buf(), typ)
+	} else {
+		t, err = l.eng.StartRecv(r.Peer(), rts, r.Iov())
+	}
 	if err != nil {
 		return err
 	}
@@ -348,6 +373,10 @@ func (l *LMT) StartRecv(r *nemesis.Request, rts []byte) error {
 	l.ep.Complete(r, 0, t.Err())
 	return nil
 }
+
+// Datatypes implements nemesis.LMTDatatypes: typed messages go to the
+// engine's StartSendType and StartRecvType.
+func (l *LMT) Datatypes() bool { return true }
 
 // HandleControl implements nemesis.LMT.
 func (l *LMT) HandleControl(src int, pkt []byte) error { return l.eng.HandleControl(src, pkt) }
@@ -411,8 +440,9 @@ type control struct{ ep *nemesis.Endpoint }
 func (c control) Send(dst int, pkt []byte) (bool, error) { return c.ep.SendControl(dst, pkt) }
 
 var (
-	_ nemesis.LMT        = (*LMT)(nil)
-	_ nemesis.LMTMeter   = (*LMT)(nil)
-	_ nemesis.LMTPoller  = (*LMT)(nil)
-	_ nemesis.LMTChooser = (*LMT)(nil)
+	_ nemesis.LMT          = (*LMT)(nil)
+	_ nemesis.LMTMeter     = (*LMT)(nil)
+	_ nemesis.LMTPoller    = (*LMT)(nil)
+	_ nemesis.LMTChooser   = (*LMT)(nil)
+	_ nemesis.LMTDatatypes = (*LMT)(nil)
 )

@@ -236,5 +236,5 @@ func (ep *Endpoint) InArena(iov [][]byte) bool {
 // in the arena: longer than a fastbox carries (one short copy each side
 // beats a rendezvous), and an LMT is there to take it.
 func (ep *Endpoint) viaArena(r *Request) bool {
-	return ep.arena.mem != nil && ep.lmt != nil && r.msgLen > ep.seg.fboxPayload && ep.InArena(r.Iov())
+	return ep.arena.mem != nil && ep.lmt != nil && r.typ == nil && r.msgLen > ep.seg.fboxPayload && ep.InArena(r.Iov())
 }

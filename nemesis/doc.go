@@ -190,6 +190,31 @@
 // backend to move with its own iovec handling, such as process_vm_readv's.
 // The single-buffer calls keep their direct copies, one flag test away.
 //
+// IsendType, IrecvType, SendType and RecvType take a base buffer and a
+// derived datatype (package datatype: vector, indexed) instead: the
+// message is the type's packed stream, its blocks' bytes in order, and
+// either side may use a type, a buffer or a list whatever the other uses,
+// as in MPI. A nil type or one whose extent passes its base is refused at
+// once (ErrInvalidArg, wrapping the *datatype.FieldError that names the
+// extent). An eager message is gathered from the blocks straight into the
+// fastbox or cells and scattered from there into the receiver's blocks by
+// a cursor, found again at each cell by position (O(log blocks)): no
+// packing buffer, no allocation per message or per block, and small typed
+// messages aggregate like any others. A longer message goes to the LMT
+// as its description when the LMT takes datatypes (LMTDatatypes: package
+// attach hands it to lmt.Engine's StartSendType and StartRecvType, which
+// stage blocks under a page and move larger ones in place, after
+// NewMadeleine's §5.3). The cells carry it instead with another LMT,
+// when its encoding does not fit an RTS (an indexed type of a few
+// thousand blocks), or when the LMT refuses it. A typed receive of a
+// rendezvous needs such an LMT too (else ErrNotSupported); one from a
+// plain buffer falls back to a backend whose CTS names the receiver's
+// description (cma-write), which must fit there, or the transfer fails on
+// both sides. A longer message than the receive's type fills every
+// block and ends with ErrTruncated; nothing outside the blocks is
+// written. Typed messages go between ranks of one node (ErrNotSupported
+// across Options.Net).
+//
 // # Ranks on other nodes (§2.2, §3.4-3.5)
 //
 // With Options.Net, only the ranks of this rank's node share its segment

@@ -156,6 +156,7 @@ type Endpoint struct {
 	lmt      LMT
 	lmtMeter LMTMeter  // lmt, when it can tell a Poll that moved payload
 	lmtFds   LMTPoller // lmt, when its transfers may wait on descriptors
+	lmtTypes bool      // lmt takes typed requests (LMTDatatypes)
 	pollFds  []unix.PollFd
 	am       AMHandler // one-sided layer (package rma), see am.go
 	amHeld   []heldAM  // active messages that came before the handler

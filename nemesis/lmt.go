@@ -46,7 +46,9 @@ import (
 // On both sides r.Iov() is the payload, whichever of Isend/Isendv or
 // Irecv/Irecvv started the request: an LMT that hands it to its backend as
 // is moves scattered buffers without packing them. r.Buf() is only set for
-// the single-buffer calls.
+// the single-buffer calls, and for the typed ones (IsendType, IrecvType),
+// whose r.Type() describes the payload over it and whose r.Iov() is nil:
+// only an LMT that says so (LMTDatatypes) is handed those.
 //
 // Errors: report the failure of one transfer through Complete. An error
 // returned by HandleControl means the packet stream itself is broken and
@@ -85,7 +87,7 @@ type LMT interface {
 // long message: an RTS reaching an endpoint without an LMT is an error.
 func (ep *Endpoint) SetLMT(l LMT, eagerMax int) error {
 	if l == nil {
-		ep.lmt, ep.lmtMeter, ep.lmtFds, ep.chooser = nil, nil, nil, nil
+		ep.lmt, ep.lmtMeter, ep.lmtFds, ep.chooser, ep.lmtTypes = nil, nil, nil, nil, false
 		ep.eagerMax, ep.chooseAbove = maxInt, maxInt
 		return nil
 	}
@@ -95,6 +97,8 @@ func (ep *Endpoint) SetLMT(l LMT, eagerMax int) error {
 	ep.lmt, ep.eagerMax, ep.chooseAbove = l, eagerMax, eagerMax
 	ep.lmtMeter, _ = l.(LMTMeter)
 	ep.lmtFds, _ = l.(LMTPoller)
+	d, ok := l.(LMTDatatypes)
+	ep.lmtTypes = ok && d.Datatypes()
 	if ep.chooser, _ = l.(LMTChooser); ep.chooser != nil {
 		ep.chooseAbove = max(min(ep.chooser.ChooseAbove(), eagerMax), 0)
 	}

@@ -327,6 +327,10 @@ func (ep *Endpoint) startLMTRecv(r *Request, rts []byte) error {
 		ep.finish(r, 0, errorf(ErrNoLMT, "rank %d sent a %d-byte message by rendezvous", r.peer, r.msgLen))
 		return nil
 	}
+	if r.typ != nil && !ep.lmtTypes {
+		ep.finish(r, 0, errorf(ErrNotSupported, "rank %d sent a %d-byte message by rendezvous to a typed receive, and this rank's LMT does not take datatypes", r.peer, r.msgLen))
+		return nil
+	}
 	ep.holdLMT(r)
 	if err := ep.lmt.StartRecv(r, rts); err != nil {
 		ep.releaseLMT(r)

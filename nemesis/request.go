@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"github.com/knemesis/knemesis/datatype"
 	"github.com/knemesis/knemesis/internal/memcopy"
 	"github.com/knemesis/knemesis/nemesis/internal/ilist"
 )
@@ -44,22 +45,24 @@ type Request struct {
 	ep     *Endpoint
 	op     reqOp
 	state  reqState
-	inLMT  bool      // the LMT holds it; only Complete finishes it
-	viaLMT bool      // the current message was handed to the LMT
-	vec    bool      // the payload is in iov (Isendv, Irecvv), not buf
-	seqd   bool      // send: first cell or fastbox already sent
-	peer   int       // destination, or the source asked for (AnySource) then matched
-	tag    int       // tag (AnyTag until matched for a wildcard receive)
-	buf    [1][]byte // Isend's or Irecv's buffer: a list of one for Iov
-	iov    [][]byte  // Isendv's or Irecvv's list, the caller's own: no allocation
-	room   int       // recv: bytes the buffer or list holds
-	msgLen int       // sender's message length (recv: known once matched)
-	n      int       // bytes moved so far / at completion
-	cur    int       // vec: the entry the next byte comes from or goes to
-	curOff int       // vec: offset of that byte in it
-	err    error     // completion status
-	sent   int       // send: payload bytes already put into cells
-	netOut int32     // packets (and a rendezvous receive's read) with the network module, not yet reported
+	inLMT  bool           // the LMT holds it; only Complete finishes it
+	viaLMT bool           // the current message was handed to the LMT
+	vec    bool           // the payload is in iov (Isendv, Irecvv) or typ, not buf alone
+	seqd   bool           // send: first cell or fastbox already sent
+	cells  bool           // typed send: the cells carry it whatever its length (lmtTakes)
+	peer   int            // destination, or the source asked for (AnySource) then matched
+	tag    int            // tag (AnyTag until matched for a wildcard receive)
+	buf    [1][]byte      // Isend's or Irecv's buffer: a list of one for Iov
+	iov    [][]byte       // Isendv's or Irecvv's list, the caller's own: no allocation
+	typ    *datatype.Type // IsendType's or IrecvType's description of buf (typed.go)
+	room   int            // recv: bytes the buffer or list holds
+	msgLen int            // sender's message length (recv: known once matched)
+	n      int            // bytes moved so far / at completion
+	cur    int            // vec: the entry the next byte comes from or goes to
+	curOff int            // vec: offset of that byte in it
+	err    error          // completion status
+	sent   int            // send: payload bytes already put into cells
+	netOut int32          // packets (and a rendezvous receive's read) with the network module, not yet reported
 	// rdv: a network rendezvous (netrdv.go) is under way: a send waits
 	// for its DONE, a receive for its read and DONE's report; netSlot is
 	// its cookie (a send's entry in netPath.rdv, or the sender's).
@@ -89,8 +92,9 @@ func (r *Request) Cap() int { return r.room }
 // LMT (so that LMTData describes it, not an earlier message).
 func (r *Request) ViaLMT() bool { return r.viaLMT }
 
-// Buf returns the user buffer of a request started by Isend or Irecv, nil
-// for one started by Isendv or Irecvv (see Iov).
+// Buf returns the user buffer of a request started by Isend or Irecv, or
+// the base buffer of one started by IsendType or IrecvType (see Type);
+// nil for one started by Isendv or Irecvv (see Iov).
 func (r *Request) Buf() []byte { return r.buf[0] }
 
 // Iov returns the request's payload as an iovec list, whichever call
@@ -98,7 +102,8 @@ func (r *Request) Buf() []byte { return r.buf[0] }
 // entries in message order, zero-length ones included), a one-entry list
 // holding Buf() for Isend and Irecv. An LMT hands it to its backend as is,
 // so that scattered buffers move without being packed. The one-entry list
-// lives in the request: asking for it allocates nothing.
+// lives in the request: asking for it allocates nothing. A typed request
+// (Type not nil) has no list: nil.
 func (r *Request) Iov() [][]byte {
 	if r.vec {
 		return r.iov
@@ -147,16 +152,24 @@ func (r *Request) deliver(data []byte) {
 	r.n += memcopy.Copy(r.buf[0][r.n:], data)
 }
 
-// scatter is deliver for a list.
+// scatter is deliver for a list or a type.
 func (r *Request) scatter(data []byte) {
+	if r.typ != nil {
+		r.n += r.walkType(r.n, data, true)
+		return
+	}
 	var k int
 	r.cur, r.curOff, k = walkIov(r.iov, r.cur, r.curOff, data, true)
 	r.n += k
 }
 
-// gather copies the next len(dst) bytes of a list send into dst (a cell or
-// fastbox).
+// gather copies the next len(dst) bytes of a list or typed send, from
+// byte r.sent on, into dst (a cell or fastbox).
 func (r *Request) gather(dst []byte) {
+	if r.typ != nil {
+		r.walkType(r.sent, dst, false)
+		return
+	}
 	r.cur, r.curOff, _ = walkIov(r.iov, r.cur, r.curOff, dst, false)
 }
 

@@ -39,8 +39,13 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 	}
 	n := r.msgLen
 	if !r.seqd {
-		if n > ep.eagerMax || n > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, n) || ep.viaArena(r) {
-			return ep.sendRTS(r)
+		if (n > ep.eagerMax || n > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, n) || ep.viaArena(r)) && ep.lmtTakes(r) {
+			res, err := ep.sendRTS(r)
+			if err != nil && r.typ != nil && !r.seqd && ep.fatal == nil {
+				r.cells = true // see lmtTakes
+				return ep.trySend(r)
+			}
+			return res, err
 		}
 		if n <= s.fboxPayload {
 			fb, pl := p.outBox(&ep.stats)
@@ -109,7 +114,7 @@ const (
 func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 	p := &ep.peers[r.peer]
 	s := ep.seg
-	if s.fboxPayload >= fboxRTSMin && (!r.vec || len(r.iov) <= fboxRTSEntries) {
+	if s.fboxPayload >= fboxRTSMin && r.rtsFitsFbox() {
 		// Like any short packet (MPICH's send_header does the same),
 		// the RTS goes through its fastbox when it is free: one line
 		// to poll instead of a queue to walk, on both sides.

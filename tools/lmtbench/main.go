@@ -11,24 +11,44 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/cli"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/multiseg"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/typedbench"
 )
 
 func main() {
 	if p, ok := launch.Self(); ok {
-		if os.Getenv(multiseg.EnvSpec) != "" {
-			if err := multiseg.Worker(p, os.Stdout); err != nil {
-				fmt.Fprintf(os.Stderr, "rank %d: %v\n", p.Rank, err)
-				os.Exit(1)
-			}
-			os.Exit(0)
-		}
-		os.Exit(harness.Worker(p, os.Stdout, os.Stderr))
+		os.Exit(worker(p))
 	}
 	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// commandWorkers are the ranks of the commands that run jobs of their
+// own, each named by the environment variable carrying its spec.
+var commandWorkers = []struct {
+	env string
+	run func(launch.Proc, io.Writer) error
+}{
+	{multiseg.EnvSpec, multiseg.Worker},
+	{typedbench.EnvSpec, typedbench.Worker},
+}
+
+// worker runs this rank of a job and returns its exit status.
+func worker(p launch.Proc) int {
+	for _, w := range commandWorkers {
+		if os.Getenv(w.env) == "" {
+			continue
+		}
+		if err := w.run(p, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "rank %d: %v\n", p.Rank, err)
+			return 1
+		}
+		return 0
+	}
+	return harness.Worker(p, os.Stdout, os.Stderr)
 }

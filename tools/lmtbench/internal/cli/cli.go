@@ -19,6 +19,7 @@ import (
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/typedbench"
 )
 
 const usageText = `usage: lmtbench [command] [flags]
@@ -40,6 +41,12 @@ commands:
   peers      the same sizes and shapes over Open MPI, MPICH, UCX and libfabric, in the same run
   multiseg   ping-pong of 8 or 16 tagged segments per message (NewMadeleine §5.2): Nemesis
              with aggregation off, on, in a batch, and Open MPI's same Isends
+  vector     ping-pong of a vector datatype (NewMadeleine §5.3: Aumage, Brunet, Furmento,
+             Namyst, CAC 2007), --vectors COUNTxBLOCK/STRIDE (default 1Mx8/16,64x256K/512K):
+             typed send/receive (Endpoint.SendType) against pack + send + unpack (as MPICH),
+             interleaved, with the ratio typed ÷ pack
+  indexed    the same for the paper's indexed type: --blocks (default 1000) alternating
+             --small (64) and --large (256K) bytes; --backends is the LMT preference (cma)
   put, get   one-sided put (with notification) and get of package rma, per mechanism,
              in RWAPI's three shapes: pingpong, bidir, stream (Ben Fredj and Renault)
 
@@ -121,6 +128,10 @@ type options struct {
 	shapes     string // peers: which shapes
 	peerNames  string // peers: which peers
 	segs       string // multiseg: segment counts
+	vectors    string // vector: COUNTxBLOCK/STRIDE list
+	blocks     int    // indexed: block count
+	small      string // indexed: small block size
+	large      string // indexed: large block size
 
 	// alongside measures more rows in each round and size of interleave
 	// (lmtbench peers).
@@ -171,6 +182,10 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.shapes, "shapes", "", "peers: shapes to measure, of pingpong, netpipe and stream (default all three)")
 	fs.StringVar(&o.peerNames, "peers", "", "peers: which peer stacks (default every one installed; lmtbench peers --help lists them)")
 	fs.StringVar(&o.segs, "segs", "", "multiseg: segments per message, a comma list (default "+multisegSegs+"; 1 is the plain ping-pong)")
+	fs.StringVar(&o.vectors, "vectors", "", "vector: shapes COUNTxBLOCK/STRIDE, a comma list (default "+typedVectors+")")
+	fs.IntVar(&o.blocks, "blocks", typedBlocks, "indexed: number of blocks, alternating --small and --large bytes")
+	fs.StringVar(&o.small, "small", "", "indexed: length of the small blocks (default "+typedSmall+")")
+	fs.StringVar(&o.large, "large", "", "indexed: length of the large blocks (default "+typedLarge+")")
 	fs.BoolVar(&o.json, "json", false, "print results as a JSON array instead of the table")
 	fs.BoolVar(&o.csv, "csv", false, "print results as CSV instead of the table (schema in tools/lmtbench/README.md)")
 	fs.BoolVar(&o.benchfmt, "benchfmt", false, "print Go benchmark lines for benchstat instead of the table")
@@ -268,13 +283,15 @@ func init() {
 		"copies":    runCopies,
 		"peers":     runPeers,
 		"multiseg":  runMultiseg,
+		"vector":    runTyped(typedbench.Vector),
+		"indexed":   runTyped(typedbench.Indexed),
 		"put":       runRMA("put"),
 		"get":       runRMA("get"),
 	}
 }
 
 func commandList() string {
-	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers, multiseg, put, get"
+	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers, multiseg, vector, indexed, put, get"
 }
 
 func run(args []string, stdout, stderr io.Writer) error {

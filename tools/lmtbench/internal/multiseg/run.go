@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/selfjob"
 )
 
 //go:embed mpi/multiseg.c
@@ -97,26 +97,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 }
 
 func runNemesis(ctx context.Context, s Spec, cfg Config) (Result, error) {
-	js, err := json.Marshal(s)
-	if err != nil {
-		return Result{}, err
-	}
-	// A file, not a buffer: the ranks write it themselves, so that all
-	// they wrote is there when launch.Run returns.
-	out, err := os.CreateTemp("", "lmtbench-multiseg-*.json")
-	if err != nil {
-		return Result{}, err
-	}
-	defer os.Remove(out.Name())
-	defer out.Close()
-	err = launch.Run(ctx, launch.Options{
-		Procs: 2, Args: []string{}, Env: []string{EnvSpec + "=" + string(js)},
-		Timeout: cfg.Timeout, Stdout: out, Stderr: cfg.Stderr,
-	})
-	if err != nil {
-		return Result{}, err
-	}
-	b, err := os.ReadFile(out.Name())
+	b, err := selfjob.Run(ctx, EnvSpec, s, cfg.Timeout, cfg.Stderr)
 	if err != nil {
 		return Result{}, err
 	}

@@ -16,13 +16,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"time"
 
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
-	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/selfjob"
 )
 
 // EnvSpec carries the JSON Spec to the ranks of a multiseg job.
@@ -61,19 +59,13 @@ func (r Result) OneWay() time.Duration {
 // as one JSON line to out.
 func Worker(p launch.Proc, out io.Writer) error {
 	var s Spec
-	if err := json.Unmarshal([]byte(os.Getenv(EnvSpec)), &s); err != nil {
-		return fmt.Errorf("reading %s: %w", EnvSpec, err)
+	if err := selfjob.ReadSpec(EnvSpec, &s); err != nil {
+		return err
 	}
 	if p.Size != 2 || s.Segs < 1 || s.Size < 0 || s.Iters < 1 {
 		return fmt.Errorf("multiseg: job of %d ranks, %d segments of %d bytes, %d iterations", p.Size, s.Segs, s.Size, s.Iters)
 	}
-	runtime.LockOSThread()
-	if s.CPUs != nil {
-		if err := machine.PinProcess(s.CPUs[p.Rank]); err != nil {
-			return err
-		}
-	}
-	ep, err := nemesis.JoinProc(p, nil)
+	ep, err := selfjob.Join(p, s.CPUs)
 	if err != nil {
 		return err
 	}

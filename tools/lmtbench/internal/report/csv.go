@@ -41,6 +41,7 @@ import (
 //	path                        under mpirun or srun: shm, or net and the provider ("net ofi tcp;ofi_rxm"); empty otherwise
 //	provider                    under mpirun or srun: the network module's provider on a net path; empty otherwise
 //	partner                     under mpirun or srun: the rank rank 0 measured with; empty otherwise
+//	typed_vs_pack               vector, indexed: a typed row's throughput ÷ the pack row's; empty otherwise
 var CSVHeader = []string{
 	"mode", "backend", "reference", "size", "iterations", "messages", "seconds",
 	"bytes_per_sec", "latency_us", "procs",
@@ -49,7 +50,7 @@ var CSVHeader = []string{
 	"placement", "placement_latency_us", "samples", "samples_kept",
 	"pollution_working_set", "pollution_baseline_us", "pollution_after_us", "pollution_slowdown", "cpus",
 	"cpu_model", "kernel", "hostname", "go", "peer_stack", "peer_command",
-	"path", "provider", "partner",
+	"path", "provider", "partner", "typed_vs_pack",
 }
 
 // WriteCSV writes the header and one row per result.
@@ -74,9 +75,12 @@ func WriteCSV(w io.Writer, results []Result) error {
 		if r.Peer != nil {
 			peer = [2]string{r.Peer.Stack, r.Peer.Command}
 		}
-		partner := ""
+		partner, vsPack := "", ""
 		if r.Path != "" {
 			partner = strconv.Itoa(r.Partner)
+		}
+		if r.TypedVsPack != nil {
+			vsPack = g(*r.TypedVsPack)
 		}
 		row := []string{
 			r.Mode, r.Backend, strconv.FormatBool(r.Reference), strconv.Itoa(r.Size),
@@ -86,7 +90,7 @@ func WriteCSV(w io.Writer, results []Result) error {
 			g(r.CPUSecondsPerByte), g(r.CPUSecondsPerBytePerRank[0]), g(r.CPUSecondsPerBytePerRank[1]),
 			r.Placement, g(r.PlacementLatencyUs), strconv.Itoa(r.Samples), strconv.Itoa(r.SamplesKept),
 			pol[0], pol[1], pol[2], pol[3], cpuList(r.CPUs), r.Machine.CPUModel, r.Machine.Kernel, r.Machine.Hostname, r.Machine.Go,
-			peer[0], peer[1], r.Path, r.Provider, partner,
+			peer[0], peer[1], r.Path, r.Provider, partner, vsPack,
 		}
 		if err := cw.Write(row); err != nil {
 			return err

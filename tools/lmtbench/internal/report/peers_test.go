@@ -2,7 +2,6 @@ package report
 
 import (
 	"bytes"
-	"encoding/csv"
 	"encoding/json"
 	"math"
 	"os"
@@ -33,14 +32,7 @@ func peerRows() []Result {
 // HTML page's table and lines.
 func TestPeerRowsInEveryOutput(t *testing.T) {
 	rs := peerRows()
-	var b bytes.Buffer
-	if err := WriteCSV(&b, rs); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(&b).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := csvRecords(t, rs)
 	head := recs[0]
 	col := func(name string) int {
 		for i, h := range head {
@@ -57,7 +49,7 @@ func TestPeerRowsInEveryOutput(t *testing.T) {
 		t.Errorf("CSV rows %q", recs)
 	}
 
-	b.Reset()
+	var b bytes.Buffer
 	if err := WriteJSON(&b, rs); err != nil {
 		t.Fatal(err)
 	}

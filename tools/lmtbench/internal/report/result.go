@@ -56,6 +56,11 @@ type Result struct {
 	// with the best of them.
 	Peer    *PeerInfo `json:"peer,omitempty"`
 	VsPeers *VsPeers  `json:"vs_peers,omitempty"`
+	// TypedVsPack is, on a typed row of lmtbench vector or indexed, its
+	// throughput over the pack row's of the same mode and size, both
+	// medians of the run (CompareTyped): above 1 the typed path beat
+	// packing.
+	TypedVsPack *float64 `json:"typed_vs_pack,omitempty"`
 	// Path is how rank 0 reached its partner in a job a PMIx launcher
 	// started (lmtbench under mpirun or srun): "shm" within a node, "net "
 	// and the network module's provider between nodes ("net ofi

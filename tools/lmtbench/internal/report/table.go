@@ -19,6 +19,8 @@ var modeTitles = map[string]string{
 	"netpipe":  "ping-pong, NetPIPE style (each rank sends back the buffer it just received, dirty in its cache)",
 	"bidir":    "bidirectional ping-pong (both ranks send at once; latency and GB/s count both directions' messages)",
 	"stream":   "stream (burst: the sender does not wait for replies)",
+	"vector":   "vector: ping-pong of a vector datatype, typed against pack (half the round trip; GB/s of payload)",
+	"indexed":  "indexed: ping-pong of an indexed datatype, typed against pack (half the round trip; GB/s of payload)",
 }
 
 // WriteTable prints the results of each mode as a table, one row per size
@@ -94,6 +96,9 @@ func WriteTable(w io.Writer, results []Result) error {
 			return err
 		}
 		if err := writeSplitVsCMA(w, results, mode); err != nil {
+			return err
+		}
+		if err := writeTypedVsPack(w, results, mode); err != nil {
 			return err
 		}
 	}
