@@ -279,6 +279,9 @@ func (e *Engine) onCTS(t *Transfer, h *header, handle []byte) error {
 			return nil
 		}
 		old, oldFlow := t.ch, t.flow
+		if old.slot.copier == nil {
+			old.slot.release(t)
+		}
 		t.setChannel(ch)
 		oldFlow.leave(e, t, old, t.state)
 	}

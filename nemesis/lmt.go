@@ -188,6 +188,9 @@ func (ep *Endpoint) MaxControl() int { return ep.seg.payloadSize }
 // when no cell is free right now (retry from Progress). Control packets are
 // ordered with every other message from this rank to dst.
 func (ep *Endpoint) SendControl(dst int, pkt []byte) (ok bool, err error) {
+	if dst >= 0 && dst < ep.size && ep.peers[dst].net && ep.net != nil {
+		return ep.netControl(dst, pkt)
+	}
 	return ep.sendShort(dst, kindControl, pkt)
 }
 
