@@ -1,6 +1,7 @@
 package lmt
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -185,6 +186,10 @@ func (e *Engine) check(ch *channel) error {
 	return ch.refusal
 }
 
+// errMisplaced is behind the refusals of misplaced: a send that finds no
+// backend names the reason of one for its kind of peer before it.
+var errMisplaced = errors.New("a backend for the other kind of peer")
+
 // misplaced refuses a backend of one node for a rank on another, and a
 // Remote one for a rank of this node.
 func (e *Engine) misplaced(ch *channel) error {
@@ -193,11 +198,11 @@ func (e *Engine) misplaced(ch *channel) error {
 	case remote && !ch.slot.remote:
 		return &Unavailable{Backend: ch.slot.name, Peer: ch.peer,
 			Reason: fmt.Sprintf("rank %d is on another node; %s moves bytes within a node", ch.peer, ch.slot.name),
-			Fix:    "none needed: " + NetRead + " carries the messages of ranks on other nodes"}
+			Fix:    "none needed: " + NetRead + " carries the messages of ranks on other nodes", Err: errMisplaced}
 	case !remote && ch.slot.remote:
 		return &Unavailable{Backend: ch.slot.name, Peer: ch.peer,
 			Reason: fmt.Sprintf("rank %d is on this node; %s reaches other nodes only", ch.peer, ch.slot.name),
-			Fix:    "none needed: the backends of Config.Prefer carry the messages within a node"}
+			Fix:    "none needed: the backends of Config.Prefer carry the messages within a node", Err: errMisplaced}
 	}
 	return nil
 }

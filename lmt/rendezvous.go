@@ -90,8 +90,8 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 		if err == nil {
 			return s, nil
 		}
-		if first == nil {
-			first = err
+		if first == nil || errors.Is(first, errMisplaced) {
+			first = err // the reason of a backend for this kind of peer
 		}
 	}
 	if first == nil {

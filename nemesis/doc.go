@@ -208,8 +208,8 @@
 // netmod/netread), which moves the payload with the module's one-sided
 // read (NetReader: Expose, Read; libfabric's fi_read), reached through
 // ExposeNet and ReadNet so that Poll polls the module while reads are in
-// flight. Without an LMT, long remote messages go in packets. A remote
-// rank's failure, from
+// flight. Without an LMT, or over a module that cannot read, long remote
+// messages go in packets. A remote rank's failure, from
 // the module or from a blocked call's liveness probes, fails what waits on
 // it as a local rank's death does. Package netmod/ofinet (build tag ofi) is
 // the libfabric module; nil Options.Net is the one-node endpoint.

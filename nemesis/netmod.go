@@ -103,6 +103,7 @@ type netPath struct {
 	ctl        []*netCtl // packet slots of the LMT's RTSs and control packets (netrdv.go)
 	ctlFree    []int32   // idle entries of ctl
 	ctlSize    int       // bytes a slot holds: a cell's payload, within MaxPacket
+	reads      bool      // mod is a NetReader: long messages go through the LMT
 	lost       []netLoss // ranks a send found unreachable, for the next poll
 	events     *netEvents
 }
@@ -192,6 +193,7 @@ func (ep *Endpoint) joinNet() error {
 	}
 	ep.net.iov = make([][]byte, 0, 8)
 	ep.net.ctlSize = min(ep.seg.payloadSize, ep.net.maxPkt)
+	_, ep.net.reads = n.Module.(NetReader)
 	ep.net.events = (*netEvents)(ep)
 	return nil
 }
@@ -235,15 +237,17 @@ func putNetHdr(h []byte, kind uint32, src int, seq uint32, tag, n, total int) {
 // netSend hands r's next packets to the module: an eager message in one
 // packet, a longer one in packets of MaxPacket bytes (kindMsg then
 // kindCont, as cells), its entries sliced, never copied; a message the LMT
-// takes, as an RTS (netSendRTS). The request completes when the module has
-// reported all its packets (netSent), or when the LMT completes it.
+// takes, as an RTS (netSendRTS): past the eager limit, when the module
+// reads (the LMT's only backend for remote ranks reads). The request
+// completes when the module has reported all its packets (netSent), or
+// when the LMT completes it.
 func (ep *Endpoint) netSend(r *Request) (sendResult, error) {
 	n := ep.net
 	p := &ep.peers[r.peer]
 	if r.err != nil {
 		return ep.netAbort(r, r.err)
 	}
-	if !r.seqd && (r.inLMT || r.msgLen > ep.eagerMax || r.msgLen > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, r.msgLen)) {
+	if !r.seqd && n.reads && (r.inLMT || r.msgLen > ep.eagerMax || r.msgLen > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, r.msgLen)) {
 		return ep.netSendRTS(r)
 	}
 	for {

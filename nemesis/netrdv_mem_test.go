@@ -91,6 +91,14 @@ func JoinTwoNodesReading(t *testing.T) *ReadingJob {
 	return &ReadingJob{eps, mods, f}
 }
 
+// JoinTwoNodesNotReading joins four ranks, two per simulated node, whose
+// modules cannot read.
+func JoinTwoNodesNotReading(t *testing.T) *ReadingJob {
+	t.Helper()
+	eps, f := joinTwoNodes(t, 4096)
+	return &ReadingJob{Eps: eps, f: f}
+}
+
 // Counts returns what rank's module did: buffers exposed and unexposed,
 // reads started.
 func (j *ReadingJob) Counts(rank int) (exposed, unexposed, reads int) {

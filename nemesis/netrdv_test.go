@@ -267,3 +267,46 @@ func TestNetRendezvousBothPaths(t *testing.T) {
 		t.Fatalf("%d regions left exposed", n)
 	}
 }
+
+// TestNetRendezvousNeedsReads: with a module that cannot read, a long
+// message to a remote rank goes in packets, intact, and the engine says
+// why net-read cannot carry it; one to the node's rank still goes
+// through the LMT.
+func TestNetRendezvousNeedsReads(t *testing.T) {
+	job := nemesis.JoinTwoNodesNotReading(t)
+	ls := attachAll(t, job)
+	const n = 1 << 20
+	backends := map[int]string{}
+	nemesis.OnRanks(t, job.Eps, func(ep *nemesis.Endpoint) error {
+		switch ep.Rank() {
+		case 0:
+			for _, dst := range []int{1, 2} {
+				var r nemesis.Request
+				if err := ep.Isend(&r, dst, 1, nemesis.Pattern(n, dst)); err != nil {
+					return err
+				}
+				if err := ep.Wait(&r); err != nil {
+					return err
+				}
+				backends[dst] = backendOf(&r)
+			}
+		case 1, 2:
+			buf := make([]byte, n)
+			if _, err := ep.Recv(0, 1, buf); err != nil {
+				return err
+			}
+			if !bytes.Equal(buf, nemesis.Pattern(n, ep.Rank())) {
+				return fmt.Errorf("rank %d: the message from rank 0 differs", ep.Rank())
+			}
+		}
+		return nil
+	})
+	if backends[1] != lmt.DefaultPreference()[0] || backends[2] != "" {
+		t.Errorf("backends to ranks 1 and 2: %q, %q; want %q and none (packets)", backends[1], backends[2], lmt.DefaultPreference()[0])
+	}
+	err := ls[0].Engine().Check(lmt.NetRead, 2)
+	var u *lmt.Unavailable
+	if !errors.As(err, &u) || !strings.Contains(u.Reason, "no network module that reads remote memory") {
+		t.Errorf("Check(net-read, rank 2) over a module that cannot read: %v", err)
+	}
+}
