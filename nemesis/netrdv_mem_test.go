@@ -16,7 +16,8 @@ type memReader struct {
 	readErrs           []error
 	exposed, unexposed int
 	readCalls          int
-	refuse             int // Reads to answer "no room" to, first
+	refuse             int  // Reads to answer "no room" to, first
+	spoil              bool // Expose says its handle is 0 bytes long
 }
 
 func (m *memReader) Expose(dst int, buf []byte, h []byte) (int, int32, error) {
@@ -27,6 +28,9 @@ func (m *memReader) Expose(dst int, buf []byte, h []byte) (int, int32, error) {
 	f.regions[f.nextKey] = buf
 	binary.LittleEndian.PutUint64(h, uint64(f.nextKey))
 	m.exposed++
+	if m.spoil {
+		return 0, f.nextKey, nil
+	}
 	return 8, f.nextKey, nil
 }
 
@@ -110,6 +114,10 @@ func (j *ReadingJob) Counts(rank int) (exposed, unexposed, reads int) {
 // says how many refusals are left.
 func (j *ReadingJob) Refuse(rank, n int)   { j.mods[rank].refuse = n }
 func (j *ReadingJob) Refused(rank int) int { return j.mods[rank].refuse }
+
+// Spoil has rank's module name its exposed regions with empty handles, as
+// a broken module might.
+func (j *ReadingJob) Spoil(rank int) { j.mods[rank].spoil = true }
 
 // Exposed counts the regions still exposed in the fabric.
 func (j *ReadingJob) Exposed() int {

@@ -206,6 +206,41 @@ func TestNetRendezvousReadWaitsForRoom(t *testing.T) {
 	}
 }
 
+// TestNetRendezvousCorruptHandle: an RTS whose region has an empty key is
+// refused by the receiver, naming the sender and what is wrong, with its
+// buffer untouched; the sender fails with the receiver's word, and
+// unexposes its buffer.
+func TestNetRendezvousCorruptHandle(t *testing.T) {
+	job := nemesis.JoinTwoNodesReading(t)
+	attachAll(t, job)
+	job.Spoil(0)
+	const n = 1 << 20
+	nemesis.OnRanks(t, job.Eps, func(ep *nemesis.Endpoint) error {
+		switch ep.Rank() {
+		case 0:
+			err := ep.Send(2, 1, nemesis.Pattern(n, 1))
+			var re *lmt.RemoteError
+			if !errors.As(err, &re) || re.Rank != 2 || !strings.Contains(re.Msg, "net-read region") {
+				return fmt.Errorf("send with a spoiled key: %v, want rank 2's RemoteError naming the net-read region", err)
+			}
+		case 2:
+			buf := bytes.Repeat([]byte{0xee}, n)
+			_, err := ep.Recv(0, 1, buf)
+			var ce *lmt.CorruptError
+			if !errors.As(err, &ce) || ce.Rank != 0 || ce.Field != "net-read region" {
+				return fmt.Errorf("receive of a spoiled key: %v, want a CorruptError naming rank 0 and the net-read region", err)
+			}
+			if !bytes.Equal(buf, bytes.Repeat([]byte{0xee}, n)) {
+				return errors.New("a refused rendezvous wrote into the receive buffer")
+			}
+		}
+		return nil
+	})
+	if _, _, reads := job.Counts(2); reads != 0 || job.Exposed() != 0 {
+		t.Fatalf("%d reads, %d regions left exposed; want none", reads, job.Exposed())
+	}
+}
+
 // TestNetRendezvousBothPaths: one engine carries rank 0's long messages to
 // its node's rank 1 by a backend of the node and to rank 2, on the other
 // node, by net-read, and to no rank by the other kind: the engine refuses
@@ -308,5 +343,52 @@ func TestNetRendezvousNeedsReads(t *testing.T) {
 	var u *lmt.Unavailable
 	if !errors.As(err, &u) || !strings.Contains(u.Reason, "no network module that reads remote memory") {
 		t.Errorf("Check(net-read, rank 2) over a module that cannot read: %v", err)
+	}
+}
+
+// TestNetRendezvousSenderLostWhileReading: the sender is lost while the
+// receiver's read is in flight: the receive fails naming it, and once the
+// module has reported the read the receiver takes the next rendezvous,
+// from another rank, intact.
+func TestNetRendezvousSenderLostWhileReading(t *testing.T) {
+	job := nemesis.JoinTwoNodesReading(t)
+	attachAll(t, job)
+	const n = 1 << 20
+	var s, r nemesis.Request
+	if err := job.Eps[0].Isend(&s, 2, 1, nemesis.Pattern(n, 1)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, n)
+	if err := job.Eps[2].Irecv(&r, 0, 1, buf); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if _, _, reads := job.Counts(2); reads == 1 {
+			break
+		}
+		if err := job.Eps[2].Poll(); err != nil || i == 1000 {
+			t.Fatalf("no read started after %d polls: %v", i, err)
+		}
+	}
+	job.Lose(0, 2)
+	err := job.Eps[2].Wait(&r)
+	var pe *nemesis.PeerError
+	if !errors.As(err, &pe) || pe.Rank != 0 {
+		t.Fatalf("receive from a sender lost mid-read: %v, want a *PeerError naming rank 0", err)
+	}
+	nemesis.OnRanks(t, job.Eps[1:3], func(ep *nemesis.Endpoint) error {
+		if ep.Rank() == 1 {
+			return ep.Send(2, 2, nemesis.Pattern(n, 2))
+		}
+		if _, err := ep.Recv(1, 2, buf); err != nil {
+			return err
+		}
+		if !bytes.Equal(buf, nemesis.Pattern(n, 2)) {
+			return errors.New("the rendezvous after a lost one: bytes differ")
+		}
+		return nil
+	})
+	if _, _, reads := job.Counts(2); reads != 2 {
+		t.Fatalf("%d reads, want 2", reads)
 	}
 }
