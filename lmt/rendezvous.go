@@ -85,6 +85,9 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 		}
 		err := e.check(&s.chans[t.peer])
 		if err == nil && s.kind.handleInRTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
+			if first == nil || errors.Is(first, errMisplaced) {
+				first = fmt.Errorf("lmt: backend %s: the message's %d segments do not fit its handle (max %d, %d RTS bytes)", s.name, nonEmpty(t.iov), e.cfg.MaxSegments, room)
+			}
 			continue
 		}
 		if err == nil {

@@ -392,3 +392,24 @@ func TestNetRendezvousSenderLostWhileReading(t *testing.T) {
 		t.Fatalf("%d reads, want 2", reads)
 	}
 }
+
+// TestNetRendezvousTooManySegments: a long send to a remote rank of more
+// segments than an RTS names fails, saying so, not that the node's
+// backends cannot reach the rank; nothing is left exposed.
+func TestNetRendezvousTooManySegments(t *testing.T) {
+	job := nemesis.JoinTwoNodesReading(t)
+	attachAll(t, job)
+	segs := lmt.DefaultMaxSegments + 1
+	msg := nemesis.Pattern(segs*4096, 1)
+	iov := make([][]byte, segs)
+	for i := range iov {
+		iov[i] = msg[i*4096 : (i+1)*4096]
+	}
+	err := job.Eps[0].Sendv(2, 1, iov)
+	if want := fmt.Sprintf("backend %s: the message's %d segments do not fit its handle", lmt.NetRead, segs); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("send of %d segments to a remote rank: %v, want net-read's segment limit", segs, err)
+	}
+	if exposed, _, _ := job.Counts(0); exposed != 0 || job.Exposed() != 0 {
+		t.Fatalf("%d exposed, %d left; want none", exposed, job.Exposed())
+	}
+}

@@ -173,7 +173,7 @@ func (b *backend) Handle(t *lmt.Transfer, dst []byte) (int, error) {
 		}
 		if len(dst)-n <= regionHdr {
 			b.unexposeAll(x)
-			return 0, fmt.Errorf("netread: a send of %d segments to rank %d: the RTS has room for the keys of %d", nonEmpty(t.Buffers()), t.Peer(), count)
+			return 0, fmt.Errorf("netread: a send to rank %d of more segments than its RTS has room for: the keys of %d fill its %d bytes", t.Peer(), count, len(dst))
 		}
 		h := dst[n+regionHdr : n+regionHdr+min(len(dst)-n-regionHdr, nemesis.NetHandleMax)]
 		hn, slot, err := b.net.ExposeNet(t.Peer(), seg, h)
@@ -307,16 +307,6 @@ func slice(dst, iov [][]byte, off, n int64) [][]byte {
 		off, n = 0, n-k
 	}
 	return dst
-}
-
-func nonEmpty(iov [][]byte) int {
-	n := 0
-	for _, e := range iov {
-		if len(e) > 0 {
-			n++
-		}
-	}
-	return n
 }
 
 var (
