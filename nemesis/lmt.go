@@ -242,6 +242,9 @@ func (ep *Endpoint) Complete(r *Request, n int, err error) {
 		return // a late or duplicate completion must not corrupt request state
 	}
 	ep.releaseLMT(r)
+	if r.op == opSend && !r.seqd {
+		ep.unsentRTS(r) // a remote rank's, still in its window
+	}
 	if err == nil && r.op == opRecv && r.msgLen > r.room {
 		err = truncErr(r.msgLen, r.room)
 	}

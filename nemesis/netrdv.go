@@ -281,12 +281,24 @@ func (ep *Endpoint) dropNetRTS(rank int) {
 	for r := q.Front(); r != nil; {
 		next := r.links.Next()
 		if r.inLMT && !r.seqd {
-			q.Remove(&r.links)
-			ep.sendsOut--
-			ep.net.releaseCtl(ep.net.ctl[r.netSlot])
+			ep.unsentRTS(r)
 		}
 		r = next
 	}
+}
+
+// unsentRTS takes LMT send r, whose RTS waits in its slot for the module,
+// out of its window and gives the slot back (once: r.netSlot becomes -1),
+// when its rank is lost or the LMT completes it first (its engine
+// closed).
+func (ep *Endpoint) unsentRTS(r *Request) {
+	if ep.net == nil || !ep.peers[r.peer].net || r.netSlot < 0 {
+		return
+	}
+	ep.sendq[r.peer].Remove(&r.links)
+	ep.sendsOut--
+	ep.net.releaseCtl(ep.net.ctl[r.netSlot])
+	r.netSlot = -1
 }
 
 // reportLost fails the ranks the send path found unreachable.

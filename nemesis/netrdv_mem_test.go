@@ -18,6 +18,14 @@ type memReader struct {
 	readCalls          int
 	refuse             int  // Reads to answer "no room" to, first
 	spoil              bool // Expose says its handle is 0 bytes long
+	full               bool // Send has no room
+}
+
+func (m *memReader) Send(r *Request, dst int, hdr []byte, payload [][]byte) (bool, error) {
+	if m.full {
+		return false, nil
+	}
+	return m.memModule.Send(r, dst, hdr, payload)
 }
 
 func (m *memReader) Expose(dst int, buf []byte, h []byte) (int, int32, error) {
@@ -118,6 +126,17 @@ func (j *ReadingJob) Refused(rank int) int { return j.mods[rank].refuse }
 // Spoil has rank's module name its exposed regions with empty handles, as
 // a broken module might.
 func (j *ReadingJob) Spoil(rank int) { j.mods[rank].spoil = true }
+
+// Fill has rank's module answer every send with "no room" (full) or take
+// them again.
+func (j *ReadingJob) Fill(rank int, full bool) { j.mods[rank].full = full }
+
+// SlotsHeld counts rank's packet slots not idle: RTSs and control packets
+// the module holds or that wait for it.
+func (j *ReadingJob) SlotsHeld(rank int) int {
+	n := j.Eps[rank].net
+	return len(n.ctl) - len(n.ctlFree)
+}
 
 // Exposed counts the regions still exposed in the fabric.
 func (j *ReadingJob) Exposed() int {

@@ -413,3 +413,45 @@ func TestNetRendezvousTooManySegments(t *testing.T) {
 		t.Fatalf("%d exposed, %d left; want none", exposed, job.Exposed())
 	}
 }
+
+// TestNetRendezvousClosedBeforeRTS: an LMT send whose RTS waits for room
+// in the module when the engine closes fails with lmt.ErrClosed, its
+// buffer unexposed, and leaves the pair's window: the next message to the
+// rank goes and arrives.
+func TestNetRendezvousClosedBeforeRTS(t *testing.T) {
+	job := nemesis.JoinTwoNodesReading(t)
+	ls := attachAll(t, job)
+	ep := job.Eps[0]
+	job.Fill(0, true)
+	var r nemesis.Request
+	if err := ep.Isend(&r, 2, 1, nemesis.Pattern(1<<20, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	if exposed, _, _ := job.Counts(0); exposed != 1 || r.Done() {
+		t.Fatalf("RTS waiting for room: %d exposed, done %v; want 1 and pending", exposed, r.Done())
+	}
+	if err := ls[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Wait(&r); !errors.Is(err, lmt.ErrClosed) {
+		t.Fatalf("send whose RTS never left, engine closed: %v, want lmt.ErrClosed", err)
+	}
+	if _, unexposed, _ := job.Counts(0); unexposed != 1 || job.Exposed() != 0 || job.SlotsHeld(0) != 0 {
+		t.Fatalf("%d unexposed, %d left, %d packet slots held; want 1, none, none", unexposed, job.Exposed(), job.SlotsHeld(0))
+	}
+	job.Fill(0, false)
+	nemesis.OnRanks(t, []*nemesis.Endpoint{ep, job.Eps[2]}, func(ep *nemesis.Endpoint) error {
+		if ep.Rank() == 0 {
+			return ep.Send(2, 5, []byte("after"))
+		}
+		buf := make([]byte, 8)
+		st, err := ep.Recv(0, nemesis.AnyTag, buf)
+		if err != nil || st.Tag != 5 || string(buf[:st.Len]) != "after" {
+			return fmt.Errorf("first message after the closed rendezvous: %+v %q, %v; want tag 5, \"after\"", st, buf[:st.Len], err)
+		}
+		return nil
+	})
+}
