@@ -37,6 +37,22 @@ func attachAll(t *testing.T, job *nemesis.ReadingJob) []*attach.LMT {
 	return ls
 }
 
+// startExposed starts r, a 1 MiB send from rank 0 to rank 2, polls rank
+// 0 once, and checks that its buffer is exposed and r still pending.
+func startExposed(t *testing.T, job *nemesis.ReadingJob, r *nemesis.Request) {
+	t.Helper()
+	ep := job.Eps[0]
+	if err := ep.Isend(r, 2, 1, nemesis.Pattern(1<<20, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	if exposed, _, _ := job.Counts(0); exposed != 1 || r.Done() {
+		t.Fatalf("after the RTS: %d exposed, done %v; want 1 and pending", exposed, r.Done())
+	}
+}
+
 // backendOf names the backend that carried the long message of r, "" for
 // an eager one.
 func backendOf(r *nemesis.Request) string {
@@ -159,15 +175,7 @@ func TestNetRendezvousReaderLost(t *testing.T) {
 	attachAll(t, job)
 	ep := job.Eps[0]
 	var r nemesis.Request
-	if err := ep.Isend(&r, 2, 1, nemesis.Pattern(1<<20, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := ep.Poll(); err != nil {
-		t.Fatal(err)
-	}
-	if exposed, _, _ := job.Counts(0); exposed != 1 || r.Done() {
-		t.Fatalf("after the RTS: %d exposed, done %v; want 1 and pending", exposed, r.Done())
-	}
+	startExposed(t, job, &r)
 	job.Lose(2, 0)
 	err := ep.Wait(&r)
 	var pe *nemesis.PeerError
@@ -424,15 +432,7 @@ func TestNetRendezvousClosedBeforeRTS(t *testing.T) {
 	ep := job.Eps[0]
 	job.Fill(0, true)
 	var r nemesis.Request
-	if err := ep.Isend(&r, 2, 1, nemesis.Pattern(1<<20, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := ep.Poll(); err != nil {
-		t.Fatal(err)
-	}
-	if exposed, _, _ := job.Counts(0); exposed != 1 || r.Done() {
-		t.Fatalf("RTS waiting for room: %d exposed, done %v; want 1 and pending", exposed, r.Done())
-	}
+	startExposed(t, job, &r)
 	if err := ls[0].Close(); err != nil {
 		t.Fatal(err)
 	}
