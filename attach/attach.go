@@ -54,6 +54,7 @@ import (
 	_ "github.com/knemesis/knemesis/cma"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
+	_ "github.com/knemesis/knemesis/netmod/netread" // ranks on other nodes
 	_ "github.com/knemesis/knemesis/shm"
 	"golang.org/x/sys/unix"
 )
@@ -146,7 +147,8 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 		l.selectors = make([]Selector, ep.Size())
 		l.choosers = make([]EagerChooser, ep.Size())
 		for peer := range l.selectors {
-			if peer != ep.Rank() {
+			// A remote rank has one backend, net-read: nothing to select.
+			if peer != ep.Rank() && !ep.Remote(peer) {
 				l.selectors[peer] = o.Select(peer)
 				l.choosers[peer], _ = l.selectors[peer].(EagerChooser)
 			}
@@ -166,6 +168,9 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 		Prefer:     o.Prefer,
 		OnComplete: l.complete,
 		OnMeasured: l.observe,
+	}
+	if ep.NetModule() != nil {
+		cfg.Remote, cfg.Net = ep.Remote, ep
 	}
 	if o.Tune != nil {
 		o.Tune(&cfg)
@@ -290,7 +295,7 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	selected := false
 	switch {
 	case backend != "":
-	case l.ep.InArena(r.Iov()):
+	case l.ep.InArena(r.Iov()) && !l.ep.Remote(r.Peer()):
 		// The receiver copies straight out of the arena, once: no
 		// backend does better, and none needs learning.
 		backend = lmt.Arena

@@ -189,8 +189,8 @@ func (s *Selection) decide() error {
 	}
 	s.learnRegimes(lat)
 	for peer := range s.ep.Size() {
-		if peer == s.ep.Rank() {
-			continue
+		if peer == s.ep.Rank() || s.ep.Remote(peer) {
+			continue // a remote rank has one backend, net-read: no table, no selector
 		}
 		if err := s.build(peer, lat[peer]); err != nil {
 			return err

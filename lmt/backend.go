@@ -151,6 +151,16 @@ type Buffered interface {
 // Engine, however it ends (DONE, a failure, a dead peer, Close), once.
 type Copier interface {
 	Fill(t *Transfer, max int) (int, error)
+	Releaser
+}
+
+// Releaser is implemented by backends that hold something for a transfer
+// besides its buffers (net-read: the sender's registered regions, the
+// receiver's reads): Release is called once when the transfer leaves the
+// Engine, however it ends (DONE, a failure, a dead peer, Close), on
+// either side — a Copier's on the sender's only. A transfer that moves
+// to another backend at the CTS is released by the one it leaves.
+type Releaser interface {
 	Release(t *Transfer)
 }
 

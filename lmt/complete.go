@@ -75,8 +75,8 @@ func (e *Engine) completeAt(t *Transfer, err error, now time.Duration) {
 	if prev == stDone {
 		return
 	}
-	if t.ch != nil && t.ch.slot.copier != nil && t.side == Sender {
-		t.ch.slot.copier.Release(t)
+	if t.ch != nil {
+		t.ch.slot.release(t)
 	}
 	switch prev {
 	case stHanded:
@@ -103,5 +103,15 @@ func (e *Engine) completeAt(t *Transfer, err error, now time.Duration) {
 	}
 	if e.cfg.OnComplete != nil {
 		e.cfg.OnComplete(t)
+	}
+}
+
+// release gives back what t holds on the backend of s besides its buffers.
+func (s *backendSlot) release(t *Transfer) {
+	switch {
+	case s.copier != nil && t.side == Sender:
+		s.copier.Release(t)
+	case s.releaser != nil:
+		s.releaser.Release(t)
 	}
 }

@@ -36,10 +36,21 @@ type Config struct {
 	// (nemesis.Endpoint.Alloc), nil when the job has none: the
 	// arena-copy backend takes its slots from it, once, and reuses them.
 	Alloc func(n int) ([]byte, error)
+	// Remote reports whether rank is on another node; nil: every rank is
+	// on this one. A remote rank is reached by the Remote backends alone
+	// (NetRead), and only remote ranks by them: the Engine refuses the
+	// others with an *Unavailable saying so.
+	Remote func(rank int) bool
+	// Net is what a Remote backend moves bytes through: in a job, the
+	// nemesis endpoint, whose network module reads remote memory. The
+	// backend names the interface it needs (package netmod/netread); nil
+	// when the job has no rank on another node.
+	Net any
 	// Prefer lists backend names in order of preference; the first one
 	// available with a peer carries the message. Default:
 	// [DefaultPreference] (shm, vmsplice, cma, pipe, cma-write), those
-	// registered.
+	// registered. The Remote backends need no place in it: they follow
+	// it, for the remote ranks they alone reach.
 	Prefer []string
 	// Chunk bounds the bytes one Progress call moves per transfer
 	// (default 64 KiB), so that small messages keep flowing.

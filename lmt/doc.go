@@ -19,6 +19,19 @@
 //	knem       the KNEM-ABI module copies, or offloads to DMA          package kmod/knem/knemlmt
 //	arena      receiver copies from the sender's shared-arena buffer   package arena
 //	arena-copy sender copies into an arena slot, receiver out of it    package arena
+//	net-read   receiver reads the sender's registered buffer over the
+//	           network (fi_read); ranks on other nodes only            package netmod/netread
+//
+// The same rendezvous carries long messages to ranks on other nodes:
+// Config.Remote tells the engine which ranks those are, and it gives them
+// the Remote backends (net-read) and nothing else, and gives those to no
+// rank of its own node, refusing either with an *Unavailable that says so
+// (Engine.Check). The RTS and the control packets reach a remote rank
+// through the Control channel as any others do (the nemesis endpoint
+// sends them through its network module). A remote peer that is lost
+// fails its transfers with a PeerError naming it, as a local one that
+// dies does; net-read's Release ends the sender's registrations however
+// the transfer ends.
 //
 // [Identities] declares each one's name, wire id and flow once; the
 // selector (package threshold) and lmtbench derive their lists from it.

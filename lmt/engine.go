@@ -1,6 +1,7 @@
 package lmt
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -14,6 +15,10 @@ type backendSlot struct {
 	kind Flow
 	flow flow
 	b    Backend
+	// remote: it reaches ranks on other nodes only (Identity.Remote).
+	remote bool
+	// releaser is b as a [Releaser], or nil.
+	releaser Releaser
 	// blocker is b as a Blocker, or nil.
 	blocker Blocker
 	// early is b as an Early stream backend, or nil (see channel.fill).
@@ -81,7 +86,12 @@ func New(cfg Config) (*Engine, error) {
 		e.named = append(e.named, e.slots[r.ID])
 	}
 	for _, name := range cfg.Prefer {
-		if s := e.slot(name); s != nil {
+		if s := e.slot(name); s != nil && !s.remote {
+			e.prefer = append(e.prefer, s)
+		}
+	}
+	for _, s := range e.named {
+		if s.remote {
 			e.prefer = append(e.prefer, s)
 		}
 	}
@@ -96,7 +106,7 @@ func New(cfg Config) (*Engine, error) {
 // optional interfaces ask for unless a knob turns it off.
 func (e *Engine) newSlot(r registration, b Backend) *backendSlot {
 	k := e.cfg.knobs
-	s := &backendSlot{id: r.ID, name: r.Name, kind: r.Flow, flow: flowOf(r.Flow), b: b, chunk: e.cfg.Chunk}
+	s := &backendSlot{id: r.ID, name: r.Name, kind: r.Flow, flow: flowOf(r.Flow), b: b, chunk: e.cfg.Chunk, remote: r.Remote}
 	s.blocker, _ = b.(Blocker)
 	if r.Flow == Stream && !k.NoEarly {
 		s.early, _ = b.(Early)
@@ -106,6 +116,8 @@ func (e *Engine) newSlot(r registration, b Backend) *backendSlot {
 	}
 	if c, ok := b.(Copier); ok && r.Flow == Pull {
 		s.copier = c
+	} else {
+		s.releaser, _ = b.(Releaser)
 	}
 	if ord, ok := b.(Ordered); ok {
 		s.ordered = r.Flow == Stream && s.early == nil && ord.Ordered() && !k.NoGrantAhead
@@ -165,10 +177,34 @@ func (e *Engine) Check(name string, rank int) error {
 
 func (e *Engine) check(ch *channel) error {
 	if !ch.checked {
-		ch.refusal = ch.slot.b.Check(Peer{Rank: ch.peer, PID: e.peerPID(ch.peer)})
+		ch.refusal = e.misplaced(ch)
+		if ch.refusal == nil {
+			ch.refusal = ch.slot.b.Check(Peer{Rank: ch.peer, PID: e.peerPID(ch.peer)})
+		}
 		ch.checked = true
 	}
 	return ch.refusal
+}
+
+// errMisplaced is behind the refusals of misplaced: a send that finds no
+// backend names the reason of one for its kind of peer before it.
+var errMisplaced = errors.New("a backend for the other kind of peer")
+
+// misplaced refuses a backend of one node for a rank on another, and a
+// Remote one for a rank of this node.
+func (e *Engine) misplaced(ch *channel) error {
+	remote := e.cfg.Remote != nil && e.cfg.Remote(ch.peer)
+	switch {
+	case remote && !ch.slot.remote:
+		return &Unavailable{Backend: ch.slot.name, Peer: ch.peer,
+			Reason: fmt.Sprintf("rank %d is on another node; %s moves bytes within a node", ch.peer, ch.slot.name),
+			Fix:    "none needed: " + NetRead + " carries the messages of ranks on other nodes", Err: errMisplaced}
+	case !remote && ch.slot.remote:
+		return &Unavailable{Backend: ch.slot.name, Peer: ch.peer,
+			Reason: fmt.Sprintf("rank %d is on this node; %s reaches other nodes only", ch.peer, ch.slot.name),
+			Fix:    "none needed: the backends of Config.Prefer carry the messages within a node", Err: errMisplaced}
+	}
+	return nil
 }
 
 func (e *Engine) peerPID(rank int) int {

@@ -21,6 +21,10 @@ const (
 	// ArenaCopy is named apart from Arena: the same receiver, a sender
 	// that copies first (see its identity).
 	ArenaCopy = "arena-copy"
+	// NetRead is the one backend between nodes: the receiver reads the
+	// sender's registered region with the network module's one-sided
+	// read (libfabric's fi_read).
+	NetRead = "net-read"
 )
 
 // ArenaCopyMax is the longest message arena-copy carries (its Identity's
@@ -49,6 +53,12 @@ type Identity struct {
 	// MaxLen is the longest message it carries, 0 for any: a selector
 	// weighs it only up to there.
 	MaxLen int64
+	// Remote: it carries messages to ranks on other nodes, and only to
+	// them (Config.Remote says which); every other backend carries
+	// messages within a node only. An Engine refuses the one kind for the
+	// other kind of peer, and tries the remote ones for a remote peer
+	// whatever Config.Prefer lists.
+	Remote bool
 }
 
 // identities lists every backend by copies made: the order lmtbench's
@@ -80,6 +90,11 @@ var identities = []Identity{
 	// where the selector weighs it against the others.
 	{ID: 10, Name: ArenaCopy, Flow: Pull, Copies: 2, Home: "arena", MaxLen: ArenaCopyMax,
 		Summary: "sender copies into a slot of its shared arena and completes; receiver copies out (two user copies, no system call, no wait for the DONE)"},
+	// The rendezvous of ranks on other nodes: the RTS carries the keys of
+	// the sender's registered regions, the receiver's network interface
+	// reads them into its buffers, DONE completes the sender.
+	{ID: 11, Name: NetRead, Flow: Pull, Copies: 1, Home: "netmod/netread", Remote: true,
+		Summary: "receiver reads the sender's registered buffer with the network module's one-sided read, libfabric fi_read (ranks on other nodes only)"},
 }
 
 // Identities returns every backend's identity, registered or not, by

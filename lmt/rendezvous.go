@@ -85,13 +85,16 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 		}
 		err := e.check(&s.chans[t.peer])
 		if err == nil && s.kind.handleInRTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
+			if first == nil || errors.Is(first, errMisplaced) {
+				first = fmt.Errorf("lmt: backend %s: the message's %d segments do not fit its handle (max %d, %d RTS bytes)", s.name, nonEmpty(t.iov), e.cfg.MaxSegments, room)
+			}
 			continue
 		}
 		if err == nil {
 			return s, nil
 		}
-		if first == nil {
-			first = err
+		if first == nil || errors.Is(first, errMisplaced) {
+			first = err // the reason of a backend for this kind of peer
 		}
 	}
 	if first == nil {
@@ -279,6 +282,9 @@ func (e *Engine) onCTS(t *Transfer, h *header, handle []byte) error {
 			return nil
 		}
 		old, oldFlow := t.ch, t.flow
+		if old.slot.copier == nil {
+			old.slot.release(t)
+		}
 		t.setChannel(ch)
 		oldFlow.leave(e, t, old, t.state)
 	}

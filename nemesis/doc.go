@@ -224,10 +224,17 @@
 // enter the same arrive and continueMsg, so matching, AnySource, Probe,
 // truncation and per-pair order (checked by sequence number) are those of
 // the shared-memory path. Poll polls the module only when something may
-// come from it, and once per netIdlePoll otherwise. A message of NetRendezvousMin
-// bytes or more from one buffer goes by rendezvous when the module can read
-// one-sidedly (NetReader: RTS, the receiver's read into its buffer, DONE;
-// netrdv.go). A remote rank's failure, from
+// come from it, and once per netIdlePoll otherwise. There is one
+// rendezvous for long messages, the LMT's, whatever the path: a message
+// past the eager limit to a remote rank is handed to the LMT like any
+// other, its RTS sent through the module in the message's place in the
+// pair's sequence, its CTS and DONE through the module too (netrdv.go);
+// the LMT gives remote ranks its net-read backend alone (package
+// netmod/netread), which moves the payload with the module's one-sided
+// read (NetReader: Expose, Read; libfabric's fi_read), reached through
+// ExposeNet and ReadNet so that Poll polls the module while reads are in
+// flight. Without an LMT, or over a module that cannot read, long remote
+// messages go in packets. A remote rank's failure, from
 // the module or from a blocked call's liveness probes, fails what waits on
 // it as a local rank's death does. Package netmod/ofinet (build tag ofi) is
 // the libfabric module; nil Options.Net is the one-node endpoint.

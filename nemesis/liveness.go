@@ -233,6 +233,7 @@ func (ep *Endpoint) failPeer(rank int, err error, crashed bool) {
 	if crashed && ep.crashed == nil {
 		ep.crashed = err
 	}
+	ep.dropNetRTS(rank)
 	q := &ep.sendq[rank]
 	for r := q.Front(); r != nil; r = q.Front() {
 		q.Remove(&r.links)
@@ -264,7 +265,6 @@ func (ep *Endpoint) failPeer(rank int, err error, crashed bool) {
 		}
 		r = next
 	}
-	ep.failRdv(rank, err)
 	if ep.lmt != nil {
 		ep.lmt.PeerFailed(rank, err)
 	}

@@ -192,6 +192,9 @@ func (ep *Endpoint) MaxControl() int { return ep.seg.payloadSize }
 // when no cell is free right now (retry from Progress). Control packets are
 // ordered with every other message from this rank to dst.
 func (ep *Endpoint) SendControl(dst int, pkt []byte) (ok bool, err error) {
+	if dst >= 0 && dst < ep.size && ep.peers[dst].net && ep.net != nil {
+		return ep.netControl(dst, pkt)
+	}
 	return ep.sendShort(dst, kindControl, pkt)
 }
 
@@ -243,6 +246,9 @@ func (ep *Endpoint) Complete(r *Request, n int, err error) {
 		return // a late or duplicate completion must not corrupt request state
 	}
 	ep.releaseLMT(r)
+	if r.op == opSend && !r.seqd {
+		ep.unsentRTS(r) // a remote rank's, still in its window
+	}
 	if err == nil && r.op == opRecv && r.msgLen > r.room {
 		err = truncErr(r.msgLen, r.room)
 	}

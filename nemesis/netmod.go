@@ -100,9 +100,11 @@ type netPath struct {
 	inflight   int    // packets handed to the module, not reported
 	moved      uint64 // packets sent or received, for progressMark
 	lastPoll   time.Time
-	rdv        []rdvSend // rendezvous sends waiting for DONE, by cookie
-	rdvFree    []int32   // idle entries of rdv
-	reads      []rdvRead // rendezvous receives whose read waits for room
+	ctl        []*netCtl // packet slots of the LMT's RTSs and control packets (netrdv.go)
+	ctlFree    []int32   // idle entries of ctl
+	ctlSize    int       // bytes a slot holds: a cell's payload, within MaxPacket
+	reads      bool      // mod is a NetReader: long messages go through the LMT
+	lost       []netLoss // ranks a send found unreachable, for the next poll
 	events     *netEvents
 }
 
@@ -190,6 +192,8 @@ func (ep *Endpoint) joinNet() error {
 		ep.net.timeout = DefaultNetPeerTimeout
 	}
 	ep.net.iov = make([][]byte, 0, 8)
+	ep.net.ctlSize = min(ep.seg.payloadSize, ep.net.maxPkt)
+	_, ep.net.reads = n.Module.(NetReader)
 	ep.net.events = (*netEvents)(ep)
 	return nil
 }
@@ -201,6 +205,12 @@ func (ep *Endpoint) NetModule() NetModule {
 		return nil
 	}
 	return ep.net.mod
+}
+
+// Remote reports whether rank is on another node: reached through the
+// network module, its long messages through the LMT's net-read backend.
+func (ep *Endpoint) Remote(rank int) bool {
+	return rank >= 0 && rank < ep.size && ep.peers[rank].net
 }
 
 // Path says how this endpoint reaches rank: "self", "shm" or "net <provider>".
@@ -226,15 +236,18 @@ func putNetHdr(h []byte, kind uint32, src int, seq uint32, tag, n, total int) {
 
 // netSend hands r's next packets to the module: an eager message in one
 // packet, a longer one in packets of MaxPacket bytes (kindMsg then
-// kindCont, as cells), its entries sliced, never copied. The request
-// completes when the module has reported all its packets (netSent).
+// kindCont, as cells), its entries sliced, never copied; a message the LMT
+// takes, as an RTS (netSendRTS): past the eager limit, when the module
+// reads (the LMT's only backend for remote ranks reads). The request
+// completes when the module has reported all its packets (netSent), or
+// when the LMT completes it.
 func (ep *Endpoint) netSend(r *Request) (sendResult, error) {
 	n := ep.net
 	p := &ep.peers[r.peer]
 	if r.err != nil {
 		return ep.netAbort(r, r.err)
 	}
-	if ep.netRendezvous(r) {
+	if !r.seqd && n.reads && (r.inLMT || r.msgLen > ep.eagerMax || r.msgLen > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, r.msgLen)) {
 		return ep.netSendRTS(r)
 	}
 	for {
@@ -317,8 +330,8 @@ func (ep *Endpoint) pollNet() error {
 	if err := n.mod.Poll(n.events); err != nil {
 		return err
 	}
-	if len(n.reads) > 0 {
-		ep.retryReads()
+	if len(n.lost) > 0 {
+		ep.reportLost()
 	}
 	return nil
 }
@@ -347,8 +360,8 @@ func (e *netEvents) Arrived(hdr, payload []byte) error {
 		return nil
 	case kindNetPong:
 		return nil
-	case kindNetDone:
-		return ep.rdvDone(src, tag, total)
+	case kindControl: // ordered by the module, not sequenced: an LMT's CTS or DONE
+		return ep.netLMTControl(src, payload)
 	case kindNetBye:
 		// Everything src sent came before this: what has not arrived
 		// never will.
@@ -366,7 +379,7 @@ func (e *netEvents) Arrived(hdr, payload []byte) error {
 		err = ep.arrive(src, tag, kind, int(total), payload)
 	case kind == kindCont:
 		err = ep.continueMsg(src, payload)
-	case kind == kindNetRTS && total <= uint64(maxInt) && p.asm.req == nil && p.asm.ux == nil:
+	case kind == kindRTS && total <= uint64(maxInt) && p.asm.req == nil && p.asm.ux == nil:
 		err = ep.arrive(src, tag, kind, int(total), payload)
 	default:
 		err = errorf(ErrCorrupt, "network packet from rank %d: kind %d, %d bytes of %d", src, kind, n, total)
@@ -381,33 +394,48 @@ func (e *netEvents) Arrived(hdr, payload []byte) error {
 func (e *netEvents) Sent(r *Request, err error) {
 	ep := (*Endpoint)(e)
 	ep.net.inflight--
-	if r.op == opPing {
+	switch r.op {
+	case opPing:
 		r.state = stateDone
 		if err != nil {
 			e.PeerFailed(r.peer, err)
 		}
+		return
+	case opControl:
+		ep.ctlSent(r, err)
 		return
 	}
 	if r.state != statePending || r.netOut == 0 {
 		return
 	}
 	r.netOut--
-	if r.op == opRecv { // a rendezvous receive's DONE
-		if r.netOut == 0 {
-			ep.finishRdvRecv(r)
-		}
-		return
-	}
 	if err != nil && r.err == nil {
 		r.err = err // netSend sends no more of r
 	}
-	if err != nil && r.rdv { // its RTS never left: no DONE will come
-		ep.endRdvSend(&ep.net.rdv[r.netSlot], err)
-		return
-	}
-	if r.netOut == 0 && r.sent == r.msgLen && !r.rdv {
+	if r.netOut == 0 && r.sent == r.msgLen {
 		ep.netSendFinished(r)
 	}
+}
+
+// netSendFinished completes send r, whose packets the module has all
+// reported.
+func (ep *Endpoint) netSendFinished(r *Request) {
+	n := r.msgLen
+	if r.err != nil {
+		n = 0
+	}
+	ep.finish(r, n, r.err)
+}
+
+// netLMTControl hands an LMT control packet from src to the LMT.
+func (ep *Endpoint) netLMTControl(src int, pkt []byte) error {
+	if ep.lmt == nil {
+		return ep.fail(errorf(ErrCorrupt, "LMT control packet from rank %d, and no LMT here", src))
+	}
+	if err := ep.lmt.HandleControl(src, pkt); err != nil {
+		return ep.fail(err)
+	}
+	return nil
 }
 
 // PeerFailed fails what waits on rank, as the liveness check does for a

@@ -1,29 +1,28 @@
 package nemesis
 
-// The network rendezvous: a long message to a rank on another node crosses
-// the network once, read by the receiver straight into its buffer, instead
-// of in MaxPacket-sized packets copied out of the module's receive buffers.
-// It is the LMT's protocol over the network (Buntinas, Mercier, Gropp,
-// "Design and Evaluation of Nemesis", CCGRID 2006, §3.5: RTS, then the
-// payload by the fastest one-sided means, then DONE), with the module's
-// one-sided read (libfabric's fi_read of a registered region) as the
-// backend:
+// Long messages to ranks on other nodes take the one rendezvous every long
+// message takes: the LMT's (Buntinas, Mercier, Gropp, "Design and
+// Evaluation of Nemesis", CCGRID 2006, §3.5: RTS, then the payload by the
+// fastest one-sided means, then DONE). Its backend for remote ranks,
+// net-read (package netmod/netread), moves the payload with the network
+// module's one-sided read, libfabric's fi_read of a registered region:
 //
 //	sender                              receiver
-//	Expose(buf) → handle
-//	RTS (sequenced: cookie, handle) ──▶ matched like any message
-//	                                    Read(handle) into the receive buffer
-//	                         ◀── DONE (cookie, status)
-//	Unexpose, send complete             receive complete once DONE left
+//	LMT StartSend: ExposeNet(buf) → key
+//	RTS (kindRTS, sequenced) ─────────▶ matched like any message
+//	                                    LMT StartRecv, Step: ReadNet(key)
+//	                         ◀── DONE (kindControl)
+//	UnexposeNet, send complete          receive complete
 //
-// The RTS takes the message's place in the pair's sequence, so ordering,
-// AnySource, Probe and truncation are those of every other message. A send
-// waits for DONE; a receive completes when the module has reported both its
-// read and its DONE, so that neither the buffer nor the request is reused
-// while the module still holds them.
+// This file is the glue the LMT needs on the network path: the module's
+// reads, reached through the endpoint so that it polls the module while
+// they are in flight and reports them, and the LMT's RTS and control
+// packets carried by the module, copied into packet slots of the endpoint
+// that the module holds until it reports them. The RTS takes the
+// message's place in the pair's sequence, so ordering, AnySource, Probe
+// and truncation are those of every other message.
 
 import (
-	"encoding/binary"
 	"fmt"
 )
 
@@ -35,266 +34,280 @@ import (
 // endpoint until Unexpose. Read starts reading the bytes of the region that
 // handle h names (exposed by rank src) into dst's entries, end to end, from
 // the region's start; h and dst's list are read before Read returns (dst's
-// bytes stay the module's until the report); false means no room
-// now (the endpoint tries again after a Poll). Each Read is reported once,
-// through NetEventsReader.ReadDone with the same r, whether it succeeded or
-// failed (a lost peer fails it).
+// bytes stay the module's until the report); false means no room now (the
+// caller tries again after a Poll). Each Read is reported once, through
+// NetEventsReader.ReadDone with the same rd, whether it succeeded or failed
+// (a lost peer fails it).
 type NetReader interface {
 	Expose(dst int, buf []byte, h []byte) (n int, slot int32, err error)
 	Unexpose(slot int32)
-	Read(r *Request, src int, h []byte, dst [][]byte) (bool, error)
+	Read(rd *NetRead, src int, h []byte, dst [][]byte) (bool, error)
 }
 
 // NetEventsReader is what a NetReader's Poll reports besides NetEvents:
 // the NetEvents a module's Poll receives implement it.
 type NetEventsReader interface {
-	ReadDone(r *Request, err error)
+	ReadDone(rd *NetRead, err error)
 }
 
 // NetHandleMax is the longest handle a NetReader may write.
 const NetHandleMax = 64
 
-// NetRendezvousMin is the shortest message sent by rendezvous to a rank on
-// another node when the module can read; shorter ones go in packets, whose
-// copies cost less than a registration and a round trip.
-const NetRendezvousMin = 64 << 10
-
-// Packet kinds of the network rendezvous. The RTS is sequenced like a
-// message; DONE is not (it answers an RTS already matched).
-const (
-	kindNetRTS  = 19
-	kindNetDone = 20
-)
-
-// rdvSend is a rendezvous send waiting for its DONE; its cookie is its
-// index in netPath.rdv.
-type rdvSend struct {
-	req    *Request
-	slot   int32 // the module's, for Unexpose
-	packet [4 + NetHandleMax]byte
+// NetRead follows the reads a caller of [Endpoint.ReadNet] started with
+// it: the module holds it (and the destination buffers) until it reports
+// every one. Its zero value is ready; it may be reused once not Busy.
+type NetRead struct {
+	left int32 // reads started, not yet reported
+	err  error // the first that failed
 }
 
-// rdvRead is a receive whose read found no room in the module yet.
-type rdvRead struct {
-	req    *Request
-	handle [NetHandleMax]byte
-	n      int
+// Busy reports whether a read started with rd is still the module's.
+func (rd *NetRead) Busy() bool { return rd.left > 0 }
+
+// Err returns the first failure among rd's reads: a *PeerError naming the
+// rank when it was lost.
+func (rd *NetRead) Err() error { return rd.err }
+
+// reader returns the module's reads, or an error saying why there are none
+// with rank.
+func (ep *Endpoint) reader(rank int) (NetReader, error) {
+	if rank < 0 || rank >= ep.size || !ep.peers[rank].net {
+		return nil, errorf(ErrInvalidArg, "rank %d is not on another node: one-sided network reads reach remote ranks only", rank)
+	}
+	if rd, ok := ep.net.mod.(NetReader); ok {
+		return rd, nil
+	}
+	return nil, errorf(ErrNotSupported, "network module %s has no one-sided reads", ep.net.mod.Provider())
 }
 
-// netRendezvous says whether r goes to its remote peer by rendezvous.
-func (ep *Endpoint) netRendezvous(r *Request) bool {
-	_, ok := ep.net.mod.(NetReader)
-	return ok && !r.seqd && !r.vec && r.msgLen >= NetRendezvousMin
+// NetReads reports whether the endpoint reaches rank, on another node,
+// through a module that reads remote memory (the LMT's net-read backend
+// needs one).
+func (ep *Endpoint) NetReads(rank int) bool {
+	_, err := ep.reader(rank)
+	return err == nil
 }
 
-// netSendRTS exposes r's buffer and sends its RTS.
-func (ep *Endpoint) netSendRTS(r *Request) (sendResult, error) {
-	n := ep.net
-	cookie := n.freeRdv()
-	s := &n.rdv[cookie]
-	binary.LittleEndian.PutUint32(s.packet[:], uint32(cookie))
-	hn, slot, err := n.mod.(NetReader).Expose(r.peer, r.buf[0], s.packet[4:])
+// ExposeNet registers buf for reads by rank dst, on another node, and
+// writes the handle dst needs into h (NetHandleMax bytes suffice). It
+// returns the handle's length and the slot to give UnexposeNet, after
+// which buf is the caller's again.
+func (ep *Endpoint) ExposeNet(dst int, buf, h []byte) (int, int32, error) {
+	m, err := ep.reader(dst)
 	if err != nil {
-		n.releaseRdv(cookie)
-		return sendBlocked, fmt.Errorf("nemesis: exposing a %d-byte message to rank %d: %w", r.msgLen, r.peer, err)
+		return 0, 0, err
 	}
-	p := &ep.peers[r.peer]
-	putNetHdr(n.hdr[:], kindNetRTS, ep.rank, p.sendSeq, r.tag, 4+hn, r.msgLen)
-	n.iov = append(n.iov[:0], s.packet[:4+hn])
-	ok, err := n.mod.Send(r, r.peer, n.hdr[:], n.iov)
+	n, slot, err := m.Expose(dst, buf, h)
+	if err != nil {
+		return 0, 0, fmt.Errorf("nemesis: exposing %d bytes to rank %d: %w", len(buf), dst, err)
+	}
+	if n < 0 || n > len(h) || n > NetHandleMax {
+		m.Unexpose(slot)
+		return 0, 0, fmt.Errorf("nemesis: network module %s wrote a %d-byte handle into %d bytes", ep.net.mod.Provider(), n, len(h))
+	}
+	return n, slot, nil
+}
+
+// UnexposeNet ends the registration ExposeNet made. Reads of it still in
+// flight fail at their reader.
+func (ep *Endpoint) UnexposeNet(slot int32) { ep.net.mod.(NetReader).Unexpose(slot) }
+
+// ReadNet starts reading, from rank src on another node, the region that
+// handle h names into dst's entries, end to end from the region's start,
+// and counts the read in rd; false when the module has no room now (try
+// again after a Poll). Poll reports it (rd.Busy turns false once every
+// read of rd is reported); until then dst is the module's.
+func (ep *Endpoint) ReadNet(rd *NetRead, src int, h []byte, dst [][]byte) (bool, error) {
+	m, err := ep.reader(src)
+	if err != nil {
+		return false, err
+	}
+	if err := ep.peers[src].dead; err != nil {
+		return false, err
+	}
+	ok, err := m.Read(rd, src, h, dst)
+	if err != nil {
+		return false, fmt.Errorf("nemesis: reading from rank %d: %w", src, err)
+	}
+	if ok {
+		rd.left++
+		ep.net.inflight++
+	}
+	return ok, nil
+}
+
+// ReadDone implements NetEventsReader: the failure of a read from a rank
+// found gone is that rank's *PeerError.
+func (e *netEvents) ReadDone(rd *NetRead, err error) {
+	ep := (*Endpoint)(e)
+	ep.net.inflight--
+	ep.net.moved++
+	if rd.left <= 0 {
+		return // not one of ReadNet's: nothing to count
+	}
+	rd.left--
+	if err != nil && rd.err == nil {
+		rd.err = err
+	}
+}
+
+// The LMT's packets to a remote rank: its RTS, which the LMT writes once
+// and the endpoint sends when the module has room, and its control
+// packets (CTS, DONE). Each is copied into a netCtl that the module
+// holds until it reports the packet; slots are kept for the next one.
+
+// netCtl is one packet slot; req is what the module reports it with.
+type netCtl struct {
+	req Request
+	buf []byte
+	len int
+	idx int32 // in netPath.ctl
+}
+
+// opControl marks the requests of netCtl slots.
+const opControl = opPing + 1
+
+// takeCtl returns an idle packet slot, a new one when all are taken.
+func (n *netPath) takeCtl() *netCtl {
+	if k := len(n.ctlFree); k > 0 {
+		c := n.ctl[n.ctlFree[k-1]]
+		n.ctlFree = n.ctlFree[:k-1]
+		return c
+	}
+	c := &netCtl{buf: make([]byte, n.ctlSize), idx: int32(len(n.ctl))}
+	n.ctl = append(n.ctl, c)
+	return c
+}
+
+func (n *netPath) releaseCtl(c *netCtl) { n.ctlFree = append(n.ctlFree, c.idx) }
+
+// sendCtl hands slot c's packet of kind to rank dst; false when the module
+// has no room now.
+func (ep *Endpoint) sendCtl(c *netCtl, dst int, kind, seq uint32, tag, total int) (bool, error) {
+	n := ep.net
+	c.req.start(ep, opControl, dst, 0)
+	c.req.netSlot = c.idx
+	putNetHdr(n.hdr[:], kind, ep.rank, seq, tag, c.len, total)
+	n.iov = append(n.iov[:0], c.buf[:c.len])
+	ok, err := n.mod.Send(&c.req, dst, n.hdr[:], n.iov)
 	if err != nil || !ok {
-		n.mod.(NetReader).Unexpose(slot)
-		n.releaseRdv(cookie)
-		return sendBlocked, err
+		c.req.state = stateDone
+		return false, err
 	}
-	s.req, s.slot = r, slot
-	p.sendSeq++
-	r.seqd, r.rdv, r.netSlot = true, true, int32(cookie)
-	r.sent = r.msgLen
-	r.netOut++
 	n.inflight++
 	n.moved++
+	return true, nil
+}
+
+// netSendRTS hands long send r to the LMT, whose RTS it sends in r's place
+// in the pair's sequence. An RTS the module has no room for stays in its
+// slot (r.netSlot) until the send is tried again.
+func (ep *Endpoint) netSendRTS(r *Request) (sendResult, error) {
+	n := ep.net
+	if !r.inLMT {
+		c := n.takeCtl()
+		k, err := ep.startLMTSend(r, c.buf)
+		if err != nil {
+			n.releaseCtl(c)
+			return sendBlocked, err
+		}
+		c.len, r.netSlot = k, c.idx
+	}
+	c := n.ctl[r.netSlot]
+	p := &ep.peers[r.peer]
+	ok, err := ep.sendCtl(c, r.peer, kindRTS, p.sendSeq, r.tag, r.msgLen)
+	switch {
+	case err != nil:
+		// The LMT holds r: it fails it when the rank is found gone,
+		// which a module that cannot send to it says.
+		n.releaseCtl(c)
+		n.lost = append(n.lost, netLoss{r.peer, err})
+	case !ok:
+		return sendBlocked, nil
+	}
+	p.sendSeq++
+	r.seqd = true
+	ep.stats.RTS++
 	return sendHanded, nil
 }
 
-// freeRdv returns the index of an idle rendezvous entry, growing the table
-// when every one is taken; the entry is the caller's until it gives it
-// back with releaseRdv, or Expose fails and it goes back at once.
-func (n *netPath) freeRdv() int {
-	if k := len(n.rdvFree); k > 0 {
-		i := n.rdvFree[k-1]
-		n.rdvFree = n.rdvFree[:k-1]
-		return int(i)
-	}
-	n.rdv = append(n.rdv, rdvSend{})
-	return len(n.rdv) - 1
+// netLoss is a rank the module could not send to, to report at the next
+// poll: the send path that found it cannot fail the rank's requests
+// under its own feet.
+type netLoss struct {
+	rank int
+	err  error
 }
 
-func (n *netPath) releaseRdv(i int) {
-	n.rdv[i].req = nil
-	n.rdvFree = append(n.rdvFree, int32(i))
-}
-
-// startNetRead begins reading the message whose RTS matched receive r:
-// min(r.msgLen, r.room) bytes; rts is the cookie then the handle.
-func (ep *Endpoint) startNetRead(r *Request, rts []byte) error {
-	if len(rts) < 4 || len(rts) > 4+NetHandleMax {
-		return errorf(ErrCorrupt, "rendezvous request of %d bytes from rank %d", len(rts), r.peer)
-	}
-	r.rdv, r.netSlot = true, int32(binary.LittleEndian.Uint32(rts))
-	w := rdvRead{req: r}
-	w.n = copy(w.handle[:], rts[4:])
+// netControl sends an LMT control packet to rank dst on another node,
+// behind the sends to dst still waiting for the module (an RTS among them).
+func (ep *Endpoint) netControl(dst int, pkt []byte) (bool, error) {
 	n := ep.net
-	if len(n.reads) == 0 && ep.issueRead(&w) {
-		return nil
+	if len(pkt) > n.ctlSize {
+		return false, errorf(ErrInvalidArg, "LMT packet of %d bytes exceeds the %d a network packet to rank %d carries", len(pkt), n.ctlSize, dst)
 	}
-	n.reads = append(n.reads, w)
-	return nil
+	if err := ep.peers[dst].dead; err != nil {
+		return false, err
+	}
+	if !ep.sendq[dst].Empty() {
+		return false, nil
+	}
+	c := n.takeCtl()
+	c.len = copy(c.buf, pkt)
+	ok, err := ep.sendCtl(c, dst, kindControl, 0, 0, c.len)
+	if !ok {
+		n.releaseCtl(c)
+	}
+	return ok, err
 }
 
-// issueRead hands w's read to the module; false when it has no room.
-func (ep *Endpoint) issueRead(w *rdvRead) bool {
-	r, n := w.req, ep.net
-	want := min(r.msgLen, r.room)
-	if want == 0 { // nothing fits: the sender only needs its DONE
-		ep.netReadDone(r, nil)
-		return true
-	}
-	n.iov = r.slice(n.iov[:0], 0, want)
-	ok, err := n.mod.(NetReader).Read(r, r.peer, w.handle[:w.n], n.iov)
+// ctlSent takes the report of slot packet r.
+func (ep *Endpoint) ctlSent(r *Request, err error) {
+	r.state = stateDone
+	ep.net.releaseCtl(ep.net.ctl[r.netSlot])
 	if err != nil {
-		ep.netReadDone(r, err)
-		return true
+		(*netEvents)(ep).PeerFailed(r.peer, err)
 	}
-	if ok {
-		r.netOut++
-		n.inflight++
-	}
-	return ok
 }
 
-// retryReads issues the reads that found no room, in order.
-func (ep *Endpoint) retryReads() {
-	n := ep.net
-	k := 0
-	for k < len(n.reads) && ep.issueRead(&n.reads[k]) {
-		k++
-	}
-	n.reads = n.reads[:copy(n.reads, n.reads[k:])]
-}
-
-// netReadDone ends receive r's read: it answers DONE (with r, so that r is
-// the module's until the DONE is reported) and completes r once it left.
-func (ep *Endpoint) netReadDone(r *Request, err error) {
-	r.n = 0
-	switch {
-	case err == nil:
-		r.n = min(r.msgLen, r.room)
-	case ep.peers[r.peer].dead != nil:
-		r.err = ep.peers[r.peer].dead // a *PeerError, naming the rank
-	default:
-		r.err = fmt.Errorf("nemesis: reading the %d-byte message of rank %d: %w", r.msgLen, r.peer, err)
-	}
-	n := ep.net
-	status := 0
-	if err != nil {
-		status = 1
-	}
-	putNetHdr(n.hdr[:], kindNetDone, ep.rank, 0, int(r.netSlot), 0, status)
-	ok, serr := n.mod.Send(r, r.peer, n.hdr[:], nil)
-	if serr == nil && ok {
-		r.netOut++
-		n.inflight++
+// dropNetRTS takes out of rank's window the LMT sends whose RTS never
+// left, and gives their slots back: the LMT, told the rank is gone,
+// completes them.
+func (ep *Endpoint) dropNetRTS(rank int) {
+	if ep.net == nil || !ep.peers[rank].net {
 		return
 	}
-	// The sender learns nothing; it is gone (serr) or its DONE finds
-	// no room, and will fail by its liveness probe if it never hears.
-	ep.finishRdvRecv(r)
-}
-
-func (ep *Endpoint) finishRdvRecv(r *Request) {
-	r.rdv = false
-	if r.err != nil {
-		ep.finish(r, r.n, r.err)
-		return
-	}
-	ep.finishRecv(r)
-}
-
-// ReadDone implements NetEventsReader.
-func (e *netEvents) ReadDone(r *Request, err error) {
-	ep := (*Endpoint)(e)
-	ep.net.inflight--
-	if r.state != statePending || r.op != opRecv || !r.rdv || r.netOut == 0 {
-		return
-	}
-	r.netOut--
-	ep.netReadDone(r, err)
-}
-
-// rdvDone handles the DONE of the rendezvous send of cookie to src.
-func (ep *Endpoint) rdvDone(src, cookie int, status uint64) error {
-	n := ep.net
-	if cookie < 0 || cookie >= len(n.rdv) || n.rdv[cookie].req == nil || n.rdv[cookie].req.peer != src {
-		return ep.fail(errorf(ErrCorrupt, "rank %d ended rendezvous %d, which is not one of its", src, cookie))
-	}
-	s := &n.rdv[cookie]
-	r := s.req
-	var err error
-	if status != 0 {
-		err = errorf(ErrPeerDead, "rank %d could not read the %d-byte message", src, r.msgLen)
-	}
-	ep.endRdvSend(s, err)
-	return nil
-}
-
-// endRdvSend releases the rendezvous send s and completes its request with
-// err, or lets the report of its RTS do so.
-func (ep *Endpoint) endRdvSend(s *rdvSend, err error) {
-	r := s.req
-	ep.net.mod.(NetReader).Unexpose(s.slot)
-	ep.net.releaseRdv(int(r.netSlot))
-	r.rdv = false
-	if err != nil && r.err == nil {
-		r.err = err
-	}
-	if r.netOut == 0 {
-		ep.netSendFinished(r)
-	}
-}
-
-// netSendFinished completes send r, whose packets the module has all
-// reported.
-func (ep *Endpoint) netSendFinished(r *Request) {
-	n := r.msgLen
-	if r.err != nil {
-		n = 0
-	}
-	ep.finish(r, n, r.err)
-}
-
-// failRdv fails the rendezvous that wait on rank: its sends' DONE will not
-// come, and its receives' reads that found no room will not start. Reads
-// in flight stay the module's until it reports them.
-func (ep *Endpoint) failRdv(rank int, err error) {
-	n := ep.net
-	if n == nil {
-		return
-	}
-	for i := range n.rdv {
-		if s := &n.rdv[i]; s.req != nil && s.req.peer == rank {
-			ep.endRdvSend(s, err)
+	q := &ep.sendq[rank]
+	for r := q.Front(); r != nil; {
+		next := r.links.Next()
+		if r.inLMT && !r.seqd {
+			ep.unsentRTS(r)
 		}
+		r = next
 	}
-	k := 0
-	for _, w := range n.reads {
-		if w.req.peer == rank {
-			w.req.rdv = false
-			ep.finish(w.req, 0, err)
-			continue
-		}
-		n.reads[k] = w
-		k++
+}
+
+// unsentRTS takes LMT send r, whose RTS waits in its slot for the module,
+// out of its window and gives the slot back (once: r.netSlot becomes -1),
+// when its rank is lost or the LMT completes it first (its engine
+// closed).
+func (ep *Endpoint) unsentRTS(r *Request) {
+	if ep.net == nil || !ep.peers[r.peer].net || r.netSlot < 0 {
+		return
 	}
-	n.reads = n.reads[:k]
+	ep.sendq[r.peer].Remove(&r.links)
+	ep.sendsOut--
+	ep.net.releaseCtl(ep.net.ctl[r.netSlot])
+	r.netSlot = -1
+}
+
+// reportLost fails the ranks the send path found unreachable.
+func (ep *Endpoint) reportLost() {
+	n := ep.net
+	for len(n.lost) > 0 {
+		l := n.lost[0]
+		n.lost = n.lost[1:]
+		n.events.PeerFailed(l.rank, l.err)
+	}
+	n.lost = nil
 }

@@ -1,104 +1,94 @@
-package nemesis
+package nemesis_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strings"
 	"testing"
+
+	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/nemesis"
 )
 
-// memReader is memModule with one-sided reads: Expose publishes the buffer
-// in the fabric under a key, Read copies from it (the sender's process
-// memory, as fi_read reaches it) and reports at the next Poll.
-type memReader struct {
-	memModule
-	reads              []*Request
-	readErrs           []error
-	exposed, unexposed int
-	readCalls          int
-	refuse             int // Reads to answer "no room" to, first
-}
+// The rendezvous of long messages to ranks on other nodes is the LMT's,
+// with its net-read backend (package netmod/netread) over the in-memory
+// reading module of netrdv_mem_test.go: these tests run the endpoint, the
+// engine and the backend together, as a job does.
 
-func (m *memReader) Expose(dst int, buf []byte, h []byte) (int, int32, error) {
-	f := m.f
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.nextKey++
-	f.regions[f.nextKey] = buf
-	binary.LittleEndian.PutUint64(h, uint64(f.nextKey))
-	m.exposed++
-	return 8, f.nextKey, nil
-}
-
-func (m *memReader) Unexpose(slot int32) {
-	m.f.mu.Lock()
-	delete(m.f.regions, slot)
-	m.f.mu.Unlock()
-	m.unexposed++
-}
-
-func (m *memReader) Read(r *Request, src int, h []byte, dst [][]byte) (bool, error) {
-	if len(h) != 8 {
-		return false, fmt.Errorf("memnet: %d-byte handle", len(h))
-	}
-	if m.refuse > 0 {
-		m.refuse--
-		return false, nil
-	}
-	key := int32(binary.LittleEndian.Uint64(h))
-	m.f.mu.Lock()
-	buf, ok := m.f.regions[key]
-	dead := m.f.dead[src]
-	m.f.mu.Unlock()
-	var err error
-	if !ok || dead {
-		err = errMemLost
-	} else {
-		for _, d := range dst {
-			buf = buf[copy(d, buf):]
-		}
-	}
-	m.readCalls++
-	m.reads, m.readErrs = append(m.reads, r), append(m.readErrs, err)
-	return true, nil
-}
-
-func (m *memReader) Poll(ev NetEvents) error {
-	reads, errs := m.reads, m.readErrs
-	m.reads, m.readErrs = nil, nil
-	for i, r := range reads {
-		ev.(NetEventsReader).ReadDone(r, errs[i])
-	}
-	return m.memModule.Poll(ev)
-}
-
-// joinTwoNodesReading is joinTwoNodes with modules that read.
-func joinTwoNodesReading(t *testing.T) ([]*Endpoint, []*memReader, *memFabric) {
+// attachAll attaches the default LMT to every rank of job.
+func attachAll(t *testing.T, job *nemesis.ReadingJob) []*attach.LMT {
 	t.Helper()
-	mods := make([]*memReader, 4)
-	eps, f := joinTwoNodesWith(t, 4096, func(r int, m *memModule) NetModule {
-		mods[r] = &memReader{memModule: *m}
-		return mods[r]
+	ls := make([]*attach.LMT, len(job.Eps))
+	for i, ep := range job.Eps {
+		l, err := attach.Attach(ep, attach.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls[i] = l
+	}
+	t.Cleanup(func() {
+		for _, l := range ls {
+			l.Close()
+		}
 	})
-	return eps, mods, f
+	return ls
 }
 
-// TestNetRendezvous: messages of NetRendezvousMin bytes and more to a rank
-// on another node go by one RTS, one read and one DONE (exact counts), and
-// arrive intact whether the receive was posted first or the RTS waited
-// unexpected (Probe gives its length), into one buffer or a list; a
-// shorter message still goes in packets.
+// startExposed starts r, a 1 MiB send from rank 0 to rank 2, polls rank
+// 0 once, and checks that its buffer is exposed and r still pending.
+func startExposed(t *testing.T, job *nemesis.ReadingJob, r *nemesis.Request) {
+	t.Helper()
+	ep := job.Eps[0]
+	if err := ep.Isend(r, 2, 1, nemesis.Pattern(1<<20, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	if exposed, _, _ := job.Counts(0); exposed != 1 || r.Done() {
+		t.Fatalf("after the RTS: %d exposed, done %v; want 1 and pending", exposed, r.Done())
+	}
+}
+
+// backendOf names the backend that carried the long message of r, "" for
+// an eager one.
+func backendOf(r *nemesis.Request) string {
+	st, ok := attach.Stats(r)
+	if !ok {
+		return ""
+	}
+	return st.Backend
+}
+
+// TestNetRendezvous: messages longer than the eager limit to a rank on
+// another node go through the LMT's net-read backend: one region exposed,
+// one read and one unexpose per non-empty send segment (exact counts),
+// nothing left exposed; they arrive intact whether the receive was posted
+// first or the RTS waited unexpected (Probe gives its length), into one
+// buffer or a list; a message of the eager limit still goes in packets.
 func TestNetRendezvous(t *testing.T) {
-	eps, mods, f := joinTwoNodesReading(t)
-	sizes := []int{NetRendezvousMin - 1, NetRendezvousMin, 1<<20 + 3}
-	onRanks(t, eps, func(ep *Endpoint) error {
+	job := nemesis.JoinTwoNodesReading(t)
+	attachAll(t, job)
+	eager := attach.DefaultEagerMax
+	sizes := []int{eager, eager + 1, 1<<20 + 3, 1 << 20}
+	const vectored = 3 // sent as two segments around an empty one
+	backends := make([]string, len(sizes))
+	nemesis.OnRanks(t, job.Eps, func(ep *nemesis.Endpoint) error {
 		switch ep.Rank() {
 		case 0: // a rendezvous send completes once read: Isend them all
-			reqs := make([]Request, len(sizes)+1)
+			reqs := make([]nemesis.Request, len(sizes)+1)
 			for i, n := range sizes {
-				if err := ep.Isend(&reqs[i], 2, i, pattern(n, i)); err != nil {
+				msg := nemesis.Pattern(n, i)
+				var err error
+				if i == vectored {
+					err = ep.Isendv(&reqs[i], 2, i, [][]byte{msg[:n/3], nil, msg[n/3:]})
+				} else {
+					err = ep.Isend(&reqs[i], 2, i, msg)
+				}
+				if err != nil {
 					return err
 				}
 			}
@@ -110,6 +100,9 @@ func TestNetRendezvous(t *testing.T) {
 					return err
 				}
 			}
+			for i := range sizes {
+				backends[i] = backendOf(&reqs[i])
+			}
 		case 2:
 			if _, err := ep.Probe(0, 99); err != nil { // every RTS is here, unexpected
 				return err
@@ -120,11 +113,11 @@ func TestNetRendezvous(t *testing.T) {
 					return fmt.Errorf("probe %d: %+v, %v; want %d bytes", i, st, err, n)
 				}
 				buf := make([]byte, n)
-				iov := [][]byte{buf[:n/3], nil, buf[n/3:]}
+				iov := [][]byte{buf[:n/5], nil, buf[n/5:]}
 				if st, err = ep.Recvv(0, i, iov); err != nil || st.Len != n {
 					return fmt.Errorf("receive %d: %+v, %v", i, st, err)
 				}
-				if crc32.ChecksumIEEE(buf) != crc32.ChecksumIEEE(pattern(n, i)) {
+				if crc32.ChecksumIEEE(buf) != crc32.ChecksumIEEE(nemesis.Pattern(n, i)) {
 					return fmt.Errorf("%d bytes from rank 0: checksum differs", n)
 				}
 			}
@@ -133,11 +126,16 @@ func TestNetRendezvous(t *testing.T) {
 		}
 		return nil
 	})
-	if s, r := mods[0], mods[2]; s.exposed != 2 || s.unexposed != 2 || r.readCalls != 2 {
-		t.Fatalf("exposed %d, unexposed %d, read %d times; want 2, 2, 2 (two messages of at least %d bytes)", s.exposed, s.unexposed, r.readCalls, NetRendezvousMin)
+	if want := []string{"", lmt.NetRead, lmt.NetRead, lmt.NetRead}; fmt.Sprint(backends) != fmt.Sprint(want) {
+		t.Errorf("backends %q, want %q", backends, want)
 	}
-	if len(f.regions) != 0 {
-		t.Fatalf("%d regions left exposed", len(f.regions))
+	exposed, unexposed, _ := job.Counts(0)
+	_, _, reads := job.Counts(2)
+	if exposed != 4 || unexposed != 4 || reads != 4 {
+		t.Fatalf("exposed %d, unexposed %d, read %d times; want 4, 4, 4 (three messages past %d bytes, one of two segments)", exposed, unexposed, reads, eager)
+	}
+	if n := job.Exposed(); n != 0 {
+		t.Fatalf("%d regions left exposed", n)
 	}
 }
 
@@ -145,75 +143,315 @@ func TestNetRendezvous(t *testing.T) {
 // reads only what fits (guard bytes past it untouched) and fails with
 // ErrTruncated; the sender completes without error.
 func TestNetRendezvousTruncates(t *testing.T) {
-	eps, _, _ := joinTwoNodesReading(t)
+	job := nemesis.JoinTwoNodesReading(t)
+	attachAll(t, job)
 	const n, room = 1 << 20, 100000
-	onRanks(t, eps, func(ep *Endpoint) error {
+	nemesis.OnRanks(t, job.Eps, func(ep *nemesis.Endpoint) error {
 		switch ep.Rank() {
 		case 1:
-			return ep.Send(3, 5, pattern(n, 5))
+			return ep.Send(3, 5, nemesis.Pattern(n, 5))
 		case 3:
 			buf := bytes.Repeat([]byte{0xee}, room+64)
 			st, err := ep.Recv(1, 5, buf[:room])
-			if !errors.Is(err, ErrTruncated) || st.Len != n || st.Count != room {
+			if !errors.Is(err, nemesis.ErrTruncated) || st.Len != n || st.Count != room {
 				return fmt.Errorf("%d bytes into %d: %+v, %v; want ErrTruncated, %d counted", n, room, st, err, room)
 			}
-			if !bytes.Equal(buf[:room], pattern(n, 5)[:room]) || !bytes.Equal(buf[room:], bytes.Repeat([]byte{0xee}, 64)) {
+			if !bytes.Equal(buf[:room], nemesis.Pattern(n, 5)[:room]) || !bytes.Equal(buf[room:], bytes.Repeat([]byte{0xee}, 64)) {
 				return errors.New("truncated rendezvous: wrong bytes, or bytes written past the buffer")
 			}
 		}
 		return nil
 	})
+	if n := job.Exposed(); n != 0 {
+		t.Fatalf("%d regions left exposed", n)
+	}
 }
 
 // TestNetRendezvousReaderLost: the receiver of a rendezvous is lost before
 // it reads: the sender, waiting for DONE, fails naming it, and its buffer
 // is no longer exposed.
 func TestNetRendezvousReaderLost(t *testing.T) {
-	eps, mods, f := joinTwoNodesReading(t)
-	var r Request
-	if err := eps[0].Isend(&r, 2, 1, pattern(1<<20, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := eps[0].Poll(); err != nil {
-		t.Fatal(err)
-	}
-	if mods[0].exposed != 1 || r.Done() {
-		t.Fatalf("after the RTS: %d exposed, done %v; want 1 and pending", mods[0].exposed, r.Done())
-	}
-	f.kill(2)
-	(*netEvents)(eps[0]).PeerFailed(2, errMemLost)
-	err := eps[0].Wait(&r)
-	var pe *PeerError
+	job := nemesis.JoinTwoNodesReading(t)
+	attachAll(t, job)
+	ep := job.Eps[0]
+	var r nemesis.Request
+	startExposed(t, job, &r)
+	job.Lose(2, 0)
+	err := ep.Wait(&r)
+	var pe *nemesis.PeerError
 	if !errors.As(err, &pe) || pe.Rank != 2 {
 		t.Fatalf("send to a lost reader: %v, want a *PeerError naming rank 2", err)
 	}
-	if mods[0].unexposed != 1 || len(f.regions) != 0 {
-		t.Fatalf("%d unexposed, %d regions left; want 1 and none", mods[0].unexposed, len(f.regions))
+	if _, unexposed, _ := job.Counts(0); unexposed != 1 || job.Exposed() != 0 {
+		t.Fatalf("%d unexposed, %d regions left; want 1 and none", unexposed, job.Exposed())
 	}
 }
 
 // TestNetRendezvousReadWaitsForRoom: a read the module has no room for
 // waits, and starts at a later Poll; the message arrives intact.
 func TestNetRendezvousReadWaitsForRoom(t *testing.T) {
-	eps, mods, _ := joinTwoNodesReading(t)
-	mods[3].refuse = 3
+	job := nemesis.JoinTwoNodesReading(t)
+	attachAll(t, job)
+	job.Refuse(3, 3)
 	const n = 1 << 20
-	onRanks(t, eps, func(ep *Endpoint) error {
+	nemesis.OnRanks(t, job.Eps, func(ep *nemesis.Endpoint) error {
 		switch ep.Rank() {
 		case 1:
-			return ep.Send(3, 5, pattern(n, 5))
+			return ep.Send(3, 5, nemesis.Pattern(n, 5))
 		case 3:
 			buf := make([]byte, n)
 			if _, err := ep.Recv(1, 5, buf); err != nil {
 				return err
 			}
-			if !bytes.Equal(buf, pattern(n, 5)) {
+			if !bytes.Equal(buf, nemesis.Pattern(n, 5)) {
 				return errors.New("rendezvous after waiting for room: bytes differ")
 			}
 		}
 		return nil
 	})
-	if mods[3].refuse != 0 || mods[3].readCalls != 1 {
-		t.Fatalf("%d refusals left, %d reads; want 0 and 1", mods[3].refuse, mods[3].readCalls)
+	if _, _, reads := job.Counts(3); job.Refused(3) != 0 || reads != 1 {
+		t.Fatalf("%d refusals left, %d reads; want 0 and 1", job.Refused(3), reads)
 	}
+}
+
+// TestNetRendezvousCorruptHandle: an RTS whose region has an empty key is
+// refused by the receiver, naming the sender and what is wrong, with its
+// buffer untouched; the sender fails with the receiver's word, and
+// unexposes its buffer.
+func TestNetRendezvousCorruptHandle(t *testing.T) {
+	job := nemesis.JoinTwoNodesReading(t)
+	attachAll(t, job)
+	job.Spoil(0)
+	const n = 1 << 20
+	nemesis.OnRanks(t, job.Eps, func(ep *nemesis.Endpoint) error {
+		switch ep.Rank() {
+		case 0:
+			err := ep.Send(2, 1, nemesis.Pattern(n, 1))
+			var re *lmt.RemoteError
+			if !errors.As(err, &re) || re.Rank != 2 || !strings.Contains(re.Msg, "net-read region") {
+				return fmt.Errorf("send with a spoiled key: %v, want rank 2's RemoteError naming the net-read region", err)
+			}
+		case 2:
+			buf := bytes.Repeat([]byte{0xee}, n)
+			_, err := ep.Recv(0, 1, buf)
+			var ce *lmt.CorruptError
+			if !errors.As(err, &ce) || ce.Rank != 0 || ce.Field != "net-read region" {
+				return fmt.Errorf("receive of a spoiled key: %v, want a CorruptError naming rank 0 and the net-read region", err)
+			}
+			if !bytes.Equal(buf, bytes.Repeat([]byte{0xee}, n)) {
+				return errors.New("a refused rendezvous wrote into the receive buffer")
+			}
+		}
+		return nil
+	})
+	if _, _, reads := job.Counts(2); reads != 0 || job.Exposed() != 0 {
+		t.Fatalf("%d reads, %d regions left exposed; want none", reads, job.Exposed())
+	}
+}
+
+// TestNetRendezvousBothPaths: one engine carries rank 0's long messages to
+// its node's rank 1 by a backend of the node and to rank 2, on the other
+// node, by net-read, and to no rank by the other kind: the engine refuses
+// either kind for the other kind of peer, saying why.
+func TestNetRendezvousBothPaths(t *testing.T) {
+	job := nemesis.JoinTwoNodesReading(t)
+	ls := attachAll(t, job)
+	const n, rounds = 1 << 20, 3
+	count := map[string]int{} // rank 0's sends, by backend
+	nemesis.OnRanks(t, job.Eps, func(ep *nemesis.Endpoint) error {
+		switch ep.Rank() {
+		case 0:
+			for i := range rounds {
+				for _, dst := range []int{1, 2} {
+					var r nemesis.Request
+					if err := ep.Isend(&r, dst, i, nemesis.Pattern(n, i+dst)); err != nil {
+						return err
+					}
+					if err := ep.Wait(&r); err != nil {
+						return err
+					}
+					count[fmt.Sprint(dst, " ", backendOf(&r))]++
+				}
+			}
+		case 1, 2:
+			buf := make([]byte, n)
+			for i := range rounds {
+				if _, err := ep.Recv(0, i, buf); err != nil {
+					return err
+				}
+				if crc32.ChecksumIEEE(buf) != crc32.ChecksumIEEE(nemesis.Pattern(n, i+ep.Rank())) {
+					return fmt.Errorf("rank %d, message %d from rank 0: checksum differs", ep.Rank(), i)
+				}
+			}
+		}
+		return nil
+	})
+	local := lmt.DefaultPreference()[0]
+	if want := fmt.Sprint(map[string]int{"1 " + local: rounds, "2 " + lmt.NetRead: rounds}); fmt.Sprint(count) != want {
+		t.Errorf("rank 0's long sends by destination and backend: %v, want %v", count, want)
+	}
+	eng := ls[0].Engine()
+	for _, c := range []struct {
+		backend string
+		rank    int
+		reason  string
+	}{
+		{local, 2, "rank 2 is on another node"},
+		{lmt.CMA, 3, "rank 3 is on another node"},
+		{lmt.NetRead, 1, "rank 1 is on this node"},
+	} {
+		err := eng.Check(c.backend, c.rank)
+		var u *lmt.Unavailable
+		if !errors.As(err, &u) || !strings.Contains(u.Reason, c.reason) {
+			t.Errorf("Check(%s, rank %d): %v, want an *lmt.Unavailable saying %q", c.backend, c.rank, err, c.reason)
+		}
+	}
+	if n := job.Exposed(); n != 0 {
+		t.Fatalf("%d regions left exposed", n)
+	}
+}
+
+// TestNetRendezvousNeedsReads: with a module that cannot read, a long
+// message to a remote rank goes in packets, intact, and the engine says
+// why net-read cannot carry it; one to the node's rank still goes
+// through the LMT.
+func TestNetRendezvousNeedsReads(t *testing.T) {
+	job := nemesis.JoinTwoNodesNotReading(t)
+	ls := attachAll(t, job)
+	const n = 1 << 20
+	backends := map[int]string{}
+	nemesis.OnRanks(t, job.Eps, func(ep *nemesis.Endpoint) error {
+		switch ep.Rank() {
+		case 0:
+			for _, dst := range []int{1, 2} {
+				var r nemesis.Request
+				if err := ep.Isend(&r, dst, 1, nemesis.Pattern(n, dst)); err != nil {
+					return err
+				}
+				if err := ep.Wait(&r); err != nil {
+					return err
+				}
+				backends[dst] = backendOf(&r)
+			}
+		case 1, 2:
+			buf := make([]byte, n)
+			if _, err := ep.Recv(0, 1, buf); err != nil {
+				return err
+			}
+			if !bytes.Equal(buf, nemesis.Pattern(n, ep.Rank())) {
+				return fmt.Errorf("rank %d: the message from rank 0 differs", ep.Rank())
+			}
+		}
+		return nil
+	})
+	if backends[1] != lmt.DefaultPreference()[0] || backends[2] != "" {
+		t.Errorf("backends to ranks 1 and 2: %q, %q; want %q and none (packets)", backends[1], backends[2], lmt.DefaultPreference()[0])
+	}
+	err := ls[0].Engine().Check(lmt.NetRead, 2)
+	var u *lmt.Unavailable
+	if !errors.As(err, &u) || !strings.Contains(u.Reason, "no network module that reads remote memory") {
+		t.Errorf("Check(net-read, rank 2) over a module that cannot read: %v", err)
+	}
+}
+
+// TestNetRendezvousSenderLostWhileReading: the sender is lost while the
+// receiver's read is in flight: the receive fails naming it, and once the
+// module has reported the read the receiver takes the next rendezvous,
+// from another rank, intact.
+func TestNetRendezvousSenderLostWhileReading(t *testing.T) {
+	job := nemesis.JoinTwoNodesReading(t)
+	attachAll(t, job)
+	const n = 1 << 20
+	var s, r nemesis.Request
+	if err := job.Eps[0].Isend(&s, 2, 1, nemesis.Pattern(n, 1)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, n)
+	if err := job.Eps[2].Irecv(&r, 0, 1, buf); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if _, _, reads := job.Counts(2); reads == 1 {
+			break
+		}
+		if err := job.Eps[2].Poll(); err != nil || i == 1000 {
+			t.Fatalf("no read started after %d polls: %v", i, err)
+		}
+	}
+	job.Lose(0, 2)
+	err := job.Eps[2].Wait(&r)
+	var pe *nemesis.PeerError
+	if !errors.As(err, &pe) || pe.Rank != 0 {
+		t.Fatalf("receive from a sender lost mid-read: %v, want a *PeerError naming rank 0", err)
+	}
+	nemesis.OnRanks(t, job.Eps[1:3], func(ep *nemesis.Endpoint) error {
+		if ep.Rank() == 1 {
+			return ep.Send(2, 2, nemesis.Pattern(n, 2))
+		}
+		if _, err := ep.Recv(1, 2, buf); err != nil {
+			return err
+		}
+		if !bytes.Equal(buf, nemesis.Pattern(n, 2)) {
+			return errors.New("the rendezvous after a lost one: bytes differ")
+		}
+		return nil
+	})
+	if _, _, reads := job.Counts(2); reads != 2 {
+		t.Fatalf("%d reads, want 2", reads)
+	}
+}
+
+// TestNetRendezvousTooManySegments: a long send to a remote rank of more
+// segments than an RTS names fails, saying so, not that the node's
+// backends cannot reach the rank; nothing is left exposed.
+func TestNetRendezvousTooManySegments(t *testing.T) {
+	job := nemesis.JoinTwoNodesReading(t)
+	attachAll(t, job)
+	segs := lmt.DefaultMaxSegments + 1
+	msg := nemesis.Pattern(segs*4096, 1)
+	iov := make([][]byte, segs)
+	for i := range iov {
+		iov[i] = msg[i*4096 : (i+1)*4096]
+	}
+	err := job.Eps[0].Sendv(2, 1, iov)
+	if want := fmt.Sprintf("backend %s: the message's %d segments do not fit its handle", lmt.NetRead, segs); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("send of %d segments to a remote rank: %v, want net-read's segment limit", segs, err)
+	}
+	if exposed, _, _ := job.Counts(0); exposed != 0 || job.Exposed() != 0 {
+		t.Fatalf("%d exposed, %d left; want none", exposed, job.Exposed())
+	}
+}
+
+// TestNetRendezvousClosedBeforeRTS: an LMT send whose RTS waits for room
+// in the module when the engine closes fails with lmt.ErrClosed, its
+// buffer unexposed, and leaves the pair's window: the next message to the
+// rank goes and arrives.
+func TestNetRendezvousClosedBeforeRTS(t *testing.T) {
+	job := nemesis.JoinTwoNodesReading(t)
+	ls := attachAll(t, job)
+	ep := job.Eps[0]
+	job.Fill(0, true)
+	var r nemesis.Request
+	startExposed(t, job, &r)
+	if err := ls[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Wait(&r); !errors.Is(err, lmt.ErrClosed) {
+		t.Fatalf("send whose RTS never left, engine closed: %v, want lmt.ErrClosed", err)
+	}
+	if _, unexposed, _ := job.Counts(0); unexposed != 1 || job.Exposed() != 0 || job.SlotsHeld(0) != 0 {
+		t.Fatalf("%d unexposed, %d left, %d packet slots held; want 1, none, none", unexposed, job.Exposed(), job.SlotsHeld(0))
+	}
+	job.Fill(0, false)
+	nemesis.OnRanks(t, []*nemesis.Endpoint{ep, job.Eps[2]}, func(ep *nemesis.Endpoint) error {
+		if ep.Rank() == 0 {
+			return ep.Send(2, 5, []byte("after"))
+		}
+		buf := make([]byte, 8)
+		st, err := ep.Recv(0, nemesis.AnyTag, buf)
+		if err != nil || st.Tag != 5 || string(buf[:st.Len]) != "after" {
+			return fmt.Errorf("first message after the closed rendezvous: %+v %q, %v; want tag 5, \"after\"", st, buf[:st.Len], err)
+		}
+		return nil
+	})
 }

@@ -254,8 +254,6 @@ func (ep *Endpoint) arrive(src, tag int, kind uint32, total int, data []byte) er
 			switch kind {
 			case kindRTS:
 				return ep.startLMTRecv(r, data)
-			case kindNetRTS:
-				return ep.startNetRead(r, data)
 			}
 			// deliver, by hand: too big to inline, and this is
 			// every small message's path.
@@ -348,8 +346,6 @@ func (ep *Endpoint) takeUnexpected(r *Request, u *uxMsg) error {
 	switch u.kind {
 	case kindRTS:
 		return ep.startLMTRecv(r, u.data)
-	case kindNetRTS:
-		return ep.startNetRead(r, u.data)
 	}
 	a := &ep.peers[u.src].asm
 	if a.ux == u {
@@ -405,8 +401,7 @@ func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []b
 		u = &uxMsg{small: make([]byte, max(ep.seg.payloadSize, ep.seg.fboxPayload))}
 	}
 	size := total
-	rts := kind == kindRTS || kind == kindNetRTS
-	if rts {
+	if kind == kindRTS {
 		size = len(data)
 	}
 	switch {
@@ -422,7 +417,7 @@ func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []b
 	}
 	memcopy.Copy(u.data, data)
 	u.src, u.tag, u.kind, u.total = src, tag, kind, total
-	u.complete = rts || total == len(data)
+	u.complete = kind == kindRTS || total == len(data)
 	ep.unexp.PushBack(u, &u.links)
 	return u
 }

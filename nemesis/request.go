@@ -62,11 +62,10 @@ type Request struct {
 	curOff int            // vec: offset of that byte in it
 	err    error          // completion status
 	sent   int            // send: payload bytes already put into cells
-	netOut int32          // packets (and a rendezvous receive's read) with the network module, not yet reported
-	// rdv: a network rendezvous (netrdv.go) is under way: a send waits
-	// for its DONE, a receive for its read and DONE's report; netSlot is
-	// its cookie (a send's entry in netPath.rdv, or the sender's).
-	rdv     bool
+	netOut int32          // packets with the network module, not yet reported
+	// netSlot: the packet slot (netPath.ctl) of an LMT send's RTS to a
+	// remote rank, from StartSend until the module takes it; of a slot's
+	// own request, its index.
 	netSlot int32
 
 	links ilist.Links[Request] // in the posted-receive or per-destination send list

@@ -45,6 +45,10 @@ type Region struct {
 	next   *Region // in ep.regions
 	pin    runtime.Pinner
 	remote RemoteRegion
+	// key and addr receive what fi_mr_reg gave: fields, not locals,
+	// which taking their address for cgo would move to the heap on
+	// every registration.
+	key, addr C.uint64_t
 }
 
 // Register registers buf so that peers may Read it, under a key unique in
@@ -61,15 +65,14 @@ func (e *Endpoint) Register(reg *Region, buf []byte) error {
 	}
 	p := unsafe.Pointer(unsafe.SliceData(buf))
 	reg.pin.Pin(p)
-	var key, addr C.uint64_t
-	ret := C.kn_mr_reg(e.c, p, C.size_t(len(buf)), C.FI_REMOTE_READ, C.uint64_t(e.nextKey), &reg.mr, &key, &addr)
+	ret := C.kn_mr_reg(e.c, p, C.size_t(len(buf)), C.FI_REMOTE_READ, C.uint64_t(e.nextKey), &reg.mr, &reg.key, &reg.addr)
 	if ret != 0 {
 		reg.pin.Unpin()
 		reg.mr = nil
 		return errorf(ErrInvalidArg, "fi_mr_reg of %d bytes: %v", len(buf), Errno(-ret))
 	}
 	e.nextKey++
-	reg.ep, reg.remote = e, RemoteRegion{Addr: uint64(addr), Key: uint64(key), Len: uint64(len(buf))}
+	reg.ep, reg.remote = e, RemoteRegion{Addr: uint64(reg.addr), Key: uint64(reg.key), Len: uint64(len(buf))}
 	reg.next, e.regions = e.regions, reg
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/netmod/ofi"
@@ -54,15 +56,13 @@ func joinPair(t *testing.T) [2]*nemesis.Endpoint {
 	return eps
 }
 
-// TestNoAllocation: a message between nodes, of one packet or of several,
-// sent and received allocates nothing once the connection is up.
-func TestNoAllocation(t *testing.T) {
-	eps := joinPair(t)
-	small, big := pattern(8, 1), pattern(3*DefaultPacket+5, 2)
-	rsmall, rbig := make([]byte, 8), make([]byte, len(big))
-	var s, r nemesis.Request
-	roundTrip := func(msg, buf []byte) {
-		if err := eps[0].Isend(&s, 1, 3, msg); err != nil {
+// roundTrips returns a function that sends msg from eps[0] to eps[1] into
+// buf, polling both, and fails t unless both complete whole.
+func roundTrips(t *testing.T, eps [2]*nemesis.Endpoint) (roundTrip func(msg, buf []byte), s *nemesis.Request) {
+	var r nemesis.Request
+	s = new(nemesis.Request)
+	return func(msg, buf []byte) {
+		if err := eps[0].Isend(s, 1, 3, msg); err != nil {
 			t.Fatal(err)
 		}
 		if err := eps[1].Irecv(&r, 0, 3, buf); err != nil {
@@ -75,12 +75,45 @@ func TestNoAllocation(t *testing.T) {
 				}
 			}
 		}
-		_, serr := eps[0].Test(&s)
+		_, serr := eps[0].Test(s)
 		_, rerr := eps[1].Test(&r)
 		if serr != nil || rerr != nil || r.Status().Count != len(msg) {
 			t.Fatalf("send %v, receive %v (%d bytes of %d)", serr, rerr, r.Status().Count, len(msg))
 		}
+	}, s
+}
+
+// TestNoAllocationRendezvous: a long message between nodes, through the
+// LMT's net-read backend (registration, fi_read, DONE), allocates nothing
+// once the first has set the pools up.
+func TestNoAllocationRendezvous(t *testing.T) {
+	eps := joinPair(t)
+	for _, ep := range eps {
+		l, err := attach.Attach(ep, attach.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
 	}
+	msg := pattern(1<<20, 3)
+	buf := make([]byte, len(msg))
+	roundTrip, s := roundTrips(t, eps)
+	roundTrip(msg, buf)
+	if st, _ := attach.Stats(s); st.Backend != lmt.NetRead || string(buf) != string(msg) {
+		t.Fatalf("1 MiB between nodes went by %q (want %s), intact %v", st.Backend, lmt.NetRead, string(buf) == string(msg))
+	}
+	if n := testing.AllocsPerRun(20, func() { roundTrip(msg, buf) }); n != 0 {
+		t.Errorf("a 1 MiB message between nodes through the LMT allocates %v times", n)
+	}
+}
+
+// TestNoAllocation: a message between nodes, of one packet or of several,
+// sent and received allocates nothing once the connection is up.
+func TestNoAllocation(t *testing.T) {
+	eps := joinPair(t)
+	small, big := pattern(8, 1), pattern(3*DefaultPacket+5, 2)
+	rsmall, rbig := make([]byte, 8), make([]byte, len(big))
+	roundTrip, _ := roundTrips(t, eps)
 	roundTrip(small, rsmall) // connection setup
 	roundTrip(big, rbig)
 	if string(rbig) != string(big) || string(rsmall) != string(small) {

@@ -28,6 +28,9 @@
 // fails what waits on it with a *nemesis.PeerError naming it.
 //
 // Messages longer than Packet travel as a series of packets (as cells do
-// in the segment), received with one copy from the bounce buffers. The
-// rendezvous by fi_read planned in docs/netmod.md is not built yet.
+// in the segment), received with one copy from the bounce buffers, unless
+// the endpoint has an LMT (attach, auto): past its eager limit they go
+// through the LMT's rendezvous, whose net-read backend (netmod/netread)
+// has the receiver pull them with fi_read from the sender's registered
+// buffers (the module's nemesis.NetReader, read.go).
 package ofinet

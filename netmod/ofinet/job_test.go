@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/netmod/internal/netnstest"
@@ -44,10 +46,26 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// scenarios run in every rank of a job of four, two per node.
+// scenarios run in every rank of a job of four, two per node, each with
+// the default LMT attached (withLMT).
 var scenarios = map[string]func(ep *nemesis.Endpoint) error{
 	"traffic": traffic,
 	"kill":    killRemote,
+}
+
+// withLMT runs scenario fn with the default LMT attached to ep, as a job
+// runs: long messages go through its rendezvous, within the node by the
+// node's backends, across by net-read.
+func withLMT(ep *nemesis.Endpoint, fn func(*nemesis.Endpoint) error) error {
+	l, err := attach.Attach(ep, attach.Options{})
+	if err != nil {
+		return err
+	}
+	err = fn(ep)
+	if cerr := l.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func TestTraffic(t *testing.T) { runNetns(t, "traffic") }
@@ -186,7 +204,7 @@ func netnsChild() int {
 		return 1
 	}
 	defer ep.Close()
-	if err := fn(ep); err != nil {
+	if err := withLMT(ep, fn); err != nil {
 		fmt.Fprintf(os.Stderr, "rank %d: %v\n", rank, err)
 		return 1
 	}
@@ -211,7 +229,8 @@ var bigSizes = []int{0, 1, 8, DefaultPacket - 1, DefaultPacket, DefaultPacket + 
 // traffic: ranks 1, 2 and 3 send to rank 0, which receives from AnySource
 // (so from both paths) and checks each sender's order and checksums; then
 // ranks 3 and 1 send 0 B to 64 MiB across the nodes (to ranks 0 and 2), by
-// Isendv, checked by checksum; a barrier ends it.
+// Isendv and Isend, checked by checksum, the long ones through the LMT's
+// net-read backend; a barrier ends it.
 func traffic(ep *nemesis.Endpoint) error {
 	const perSender = 300
 	me := ep.Rank()
@@ -249,20 +268,21 @@ func bigOnes(ep *nemesis.Endpoint) error {
 		return fmt.Errorf("rank %d reaches rank %d by %q, want the network", ep.Rank(), peer, ep.Path(peer))
 	}
 	sender := ep.Rank() == 3 || ep.Rank() == 1
-	rdv := 0 // messages sent by rendezvous: from one buffer, NetRendezvousMin or more
+	exposed := 0 // segments of messages past the eager limit: one region each
 	for i, n := range bigSizes {
 		if sender {
-			// From a list, in packets; then from one buffer, by
-			// rendezvous (fi_read) when long enough.
+			// From a list of two segments, then from one buffer: in
+			// packets up to the eager limit, by the LMT's net-read
+			// (fi_read of each segment) past it.
 			msg := pattern(n, i)
-			if err := ep.Sendv(peer, 100+i, [][]byte{msg[:n/2], nil, msg[n/2:]}); err != nil {
+			if err := sendVia(ep, peer, 100+i, [][]byte{msg[:n/2], nil, msg[n/2:]}); err != nil {
 				return fmt.Errorf("%d bytes to rank %d: %w", n, peer, err)
 			}
-			if err := ep.Send(peer, 200+i, msg); err != nil {
+			if err := sendVia(ep, peer, 200+i, [][]byte{msg}); err != nil {
 				return fmt.Errorf("%d bytes to rank %d from one buffer: %w", n, peer, err)
 			}
-			if n >= nemesis.NetRendezvousMin {
-				rdv++
+			if n > attach.DefaultEagerMax {
+				exposed += 3
 			}
 			continue
 		}
@@ -282,8 +302,29 @@ func bigOnes(ep *nemesis.Endpoint) error {
 	if m == nil {
 		return fmt.Errorf("rank %d's network module is %T, want *ofinet.Module", ep.Rank(), ep.NetModule())
 	}
-	if got := m.Exposures(); sender && got != uint64(rdv) {
-		return fmt.Errorf("rank %d exposed %d buffers for reads, want %d (its one-buffer messages of %d bytes or more)", ep.Rank(), got, rdv, nemesis.NetRendezvousMin)
+	if got := m.Exposures(); sender && got != uint64(exposed) {
+		return fmt.Errorf("rank %d exposed %d buffers for reads, want %d (the segments of its messages past %d bytes)", ep.Rank(), got, exposed, attach.DefaultEagerMax)
+	}
+	return nil
+}
+
+// sendVia sends iov to rank dst and checks the path it took: the LMT's
+// net-read past the eager limit, packets up to it.
+func sendVia(ep *nemesis.Endpoint, dst, tag int, iov [][]byte) error {
+	var r nemesis.Request
+	if err := ep.Isendv(&r, dst, tag, iov); err != nil {
+		return err
+	}
+	if err := ep.Wait(&r); err != nil {
+		return err
+	}
+	want := ""
+	if r.Len() > attach.DefaultEagerMax {
+		want = lmt.NetRead
+	}
+	st, _ := attach.Stats(&r)
+	if st.Backend != want {
+		return fmt.Errorf("%d bytes went by backend %q, want %q", r.Len(), st.Backend, want)
 	}
 	return nil
 }

@@ -95,7 +95,7 @@ func launchedRank() error {
 	if ep.Size() != jobSize || c.Node() != nodeOf[ep.Rank()] {
 		return fmt.Errorf("rank %d of %d on node %d; want a job of %d, node %d", ep.Rank(), ep.Size(), c.Node(), jobSize, nodeOf[ep.Rank()])
 	}
-	if err := traffic(ep); err != nil {
+	if err := withLMT(ep, traffic); err != nil {
 		return err
 	}
 	other := (ep.Rank() + 2) % jobSize

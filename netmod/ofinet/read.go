@@ -10,16 +10,17 @@ import (
 	"github.com/knemesis/knemesis/netmod/ofi"
 )
 
-// The module's one-sided reads (nemesis.NetReader): a long message's
-// buffer is registered (fi_mr_reg, remote read) and its address and key
-// travel in nemesis's RTS; the receiver pulls it with fi_read into its own
-// buffer, one read per entry of its receive list, drawing on the send
+// The module's one-sided reads (nemesis.NetReader), which the LMT's
+// net-read backend (package netmod/netread) moves long messages with: a
+// send buffer is registered (fi_mr_reg, remote read) and its address and
+// key travel in the LMT's RTS; the receiver pulls it with fi_read into its
+// own buffer, one read per entry of its receive list, drawing on the send
 // slots. Regions and read jobs are pooled: a steady stream of long
 // messages registers and reads without allocating.
 
 // readJob is the reads of one receive: reported once the last completes.
 type readJob struct {
-	nreq *nemesis.Request
+	rd   *nemesis.NetRead
 	left int
 	err  error
 }
@@ -44,8 +45,8 @@ func (m *Module) Expose(dst int, buf []byte, h []byte) (int, int32, error) {
 	return ofi.RemoteRegionSize, slot, nil
 }
 
-// Exposures counts the buffers Expose registered: the long messages this
-// module sent by rendezvous.
+// Exposures counts the buffers Expose registered: the segments of the
+// long messages this module's endpoint sent through the LMT.
 func (m *Module) Exposures() uint64 { return m.exposures }
 
 // Unexpose implements nemesis.NetReader. Reads of the region still in
@@ -57,7 +58,7 @@ func (m *Module) Unexpose(slot int32) {
 
 // Read implements nemesis.NetReader: one fi_read per non-empty entry of
 // dst, all issued or none.
-func (m *Module) Read(r *nemesis.Request, src int, h []byte, dst [][]byte) (bool, error) {
+func (m *Module) Read(rd *nemesis.NetRead, src int, h []byte, dst [][]byte) (bool, error) {
 	if len(h) != ofi.RemoteRegionSize {
 		return false, fmt.Errorf("ofinet: rank %d's rendezvous names a %d-byte handle, want %d", src, len(h), ofi.RemoteRegionSize)
 	}
@@ -71,7 +72,7 @@ func (m *Module) Read(r *nemesis.Request, src int, h []byte, dst [][]byte) (bool
 		return false, nil
 	}
 	rr := ofi.GetRemoteRegion(h)
-	j := m.newJob(r)
+	j := m.newJob(rd)
 	var off uint64
 	for _, d := range dst {
 		if len(d) == 0 {
@@ -99,14 +100,14 @@ func (m *Module) Read(r *nemesis.Request, src int, h []byte, dst [][]byte) (bool
 	return true, nil
 }
 
-func (m *Module) newJob(r *nemesis.Request) *readJob {
+func (m *Module) newJob(rd *nemesis.NetRead) *readJob {
 	var j *readJob
 	if n := len(m.jobFree); n > 0 {
 		j, m.jobFree = m.jobFree[n-1], m.jobFree[:n-1]
 	} else {
 		j = new(readJob)
 	}
-	*j = readJob{nreq: r}
+	*j = readJob{rd: rd}
 	return j
 }
 
@@ -119,10 +120,10 @@ func (m *Module) readDone(ev nemesis.NetEvents, j *readJob, err error) {
 	if j.left--; j.left > 0 {
 		return
 	}
-	r, err := j.nreq, j.err
+	rd, err := j.rd, j.err
 	*j = readJob{}
 	m.jobFree = append(m.jobFree, j)
-	ev.(nemesis.NetEventsReader).ReadDone(r, err)
+	ev.(nemesis.NetEventsReader).ReadDone(rd, err)
 }
 
 var _ nemesis.NetReader = (*Module)(nil)

@@ -193,7 +193,8 @@ func withoutModule(c *pmix.Client, iters int) error {
 	return nil
 }
 
-// attachAuto gives the endpoint the LMT that auto chooses per local peer.
+// attachAuto gives the endpoint the LMT that auto chooses per local peer;
+// a remote peer's long messages go by its net-read backend.
 func attachAuto(ep *nemesis.Endpoint) error {
 	_, err := auto.Attach(ep, auto.Options{})
 	return err

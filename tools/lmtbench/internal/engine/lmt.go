@@ -31,6 +31,9 @@ func init() {
 		if id.Name == lmt.Arena || id.Name == lmt.ArenaCopy {
 			continue // needs a job with an arena: arena.go
 		}
+		if id.Remote {
+			continue // ranks on other nodes only: lmtbench pingpong under mpirun (cli/job_ofi.go)
+		}
 		check := func() error { return lmtRegistered(id.Name) }
 		if id.Name == lmt.Knem {
 			check = func() error {

@@ -1,0 +1,159 @@
+package nemesis
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+)
+
+// memReader is memModule with one-sided reads: Expose publishes the buffer
+// in the fabric under a key, Read copies from it (the sender's process
+// memory, as fi_read reaches it) and reports at the next Poll. The LMT's
+// net-read backend moves long messages with it in netrdv_test.go.
+type memReader struct {
+	memModule
+	reads              []*NetRead
+	readErrs           []error
+	exposed, unexposed int
+	readCalls          int
+	refuse             int  // Reads to answer "no room" to, first
+	spoil              bool // Expose says its handle is 0 bytes long
+	full               bool // Send has no room
+}
+
+func (m *memReader) Send(r *Request, dst int, hdr []byte, payload [][]byte) (bool, error) {
+	if m.full {
+		return false, nil
+	}
+	return m.memModule.Send(r, dst, hdr, payload)
+}
+
+func (m *memReader) Expose(dst int, buf []byte, h []byte) (int, int32, error) {
+	f := m.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextKey++
+	f.regions[f.nextKey] = buf
+	binary.LittleEndian.PutUint64(h, uint64(f.nextKey))
+	m.exposed++
+	if m.spoil {
+		return 0, f.nextKey, nil
+	}
+	return 8, f.nextKey, nil
+}
+
+func (m *memReader) Unexpose(slot int32) {
+	m.f.mu.Lock()
+	delete(m.f.regions, slot)
+	m.f.mu.Unlock()
+	m.unexposed++
+}
+
+func (m *memReader) Read(rd *NetRead, src int, h []byte, dst [][]byte) (bool, error) {
+	if len(h) != 8 {
+		return false, fmt.Errorf("memnet: %d-byte handle", len(h))
+	}
+	if m.refuse > 0 {
+		m.refuse--
+		return false, nil
+	}
+	key := int32(binary.LittleEndian.Uint64(h))
+	m.f.mu.Lock()
+	buf, ok := m.f.regions[key]
+	dead := m.f.dead[src]
+	m.f.mu.Unlock()
+	var err error
+	if !ok || dead {
+		err = errMemLost
+	} else {
+		for _, d := range dst {
+			buf = buf[copy(d, buf):]
+		}
+	}
+	m.readCalls++
+	m.reads, m.readErrs = append(m.reads, rd), append(m.readErrs, err)
+	return true, nil
+}
+
+func (m *memReader) Poll(ev NetEvents) error {
+	reads, errs := m.reads, m.readErrs
+	m.reads, m.readErrs = nil, nil
+	for i, rd := range reads {
+		ev.(NetEventsReader).ReadDone(rd, errs[i])
+	}
+	return m.memModule.Poll(ev)
+}
+
+// ReadingJob is four ranks on two simulated nodes whose modules read, for
+// the external tests of the LMT over the network (netrdv_test.go).
+type ReadingJob struct {
+	Eps  []*Endpoint
+	mods []*memReader
+	f    *memFabric
+}
+
+// JoinTwoNodesReading joins a ReadingJob.
+func JoinTwoNodesReading(t *testing.T) *ReadingJob {
+	t.Helper()
+	mods := make([]*memReader, 4)
+	eps, f := joinTwoNodesWith(t, 4096, func(r int, m *memModule) NetModule {
+		mods[r] = &memReader{memModule: *m}
+		return mods[r]
+	})
+	return &ReadingJob{eps, mods, f}
+}
+
+// JoinTwoNodesNotReading joins four ranks, two per simulated node, whose
+// modules cannot read.
+func JoinTwoNodesNotReading(t *testing.T) *ReadingJob {
+	t.Helper()
+	eps, f := joinTwoNodes(t, 4096)
+	return &ReadingJob{Eps: eps, f: f}
+}
+
+// Counts returns what rank's module did: buffers exposed and unexposed,
+// reads started.
+func (j *ReadingJob) Counts(rank int) (exposed, unexposed, reads int) {
+	m := j.mods[rank]
+	return m.exposed, m.unexposed, m.readCalls
+}
+
+// Refuse has rank's module answer its next n reads with "no room"; Refused
+// says how many refusals are left.
+func (j *ReadingJob) Refuse(rank, n int)   { j.mods[rank].refuse = n }
+func (j *ReadingJob) Refused(rank int) int { return j.mods[rank].refuse }
+
+// Spoil has rank's module name its exposed regions with empty handles, as
+// a broken module might.
+func (j *ReadingJob) Spoil(rank int) { j.mods[rank].spoil = true }
+
+// Fill has rank's module answer every send with "no room" (full) or take
+// them again.
+func (j *ReadingJob) Fill(rank int, full bool) { j.mods[rank].full = full }
+
+// SlotsHeld counts rank's packet slots not idle: RTSs and control packets
+// the module holds or that wait for it.
+func (j *ReadingJob) SlotsHeld(rank int) int {
+	n := j.Eps[rank].net
+	return len(n.ctl) - len(n.ctlFree)
+}
+
+// Exposed counts the regions still exposed in the fabric.
+func (j *ReadingJob) Exposed() int {
+	j.f.mu.Lock()
+	defer j.f.mu.Unlock()
+	return len(j.f.regions)
+}
+
+// Lose makes rank unreachable and tells rank's peer at tells so, as a
+// module that found the connection reset does.
+func (j *ReadingJob) Lose(rank, at int) {
+	j.f.kill(rank)
+	(*netEvents)(j.Eps[at]).PeerFailed(rank, errMemLost)
+}
+
+// Pattern and OnRanks are pattern and onRanks, for the external tests.
+var (
+	Pattern = pattern
+	OnRanks = onRanks
+)
