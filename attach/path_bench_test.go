@@ -10,8 +10,9 @@ import (
 )
 
 // joinInProcess joins a job of two endpoints of this process, each with an
-// arena and an LMT, for benchmarks that drive both from one goroutine.
-func joinInProcess(b *testing.B) [2]*nemesis.Endpoint {
+// arena and, when withLMT, an LMT, for benchmarks that drive both from one
+// goroutine.
+func joinInProcess(b *testing.B, withLMT bool) [2]*nemesis.Endpoint {
 	job := launch.NewJobName()
 	var eps [2]*nemesis.Endpoint
 	errs := make(chan error, 2)
@@ -28,16 +29,41 @@ func joinInProcess(b *testing.B) [2]*nemesis.Endpoint {
 		}
 	}
 	for _, ep := range eps {
+		b.Cleanup(func() { ep.Close() })
+		if !withLMT {
+			continue
+		}
 		l, err := attach.Attach(ep, attach.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() {
-			l.Close()
-			ep.Close()
-		})
+		b.Cleanup(func() { l.Close() })
 	}
 	return eps
+}
+
+// exchange sends msg from rank 0 to rank 1's got b.N times, driving both
+// endpoints until each message's send and receive are complete.
+func exchange(b *testing.B, eps [2]*nemesis.Endpoint, msg, got []byte) {
+	var s, r nemesis.Request
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := eps[1].Irecv(&r, 0, 1, got); err != nil {
+			b.Fatal(err)
+		}
+		if err := eps[0].Isend(&s, 1, 1, msg); err != nil {
+			b.Fatal(err)
+		}
+		for !s.Done() || !r.Done() {
+			if _, err := eps[1].Test(&r); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := eps[0].Test(&s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }
 
 // BenchmarkInProcessArena: one message from an arena buffer, sent by rank
@@ -49,31 +75,12 @@ func joinInProcess(b *testing.B) [2]*nemesis.Endpoint {
 func BenchmarkInProcessArena(b *testing.B) {
 	for _, size := range []int{4 << 10, 16 << 10} {
 		b.Run(sizeLabel(size), func(b *testing.B) {
-			eps := joinInProcess(b)
+			eps := joinInProcess(b, true)
 			msg, err := eps[0].Alloc(size)
 			if err != nil {
 				b.Fatal(err)
 			}
-			got := make([]byte, size)
-			var s, r nemesis.Request
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := eps[1].Irecv(&r, 0, 1, got); err != nil {
-					b.Fatal(err)
-				}
-				if err := eps[0].Isend(&s, 1, 1, msg); err != nil {
-					b.Fatal(err)
-				}
-				for !s.Done() || !r.Done() {
-					if _, err := eps[1].Test(&r); err != nil {
-						b.Fatal(err)
-					}
-					if _, err := eps[0].Test(&s); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
+			exchange(b, eps, msg, make([]byte, size))
 		})
 	}
 }
@@ -82,7 +89,7 @@ func BenchmarkInProcessArena(b *testing.B) {
 // and a receive posted that nothing answers, the loop a blocked receive
 // spins in: its length is how late the receive sees its message.
 func BenchmarkPollIdleWithLMT(b *testing.B) {
-	eps := joinInProcess(b)
+	eps := joinInProcess(b, true)
 	var r nemesis.Request
 	if err := eps[1].Irecv(&r, 0, 1, make([]byte, 8)); err != nil {
 		b.Fatal(err)
@@ -124,43 +131,7 @@ func itoa(n int) string {
 func BenchmarkInProcessEager(b *testing.B) {
 	for _, size := range []int{4 << 10, 16 << 10} {
 		b.Run(sizeLabel(size), func(b *testing.B) {
-			job := launch.NewJobName()
-			var eps [2]*nemesis.Endpoint
-			errs := make(chan error, 2)
-			for r := range eps {
-				go func() {
-					ep, err := nemesis.Join(job, r, 2, nil)
-					eps[r] = ep
-					errs <- err
-				}()
-			}
-			for range eps {
-				if err := <-errs; err != nil {
-					b.Fatal(err)
-				}
-			}
-			defer eps[0].Close()
-			defer eps[1].Close()
-			msg, got := make([]byte, size), make([]byte, size)
-			var s, r nemesis.Request
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := eps[1].Irecv(&r, 0, 1, got); err != nil {
-					b.Fatal(err)
-				}
-				if err := eps[0].Isend(&s, 1, 1, msg); err != nil {
-					b.Fatal(err)
-				}
-				for !s.Done() || !r.Done() {
-					if _, err := eps[1].Test(&r); err != nil {
-						b.Fatal(err)
-					}
-					if _, err := eps[0].Test(&s); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
+			exchange(b, joinInProcess(b, false), make([]byte, size), make([]byte, size))
 		})
 	}
 }
