@@ -121,7 +121,12 @@
 // Probe, and non-overtaking order per (source, tag). Receives match in the
 // order they were posted, messages in the order they arrived; a message that
 // arrives before its receive is copied out of its cell at once (into a
-// recycled buffer) so that the sender's cells always come home. A receive
+// recycled buffer) so that the sender's cells always come home, with one
+// exception that costs the senders nothing: a Poll that has matched a
+// posted receive and has none left posted stops there, and leaves what
+// else has come (in the fastboxes and the queue) for the receives to
+// come, so that a receiver taking a stream one receive at a time copies
+// each message once, not into a buffer and out again. A receive
 // buffer shorter than the message gets ErrTruncated, with the buffer filled
 // and nothing written past it.
 //

@@ -147,10 +147,14 @@ type Endpoint struct {
 	batching  bool                // between Batch and Flush: every send waits in its window
 	packing   bool                // an aggregate cell is being filled (aggregate.go)
 	polls     uint32
-	fbNext    int              // next fastbox set of this rank's pool to claim
-	fbActive  []int32          // sources whose fastbox set to this rank is attached
-	bells     []*atomic.Uint64 // this rank's bell
-	sleep     *atomic.Uint32   // this rank's sleep word
+	// matched counts the messages that found their posted receive: a
+	// Poll that matched one stops taking eager messages once no receive
+	// is left posted (see satisfied).
+	matched, pollMatched uint32
+	fbNext               int              // next fastbox set of this rank's pool to claim
+	fbActive             []int32          // sources whose fastbox set to this rank is attached
+	bells                []*atomic.Uint64 // this rank's bell
+	sleep                *atomic.Uint32   // this rank's sleep word
 
 	net      *netPath // remote peers, when the job spans nodes (netmod.go)
 	lmt      LMT

@@ -239,3 +239,41 @@ func TestCellBehindAllFastboxes(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamCopiedOnce: a receiver that takes a burst one Recv at a time
+// copies each message once. The Poll that matched the posted receive
+// leaves the rest of the burst (in the fastboxes, then in cells) where it
+// is for the receives to come, instead of copying it into
+// unexpected-message buffers first. Messages and order are intact, and a
+// Poll with no receive posted still takes what is there (the last one,
+// probed first, arrives unexpected).
+func TestStreamCopiedOnce(t *testing.T) {
+	eps := joinLocal(t, 2, nil)
+	a, b := eps[0], eps[1]
+	const burst = fboxSlots + 4 // through every fastbox, then cells
+	for i := range burst + 1 {
+		m := make([]byte, 8)
+		binary.LittleEndian.PutUint64(m, uint64(i))
+		if err := a.Send(1, 5, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 8)
+	for i := range burst {
+		if _, err := b.Recv(0, 5, buf); err != nil || binary.LittleEndian.Uint64(buf) != uint64(i) {
+			t.Fatalf("receive %d: %v, got message %d", i, err, binary.LittleEndian.Uint64(buf))
+		}
+	}
+	if st := b.Stats(); st.Unexpected != 0 {
+		t.Fatalf("%d of %d messages went through unexpected-message buffers, want none: %+v", st.Unexpected, burst, st)
+	}
+	if _, err := b.Probe(0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Recv(0, 5, buf); err != nil || binary.LittleEndian.Uint64(buf) != burst {
+		t.Fatalf("last receive: %v, got message %d", err, binary.LittleEndian.Uint64(buf))
+	}
+	if st := b.Stats(); st.Unexpected != 1 {
+		t.Fatalf("the probed message: stats %+v, want it unexpected", st)
+	}
+}

@@ -22,6 +22,7 @@ func (ep *Endpoint) Poll() error {
 		return ep.fatal
 	}
 	ep.polls++
+	ep.pollMatched = ep.matched
 	if ep.sendsOut > 0 {
 		if err := ep.progressSends(); err != nil {
 			return err
@@ -51,6 +52,9 @@ func (ep *Endpoint) Poll() error {
 		}
 	}
 	for range maxCellsPerPoll {
+		if ep.satisfied() {
+			break
+		}
 		off, c, err := ep.recvQ.dequeue(ep.seg)
 		if err != nil {
 			return ep.fail(err)
@@ -107,11 +111,25 @@ func (ep *Endpoint) dropSendDst(i int) {
 // pollFboxes consumes what src's fastboxes hold next in its sequence.
 func (ep *Endpoint) pollFboxes(src int) error {
 	for range fboxSlots {
+		if ep.satisfied() {
+			return nil
+		}
 		if ok, err := ep.pollFbox(src); !ok || err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// satisfied reports whether this Poll has matched a posted receive and
+// none is left posted. The messages still in the fastboxes and the queue
+// then stay there for the receives to come, instead of each being copied
+// into an unexpected-message buffer now and out of it at its receive: a
+// receiver behind a stream of small messages copies each once. A Poll that
+// matched nothing takes everything in reach, as before, so that cells go
+// home to senders that wait for them whatever the receiver posts.
+func (ep *Endpoint) satisfied() bool {
+	return ep.matched != ep.pollMatched && ep.posted.Front() == nil
 }
 
 // pollFbox consumes the fastbox from src where the next message in src's
@@ -250,6 +268,7 @@ func (ep *Endpoint) arrive(src, tag int, kind uint32, total int, data []byte) er
 		if (r.peer == src || r.peer == AnySource) && (r.tag == tag || r.tag == AnyTag) {
 			ep.posted.Remove(&r.links)
 			ep.expect(r.peer, -1)
+			ep.matched++
 			r.peer, r.tag, r.msgLen = src, tag, total
 			switch kind {
 			case kindRTS:
