@@ -361,19 +361,9 @@ func TestNetRendezvousNeedsReads(t *testing.T) {
 // after: the buffer is the user's again); the receiver then takes the
 // next rendezvous, from another rank, intact; nothing is left exposed.
 func TestNetRendezvousSenderLostWhileReading(t *testing.T) {
-	job := nemesis.JoinTwoNodesReading(t)
-	ls := attachAll(t, job)
 	const n = 1 << 20
-	var s, r nemesis.Request
-	if err := job.Eps[0].Isend(&s, 2, 1, nemesis.Pattern(n, 1)); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, n)
-	if err := job.Eps[2].Irecv(&r, 0, 1, buf); err != nil {
-		t.Fatal(err)
-	}
-	job.Hold(2, true)
-	pollUntilReads(t, job, 2, 1)
+	var r nemesis.Request
+	job, ls, buf := startReading(t, &r, n)
 	job.Lose(0, 2)
 	pollPending(t, job, 2, &r, "receive from a sender lost mid-read")
 	job.Hold(2, false)
@@ -454,19 +444,9 @@ func TestNetRendezvousReadFails(t *testing.T) {
 // stays pending until the module reports the read, then fails with
 // lmt.ErrClosed, the bytes landed before and none after.
 func TestNetRendezvousClosedWhileReading(t *testing.T) {
-	job := nemesis.JoinTwoNodesReading(t)
-	ls := attachAll(t, job)
 	const n = 1 << 20
-	var s, r nemesis.Request
-	if err := job.Eps[0].Isend(&s, 2, 1, nemesis.Pattern(n, 1)); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, n)
-	if err := job.Eps[2].Irecv(&r, 0, 1, buf); err != nil {
-		t.Fatal(err)
-	}
-	job.Hold(2, true)
-	pollUntilReads(t, job, 2, 1)
+	var r nemesis.Request
+	job, ls, buf := startReading(t, &r, n)
 	eng := ls[2].Engine()
 	if err := eng.Close(); err != nil || eng.Pending() != 1 {
 		t.Fatalf("Close with a read in flight: %v, %d pending; want nil, 1", err, eng.Pending())
@@ -480,6 +460,26 @@ func TestNetRendezvousClosedWhileReading(t *testing.T) {
 		t.Fatalf("%d reads landed, %d pending; want 1, none", job.Landed(2), eng.Pending())
 	}
 	checkUntouched(t, job, 2, buf)
+}
+
+// startReading joins a reading job with an LMT on every rank, has rank 0
+// send n bytes to rank 2, received by r, and polls rank 2 until its
+// module holds the read in flight; it returns r's buffer.
+func startReading(t *testing.T, r *nemesis.Request, n int) (*nemesis.ReadingJob, []*attach.LMT, []byte) {
+	t.Helper()
+	job := nemesis.JoinTwoNodesReading(t)
+	ls := attachAll(t, job)
+	var s nemesis.Request
+	if err := job.Eps[0].Isend(&s, 2, 1, nemesis.Pattern(n, 1)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, n)
+	if err := job.Eps[2].Irecv(r, 0, 1, buf); err != nil {
+		t.Fatal(err)
+	}
+	job.Hold(2, true)
+	pollUntilReads(t, job, 2, 1)
+	return job, ls, buf
 }
 
 // pollUntilReads polls rank until its module has started reads reads.
