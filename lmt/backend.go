@@ -164,6 +164,26 @@ type Releaser interface {
 	Release(t *Transfer)
 }
 
+// Quiescer is implemented by backends whose operations may still write
+// into a transfer's buffers after it failed: a one-sided read in flight
+// (net-read's fi_read), which the network module completes, in error or
+// not, at a later poll, and which hardware may land asynchronously until
+// then. A transfer that fails (its Step's error, the peer's failed DONE,
+// PeerFailed, Close) while Quiet is false is not completed for its user:
+// it stays pending, failing, and a later Progress completes it with its
+// error once Quiet is true; Abort, and not Release, has been called by
+// then. Quiet reports whether no operation of t's is in flight any more;
+// it is called from Progress (and Close), never from inside a backend
+// call, and must not call the Engine. The backend must make every such
+// operation end in a bounded time once its peer is lost (a provider
+// cancels the reads of a closed connection), or t never completes. Quiet
+// may be called after Close for transfers it was not quiet for then. A
+// successful transfer never asks: its Step reports the bytes moved only
+// once they are in.
+type Quiescer interface {
+	Quiet(t *Transfer) bool
+}
+
 // Ordered is implemented by Stream backends whose channel is a plain FIFO
 // of bytes written by one sender and read by one receiver (a pipe): if
 // senders push whole messages one after the other in the order of their

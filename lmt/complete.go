@@ -38,7 +38,7 @@ func (e *Engine) arrived(t *Transfer) error {
 
 // fail completes t with err and tells the peer, unless the peer is gone.
 func (e *Engine) fail(t *Transfer, err error) {
-	if t.state == stDone {
+	if t.state == stDone || t.state == stFailing {
 		return
 	}
 	var pe *PeerError
@@ -57,7 +57,7 @@ func (e *Engine) fail(t *Transfer, err error) {
 // abort completes t with err without telling the peer, which is gone or
 // whose engine is closing too.
 func (e *Engine) abort(t *Transfer, err error) {
-	if t.state == stDone {
+	if t.state == stDone || t.state == stFailing {
 		return
 	}
 	if t.ch != nil {
@@ -72,9 +72,32 @@ func (e *Engine) complete(t *Transfer, err error) { e.completeAt(t, err, monoton
 // path reads it anyway, and a clock read is not free.
 func (e *Engine) completeAt(t *Transfer, err error, now time.Duration) {
 	prev := t.state
-	if prev == stDone {
+	if prev == stDone || prev == stFailing {
 		return
 	}
+	if err != nil && !t.quiet() {
+		t.state, t.err, t.failedFrom = stFailing, err, prev
+		return
+	}
+	e.finish(t, err, prev, now)
+}
+
+// quiet reports whether t's backend has nothing in flight that may still
+// write into t's buffers (see [Quiescer]).
+func (t *Transfer) quiet() bool {
+	return t.ch == nil || t.ch.slot.quiescer == nil || t.ch.slot.quiescer.Quiet(t)
+}
+
+// quiesce completes a failing transfer with its error once its backend is
+// quiet: Progress calls it, never a backend.
+func (e *Engine) quiesce(t *Transfer) {
+	if t.quiet() {
+		e.finish(t, t.err, t.failedFrom, monotonic())
+	}
+}
+
+// finish takes t out of the engine, completed with err, from state prev.
+func (e *Engine) finish(t *Transfer, err error, prev tstate, now time.Duration) {
 	if t.ch != nil {
 		t.ch.slot.release(t)
 	}

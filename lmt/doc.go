@@ -31,7 +31,10 @@
 // sends them through its network module). A remote peer that is lost
 // fails its transfers with a PeerError naming it, as a local one that
 // dies does; net-read's Release ends the sender's registrations however
-// the transfer ends.
+// the transfer ends. A read still in flight when a receive fails (its
+// sender lost, a read failed, Close) may still write into the receive
+// buffer: the receive completes for its user only once net-read, a
+// [Quiescer], says none is in flight any more.
 //
 // [Identities] declares each one's name, wire id and flow once; the
 // selector (package threshold) and lmtbench derive their lists from it.
@@ -172,7 +175,8 @@
 // # Writing a backend
 //
 // A backend implements [Backend] (and the optional [Early], [Buffered],
-// [Ordered], [Chunker], [Blocker], [Datatyped] where they fit), gets an entry in
+// [Ordered], [Chunker], [Blocker], [Datatyped], [Releaser], [Quiescer]
+// where they fit), gets an entry in
 // [Identities] — its name, a wire id, its flow — and calls [Register] with
 // that name from its package's init. The knem backend shows the Pull shape
 // of a one-sided mechanism: its cookie is the handle, Step submits the copy

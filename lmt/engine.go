@@ -19,6 +19,9 @@ type backendSlot struct {
 	remote bool
 	// releaser is b as a [Releaser], or nil.
 	releaser Releaser
+	// quiescer is b as a [Quiescer], or nil: its failed transfers wait
+	// for it before they complete.
+	quiescer Quiescer
 	// blocker is b as a Blocker, or nil.
 	blocker Blocker
 	// early is b as an Early stream backend, or nil (see channel.fill).
@@ -108,6 +111,7 @@ func (e *Engine) newSlot(r registration, b Backend) *backendSlot {
 	k := e.cfg.knobs
 	s := &backendSlot{id: r.ID, name: r.Name, kind: r.Flow, flow: flowOf(r.Flow), b: b, chunk: e.cfg.Chunk, remote: r.Remote}
 	s.blocker, _ = b.(Blocker)
+	s.quiescer, _ = b.(Quiescer)
 	if r.Flow == Stream && !k.NoEarly {
 		s.early, _ = b.(Early)
 	}
@@ -236,7 +240,14 @@ func (e *Engine) InChannel() int {
 	return n
 }
 
-// Close fails the transfers in flight and releases every backend.
+// Close fails the transfers in flight with ErrClosed and releases every
+// backend. It drives nothing, so it cannot wait for a backend's
+// operations: a transfer whose [Quiescer] is not quiet is not completed
+// (its buffers may still be written) but stays in Pending, and a later
+// Progress completes it with ErrClosed once its backend is quiet (the
+// caller keeps polling what reports the backend's operations: the network
+// module, for net-read). A caller that stops driving leaves it pending,
+// never complete over a buffer still being written.
 func (e *Engine) Close() error {
 	if e.closed {
 		return nil
@@ -245,7 +256,7 @@ func (e *Engine) Close() error {
 	for _, t := range e.live {
 		e.abort(t, ErrClosed)
 	}
-	e.live = nil
+	e.sweep()
 	var first error
 	for _, s := range e.named {
 		if err := s.b.Close(); err != nil && first == nil {

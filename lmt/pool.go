@@ -42,7 +42,7 @@ func (e *Engine) newTransfer(peer int, side Side, iov [][]byte) *Transfer {
 // fails when a field added to Transfer is not cleared here.
 func (t *Transfer) reset() {
 	t.User, t.e, t.ch, t.flow, t.err = nil, nil, nil, nil, nil
-	t.id, t.peerID, t.peer, t.side, t.state = 0, 0, 0, 0, 0
+	t.id, t.peerID, t.peer, t.side, t.state, t.failedFrom = 0, 0, 0, 0, 0, 0
 	t.iov, t.msgLen, t.length, t.moved, t.seg, t.off = t.iov[:0], 0, 0, 0, 0, 0
 	t.remote, t.rseg, t.roff = t.remote[:0], 0, 0
 	t.dt.reset()

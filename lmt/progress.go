@@ -20,6 +20,10 @@ func (e *Engine) Progress() error {
 			continue
 		}
 		if t.state != stActive {
+			if t.state == stFailing {
+				e.quiesce(t)
+				continue
+			}
 			if t.state == stCopied {
 				e.fillCopy(t)
 				continue

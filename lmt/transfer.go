@@ -28,6 +28,8 @@ type Transfer struct {
 	side   Side
 	state  tstate
 	err    error
+	// failedFrom is the state a stFailing transfer failed in.
+	failedFrom tstate
 
 	iov    [][]byte
 	msgLen int64 // the sender's length
@@ -71,6 +73,10 @@ const (
 	stActive   // Progress Steps it
 	stWaitDone // this side's part is done; the peer's DONE completes it
 	stDone
+	// stFailing: failed (t.err) while its backend may still write into
+	// its buffers ([Quiescer]); not Done, kept in the live list until
+	// Progress finds the backend quiet and completes it from failedFrom.
+	stFailing
 	// stHanded: a sender on a Buffered channel with every byte in the
 	// channel, or of a Copier with the message in its copy, complete
 	// for its user, waiting for the receiver's DONE.

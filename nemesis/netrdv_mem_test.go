@@ -2,24 +2,44 @@ package nemesis
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"testing"
 )
 
 // memReader is memModule with one-sided reads: Expose publishes the buffer
-// in the fabric under a key, Read copies from it (the sender's process
-// memory, as fi_read reaches it) and reports at the next Poll. The LMT's
+// in the fabric under a key, Read starts a read of it (the sender's
+// process memory, as fi_read reaches it), and the next Poll lands its
+// bytes in the destination and reports it, cancelled if the sender is
+// lost by then, as tcp;ofi_rxm cancels the reads of a closed connection
+// (after the bytes, as a NIC may have written them already). The LMT's
 // net-read backend moves long messages with it in netrdv_test.go.
 type memReader struct {
 	memModule
-	reads              []*NetRead
-	readErrs           []error
+	reads              []memRead
 	exposed, unexposed int
 	readCalls          int
 	refuse             int  // Reads to answer "no room" to, first
 	spoil              bool // Expose says its handle is 0 bytes long
 	full               bool // Send has no room
+	hold               bool // Poll reports no read
+	failRead           int  // the failRead-th Read fails, if > 0
+	landed             int  // reads whose bytes landed
 }
+
+// memRead is a read in flight: its source region and destination, or the
+// error it completes with.
+type memRead struct {
+	rd  *NetRead
+	src int
+	buf []byte
+	dst [][]byte
+	err error
+}
+
+// errMemCancelled is how memReader completes a read whose sender is lost:
+// FI_ECANCELED.
+var errMemCancelled = errors.New("memnet: read cancelled, connection closed")
 
 func (m *memReader) Send(r *Request, dst int, hdr []byte, payload [][]byte) (bool, error) {
 	if m.full {
@@ -57,31 +77,57 @@ func (m *memReader) Read(rd *NetRead, src int, h []byte, dst [][]byte) (bool, er
 		m.refuse--
 		return false, nil
 	}
+	m.readCalls++
+	if m.readCalls == m.failRead {
+		return false, errMemBadRead
+	}
 	key := int32(binary.LittleEndian.Uint64(h))
 	m.f.mu.Lock()
 	buf, ok := m.f.regions[key]
 	dead := m.f.dead[src]
 	m.f.mu.Unlock()
-	var err error
+	// The caller may reuse dst once Read returns (net-read does): keep a
+	// copy of the list, as a provider copies the iovec.
+	r := memRead{rd: rd, src: src, buf: buf, dst: append([][]byte(nil), dst...)}
 	if !ok || dead {
-		err = errMemLost
-	} else {
-		for _, d := range dst {
-			buf = buf[copy(d, buf):]
-		}
+		r.err = errMemLost
 	}
-	m.readCalls++
-	m.reads, m.readErrs = append(m.reads, rd), append(m.readErrs, err)
+	m.reads = append(m.reads, r)
 	return true, nil
 }
 
+// errMemBadRead is the failure of a Read the module refuses, as a
+// provider refuses a bad key.
+var errMemBadRead = errors.New("memnet: read refused, bad key")
+
 func (m *memReader) Poll(ev NetEvents) error {
-	reads, errs := m.reads, m.readErrs
-	m.reads, m.readErrs = nil, nil
-	for i, rd := range reads {
-		ev.(NetEventsReader).ReadDone(rd, errs[i])
+	if !m.hold {
+		reads := m.reads
+		m.reads = nil
+		for _, r := range reads {
+			m.land(&r)
+			ev.(NetEventsReader).ReadDone(r.rd, r.err)
+		}
 	}
 	return m.memModule.Poll(ev)
+}
+
+// land writes the bytes of read r into its destination, unless it failed
+// at its start, and cancels it if its sender is lost since.
+func (m *memReader) land(r *memRead) {
+	if r.err != nil {
+		return
+	}
+	buf := r.buf
+	for _, d := range r.dst {
+		buf = buf[copy(d, buf):]
+	}
+	m.landed++
+	m.f.mu.Lock()
+	if m.f.dead[r.src] {
+		r.err = errMemCancelled
+	}
+	m.f.mu.Unlock()
 }
 
 // ReadingJob is four ranks on two simulated nodes whose modules read, for
@@ -123,6 +169,16 @@ func (j *ReadingJob) Counts(rank int) (exposed, unexposed, reads int) {
 func (j *ReadingJob) Refuse(rank, n int)   { j.mods[rank].refuse = n }
 func (j *ReadingJob) Refused(rank int) int { return j.mods[rank].refuse }
 
+// Hold has rank's module report no read while hold is true: they stay in
+// flight, their bytes not landed.
+func (j *ReadingJob) Hold(rank int, hold bool) { j.mods[rank].hold = hold }
+
+// FailRead has rank's module fail its nth read from now at its start.
+func (j *ReadingJob) FailRead(rank, n int) { j.mods[rank].failRead = j.mods[rank].readCalls + n }
+
+// Landed counts the reads of rank's module whose bytes landed.
+func (j *ReadingJob) Landed(rank int) int { return j.mods[rank].landed }
+
 // Spoil has rank's module name its exposed regions with empty handles, as
 // a broken module might.
 func (j *ReadingJob) Spoil(rank int) { j.mods[rank].spoil = true }
@@ -152,8 +208,10 @@ func (j *ReadingJob) Lose(rank, at int) {
 	(*netEvents)(j.Eps[at]).PeerFailed(rank, errMemLost)
 }
 
-// Pattern and OnRanks are pattern and onRanks, for the external tests.
+// Pattern and OnRanks are pattern and onRanks, and ErrMemBadRead the
+// error of a read FailRead fails, for the external tests.
 var (
-	Pattern = pattern
-	OnRanks = onRanks
+	Pattern       = pattern
+	OnRanks       = onRanks
+	ErrMemBadRead = errMemBadRead
 )

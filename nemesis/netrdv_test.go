@@ -355,35 +355,27 @@ func TestNetRendezvousNeedsReads(t *testing.T) {
 }
 
 // TestNetRendezvousSenderLostWhileReading: the sender is lost while the
-// receiver's read is in flight: the receive fails naming it, and once the
-// module has reported the read the receiver takes the next rendezvous,
-// from another rank, intact.
+// receiver's read is in flight: the receive stays pending while the
+// module has not reported the read, then fails naming the sender once
+// the module cancels it, with the bytes that landed before (never
+// after: the buffer is the user's again); the receiver then takes the
+// next rendezvous, from another rank, intact; nothing is left exposed.
 func TestNetRendezvousSenderLostWhileReading(t *testing.T) {
-	job := nemesis.JoinTwoNodesReading(t)
-	attachAll(t, job)
 	const n = 1 << 20
-	var s, r nemesis.Request
-	if err := job.Eps[0].Isend(&s, 2, 1, nemesis.Pattern(n, 1)); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, n)
-	if err := job.Eps[2].Irecv(&r, 0, 1, buf); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; ; i++ {
-		if _, _, reads := job.Counts(2); reads == 1 {
-			break
-		}
-		if err := job.Eps[2].Poll(); err != nil || i == 1000 {
-			t.Fatalf("no read started after %d polls: %v", i, err)
-		}
-	}
+	var r nemesis.Request
+	job, ls, buf := startReading(t, &r, n)
 	job.Lose(0, 2)
+	pollPending(t, job, 2, &r, "receive from a sender lost mid-read")
+	job.Hold(2, false)
 	err := job.Eps[2].Wait(&r)
 	var pe *nemesis.PeerError
 	if !errors.As(err, &pe) || pe.Rank != 0 {
 		t.Fatalf("receive from a sender lost mid-read: %v, want a *PeerError naming rank 0", err)
 	}
+	if job.Landed(2) != 1 || !bytes.Equal(buf, nemesis.Pattern(n, 1)) {
+		t.Fatalf("%d reads landed before the receive completed, bytes intact %v; want 1, true", job.Landed(2), bytes.Equal(buf, nemesis.Pattern(n, 1)))
+	}
+	checkUntouched(t, job, 2, buf)
 	nemesis.OnRanks(t, job.Eps[1:3], func(ep *nemesis.Endpoint) error {
 		if ep.Rank() == 1 {
 			return ep.Send(2, 2, nemesis.Pattern(n, 2))
@@ -398,6 +390,138 @@ func TestNetRendezvousSenderLostWhileReading(t *testing.T) {
 	})
 	if _, _, reads := job.Counts(2); reads != 2 {
 		t.Fatalf("%d reads, want 2", reads)
+	}
+	if err := ls[0].Close(); err != nil { // the send to rank 2 waits for its DONE
+		t.Fatal(err)
+	}
+	if exposed, unexposed, _ := job.Counts(0); exposed != 1 || unexposed != 1 || job.Exposed() != 0 {
+		t.Fatalf("rank 0 exposed %d, unexposed %d; %d regions left; want 1, 1, none", exposed, unexposed, job.Exposed())
+	}
+}
+
+// TestNetRendezvousReadFails: the second of a receive's two reads fails
+// at its start while the first is in flight: the receive stays pending
+// until the module has reported the first, then fails with the module's
+// error, its first half landed and the second untouched, and no byte
+// written after; the sender fails with the receiver's word and unexposes
+// both regions.
+func TestNetRendezvousReadFails(t *testing.T) {
+	job := nemesis.JoinTwoNodesReading(t)
+	attachAll(t, job)
+	const n, half = 1 << 20, 1 << 19
+	msg := nemesis.Pattern(n, 3)
+	var s, r nemesis.Request
+	if err := job.Eps[0].Isendv(&s, 2, 3, [][]byte{msg[:half], msg[half:]}); err != nil {
+		t.Fatal(err)
+	}
+	buf := bytes.Repeat([]byte{0xee}, n)
+	if err := job.Eps[2].Irecv(&r, 0, 3, buf); err != nil {
+		t.Fatal(err)
+	}
+	job.Hold(2, true)
+	job.FailRead(2, 2)
+	pollUntilReads(t, job, 2, 2)
+	pollPending(t, job, 2, &r, "receive whose second read failed")
+	job.Hold(2, false)
+	if err := job.Eps[2].Wait(&r); !errors.Is(err, nemesis.ErrMemBadRead) {
+		t.Fatalf("receive whose second read failed: %v, want the module's error", err)
+	}
+	if job.Landed(2) != 1 || !bytes.Equal(buf[:half], msg[:half]) || !bytes.Equal(buf[half:], bytes.Repeat([]byte{0xee}, n-half)) {
+		t.Fatalf("%d reads landed; want 1: the first half read, the second untouched", job.Landed(2))
+	}
+	checkUntouched(t, job, 2, buf)
+	var re *lmt.RemoteError
+	if err := job.Eps[0].Wait(&s); !errors.As(err, &re) || re.Rank != 2 {
+		t.Fatalf("send whose receiver's read failed: %v, want rank 2's RemoteError", err)
+	}
+	if exposed, unexposed, _ := job.Counts(0); exposed != 2 || unexposed != 2 || job.Exposed() != 0 {
+		t.Fatalf("rank 0 exposed %d, unexposed %d; %d regions left; want 2, 2, none", exposed, unexposed, job.Exposed())
+	}
+}
+
+// TestNetRendezvousClosedWhileReading: the receiver's engine closes while
+// its read is in flight: Close does not complete the receive, which
+// stays pending until the module reports the read, then fails with
+// lmt.ErrClosed, the bytes landed before and none after.
+func TestNetRendezvousClosedWhileReading(t *testing.T) {
+	const n = 1 << 20
+	var r nemesis.Request
+	job, ls, buf := startReading(t, &r, n)
+	eng := ls[2].Engine()
+	if err := eng.Close(); err != nil || eng.Pending() != 1 {
+		t.Fatalf("Close with a read in flight: %v, %d pending; want nil, 1", err, eng.Pending())
+	}
+	pollPending(t, job, 2, &r, "receive closed mid-read")
+	job.Hold(2, false)
+	if err := job.Eps[2].Wait(&r); !errors.Is(err, lmt.ErrClosed) {
+		t.Fatalf("receive closed mid-read: %v, want lmt.ErrClosed", err)
+	}
+	if job.Landed(2) != 1 || eng.Pending() != 0 {
+		t.Fatalf("%d reads landed, %d pending; want 1, none", job.Landed(2), eng.Pending())
+	}
+	checkUntouched(t, job, 2, buf)
+}
+
+// startReading joins a reading job with an LMT on every rank, has rank 0
+// send n bytes to rank 2, received by r, and polls rank 2 until its
+// module holds the read in flight; it returns r's buffer.
+func startReading(t *testing.T, r *nemesis.Request, n int) (*nemesis.ReadingJob, []*attach.LMT, []byte) {
+	t.Helper()
+	job := nemesis.JoinTwoNodesReading(t)
+	ls := attachAll(t, job)
+	var s nemesis.Request
+	if err := job.Eps[0].Isend(&s, 2, 1, nemesis.Pattern(n, 1)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, n)
+	if err := job.Eps[2].Irecv(r, 0, 1, buf); err != nil {
+		t.Fatal(err)
+	}
+	job.Hold(2, true)
+	pollUntilReads(t, job, 2, 1)
+	return job, ls, buf
+}
+
+// pollUntilReads polls rank until its module has started reads reads.
+func pollUntilReads(t *testing.T, job *nemesis.ReadingJob, rank, reads int) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if _, _, n := job.Counts(rank); n == reads {
+			return
+		}
+		if err := job.Eps[rank].Poll(); err != nil || i == 1000 {
+			t.Fatalf("%d reads not started after %d polls: %v", reads, i, err)
+		}
+	}
+}
+
+// pollPending polls rank while its module holds its reads, and checks
+// that r, failed, still waits for them.
+func pollPending(t *testing.T, job *nemesis.ReadingJob, rank int, r *nemesis.Request, what string) {
+	t.Helper()
+	for range 100 {
+		if err := job.Eps[rank].Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Done() || job.Landed(rank) != 0 {
+		t.Fatalf("%s: done %v with %d reads landed; want pending, none landed", what, r.Done(), job.Landed(rank))
+	}
+}
+
+// checkUntouched writes a pattern into buf, a completed receive's buffer,
+// polls rank, and checks that no late read changed it.
+func checkUntouched(t *testing.T, job *nemesis.ReadingJob, rank int, buf []byte) {
+	t.Helper()
+	want := bytes.Repeat([]byte{0x5a}, len(buf))
+	copy(buf, want)
+	for range 100 {
+		if err := job.Eps[rank].Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(buf, want) {
+		t.Fatal("a read wrote into the receive buffer after the receive completed")
 	}
 }
 

@@ -23,6 +23,13 @@
 // behind the endpoint may be libfabric's (netmod/ofinet) or any
 // nemesis.NetReader.
 //
+// A receive that fails while its reads are in flight (its sender lost,
+// a read failed, the engine closed) does not complete for its user until
+// the module has reported every one of them, done or cancelled
+// (lmt.Quiescer): until then a read may still write into its buffer.
+// A provider cancels the reads of a lost peer (tcp;ofi_rxm: FI_ECANCELED),
+// so the wait ends.
+//
 // The RTS names one region per non-empty segment of the send, each up to
 // 9 + nemesis.NetHandleMax bytes: a send of more segments than the RTS
 // has room for fails, naming both. The backend takes no datatype
@@ -49,12 +56,11 @@ type Net interface {
 func init() { lmt.Register(lmt.NetRead, newBackend, nil) }
 
 type backend struct {
-	net     Net
-	xfers   []*xfer // by index + 1 in the transfer's Remote()[0].Addr
-	free    []int32
-	orphans []int32 // released with reads in flight (see Release)
-	mark    [1]lmt.Segment
-	dst     [][]byte // the entries of the read being started
+	net   Net
+	xfers []*xfer // by index + 1 in the transfer's Remote()[0].Addr
+	free  []int32
+	mark  [1]lmt.Segment
+	dst   [][]byte // the entries of the read being started
 }
 
 // xfer is a transfer's state here.
@@ -108,9 +114,6 @@ func (b *backend) Check(peer lmt.Peer) error {
 
 // take returns idle state for t, and names it in t's Remote segment.
 func (b *backend) take(t *lmt.Transfer) *xfer {
-	if len(b.orphans) > 0 {
-		b.reclaim()
-	}
 	var x *xfer
 	if k := len(b.free); k > 0 {
 		x = b.xfers[b.free[k-1]]
@@ -141,21 +144,6 @@ func (b *backend) of(t *lmt.Transfer) *xfer {
 func (b *backend) put(x *xfer) {
 	x.t = nil
 	b.free = append(b.free, x.idx)
-}
-
-// reclaim takes back the state of released receivers whose reads the
-// module has all reported since.
-func (b *backend) reclaim() {
-	k := 0
-	for _, i := range b.orphans {
-		if x := b.xfers[i]; x.rd.Busy() {
-			b.orphans[k] = i
-			k++
-		} else {
-			b.free = append(b.free, i)
-		}
-	}
-	b.orphans = b.orphans[:k]
 }
 
 // Handle exposes every non-empty segment of the send to its receiver and
@@ -269,9 +257,17 @@ func (b *backend) Step(t *lmt.Transfer, max int) (int, error) {
 // Abort: Release, which follows, gives back what t holds.
 func (b *backend) Abort(t *lmt.Transfer) {}
 
+// Quiet reports whether no read of t's is in flight: a receiver that
+// failed while reading stays failing in the engine until the module has
+// reported every read (done, failed, or cancelled with its lost sender),
+// since until then the bytes of a read may still land in its buffers.
+func (b *backend) Quiet(t *lmt.Transfer) bool {
+	x := b.of(t)
+	return x == nil || !x.rd.Busy()
+}
+
 // Release ends the sender's registrations, and frees the receiver's
-// state once the module has reported its reads (a receiver failed while
-// reading: its buffers still take the bytes of reads in flight).
+// state, whose reads are all reported by now (Quiet).
 func (b *backend) Release(t *lmt.Transfer) {
 	x := b.of(t)
 	if x == nil {
@@ -282,12 +278,7 @@ func (b *backend) Release(t *lmt.Transfer) {
 		b.unexposeAll(x)
 		return
 	}
-	x.t = nil
-	if x.rd.Busy() {
-		b.orphans = append(b.orphans, x.idx)
-		return
-	}
-	b.free = append(b.free, x.idx)
+	b.put(x)
 }
 
 func (b *backend) Close() error { return nil }
@@ -312,5 +303,6 @@ func slice(dst, iov [][]byte, off, n int64) [][]byte {
 var (
 	_ lmt.Backend  = (*backend)(nil)
 	_ lmt.Releaser = (*backend)(nil)
+	_ lmt.Quiescer = (*backend)(nil)
 	_ Net          = (*nemesis.Endpoint)(nil)
 )
