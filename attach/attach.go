@@ -237,8 +237,15 @@ func (l *LMT) Close() error {
 	// through PeerFailed; a failing endpoint ends it too, nothing more
 	// can arrive.
 	_ = l.ep.WaitFor(func() bool { return l.eng.InChannel() == 0 })
+	err := l.eng.Close()
+	// A transfer that Close failed while its backend still works on its
+	// buffers (a net-read receive with reads in flight) completes only
+	// once the backend is quiet, at a Progress: the endpoint drives the
+	// engine until then, which the backend's contract bounds (its reads
+	// end, or are cancelled with a lost peer), before it lets go of it.
+	_ = l.ep.WaitFor(func() bool { return l.eng.Pending() == 0 })
 	l.ep.SetLMT(nil, 0)
-	return l.eng.Close()
+	return err
 }
 
 // Isend is Endpoint.Isend with backend forced for this message (when it is

@@ -71,10 +71,7 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 			return nil, fmt.Errorf("lmt: backend %s does not take a datatype description (the CMA backends do)", backend)
 		}
 		if s.kind.handleInRTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
-			if t.Typed() {
-				return nil, fmt.Errorf("lmt: backend %s: the %d-block description needs a %d-byte handle, %d RTS bytes", backend, t.dt.local.Blocks(), typedHandleLen(t), room)
-			}
-			return nil, fmt.Errorf("lmt: backend %s: %d segments do not fit its handle (max %d, %d RTS bytes)", backend, nonEmpty(t.iov), e.cfg.MaxSegments, room)
+			return nil, e.noHandleRoom(t, backend, room)
 		}
 		return s, nil
 	}
@@ -86,7 +83,7 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 		err := e.check(&s.chans[t.peer])
 		if err == nil && s.kind.handleInRTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
 			if first == nil || errors.Is(first, errMisplaced) {
-				first = fmt.Errorf("lmt: backend %s: the message's %d segments do not fit its handle (max %d, %d RTS bytes)", s.name, nonEmpty(t.iov), e.cfg.MaxSegments, room)
+				first = e.noHandleRoom(t, s.name, room)
 			}
 			continue
 		}
@@ -101,6 +98,15 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 		return nil, fmt.Errorf("lmt: no backend of %v takes a datatype description to rank %d with a %d-byte handle room (the CMA backends do)", e.cfg.Prefer, t.peer, room)
 	}
 	return nil, fmt.Errorf("lmt: no backend available for rank %d: %w", t.peer, first)
+}
+
+// noHandleRoom says why t's handle does not fit the room the RTS leaves
+// backend: its description's encoding, or its segments.
+func (e *Engine) noHandleRoom(t *Transfer, backend string, room int) error {
+	if t.Typed() {
+		return fmt.Errorf("lmt: backend %s: the %d-block description needs a %d-byte handle, %d RTS bytes", backend, t.dt.local.Blocks(), typedHandleLen(t), room)
+	}
+	return fmt.Errorf("lmt: backend %s: %d segments do not fit its handle (max %d, %d RTS bytes)", backend, nonEmpty(t.iov), e.cfg.MaxSegments, room)
 }
 
 func fitsHandle(t *Transfer, room, maxSegs int) bool {

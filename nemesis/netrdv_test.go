@@ -538,7 +538,7 @@ func TestNetRendezvousTooManySegments(t *testing.T) {
 		iov[i] = msg[i*4096 : (i+1)*4096]
 	}
 	err := job.Eps[0].Sendv(2, 1, iov)
-	if want := fmt.Sprintf("backend %s: the message's %d segments do not fit its handle", lmt.NetRead, segs); err == nil || !strings.Contains(err.Error(), want) {
+	if want := fmt.Sprintf("backend %s: %d segments do not fit its handle", lmt.NetRead, segs); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("send of %d segments to a remote rank: %v, want net-read's segment limit", segs, err)
 	}
 	if exposed, _, _ := job.Counts(0); exposed != 0 || job.Exposed() != 0 {
