@@ -103,7 +103,7 @@ type netPath struct {
 	ctl        []*netCtl // packet slots of the LMT's RTSs and control packets (netrdv.go)
 	ctlFree    []int32   // idle entries of ctl
 	ctlSize    int       // bytes a slot holds: a cell's payload, within MaxPacket
-	reads      bool      // mod is a NetReader: long messages go through the LMT
+	reader     NetReader // mod, when it reads remote memory (long messages go through the LMT); else nil
 	lost       []netLoss // ranks a send found unreachable, for the next poll
 	events     *netEvents
 }
@@ -193,7 +193,7 @@ func (ep *Endpoint) joinNet() error {
 	}
 	ep.net.iov = make([][]byte, 0, 8)
 	ep.net.ctlSize = min(ep.seg.payloadSize, ep.net.maxPkt)
-	_, ep.net.reads = n.Module.(NetReader)
+	ep.net.reader, _ = n.Module.(NetReader)
 	ep.net.events = (*netEvents)(ep)
 	return nil
 }
@@ -247,7 +247,7 @@ func (ep *Endpoint) netSend(r *Request) (sendResult, error) {
 	if r.err != nil {
 		return ep.netAbort(r, r.err)
 	}
-	if !r.seqd && n.reads && (r.inLMT || r.msgLen > ep.eagerMax || r.msgLen > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, r.msgLen)) {
+	if !r.seqd && n.reader != nil && (r.inLMT || r.msgLen > ep.eagerMax || r.msgLen > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, r.msgLen)) {
 		return ep.netSendRTS(r)
 	}
 	for {

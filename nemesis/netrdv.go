@@ -74,8 +74,8 @@ func (ep *Endpoint) reader(rank int) (NetReader, error) {
 	if rank < 0 || rank >= ep.size || !ep.peers[rank].net {
 		return nil, errorf(ErrInvalidArg, "rank %d is not on another node: one-sided network reads reach remote ranks only", rank)
 	}
-	if rd, ok := ep.net.mod.(NetReader); ok {
-		return rd, nil
+	if m := ep.net.reader; m != nil {
+		return m, nil
 	}
 	return nil, errorf(ErrNotSupported, "network module %s has no one-sided reads", ep.net.mod.Provider())
 }
@@ -110,7 +110,7 @@ func (ep *Endpoint) ExposeNet(dst int, buf, h []byte) (int, int32, error) {
 
 // UnexposeNet ends the registration ExposeNet made. Reads of it still in
 // flight fail at their reader.
-func (ep *Endpoint) UnexposeNet(slot int32) { ep.net.mod.(NetReader).Unexpose(slot) }
+func (ep *Endpoint) UnexposeNet(slot int32) { ep.net.reader.Unexpose(slot) }
 
 // ReadNet starts reading, from rank src on another node, the region that
 // handle h names into dst's entries, end to end from the region's start,
