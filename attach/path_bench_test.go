@@ -5,41 +5,34 @@ import (
 
 	_ "github.com/knemesis/knemesis/arena"
 	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/internal/jobtest"
 	"github.com/knemesis/knemesis/nemesis"
-	"github.com/knemesis/knemesis/nemesis/launch"
 )
 
 // joinInProcess joins a job of two endpoints of this process, each with an
 // arena and, when withLMT, an LMT, for benchmarks that drive both from one
 // goroutine.
 func joinInProcess(b *testing.B, withLMT bool) [2]*nemesis.Endpoint {
-	job := launch.NewJobName()
-	var eps [2]*nemesis.Endpoint
-	errs := make(chan error, 2)
-	for r := range eps {
-		go func() {
-			ep, err := nemesis.Join(job, r, 2, &nemesis.Options{ArenaSize: 1 << 20})
-			eps[r] = ep
-			errs <- err
-		}()
+	type rank struct {
+		ep *nemesis.Endpoint
+		l  *attach.LMT
 	}
-	for range eps {
-		if err := <-errs; err != nil {
-			b.Fatal(err)
-		}
-	}
-	for _, ep := range eps {
-		b.Cleanup(func() { ep.Close() })
-		if !withLMT {
-			continue
+	rs := jobtest.InProcess(b, 2, func(job string, r int) (rank, error) {
+		ep, err := nemesis.Join(job, r, 2, &nemesis.Options{ArenaSize: 1 << 20})
+		if err != nil || !withLMT {
+			return rank{ep: ep}, err
 		}
 		l, err := attach.Attach(ep, attach.Options{})
-		if err != nil {
-			b.Fatal(err)
+		return rank{ep, l}, err
+	}, func(r rank) {
+		if r.l != nil {
+			r.l.Close()
 		}
-		b.Cleanup(func() { l.Close() })
-	}
-	return eps
+		if r.ep != nil {
+			r.ep.Close()
+		}
+	})
+	return [2]*nemesis.Endpoint{rs[0].ep, rs[1].ep}
 }
 
 // exchange sends msg from rank 0 to rank 1's got b.N times, driving both

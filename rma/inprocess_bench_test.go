@@ -3,46 +3,34 @@ package rma_test
 import (
 	"testing"
 
+	"github.com/knemesis/knemesis/internal/jobtest"
 	"github.com/knemesis/knemesis/nemesis"
-	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/rma"
 )
 
 // joinWindows joins a job of two endpoints of this process and allocates
 // a window of size bytes per rank over them.
 func joinWindows(b *testing.B, size int) ([2]*nemesis.Endpoint, [2]*rma.Window) {
-	job := launch.NewJobName()
-	var eps [2]*nemesis.Endpoint
-	var ws [2]*rma.Window
-	errs := make(chan error, 2)
-	for r := range eps {
-		go func() {
-			ep, err := nemesis.Join(job, r, 2, nil)
-			if err == nil {
-				eps[r] = ep
-				ws[r], err = rma.Allocate(ep, size, nil)
-			}
-			errs <- err
-		}()
+	type rank struct {
+		ep *nemesis.Endpoint
+		w  *rma.Window
 	}
-	for range eps {
-		if err := <-errs; err != nil {
-			b.Fatal(err)
+	rs := jobtest.InProcess(b, 2, func(job string, r int) (rank, error) {
+		ep, err := nemesis.Join(job, r, 2, nil)
+		if err != nil {
+			return rank{}, err
 		}
-	}
-	b.Cleanup(func() {
-		done := make(chan struct{}, 2)
-		for r := range eps {
-			go func() { // Free is collective
-				ws[r].Free()
-				eps[r].Close()
-				done <- struct{}{}
-			}()
+		w, err := rma.Allocate(ep, size, nil)
+		return rank{ep, w}, err
+	}, func(r rank) {
+		if r.w != nil {
+			r.w.Free()
 		}
-		<-done
-		<-done
+		if r.ep != nil {
+			r.ep.Close()
+		}
 	})
-	return eps, ws
+	return [2]*nemesis.Endpoint{rs[0].ep, rs[1].ep}, [2]*rma.Window{rs[0].w, rs[1].w}
 }
 
 // BenchmarkInProcessNotify8B: the 8-byte put-with-notification round trip

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/internal/jobtest"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
-	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/netmod/ofi"
 )
 
@@ -17,43 +17,28 @@ import (
 // modules on 127.0.0.1.
 func joinPair(t *testing.T) [2]*nemesis.Endpoint {
 	t.Helper()
-	job := launch.NewJobName()
-	var eps [2]*nemesis.Endpoint
-	var errs [2]error
 	var addrs [2][]byte
-	var wg, ex sync.WaitGroup
+	var ex sync.WaitGroup
 	ex.Add(2)
-	for r := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m, err := Open(Config{Config: ofi.Config{Provider: provider, Node: "127.0.0.1"}})
-			if err != nil {
-				errs[r] = err
-				ex.Done()
-				return
-			}
-			exchange := func(a []byte) ([][]byte, error) {
-				addrs[r] = a
-				ex.Done()
-				ex.Wait()
-				return addrs[:], nil
-			}
-			eps[r], errs[r] = nemesis.Join(job, r, 2, &nemesis.Options{Net: &nemesis.Net{Module: m, Nodes: []int{0, 1}, Exchange: exchange}})
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
+	eps := jobtest.InProcess(t, 2, func(job string, r int) (*nemesis.Endpoint, error) {
+		m, err := Open(Config{Config: ofi.Config{Provider: provider, Node: "127.0.0.1"}})
 		if err != nil {
-			t.Fatal(err)
+			ex.Done()
+			return nil, err
 		}
-	}
-	t.Cleanup(func() {
-		for _, ep := range eps {
+		exchange := func(a []byte) ([][]byte, error) {
+			addrs[r] = a
+			ex.Done()
+			ex.Wait()
+			return addrs[:], nil
+		}
+		return nemesis.Join(job, r, 2, &nemesis.Options{Net: &nemesis.Net{Module: m, Nodes: []int{0, 1}, Exchange: exchange}})
+	}, func(ep *nemesis.Endpoint) {
+		if ep != nil {
 			ep.Close()
 		}
 	})
-	return eps
+	return [2]*nemesis.Endpoint{eps[0], eps[1]}
 }
 
 // roundTrips returns a function that sends msg from eps[0] to eps[1] into
