@@ -15,12 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/knemesis/knemesis/internal/knemtest"
 	"github.com/knemesis/knemesis/kmod/knem"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/tools/copyprobe"
 )
 
-var inGuest = os.Getenv("KNEMESIS_KCI") == "1"
+var inGuest = knemtest.InGuest()
 
 // needKnem skips where the module is truly absent, and fails in the guest.
 func needKnem(t *testing.T, dma bool) {
@@ -28,25 +29,7 @@ func needKnem(t *testing.T, dma bool) {
 	if _, child := launch.Self(); child {
 		return
 	}
-	d, err := knem.Open()
-	if err != nil {
-		if inGuest || !errors.Is(err, knem.ErrNoDevice) {
-			t.Fatalf("opening the knem device: %v", err)
-		}
-		t.Skipf("knem module not loaded (%v); ci/test-kernel.sh runs this test in QEMU guests", err)
-	}
-	defer d.Close()
-	if !dma {
-		return
-	}
-	info, err := d.Info()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.Features&knem.FeatureDMA == 0 {
-		if inGuest {
-			t.Fatal("knem reports no DMA channel in the guest: is the soft DMA provider loaded?")
-		}
+	if d := knemtest.Open(t); dma && !knemtest.HasDMA(t, d) {
 		t.Skip("knem reports no DMA channel on this machine (GET_INFO features lack DMA)")
 	}
 }

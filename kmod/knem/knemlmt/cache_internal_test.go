@@ -1,7 +1,6 @@
 package knemlmt
 
 import (
-	"errors"
 	"fmt"
 	"hash/crc64"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/knemesis/knemesis/internal/knemtest"
 	"github.com/knemesis/knemesis/kmod/knem"
 	"github.com/knemesis/knemesis/kmod/knem/internal/pins"
 	"github.com/knemesis/knemesis/lmt"
@@ -170,14 +170,7 @@ func TestRegistrationCacheOff(t *testing.T) {
 // runCache sends steps from rank 0 to rank 1 under policy p, then, with
 // bound, more buffers than the caches hold; no page stays pinned after.
 func runCache(t *testing.T, p Policy, steps []cacheStep, bound bool) {
-	d, err := knem.Open()
-	if errors.Is(err, knem.ErrNoDevice) && os.Getenv("KNEMESIS_KCI") != "1" {
-		t.Skip("needs the knem module (/dev/knem absent): make test-kernel runs these tests in QEMU guests")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Close()
+	knemtest.Open(t)
 	SetPolicy(p)
 	defer SetPolicy(Policy{})
 	job := lmttest.NewJob(2)

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/knemesis/knemesis/internal/knemtest"
 	"github.com/knemesis/knemesis/kmod/knem"
 )
 
@@ -26,22 +27,11 @@ import (
 // sender's cache, closed at the end of the test.
 func limitsSetup(t *testing.T) (c *regionCache, rcv *knem.Device) {
 	t.Helper()
-	snd, err := knem.Open()
-	if errors.Is(err, knem.ErrNoDevice) && os.Getenv("KNEMESIS_KCI") != "1" {
-		t.Skip("needs the knem module (/dev/knem absent): make test-kernel runs these tests in QEMU guests")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	snd := knemtest.Open(t)
 	if os.Geteuid() != 0 {
-		snd.Close()
 		t.Skip("needs root: lowers a knem module parameter or gives up CAP_IPC_LOCK (the QEMU guests run as root)")
 	}
-	t.Cleanup(func() { snd.Close() })
-	if rcv, err = knem.Open(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rcv.Close() })
+	rcv = knemtest.Open(t)
 	status, err := snd.MapStatus(regionCacheLen)
 	if err != nil {
 		t.Fatal(err)

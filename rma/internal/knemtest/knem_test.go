@@ -1,12 +1,11 @@
 package knemtest
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"testing"
 
-	"github.com/knemesis/knemesis/kmod/knem"
+	knemdev "github.com/knemesis/knemesis/internal/knemtest"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/rma"
@@ -17,16 +16,7 @@ import (
 // which must have it.
 func needKnem(t *testing.T) {
 	t.Helper()
-	_, err := os.Stat(knem.DevicePath)
-	switch {
-	case err == nil:
-	case os.Getenv("KNEMESIS_KCI") == "1":
-		t.Fatalf("%s missing in the KCI guest, which loads the module: %v", knem.DevicePath, err)
-	case errors.Is(err, os.ErrNotExist):
-		t.Skipf("%s absent: the knem module is not loaded here (ci/test-kernel.sh runs these tests in QEMU guests)", knem.DevicePath)
-	default:
-		t.Fatal(err)
-	}
+	knemdev.Open(t)
 }
 
 // kinds: a knem window reached by one INLINE_COPY per operation, and one
