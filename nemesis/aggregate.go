@@ -73,6 +73,8 @@ func (aggregate) schedule(ep *Endpoint, dst int) error {
 				return ep.fatal
 			}
 		case alone && ep.sendFbox(r):
+		case alone && ep.holdForBox(r):
+			return ep.fatal // its box may empty before a cell would leave (hold.go)
 		default:
 			if ok, err := ep.sendAggregate(dst); err != nil || !ok {
 				return err

@@ -81,6 +81,11 @@
 // fastboxes of the sources their posted receives name at every Poll, and
 // those of every peer with a set attached every 64 Polls.
 //
+// A small send whose box is still full waits for it, when nothing queues
+// behind it, for a bounded number of Polls before it takes cells (hold.go):
+// a stream of blocking sends then leaves by the fastboxes at the rate the
+// receiver empties them, instead of mostly by cells at about half that.
+//
 // # Memory and polling that grow with the job, not its square
 //
 // One fastbox set per ordered pair would cost N² space (72 MiB at 192

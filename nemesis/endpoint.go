@@ -146,6 +146,7 @@ type Endpoint struct {
 	hold      int                 // strategy.holdMax: sends up to this wait for a busy fastbox
 	batching  bool                // between Batch and Flush: every send waits in its window
 	packing   bool                // an aggregate cell is being filled (aggregate.go)
+	releasing bool                // Flush or Close: no send waits for its fastbox (hold.go)
 	polls     uint32
 	// matched counts the messages that found their posted receive: a
 	// Poll that matched one stops taking eager messages once no receive
@@ -381,6 +382,9 @@ func (ep *Endpoint) Close() error {
 		return nil
 	}
 	ep.closed = true
+	if ep.sendsOut > 0 && ep.fatal == nil {
+		ep.releaseHeld()
+	}
 	ep.seg.proc(ep.rank).closed.Store(1)
 	ep.closeNet()
 	if ep.rank == ep.segOwner {

@@ -63,8 +63,8 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 				ep.stats.FastboxMsgs++
 				return sendDone, nil
 			}
-			if n <= ep.hold && p.fbOut[0] != nil {
-				return sendBlocked, nil // busy: wait in the window (window.go)
+			if p.fbOut[0] != nil && (n <= ep.hold || ep.holdForBox(r)) {
+				return sendBlocked, nil // busy: wait in the window (window.go, hold.go)
 			}
 		}
 	}

@@ -17,6 +17,8 @@ package nemesis
 //     message and the strategy aggregates messages of their size: they
 //     then wait for the next Poll to leave packed with their followers
 //     rather than take a cell each;
+//   - that fastbox is full and the send is alone in its window: it waits,
+//     a bounded number of Polls, for the box to empty (hold.go);
 //   - the endpoint is inside a batch (Batch, until Flush).
 //
 // Every Poll (and so Test and Wait) drains the windows it can, batch or
@@ -123,5 +125,5 @@ func (ep *Endpoint) Flush() error {
 	if ep.sendsOut == 0 {
 		return nil
 	}
-	return ep.progressSends()
+	return ep.releaseHeld()
 }

@@ -1,0 +1,48 @@
+package nemesis
+
+// Holding a small send for its fastbox. A message that fits a fastbox may
+// find the box of its sequence number still full: its receiver has not yet
+// consumed the message sent fboxSlots before it. Cells are then the
+// costliest way to send it: the free-queue dequeue, the receive-queue
+// enqueue and the cell's return each move lines between the cores where a
+// fastbox moves one, and the receiver's dequeue, slower than a fastbox
+// poll, makes it fall further behind. A stream of small sends, each
+// waited for as MPI_Send waits, then left mostly by cells, at about half
+// the rate of its fastboxes (docs/performance.md, "Holding a small send
+// for its fastbox").
+//
+// So a lone send, one with nothing behind it in its window, waits in the
+// window for its box to empty, as a UCX sender waits for room in its
+// receiver's FIFO, for up to holdPolls Polls of this endpoint. It takes
+// cells if the box is still full by then: a receiver that does not poll
+// must not keep a sender from completing. A send that queues behind it
+// releases it to the cells at once, so a burst of nonblocking sends leaves
+// as it did before, by fastbox and cells, in order. Flush, which puts a
+// batch on its way, and Close hold nothing: a send started and never
+// waited for still reaches its receiver as it did by cells.
+//
+// holdPolls is far below SpinBeforeYield: a blocked sender gives the held
+// send to the cells long before it would hand its CPU away, and a receiver
+// that polls this sender's fastboxes only in its periodic scan (every 64
+// Polls, fastbox.go) still empties one within it.
+const holdPolls = 512
+
+// holdForBox reports whether send r, whose fastbox is full, waits for it
+// rather than take cells.
+func (ep *Endpoint) holdForBox(r *Request) bool {
+	if r.links.Next() != nil || ep.releasing {
+		return false
+	}
+	if !r.held {
+		r.held, r.heldAt = true, ep.polls
+	}
+	return ep.polls-r.heldAt < holdPolls
+}
+
+// releaseHeld schedules every window with no send held for its fastbox.
+func (ep *Endpoint) releaseHeld() error {
+	ep.releasing = true
+	err := ep.progressSends()
+	ep.releasing = false
+	return err
+}

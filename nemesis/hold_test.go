@@ -1,0 +1,131 @@
+package nemesis
+
+import "testing"
+
+// fillBoxes sends fboxSlots 8-byte messages from a to rank 1, tags 0..,
+// which fill the pair's fastboxes while rank 1 does not poll.
+func fillBoxes(t *testing.T, a *Endpoint, msgs [][]byte) {
+	t.Helper()
+	for i := range fboxSlots {
+		if err := a.Send(1, i, msgs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := a.Stats(); st.FastboxMsgs != fboxSlots || st.Cells != 0 {
+		t.Fatalf("stats after filling the boxes: %+v", st)
+	}
+}
+
+// TestHoldLeavesByFastbox: a lone small send whose fastbox is full waits
+// in its window, not complete, and leaves through the fastbox once the
+// receiver has emptied it: no cell is used.
+func TestHoldLeavesByFastbox(t *testing.T) {
+	eps := joinLocal(t, 2, nil)
+	a, b := eps[0], eps[1]
+	msgs := smallMsgs(fboxSlots+1, 8, 3)
+	fillBoxes(t, a, msgs)
+	var s Request
+	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Poll(); err != nil || s.Done() {
+		t.Fatalf("send to a full fastbox: done %v after a Poll (%v), want it held", s.Done(), err)
+	}
+	buf := make([]byte, 8)
+	if st, err := b.Recv(0, 0, buf); err != nil || st.Tag != 0 {
+		t.Fatalf("first receive: %+v, %v", st, err)
+	}
+	if err := a.Wait(&s); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.Stats(); st.FastboxMsgs != fboxSlots+1 || st.Cells != 0 || st.QueueMsgs != 0 {
+		t.Fatalf("sender stats %+v: want %d fastbox messages and no cell", st, fboxSlots+1)
+	}
+	for i := 1; i < len(msgs); i++ {
+		if st, err := b.Recv(0, AnyTag, buf); err != nil || st.Tag != i || string(buf) != string(msgs[i]) {
+			t.Fatalf("receive %d: %+v, %v", i, st, err)
+		}
+	}
+}
+
+// TestHoldBounded: a receiver that does not poll keeps a held send for
+// exactly holdPolls Polls of the sender; then it takes a cell and
+// completes, and arrives in order.
+func TestHoldBounded(t *testing.T) {
+	eps := joinLocal(t, 2, nil)
+	a, b := eps[0], eps[1]
+	msgs := smallMsgs(fboxSlots+1, 8, 4)
+	fillBoxes(t, a, msgs)
+	var s Request
+	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < holdPolls; i++ {
+		if err := a.Poll(); err != nil || s.Done() {
+			t.Fatalf("Poll %d: done %v (%v), want it still held", i, s.Done(), err)
+		}
+	}
+	if err := a.Poll(); err != nil || !s.Done() {
+		t.Fatalf("Poll %d: done %v (%v), want it gone by a cell", holdPolls, s.Done(), err)
+	}
+	if st := a.Stats(); st.QueueMsgs != 1 || st.Cells != 1 {
+		t.Fatalf("sender stats %+v: want the held send in one cell", st)
+	}
+	recvInOrder(t, b, 0, msgs)
+}
+
+// TestHoldReleasedByFollower: a send queued behind a held one sends it
+// by cells at the next Poll, and is held in its turn; every message
+// arrives in order.
+func TestHoldReleasedByFollower(t *testing.T) {
+	eps := joinLocal(t, 2, nil)
+	a, b := eps[0], eps[1]
+	msgs := smallMsgs(fboxSlots+2, 8, 5)
+	fillBoxes(t, a, msgs)
+	var s [2]Request
+	for i := range s {
+		if err := a.Isend(&s[i], 1, fboxSlots+i, msgs[fboxSlots+i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	if !s[0].Done() || s[1].Done() {
+		t.Fatalf("after a Poll: first done %v, second done %v; want the first sent by its follower, the second held", s[0].Done(), s[1].Done())
+	}
+	if st := a.Stats(); st.QueueMsgs != 1 {
+		t.Fatalf("sender stats %+v: want one message by cells", st)
+	}
+	recvInOrder(t, b, 0, msgs[:fboxSlots+1])
+	if err := a.Wait(&s[1]); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if st, err := b.Recv(0, AnyTag, buf); err != nil || st.Tag != fboxSlots+1 || string(buf) != string(msgs[fboxSlots+1]) {
+		t.Fatalf("last receive: %+v, %v", st, err)
+	}
+}
+
+// TestHoldReleasedByClose: a send held when its sender closes still
+// reaches the receiver.
+func TestHoldReleasedByClose(t *testing.T) {
+	eps := joinLocal(t, 2, nil)
+	a, b := eps[0], eps[1]
+	msgs := smallMsgs(fboxSlots+1, 8, 6)
+	fillBoxes(t, a, msgs)
+	var s Request
+	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil {
+		t.Fatal(err)
+	}
+	if s.Done() {
+		t.Fatal("send to a full fastbox done at once, want it held")
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Done() || s.err != nil {
+		t.Fatalf("held send after Close: done %v, %v", s.Done(), s.err)
+	}
+	recvInOrder(t, b, 0, msgs)
+}
