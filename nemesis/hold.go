@@ -19,7 +19,10 @@ package nemesis
 // releases it to the cells at once, so a burst of nonblocking sends leaves
 // as it did before, by fastbox and cells, in order. Flush, which puts a
 // batch on its way, and Close hold nothing: a send started and never
-// waited for still reaches its receiver as it did by cells.
+// waited for still reaches its receiver as it did by cells. A held send
+// moves only when its sender polls: one started before a long computation
+// reaches its receiver at the sender's next call, as UCX's pending sends
+// do, where a cell would have carried it at once.
 //
 // holdPolls is far below SpinBeforeYield: a blocked sender gives the held
 // send to the cells long before it would hand its CPU away, and a receiver
