@@ -111,6 +111,7 @@ type peer struct {
 	expectN int32  // posted receives naming this rank
 	expectI int32  // index in Endpoint.expected, or -1
 	probes  uint16 // LineLatency calls with this rank so far
+	holdOff uint16 // sends to the rank that take cells before one waits for its fastbox again (hold.go)
 }
 
 // assembly tracks a multi-cell message from one source whose continuation

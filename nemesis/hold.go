@@ -14,21 +14,27 @@ package nemesis
 // So a lone send, one with nothing behind it in its window, waits in the
 // window for its box to empty, as a UCX sender waits for room in its
 // receiver's FIFO, for up to holdPolls Polls of this endpoint. It takes
-// cells if the box is still full by then: a receiver that does not poll
-// must not keep a sender from completing. A send that queues behind it
-// releases it to the cells at once, so a burst of nonblocking sends leaves
-// as it did before, by fastbox and cells, in order. Flush, which puts a
-// batch on its way, and Close hold nothing: a send started and never
-// waited for still reaches its receiver as it did by cells. A held send
-// moves only when its sender polls: one started before a long computation
-// reaches its receiver at the sender's next call, as UCX's pending sends
-// do, where a cell would have carried it at once.
+// cells if the box is still full by then, and so do the next holdBackoff
+// sends to that rank that find their box full: a receiver busy elsewhere
+// costs a sender one bounded wait per holdBackoff messages, not one per
+// message. A send that queues behind a held one releases it to the cells
+// at once, so a burst of nonblocking sends leaves as it did before, by
+// fastbox and cells, in order. Flush, which puts a batch on its way, and
+// Close hold nothing: a send started and never waited for still reaches
+// its receiver as it did by cells. A held send moves only when its sender
+// polls: one started before a long computation reaches its receiver at
+// the sender's next call, as UCX's pending sends do, where a cell would
+// have carried it at once.
 //
 // holdPolls is far below SpinBeforeYield: a blocked sender gives the held
-// send to the cells long before it would hand its CPU away, and a receiver
+// send to the cells long before it would hand its CPU away. A receiver
 // that polls this sender's fastboxes only in its periodic scan (every 64
-// Polls, fastbox.go) still empties one within it.
-const holdPolls = 512
+// Polls, fastbox.go) may let the wait run out; its sends then go by cells
+// as before.
+const (
+	holdPolls   = 64
+	holdBackoff = 256
+)
 
 // holdForBox reports whether send r, whose fastbox is full, waits for it
 // rather than take cells.
@@ -36,10 +42,19 @@ func (ep *Endpoint) holdForBox(r *Request) bool {
 	if r.links.Next() != nil || ep.releasing {
 		return false
 	}
+	p := &ep.peers[r.peer]
 	if !r.held {
+		if p.holdOff > 0 {
+			p.holdOff--
+			return false
+		}
 		r.held, r.heldAt = true, ep.polls
 	}
-	return ep.polls-r.heldAt < holdPolls
+	if ep.polls-r.heldAt < holdPolls {
+		return true
+	}
+	p.holdOff = holdBackoff
+	return false
 }
 
 // releaseHeld schedules every window with no send held for its fastbox.

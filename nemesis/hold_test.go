@@ -129,3 +129,36 @@ func TestHoldReleasedByClose(t *testing.T) {
 	}
 	recvInOrder(t, b, 0, msgs)
 }
+
+// TestHoldBacksOff: once a held send has run out of Polls, the next
+// holdBackoff sends to that rank that find their fastbox full take cells
+// at once, and the one after them waits again.
+func TestHoldBacksOff(t *testing.T) {
+	eps := joinLocal(t, 2, &Options{Cells: 2 * holdBackoff}) // the receiver polls only at the end
+	a, b := eps[0], eps[1]
+	msgs := smallMsgs(fboxSlots+holdBackoff+2, 8, 7)
+	fillBoxes(t, a, msgs)
+	var s Request
+	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(&s); err != nil {
+		t.Fatal(err)
+	}
+	for i := fboxSlots + 1; i < len(msgs)-1; i++ {
+		if err := a.Isend(&s, 1, i, msgs[i]); err != nil || !s.Done() {
+			t.Fatalf("send %d after a wait ran out: done %v (%v), want it gone by cells at once", i, s.Done(), err)
+		}
+	}
+	last := len(msgs) - 1
+	if err := a.Isend(&s, 1, last, msgs[last]); err != nil || s.Done() {
+		t.Fatalf("send %d, past the back-off: done %v (%v), want it held", last, s.Done(), err)
+	}
+	if st := a.Stats(); st.QueueMsgs != holdBackoff+1 {
+		t.Fatalf("sender stats %+v: want %d messages by cells", st, holdBackoff+1)
+	}
+	if err := a.Wait(&s); err != nil {
+		t.Fatal(err)
+	}
+	recvInOrder(t, b, 0, msgs)
+}
