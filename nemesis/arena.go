@@ -56,11 +56,20 @@ func arenaPages(n int) int {
 	return (n + arenaPage - 1) &^ (arenaPage - 1)
 }
 
-// arenaOffset is where the regions start in the segment: past the cells,
-// on a page.
+// arenaOffset is where the regions start in the segment: past the cells
+// and the completion slots (arenasend.go), on a page.
 func (l layout) arenaOffset() uint64 {
 	_, _, _, _, size := l.offsets()
 	return size - uint64(l.nprocs)*uint64(l.arenaSize)
+}
+
+// arenaBytes is the arena's part of the segment: each rank's region and
+// its page of completion slots; nothing when the job has no arena.
+func (l layout) arenaBytes() uint64 {
+	if l.arenaSize == 0 {
+		return 0
+	}
+	return uint64(l.nprocs) * (uint64(l.arenaSize) + arenaSlotBytes)
 }
 
 // arena is this rank's allocator over its own region.
@@ -230,11 +239,4 @@ func (ep *Endpoint) InArena(iov [][]byte) bool {
 		}
 	}
 	return true
-}
-
-// viaArena reports whether send r goes to the LMT because its payload lies
-// in the arena: longer than a fastbox carries (one short copy each side
-// beats a rendezvous), and an LMT is there to take it.
-func (ep *Endpoint) viaArena(r *Request) bool {
-	return ep.arena.mem != nil && ep.lmt != nil && r.typ == nil && r.msgLen > ep.seg.fboxPayload && ep.InArena(r.Iov())
 }
