@@ -10,9 +10,12 @@ package nemesis
 // Each rank owns one region of Options.ArenaSize bytes and is the only
 // one that allocates in it, so the allocator's bookkeeping is private to
 // the rank (no shared metadata a crashed peer could leave half-written)
-// and needs no lock. Peers only read a region, at offsets an RTS names,
-// each checked against the region's bounds (package arena, the LMT
-// backend that does the copy).
+// and needs no lock. Peers only read a region, at offsets a descriptor
+// (arenasend.go) or the LMT arena backend's RTS (package arena) names,
+// each checked against the region's bounds by the reader before it reads.
+// The one place a peer writes is the rank's page of completion slots,
+// beside the regions: a receiver stores there the generation of the send
+// it has copied, at a slot the descriptor names and the receiver checks.
 //
 // The arena is part of the segment: rank 0 checks the whole of it against
 // the free space of the segment's directory and reserves it with
@@ -103,10 +106,11 @@ func (s *segment) region(rank int) []byte {
 }
 
 // Alloc returns n bytes of this rank's shared arena (like MPI_Alloc_mem).
-// A message sent from such a buffer, of more than a fastbox's payload, goes
-// through the LMT, whose arena backend lets the receiver copy it once,
-// straight from this buffer, with no system call. The buffer is valid until
-// Free or Close; it must not be freed while a send from it is pending.
+// A message sent from such buffers to a rank of this node, of more than a
+// fastbox's payload, leaves as a descriptor, and its receiver copies it
+// once, straight from these buffers, with no rendezvous and no system
+// call (arenasend.go). The buffer is valid until Free or Close; it must
+// not be written or freed while a send from it is pending.
 func (ep *Endpoint) Alloc(n int) ([]byte, error) {
 	a := &ep.arena
 	switch {
@@ -212,7 +216,7 @@ func (a *arena) release(e extent) {
 
 // ArenaRegion returns rank's region of the job's shared arena as this
 // process maps it (nil when the job has none): what a receiver copies
-// from, at the offsets its sender's RTS names. It stays mapped until
+// from, at the offsets its sender's descriptor or RTS names. It stays mapped until
 // Close, whatever becomes of rank.
 func (ep *Endpoint) ArenaRegion(rank int) []byte {
 	if ep.closed || rank < 0 || rank >= ep.size {

@@ -107,9 +107,15 @@ func (s *segment) slotWord(rank, i int) *atomic.Uint64 {
 }
 
 // viaArena reports whether send r goes by the arena, by this file's
-// single copy or the LMT's arena backend: untyped, longer than a fastbox
-// carries (one short copy each side beats waiting for the receiver), and
-// from this rank's arena.
+// single copy or the LMT's arena backend: untyped, from this rank's
+// arena, and longer than a fastbox carries. The crossover is the
+// fastbox's payload because both sides of it are known: up to it, the
+// fastbox's two short copies cost about what the descriptor, the copy
+// and the slot do in software, and the sender completes at once instead
+// of waiting for its receiver; past it, an eager message takes cells
+// through both queues, and the single copy wins from there on
+// (attach's BenchmarkInProcessEager against BenchmarkInProcessArena, and
+// between two processes `lmtbench pingpong --backends eager,auto-arena`).
 func (ep *Endpoint) viaArena(r *Request) bool {
 	return ep.arena.mem != nil && r.typ == nil && r.msgLen > ep.seg.fboxPayload && ep.InArena(r.Iov())
 }

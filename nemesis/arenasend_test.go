@@ -12,6 +12,7 @@ import (
 	"github.com/knemesis/knemesis/datatype"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
+	"golang.org/x/sys/unix"
 )
 
 // The arena's single copy (arenasend.go), between processes: these jobs
@@ -580,4 +581,64 @@ func TestArenaSendNoAllocation(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestArenaSendDeadSender: a sender that dies right after its descriptor
+// left still delivers: its receiver, posting only once the process is
+// gone, copies the message intact out of the region the job's segment
+// keeps mapped (no SIGBUS, no hang), and its own endpoint goes on working.
+func TestArenaSendDeadSender(t *testing.T) {
+	const n = 1<<20 + 3
+	launchtest.RunOpts(t, 2, launchtest.Options{ExitEarly: []int{1}}, func(p launch.Proc) error {
+		ep, err := JoinProc(p, &Options{ArenaSize: arenaTestSize})
+		if err != nil {
+			return err
+		}
+		if p.Rank == 1 {
+			b, err := arenaMsg(ep, n, 6)
+			if err != nil {
+				return err
+			}
+			var r Request
+			if err := ep.Isend(&r, 0, 6, b); err != nil {
+				return err
+			}
+			os.Exit(0) // the descriptor is out, the slot never read
+		}
+		defer ep.Close()
+		if err := waitExited(ep.peers[1].pid); err != nil {
+			return err
+		}
+		buf := make([]byte, n)
+		st, err := ep.Recv(1, 6, buf)
+		if err != nil || st.Count != n || crc32.ChecksumIEEE(buf) != arenaCRC(n, 6) {
+			return fmt.Errorf("receive from a sender that died: %+v, %v, or the content differs", st, err)
+		}
+		var r Request
+		if err := ep.Irecv(&r, 1, 7, nil); err != nil {
+			return err
+		}
+		var pe *PeerError
+		if err := ep.Wait(&r); !errors.As(err, &pe) || pe.Rank != 1 {
+			return fmt.Errorf("a further receive from the dead sender: %v, want a PeerError naming rank 1", err)
+		}
+		return nil
+	})
+}
+
+// waitExited returns once process pid has exited.
+func waitExited(pid int) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err == unix.ESRCH {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pidfd of %d: %w", pid, err)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	if k, err := unix.Poll(fds, 60_000); err != nil || k != 1 {
+		return fmt.Errorf("process %d did not exit within a minute (%v)", pid, err)
+	}
+	return nil
 }
