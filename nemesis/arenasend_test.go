@@ -50,6 +50,18 @@ func arenaSizes(ep *Endpoint) []int {
 	return []int{ep.FastboxPayload() + 1, 16 << 10, 64 << 10, 1<<20 + 3}
 }
 
+// farewell tells peer this rank is done and waits until peer says the
+// same: a rank must not leave while its peer still waits for something of
+// it, or may take the rank's last message for a dead rank's.
+func farewell(ep *Endpoint, peer int) error {
+	const tag = MaxTag - 1
+	if err := ep.Send(peer, tag, nil); err != nil {
+		return err
+	}
+	_, err := ep.Recv(peer, tag, nil)
+	return err
+}
+
 // guardedBuf returns a receive buffer of n bytes inside 64 guard bytes on
 // each side, and the whole.
 func guardedBuf(n int) (mem, buf []byte) {
@@ -133,8 +145,7 @@ func arenaSender(ep *Endpoint) error {
 	if st.ArenaSends != uint64(msgs) || st.RTS != 0 || st.QueueMsgs != 0 || st.FastboxMsgs != 0 {
 		return fmt.Errorf("sender stats %+v: want %d arena descriptors and no other message", st, msgs)
 	}
-	_, err = ep.Recv(1, 0, nil)
-	return err
+	return farewell(ep, 1)
 }
 
 func lenBefore(lens []int, k int) int {
@@ -179,7 +190,7 @@ func arenaReceiver(ep *Endpoint) error {
 	if stats.ArenaRecvs != 9 || stats.ArenaBytes != copied {
 		return fmt.Errorf("receiver stats %+v: want 9 arena messages and %d bytes copied once", stats, copied)
 	}
-	return ep.Send(0, 0, nil)
+	return farewell(ep, 0)
 }
 
 // recvArenaList receives the list message of n bytes and seed: into a
@@ -246,8 +257,11 @@ func TestArenaSendWildcard(t *testing.T) {
 					return err
 				}
 			}
-			_, err := ep.Recv(0, 0, nil) // not before: AnyTag would match it
-			return err
+			// Rank 0 speaks first: AnyTag would match our word.
+			if _, err := ep.Recv(0, MaxTag-1, nil); err != nil {
+				return err
+			}
+			return ep.Send(0, MaxTag-1, nil)
 		}
 		next := []int{0, 0, 0}
 		for range 2 * len(sizes) {
@@ -266,7 +280,7 @@ func TestArenaSendWildcard(t *testing.T) {
 			return fmt.Errorf("stats %+v: want 6 arena messages received", st)
 		}
 		for r := 1; r < 3; r++ {
-			if err := ep.Send(r, 0, nil); err != nil {
+			if err := farewell(ep, r); err != nil {
 				return err
 			}
 		}
@@ -304,7 +318,7 @@ func TestArenaSendOutOfOrder(t *testing.T) {
 					return err
 				}
 			}
-			return ep.Send(0, 0, nil)
+			return farewell(ep, 0)
 		}
 		var a, b Request
 		bufA, err := arenaMsg(ep, 64<<10, 1)
@@ -347,19 +361,20 @@ func TestArenaSendOutOfOrder(t *testing.T) {
 				return err
 			}
 		}
-		if st := ep.Stats(); st.ArenaSends != 2+arenaSlots || st.QueueMsgs != extra {
-			return fmt.Errorf("stats %+v: want %d descriptors, then %d messages by the cells", st, 2+arenaSlots, extra)
-		}
 		for i := range reqs {
 			if err := ep.Wait(&reqs[i]); err != nil {
 				return err
 			}
 		}
+		// No slot frees before the receiver has the last message, which
+		// leaves after all the others (some may have waited for cells).
+		if st := ep.Stats(); st.ArenaSends != 2+arenaSlots || st.QueueMsgs != extra {
+			return fmt.Errorf("stats %+v: want %d descriptors, then %d messages by the cells", st, 2+arenaSlots, extra)
+		}
 		if ep.arenaOut.busy != 0 {
 			return fmt.Errorf("slots %#x still busy after every send completed", ep.arenaOut.busy)
 		}
-		_, err = ep.Recv(1, 0, nil)
-		return err
+		return farewell(ep, 1)
 	})
 }
 
