@@ -614,6 +614,12 @@ func TestArenaSendDeadSender(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			// Not before rank 0 has watched this process live: a rank
+			// found gone at Join is failed at once, and what it left in
+			// a fastbox no receive named yet is not looked at.
+			if _, err := ep.Recv(0, 5, nil); err != nil {
+				return err
+			}
 			var r Request
 			if err := ep.Isend(&r, 0, 6, b); err != nil {
 				return err
@@ -621,6 +627,9 @@ func TestArenaSendDeadSender(t *testing.T) {
 			os.Exit(0) // the descriptor is out, the slot never read
 		}
 		defer ep.Close()
+		if err := ep.Send(1, 5, nil); err != nil {
+			return err
+		}
 		if err := waitExited(ep.peers[1].pid); err != nil {
 			return err
 		}
