@@ -37,11 +37,13 @@ package nemesis
 // them, from a bitmap in its own memory: no atomic read-modify-write, no
 // shared bookkeeping a dead rank could leave half-written. A slot names
 // the generation of the descriptor that armed it (a counter of this
-// rank), so a stale or corrupt store never completes a later send, and
+// rank), so a late store for an earlier send never completes a later one,
+// and
 // sends complete in whatever order their receivers copy them. Poll reads
 // the slots only while some are busy.
 //
-// Which messages go this way (arenaPieces, the one place that decides):
+// Which messages go this way (viaArena then arenaPieces, the one place
+// that decides):
 // untyped sends to a rank of this node whose every non-empty buffer lies
 // in this rank's arena, longer than a fastbox's payload, whose list fits
 // a cell's descriptor, while a slot is free, and unless the LMT claims
