@@ -38,16 +38,14 @@ package nemesis
 // shared bookkeeping a dead rank could leave half-written. A slot names
 // the generation of the descriptor that armed it (a counter of this
 // rank), so a late store for an earlier send never completes a later one,
-// and
-// sends complete in whatever order their receivers copy them. Poll reads
-// the slots only while some are busy.
+// and sends complete in whatever order their receivers copy them. Poll
+// reads the slots only while some are busy.
 //
 // Which messages go this way (viaArena then arenaPieces, the one place
-// that decides):
-// untyped sends to a rank of this node whose every non-empty buffer lies
-// in this rank's arena, longer than a fastbox's payload, whose list fits
-// a cell's descriptor, while a slot is free, and unless the LMT claims
-// them (LMTArena: package attach does for a backend forced on the
+// that decides): untyped sends to a rank of this node whose every
+// non-empty buffer lies in this rank's arena, longer than a fastbox's
+// payload, whose list fits a cell's descriptor, while a slot is free, and
+// unless the LMT claims them (LMTArena: package attach does for a backend forced on the
 // message or the endpoint). A message that fits a fastbox stays there:
 // one short copy each side and the sender completes at once, where this
 // path makes it wait for its receiver. The others take the path they
