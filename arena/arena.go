@@ -16,9 +16,13 @@
 // that stays mapped, with no SIGBUS, and its transfer ends as the
 // endpoint's liveness watch decides (the copied bytes, or a PeerError).
 //
-// attach picks the backend for every message whose send buffers all lie in
-// the sender's arena; it is in no default preference, and a message forced
-// onto it from other memory fails its send with an error saying so.
+// Most messages from the arena never reach it: the endpoint sends them as
+// a descriptor and its receiver copies them itself, with no rendezvous
+// (nemesis, arenasend.go). attach hands them to the LMT, and picks this
+// backend for them, when Options.Prefer names it (as `lmtbench --backends
+// arena` does, to compare both); it is in no default preference, and a
+// message forced onto it from other memory fails its send with an error
+// saying so.
 //
 // The package registers a second backend, "arena-copy" (copy.go), for
 // medium messages from ordinary memory: the sender copies the message into

@@ -35,12 +35,15 @@ func sum(n, seed int) [32]byte {
 	return sha256.Sum256(b)
 }
 
+// join joins with an arena and the LMT, whose preference names the arena
+// backend: arena buffers then go by it, not by the endpoint's own single
+// copy (nemesis.LMTArena).
 func join(p launch.Proc) (*nemesis.Endpoint, *attach.LMT, error) {
 	ep, err := nemesis.JoinProc(p, &nemesis.Options{ArenaSize: arenaSize})
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := attach.Attach(ep, attach.Options{})
+	l, err := attach.Attach(ep, attach.Options{Prefer: []string{lmt.Arena}})
 	if err != nil {
 		ep.Close()
 		return nil, nil, err

@@ -5,11 +5,14 @@ import (
 	"fmt"
 
 	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
 )
 
-// A rank sends from a buffer of the job's shared arena: the receiver
+// A rank sends from a buffer of the job's shared arena, through the LMT's
+// arena backend (named in the preference: otherwise the endpoint's own
+// single copy carries arena buffers, with no rendezvous): the receiver
 // copies it once, straight out of that buffer, with no system call. (Each
 // rank is a goroutine here; real jobs run one process per rank.)
 func Example() {
@@ -23,7 +26,7 @@ func Example() {
 			return
 		}
 		defer ep.Close()
-		l, err := attach.Attach(ep, attach.Options{})
+		l, err := attach.Attach(ep, attach.Options{Prefer: []string{lmt.Arena}})
 		if err != nil {
 			done <- err
 			return
@@ -46,7 +49,7 @@ func Example() {
 		return
 	}
 	defer ep.Close()
-	l, err := attach.Attach(ep, attach.Options{})
+	l, err := attach.Attach(ep, attach.Options{Prefer: []string{lmt.Arena}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -27,10 +27,14 @@
 // the engine.
 //
 // A message whose send buffers lie in the job's shared arena
-// (nemesis.Endpoint.Alloc) goes by the arena backend, whatever the
-// preference or the selector would say: the receiver copies it once, out of
-// the sender's buffer, with no system call (package arena). The endpoint
-// hands such messages to the LMT from a fastbox's payload up.
+// (nemesis.Endpoint.Alloc), longer than a fastbox's payload, does not reach
+// the engine: the endpoint sends a descriptor and the receiver copies it
+// once, out of the sender's buffer, with no system call and no rendezvous
+// (nemesis.LMTArena). The LMT takes it only when a backend was forced on
+// the message (LMT.Isend) or Options.Prefer names the arena backend (as
+// `lmtbench --backends arena` does, to compare the two); it then goes by
+// the arena backend (package arena), whatever the selector would say, or
+// by the forced backend.
 //
 // Scattered buffers stay scattered: a message sent with Endpoint.Isendv or
 // received with Endpoint.Irecvv reaches the engine as the caller's iovec
@@ -48,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	_ "github.com/knemesis/knemesis/arena" // the backends attach wires by default
@@ -118,6 +123,9 @@ type LMT struct {
 	// they decide for messages of more than chooseAbove bytes.
 	choosers    []EagerChooser
 	chooseAbove int
+	// arenaLMT: Options.Prefer names the arena backend, so arena
+	// buffers go by it rather than the endpoint's single copy.
+	arenaLMT bool
 }
 
 // request is the LMT's state on a nemesis.Request (its LMTData): the
@@ -142,7 +150,7 @@ func stateOf(r *nemesis.Request) *request {
 // Attach creates an engine for ep and installs it. Every rank of the job
 // must attach before sending its first long message.
 func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
-	l := &LMT{ep: ep, chooseAbove: math.MaxInt}
+	l := &LMT{ep: ep, chooseAbove: math.MaxInt, arenaLMT: slices.Contains(o.Prefer, lmt.Arena)}
 	if o.Select != nil {
 		l.selectors = make([]Selector, ep.Size())
 		l.choosers = make([]EagerChooser, ep.Size())
@@ -386,6 +394,18 @@ func (l *LMT) StartRecv(r *nemesis.Request, rts []byte) error {
 	return nil
 }
 
+// ArenaViaLMT implements nemesis.LMTArena: a message from arena buffers
+// comes here only when a backend was forced on it (Isend, Isendv) or the
+// preference list names the arena backend; otherwise the endpoint's own
+// single copy, which has no rendezvous to pay, carries it.
+func (l *LMT) ArenaViaLMT(r *nemesis.Request) bool {
+	if l.arenaLMT {
+		return true
+	}
+	st, ok := r.LMTData.(*request)
+	return ok && st.backend != ""
+}
+
 // Datatypes implements nemesis.LMTDatatypes: typed messages go to the
 // engine's StartSendType and StartRecvType.
 func (l *LMT) Datatypes() bool { return true }
@@ -457,4 +477,5 @@ var (
 	_ nemesis.LMTPoller    = (*LMT)(nil)
 	_ nemesis.LMTChooser   = (*LMT)(nil)
 	_ nemesis.LMTDatatypes = (*LMT)(nil)
+	_ nemesis.LMTArena     = (*LMT)(nil)
 )

@@ -6,6 +6,7 @@ import (
 	_ "github.com/knemesis/knemesis/arena"
 	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/internal/jobtest"
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 )
 
@@ -13,16 +14,25 @@ import (
 // arena and, when withLMT, an LMT, for benchmarks that drive both from one
 // goroutine.
 func joinInProcess(b *testing.B, withLMT bool) [2]*nemesis.Endpoint {
+	if !withLMT {
+		return joinInProcessWith(b, nil)
+	}
+	return joinInProcessWith(b, &attach.Options{})
+}
+
+// joinInProcessWith is joinInProcess with the LMT attached with o (none
+// when o is nil).
+func joinInProcessWith(b *testing.B, o *attach.Options) [2]*nemesis.Endpoint {
 	type rank struct {
 		ep *nemesis.Endpoint
 		l  *attach.LMT
 	}
 	rs := jobtest.InProcess(b, 2, func(job string, r int) (rank, error) {
 		ep, err := nemesis.Join(job, r, 2, &nemesis.Options{ArenaSize: 1 << 20})
-		if err != nil || !withLMT {
+		if err != nil || o == nil {
 			return rank{ep: ep}, err
 		}
-		l, err := attach.Attach(ep, attach.Options{})
+		l, err := attach.Attach(ep, *o)
 		return rank{ep, l}, err
 	}, func(r rank) {
 		if r.l != nil {
@@ -60,15 +70,28 @@ func exchange(b *testing.B, eps [2]*nemesis.Endpoint, msg, got []byte) {
 }
 
 // BenchmarkInProcessArena: one message from an arena buffer, sent by rank
-// 0 and received by rank 1, both endpoints driven by one goroutine. There
-// is no second core and no waiting: what is left is the software of the
-// whole path (Isend, RTS, matching, the engine on both sides, the arena
-// backend's copy, DONE, completion), the number a change to any of them
-// moves.
+// 0 and received by rank 1, both endpoints driven by one goroutine, the
+// LMT attached as a program gets it. There is no second core and no
+// waiting: what is left is the software of the whole path (Isend, the
+// descriptor through the fastbox, matching, the receiver's copy, the
+// completion slot), the number a change to any of them moves.
+// BenchmarkInProcessArenaLMT runs the same through the LMT's arena
+// backend (RTS, the engine on both sides, DONE), as before the endpoint
+// had its own single copy: run both for the ratio.
 func BenchmarkInProcessArena(b *testing.B) {
-	for _, size := range []int{4 << 10, 16 << 10} {
+	benchArena(b, &attach.Options{})
+}
+
+// BenchmarkInProcessArenaLMT: BenchmarkInProcessArena with the preference
+// naming the arena backend, which then carries every arena message.
+func BenchmarkInProcessArenaLMT(b *testing.B) {
+	benchArena(b, &attach.Options{Prefer: []string{lmt.Arena}})
+}
+
+func benchArena(b *testing.B, o *attach.Options) {
+	for _, size := range []int{4 << 10, 16 << 10, 64 << 10} {
 		b.Run(sizeLabel(size), func(b *testing.B) {
-			eps := joinInProcess(b, true)
+			eps := joinInProcessWith(b, o)
 			msg, err := eps[0].Alloc(size)
 			if err != nil {
 				b.Fatal(err)

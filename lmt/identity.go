@@ -82,7 +82,8 @@ var identities = []Identity{
 		Summary: "the KNEM-ABI module copies in the kernel, or offloads to DMA (one copy)"},
 	// Not in the default preference: it carries only messages whose
 	// send buffer lies in the job's shared arena, and attach picks it
-	// for exactly those.
+	// for those when the preference names it or a message forces it
+	// (otherwise the endpoint's own descriptor carries them).
 	{ID: 8, Name: Arena, Flow: Pull, Copies: 1, Home: "arena",
 		Summary: "receiver copies straight out of the sender's buffer in the job's shared arena (one user copy, no system call)"},
 	// Not in the default preference either: it needs the job's arena,

@@ -93,7 +93,7 @@ func (ep *Endpoint) packable(r *Request) bool {
 // rendezvous tells whether send r goes by the LMT whatever the chooser
 // says, with an RTS that fits the room a fastbox guarantees.
 func (ep *Endpoint) rendezvous(r *Request) bool {
-	return !r.seqd && ep.lmt != nil && r.msgLen > ep.eagerMax && ep.lmtTakes(r) && r.rtsFitsFbox()
+	return !r.seqd && ep.lmt != nil && r.msgLen > ep.eagerMax && ep.lmtTakes(r) && r.rtsFitsFbox() && !ep.viaArena(r)
 }
 
 // aggregable tells whether send r, waiting in a window, may go in an

@@ -10,9 +10,12 @@ package nemesis
 // Each rank owns one region of Options.ArenaSize bytes and is the only
 // one that allocates in it, so the allocator's bookkeeping is private to
 // the rank (no shared metadata a crashed peer could leave half-written)
-// and needs no lock. Peers only read a region, at offsets an RTS names,
-// each checked against the region's bounds (package arena, the LMT
-// backend that does the copy).
+// and needs no lock. Peers only read a region, at offsets a descriptor
+// (arenasend.go) or the LMT arena backend's RTS (package arena) names,
+// each checked against the region's bounds by the reader before it reads.
+// The one place a peer writes is the rank's page of completion slots,
+// beside the regions: a receiver stores there the generation of the send
+// it has copied, at a slot the descriptor names and the receiver checks.
 //
 // The arena is part of the segment: rank 0 checks the whole of it against
 // the free space of the segment's directory and reserves it with
@@ -56,11 +59,20 @@ func arenaPages(n int) int {
 	return (n + arenaPage - 1) &^ (arenaPage - 1)
 }
 
-// arenaOffset is where the regions start in the segment: past the cells,
-// on a page.
+// arenaOffset is where the regions start in the segment: past the cells
+// and the completion slots (arenasend.go), on a page.
 func (l layout) arenaOffset() uint64 {
 	_, _, _, _, size := l.offsets()
 	return size - uint64(l.nprocs)*uint64(l.arenaSize)
+}
+
+// arenaBytes is the arena's part of the segment: each rank's region and
+// its page of completion slots; nothing when the job has no arena.
+func (l layout) arenaBytes() uint64 {
+	if l.arenaSize == 0 {
+		return 0
+	}
+	return uint64(l.nprocs) * (uint64(l.arenaSize) + arenaSlotBytes)
 }
 
 // arena is this rank's allocator over its own region.
@@ -94,10 +106,11 @@ func (s *segment) region(rank int) []byte {
 }
 
 // Alloc returns n bytes of this rank's shared arena (like MPI_Alloc_mem).
-// A message sent from such a buffer, of more than a fastbox's payload, goes
-// through the LMT, whose arena backend lets the receiver copy it once,
-// straight from this buffer, with no system call. The buffer is valid until
-// Free or Close; it must not be freed while a send from it is pending.
+// A message sent from such buffers to a rank of this node, of more than a
+// fastbox's payload, leaves as a descriptor, and its receiver copies it
+// once, straight from these buffers, with no rendezvous and no system
+// call (arenasend.go). The buffer is valid until Free or Close; it must
+// not be written or freed while a send from it is pending.
 func (ep *Endpoint) Alloc(n int) ([]byte, error) {
 	a := &ep.arena
 	switch {
@@ -203,7 +216,7 @@ func (a *arena) release(e extent) {
 
 // ArenaRegion returns rank's region of the job's shared arena as this
 // process maps it (nil when the job has none): what a receiver copies
-// from, at the offsets its sender's RTS names. It stays mapped until
+// from, at the offsets its sender's descriptor or RTS names. It stays mapped until
 // Close, whatever becomes of rank.
 func (ep *Endpoint) ArenaRegion(rank int) []byte {
 	if ep.closed || rank < 0 || rank >= ep.size {
@@ -230,11 +243,4 @@ func (ep *Endpoint) InArena(iov [][]byte) bool {
 		}
 	}
 	return true
-}
-
-// viaArena reports whether send r goes to the LMT because its payload lies
-// in the arena: longer than a fastbox carries (one short copy each side
-// beats a rendezvous), and an LMT is there to take it.
-func (ep *Endpoint) viaArena(r *Request) bool {
-	return ep.arena.mem != nil && ep.lmt != nil && r.typ == nil && r.msgLen > ep.seg.fboxPayload && ep.InArena(r.Iov())
 }

@@ -128,15 +128,16 @@ func allocErr(ep *Endpoint, n int) error {
 }
 
 // TestArenaInSegment: the arena is part of the segment, SegmentSize counts
-// it, and ranks that disagree on it fail Join with ErrLayout.
+// it (each rank's region and its page of completion slots), and ranks that
+// disagree on it fail Join with ErrLayout.
 func TestArenaInSegment(t *testing.T) {
 	plain, _ := SegmentSize(3, nil)
 	with, err := SegmentSize(3, &Options{ArenaSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if grow := with - plain; grow < 3<<20 || grow >= 3<<20+4096 {
-		t.Errorf("an arena of 1 MiB per rank grows a 3-rank segment by %d bytes, want 3 MiB (+ page rounding)", grow)
+	if want := uint64(3<<20 + 3*arenaSlotBytes); with-plain < want || with-plain >= want+4096 {
+		t.Errorf("an arena of 1 MiB per rank grows a 3-rank segment by %d bytes, want 3 MiB and 3 pages of completion slots (+ page rounding)", with-plain)
 	}
 	job := launch.NewJobName()
 	errs := make(chan error, 2)

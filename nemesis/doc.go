@@ -159,12 +159,26 @@
 // the end of the segment, from which Endpoint.Alloc hands out buffers and
 // Endpoint.Free takes them back (arena.go; bad frees and exhaustion are
 // refused with ErrDoubleFree, ErrForeignBuffer, ErrArenaFull). Every rank
-// maps every region, so a message sent from an arena buffer, longer than
-// a fastbox's payload, goes to the LMT, whose arena backend has the
-// receiver copy it once, straight from the sender's buffer, with no system
-// call (package arena). The arena is reserved with the segment and goes
-// with it: Join's space check counts it, and nothing of it outlives the
-// job.
+// maps every region, so a message sent from arena buffers to a rank of
+// this node, longer than a fastbox's payload, leaves as a descriptor
+// (kindArena: the pieces' offsets in the sender's region, a completion
+// slot), in the pair's sequence through the fastbox or a cell, and is
+// matched like any message; its receiver checks every piece against the
+// sender's region, copies it once, straight into the receive buffer, list
+// or type, and releases the sender by a store into the slot, which the
+// sender polls while it has such sends pending (arenasend.go: the
+// window-based shared-memory transfer of §2.3, with its completion
+// counter). No LMT, no rendezvous, no system call: what lmtbench's memcpy
+// reference does, with MPI's matching around it. A message that fits a
+// fastbox stays there (one short copy each side, and the sender completes
+// without waiting for its receiver); one whose LMT claims it
+// (LMTArena: a backend forced on it) goes to the LMT, whose arena backend
+// makes the same copy behind an RTS and a DONE (package arena). Each rank
+// has a page of slots, one line per pending send; a send that finds them
+// all taken goes the way it would without the arena. A dead receiver fails the send with a *PeerError and
+// frees its slot. The arena and the slots are reserved with the segment
+// and go with it: Join's space check counts them, and nothing of them
+// outlives the job.
 //
 // # The optimization window
 //

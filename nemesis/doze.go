@@ -97,6 +97,11 @@ func (ep *Endpoint) dozeLimit() time.Duration {
 	if ep.net != nil {
 		limit = min(limit, dozeMaxNet)
 	}
+	if ep.arenaOut.busy != 0 {
+		// A receiver's store into a completion slot, like a fastbox's,
+		// may pass its read of the sleep word.
+		limit = min(limit, dozeMaxLMT)
+	}
 	return limit
 }
 

@@ -79,6 +79,7 @@ const (
 	kindFboxSetup = 5
 	kindAM        = 6 // active message (see am.go)
 	kindAgg       = 7 // several whole messages in one cell (see aggregate.go)
+	kindArena     = 8 // descriptor of a message in the sender's arena (see arenasend.go)
 )
 
 // peer is what an endpoint knows about one rank, itself included.
@@ -174,8 +175,10 @@ type Endpoint struct {
 	// arrived counts the packets taken in, from the receive queue or a
 	// fastbox: a blocked call that sees it move knows a Poll did
 	// something, and must not sleep before looking at what it waits for.
-	arrived uint64
-	arena   arena // this rank's region of the shared arena (arena.go)
+	arrived  uint64
+	arena    arena      // this rank's region of the shared arena (arena.go)
+	arenaOut arenaSends // sends whose receivers copy them out of the arena (arenasend.go)
+	lmtArena LMTArena   // lmt, when it claims some arena sends
 
 	live    liveness
 	crashed error // the first rank found dead without having closed
@@ -209,6 +212,13 @@ type Stats struct {
 	AggregateCells uint64
 	Aggregated     uint64
 	PackedCtrl     uint64 // LMT control packets that left in an aggregate cell
+	// ArenaSends, ArenaRecvs and ArenaBytes: messages from arena
+	// buffers sent and received here as a descriptor, and the bytes
+	// this rank copied out of its senders' arenas, once each
+	// (arenasend.go).
+	ArenaSends uint64
+	ArenaRecvs uint64
+	ArenaBytes uint64
 }
 
 // Stats returns the counters of this endpoint.

@@ -247,6 +247,7 @@ func (ep *Endpoint) failPeer(rank int, err error, crashed bool) {
 	if i := slices.Index(ep.sendDsts, int32(rank)); i >= 0 {
 		ep.dropSendDst(i)
 	}
+	ep.failArenaSends(rank, err)
 	if a := &p.asm; a.req != nil {
 		ep.finish(a.req, a.req.n, err)
 		*a = assembly{}

@@ -87,7 +87,7 @@ type LMT interface {
 // long message: an RTS reaching an endpoint without an LMT is an error.
 func (ep *Endpoint) SetLMT(l LMT, eagerMax int) error {
 	if l == nil {
-		ep.lmt, ep.lmtMeter, ep.lmtFds, ep.chooser, ep.lmtTypes = nil, nil, nil, nil, false
+		ep.lmt, ep.lmtMeter, ep.lmtFds, ep.chooser, ep.lmtTypes, ep.lmtArena = nil, nil, nil, nil, false, nil
 		ep.eagerMax, ep.chooseAbove = maxInt, maxInt
 		return nil
 	}
@@ -97,6 +97,7 @@ func (ep *Endpoint) SetLMT(l LMT, eagerMax int) error {
 	ep.lmt, ep.eagerMax, ep.chooseAbove = l, eagerMax, eagerMax
 	ep.lmtMeter, _ = l.(LMTMeter)
 	ep.lmtFds, _ = l.(LMTPoller)
+	ep.lmtArena, _ = l.(LMTArena)
 	d, ok := l.(LMTDatatypes)
 	ep.lmtTypes = ok && d.Datatypes()
 	if ep.chooser, _ = l.(LMTChooser); ep.chooser != nil {

@@ -28,6 +28,9 @@ func (ep *Endpoint) Poll() error {
 			return err
 		}
 	}
+	if ep.arenaOut.busy != 0 {
+		ep.pollArenaSends()
+	}
 	if ep.seg.fboxPayload > 0 {
 		for i := 0; i < len(ep.expected); {
 			src := int(ep.expected[i])
@@ -159,7 +162,7 @@ func (ep *Endpoint) pollFbox(src int) (bool, error) {
 	n, kind := int(fb.len), fb.kind
 	switch {
 	case n > len(pl):
-	case kind == kindMsg && uint64(n) == fb.total, kind == kindRTS && fb.total <= uint64(maxInt):
+	case kind == kindMsg && uint64(n) == fb.total, (kind == kindRTS || kind == kindArena) && fb.total <= uint64(maxInt):
 		p.recvSeq++
 		err := ep.arrive(src, int(fb.tag), kind, int(fb.total), pl[:n])
 		lineops.StoreRelease(&fb.full, 0)
@@ -218,7 +221,7 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 	pl := s.payload(off)[:n]
 	var err error
 	switch c.kind {
-	case kindMsg, kindRTS:
+	case kindMsg, kindRTS, kindArena:
 		if c.total > uint64(maxInt) || c.kind == kindMsg && uint64(n) > c.total {
 			return errorf(ErrCorrupt, "cell from rank %d: %d bytes of a %d-byte message", src, n, c.total)
 		}
@@ -273,6 +276,8 @@ func (ep *Endpoint) arrive(src, tag int, kind uint32, total int, data []byte) er
 			switch kind {
 			case kindRTS:
 				return ep.startLMTRecv(r, data)
+			case kindArena:
+				return ep.recvArena(r, data)
 			}
 			// deliver, by hand: too big to inline, and this is
 			// every small message's path.
@@ -365,6 +370,8 @@ func (ep *Endpoint) takeUnexpected(r *Request, u *uxMsg) error {
 	switch u.kind {
 	case kindRTS:
 		return ep.startLMTRecv(r, u.data)
+	case kindArena:
+		return ep.recvArena(r, u.data)
 	}
 	a := &ep.peers[u.src].asm
 	if a.ux == u {
@@ -420,8 +427,8 @@ func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []b
 		u = &uxMsg{small: make([]byte, max(ep.seg.payloadSize, ep.seg.fboxPayload))}
 	}
 	size := total
-	if kind == kindRTS {
-		size = len(data)
+	if kind == kindRTS || kind == kindArena {
+		size = len(data) // the handle or descriptor, not the message
 	}
 	switch {
 	case size <= len(u.small):
@@ -436,7 +443,7 @@ func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []b
 	}
 	memcopy.Copy(u.data, data)
 	u.src, u.tag, u.kind, u.total = src, tag, kind, total
-	u.complete = kind == kindRTS || total == len(data)
+	u.complete = kind == kindRTS || kind == kindArena || total == len(data)
 	ep.unexp.PushBack(u, &u.links)
 	return u
 }

@@ -22,8 +22,10 @@ import (
 //	fastboxOff     nprocs×fastboxes sets of fboxSlots fastboxes, grouped by
 //	               the rank that sends through them (see fastbox.go)
 //	cellOff        nprocs×cellsPerProc cells, grouped by owner (sender)
+//	               then, when Options.ArenaSize asks for a shared arena:
+//	               nprocs pages of completion slots (arenasend.go), and
 //	arenaOff       nprocs×arenaSize bytes of shared arena, one region per
-//	               rank, when Options.ArenaSize asks for one (arena.go)
+//	               rank (arena.go)
 //
 // Every part grows linearly with nprocs (the bells by nprocs/512 lines
 // each, one line up to 448 ranks): the segment of a job of N ranks is
@@ -31,7 +33,7 @@ import (
 const (
 	lineSize      = 64
 	segMagic      = 0x5349_5345_4d45_4e4b // "KNEMESIS" read as little-endian
-	layoutVersion = 9
+	layoutVersion = 10
 	headerSize    = 4096
 	// A cell's payload follows its 40-byte header in the same line, so a
 	// message of up to 24 bytes costs the receiver one miss for the cell.
@@ -154,7 +156,7 @@ func (l layout) offsets() (procOff, bellOff, fboxOff, cellOff, size uint64) {
 	cellOff = page(fboxOff + uint64(l.nprocs)*uint64(l.fastboxes)*l.fboxSetSize())
 	size = cellOff + uint64(l.nprocs)*uint64(l.cellsPerProc)*uint64(l.cellSize)
 	if l.arenaSize > 0 {
-		size = page(size) + uint64(l.nprocs)*uint64(l.arenaSize)
+		size = page(size) + l.arenaBytes()
 	}
 	return
 }

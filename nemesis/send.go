@@ -39,7 +39,13 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 	}
 	n := r.msgLen
 	if !r.seqd {
-		if (n > ep.eagerMax || n > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, n) || ep.viaArena(r)) && ep.lmtTakes(r) {
+		arena := ep.viaArena(r)
+		if arena {
+			if res, ok, err := ep.sendArena(r); ok {
+				return res, err
+			}
+		}
+		if (n > ep.eagerMax || n > ep.chooseAbove && ep.chooser.ViaLMT(r.peer, n) || arena && ep.lmt != nil) && ep.lmtTakes(r) {
 			res, err := ep.sendRTS(r)
 			if err != nil && r.typ != nil && !r.seqd && ep.fatal == nil {
 				r.cells = true // see lmtTakes

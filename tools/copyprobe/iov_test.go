@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -88,28 +89,44 @@ func sendIov(p launch.Proc, backend string) error {
 // TestArenaIsOneUserCopy counts the copies of one transferSize message sent
 // from a buffer of the job's shared arena (Endpoint.Alloc): the receiver
 // copies it once, in user space, out of the sender's buffer, with no
-// kernel copy; only the rendezvous packets (RTS, DONE) come on top.
+// kernel copy, whether the endpoint's descriptor carried it (the default)
+// or the LMT's arena backend (named in the preference); only the
+// descriptor, or the rendezvous packets (RTS, DONE), come on top.
 func TestArenaIsOneUserCopy(t *testing.T) {
-	m, ok := run(t, job{rank: sendFromArena})
-	if !ok {
-		return
-	}
-	checkModes(t, m, expect{user: 1})
-	got := m.Tracepoint.Bytes
-	if got.Kernel != 0 || got.User < transferSize || got.User > transferSize+256 {
-		t.Errorf("counted user %d, kernel %d bytes; want %d (+ at most 256 of control packets) and 0", got.User, got.Kernel, uint64(transferSize))
+	for _, prefer := range []string{"", lmt.Arena} {
+		name := "descriptor"
+		if prefer != "" {
+			name = "lmt-" + prefer
+		}
+		t.Run(name, func(t *testing.T) {
+			m, ok := run(t, job{rank: func(p launch.Proc) error { return sendFromArena(p, prefer) }})
+			if !ok {
+				return
+			}
+			checkModes(t, m, expect{user: 1})
+			got := m.Tracepoint.Bytes
+			if got.Kernel != 0 || got.User < transferSize || got.User > transferSize+256 {
+				t.Errorf("counted user %d, kernel %d bytes; want %d (+ at most 256 of control packets) and 0", got.User, got.Kernel, uint64(transferSize))
+			}
+		})
 	}
 }
 
 // sendFromArena moves transferSize bytes from rank 0's arena into an
-// ordinary buffer of rank 1 and checks them on arrival.
-func sendFromArena(p launch.Proc) error {
+// ordinary buffer of rank 1 and checks them on arrival, and that they
+// came the way prefer asks: by the endpoint's descriptor when it is
+// empty, else by that LMT backend.
+func sendFromArena(p launch.Proc, prefer string) error {
 	ep, err := nemesis.JoinProc(p, &nemesis.Options{ArenaSize: transferSize})
 	if err != nil {
 		return err
 	}
 	defer ep.Close()
-	l, err := attach.Attach(ep, attach.Options{})
+	o := attach.Options{}
+	if prefer != "" {
+		o.Prefer = []string{prefer}
+	}
+	l, err := attach.Attach(ep, o)
 	if err != nil {
 		return err
 	}
@@ -141,8 +158,13 @@ func sendFromArena(p launch.Proc) error {
 			return fmt.Errorf("byte %d is %d, want %d", i, c, byte(i*7))
 		}
 	}
-	if st, _ := attach.Stats(&r); st.Backend != "arena" || st.Syscalls != 0 {
-		return fmt.Errorf("receive stats %+v, want the arena backend and no system call", st)
+	st, viaLMT := attach.Stats(&r)
+	est := ep.Stats()
+	switch {
+	case prefer == "" && (viaLMT || est.ArenaRecvs != 1 || est.ArenaBytes != transferSize):
+		return fmt.Errorf("receive: via the LMT %v, endpoint stats %+v; want one descriptor and %d bytes copied", viaLMT, est, transferSize)
+	case prefer != "" && (st.Backend != prefer || st.Syscalls != 0 || est.ArenaRecvs != 0):
+		return fmt.Errorf("receive stats %+v, endpoint stats %+v; want the %s backend and no system call", st, est, prefer)
 	}
 	return ep.Send(0, 1, nil)
 }

@@ -12,13 +12,16 @@ import (
 
 // "arena" and "auto-arena" send from buffers of the job's shared arena
 // (nemesis.Endpoint.Alloc, as an MPI program sends from MPI_Alloc_mem):
-// "arena" forces the arena backend for every message, "auto-arena" is the
-// automatic choice as a program gets it from package auto, which takes the
-// arena for such buffers from a fastbox's payload up. Both run on
-// request only: ordinary buffers, the default sweep's, cannot go by the
-// arena, so they are no single backend to compare auto with there.
-// `lmtbench pingpong --backends auto,auto-arena,memcpy` reads both kinds of
-// buffer against the memcpy reference in one run.
+// "arena" forces the LMT's arena backend for every message (RTS, the
+// receiver's copy, DONE), "auto-arena" is the automatic choice as a
+// program gets it from package auto, where a message past a fastbox's
+// payload goes by the endpoint's own single copy (a descriptor, the
+// receiver's copy, a completion slot: no LMT). Both run on request only:
+// ordinary buffers, the default sweep's, cannot go by the arena, so they
+// are no single backend to compare auto with there.
+// `lmtbench pingpong --backends auto-arena,arena,memcpy` reads both paths
+// against the memcpy reference in one run, and
+// `--backends auto,auto-arena,memcpy` both kinds of buffer.
 func init() {
 	id, _ := lmt.IdentityOf(lmt.Arena)
 	register(Backend{
