@@ -390,3 +390,44 @@ func TestJobDeadPeerDuringTraffic(t *testing.T) {
 		return nil
 	})
 }
+
+// TestJobDeadRankFastboxDelivered: a rank sends a message through its
+// fastbox and dies before the receiver has posted a receive for it or
+// polled its fastboxes. When the receiver then finds it gone, the message
+// is still delivered, and only receives for more fail.
+func TestJobDeadRankFastboxDelivered(t *testing.T) {
+	launchtest.RunOpts(t, 2, launchtest.Options{Timeout: 60 * time.Second, ExitEarly: []int{1}}, func(p launch.Proc) error {
+		ep, err := JoinProc(p, nil)
+		if err != nil {
+			return err
+		}
+		if err := barrier(ep); err != nil {
+			return err
+		}
+		if ep.Rank() == 1 {
+			if err := ep.Send(0, 4, []byte("last word")); err != nil {
+				return err
+			}
+			os.Exit(0)
+		}
+		defer ep.Close()
+		if err := waitExited(ep.peers[1].pid); err != nil {
+			return err
+		}
+		ep.peerFailed(1) // what a liveness check does, without a Poll first
+		buf := make([]byte, 16)
+		st, err := ep.Recv(1, 4, buf)
+		if err != nil || string(buf[:st.Count]) != "last word" {
+			return fmt.Errorf("the dead rank's last message: %q, %v", buf[:st.Count], err)
+		}
+		if ep.Stats().Unexpected != 1 {
+			return fmt.Errorf("stats %+v: want the message taken as unexpected when the rank was found gone", ep.Stats())
+		}
+		_, err = ep.Recv(1, 4, buf)
+		var pe *PeerError
+		if !errors.As(err, &pe) || pe.Rank != 1 {
+			return fmt.Errorf("a further receive from the dead rank: %v, want a PeerError naming rank 1", err)
+		}
+		return nil
+	})
+}

@@ -222,7 +222,22 @@ func (ep *Endpoint) peerFailed(rank int) {
 	if ep.peers[rank].dead != nil {
 		return
 	}
+	ep.drainFboxes(rank)
 	ep.failPeer(rank, ep.peerGone(rank), ep.seg.proc(rank).closed.Load() == 0)
+}
+
+// drainFboxes delivers what a gone rank left in its fastboxes to this
+// rank, next in its sequence, before its receives fail: Poll reads a
+// rank's fastboxes only when a receive names it (and in its periodic
+// scan), so the last message of a rank that died before this one posted
+// its receive would otherwise be dropped with the rank. A corrupt box
+// fails the endpoint, as it would in Poll.
+func (ep *Endpoint) drainFboxes(rank int) {
+	for range fboxSlots {
+		if ok, err := ep.pollFbox(rank); !ok || err != nil {
+			return
+		}
+	}
 }
 
 // failPeer fails every request that waits on rank with err.
