@@ -361,3 +361,31 @@ func TestFastboxArrivalIsProgress(t *testing.T) {
 		t.Fatal("the Poll that took a fastbox message left the progress mark unchanged")
 	}
 }
+
+// TestIrecvTakesWaitingFastbox: a receive posted for a message already in
+// its fastbox completes in Irecv, with no Poll and no unexpected copy;
+// one posted for a message still to come stays pending.
+func TestIrecvTakesWaitingFastbox(t *testing.T) {
+	eps := joinLocal(t, 2, nil)
+	a, b := eps[0], eps[1]
+	if err := a.Send(1, 5, []byte("waiting")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	var r Request
+	if err := b.Irecv(&r, 0, 5, buf); err != nil || !r.Done() || string(buf[:r.Status().Count]) != "waiting" {
+		t.Fatalf("Irecv of a message in its fastbox: done %v, %q, %v", r.Done(), buf, err)
+	}
+	if err := b.Irecv(&r, 0, 5, buf); err != nil || r.Done() {
+		t.Fatalf("Irecv of a message not sent yet: done %v, %v", r.Done(), err)
+	}
+	if err := a.Send(1, 5, []byte("later")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(&r); err != nil || string(buf[:r.Status().Count]) != "later" {
+		t.Fatalf("second receive: %q, %v", buf, err)
+	}
+	if st := b.Stats(); st.Unexpected != 0 {
+		t.Fatalf("receiver stats %+v: want no unexpected message", st)
+	}
+}
