@@ -19,12 +19,13 @@ package nemesis
 // costs a sender one bounded wait per holdBackoff messages, not one per
 // message. A send that queues behind a held one releases it to the cells
 // at once, so a burst of nonblocking sends leaves as it did before, by
-// fastbox and cells, in order. Flush, which puts a batch on its way, and
-// Close hold nothing: a send started and never waited for still reaches
-// its receiver as it did by cells. A held send moves only when its sender
-// polls: one started before a long computation reaches its receiver at
-// the sender's next call, as UCX's pending sends do, where a cell would
-// have carried it at once.
+// fastbox and cells, in order; so does a control packet or an active
+// message to the same rank, which must follow it. Flush, which puts a
+// batch on its way, and Close hold nothing: a send started and never
+// waited for still reaches its receiver as it did by cells. A held send
+// moves only when its sender polls: one started before a long computation
+// reaches its receiver at the sender's next call, as UCX's pending sends
+// do, where a cell would have carried it at once.
 //
 // holdPolls is far below SpinBeforeYield: a blocked sender gives the held
 // send to the cells long before it would hand its CPU away. A receiver
@@ -55,6 +56,21 @@ func (ep *Endpoint) holdForBox(r *Request) bool {
 	}
 	p.holdOff = holdBackoff
 	return false
+}
+
+// releaseFor sends by cells the send held alone in dst's window, so that
+// a control packet or an active message to dst, which must follow it,
+// need not wait for its fastbox too. Only that send goes: the rest of a
+// window may hold an RTS, and the LMT calls this (sendShort) from inside
+// its own calls, which must not re-enter it.
+func (ep *Endpoint) releaseFor(dst int) {
+	r := ep.sendq[dst].Front()
+	if r == nil || !r.held || r.links.Next() != nil {
+		return
+	}
+	ep.releasing = true
+	ep.sendFront(r)
+	ep.releasing = false
 }
 
 // releaseHeld schedules every window with no send held for its fastbox.

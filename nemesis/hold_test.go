@@ -162,3 +162,49 @@ func TestHoldBacksOff(t *testing.T) {
 	}
 	recvInOrder(t, b, 0, msgs)
 }
+
+// amLog records the active messages it is handed.
+type amLog struct{ got []string }
+
+func (l *amLog) HandleAM(src int, pkt []byte) error {
+	l.got = append(l.got, string(pkt))
+	return nil
+}
+func (l *amLog) Progress() error       { return nil }
+func (l *amLog) PeerFailed(int, error) {}
+
+// TestHoldReleasedByActiveMessage: an active message to a rank whose
+// window holds a send waiting for its fastbox leaves at once, behind that
+// send, which takes a cell: neither waits for the box.
+func TestHoldReleasedByActiveMessage(t *testing.T) {
+	eps := joinLocal(t, 2, nil)
+	a, b := eps[0], eps[1]
+	msgs := smallMsgs(fboxSlots+1, 8, 8)
+	fillBoxes(t, a, msgs)
+	var s Request
+	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil || s.Done() {
+		t.Fatalf("send to a full fastbox: done %v, %v; want it held", s.Done(), err)
+	}
+	if ok, err := a.SendAM(1, []byte("after the send")); !ok || err != nil {
+		t.Fatalf("active message behind a held send: sent %v, %v; want it sent at once", ok, err)
+	}
+	if !s.Done() {
+		t.Fatal("the held send is still waiting after an active message to its rank")
+	}
+	if st := a.Stats(); st.QueueMsgs != 1 || st.Cells != 2 {
+		t.Fatalf("sender stats %+v: want the held send and the active message in a cell each", st)
+	}
+	recvInOrder(t, b, 0, msgs)
+	var h amLog
+	if err := b.SetAM(&h); err != nil {
+		t.Fatal(err)
+	}
+	for len(h.got) == 0 {
+		if err := b.Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(h.got) != 1 || h.got[0] != "after the send" {
+		t.Fatalf("active messages received: %q", h.got)
+	}
+}

@@ -216,6 +216,9 @@ func (ep *Endpoint) sendShort(dst int, kind uint32, pkt []byte) (ok bool, err er
 		return false, errorf(ErrNotSupported, "rank %d is on another node: control packets and active messages go between ranks of one node", dst)
 	}
 	if !ep.sendq[dst].Empty() {
+		ep.releaseFor(dst)
+	}
+	if !ep.sendq[dst].Empty() {
 		// Keep packets behind queued sends to dst: the LMT may rely on
 		// its DONE following an earlier RTS.
 		return ep.sendBehindWindow(dst, kind, pkt)
