@@ -544,7 +544,7 @@ func TestArenaSendClosedSender(t *testing.T) {
 
 // TestArenaSendNoAllocation: a message from the arena, single buffer or
 // list, receive posted first or late, allocates nothing once the
-// unexpected-message pool is warm.
+// unexpected-message pool is warm, and every one goes as a descriptor.
 func TestArenaSendNoAllocation(t *testing.T) {
 	eps := joinLocal(t, 2, &Options{ArenaSize: 1 << 20})
 	a, b := eps[0], eps[1]
@@ -556,45 +556,7 @@ func TestArenaSendNoAllocation(t *testing.T) {
 		msgv := [][]byte{msg[:n/2], nil, msg[n/2:]}
 		buf := make([]byte, n)
 		bufv := [][]byte{buf[:100], buf[100:]}
-		for _, vec := range []bool{false, true} {
-			for _, posted := range []bool{true, false} {
-				var s, r Request
-				recv := func() {
-					if vec {
-						b.Irecvv(&r, 0, 1, bufv)
-					} else {
-						b.Irecv(&r, 0, 1, buf)
-					}
-				}
-				one := func() {
-					clear(buf)
-					if posted {
-						recv()
-					}
-					if vec {
-						a.Isendv(&s, 1, 1, msgv)
-					} else {
-						a.Isend(&s, 1, 1, msg)
-					}
-					b.Poll()
-					if !posted {
-						recv()
-					}
-					for !s.Done() || !r.Done() {
-						b.Poll()
-						a.Poll()
-					}
-				}
-				one() // warm the unexpected-message pool
-				before := a.Stats().ArenaSends
-				if allocs := testing.AllocsPerRun(100, one); allocs != 0 {
-					t.Errorf("%d bytes, lists %v, posted first %v: %v allocations per message", n, vec, posted, allocs)
-				}
-				if !bytes.Equal(buf, msg) || r.err != nil || s.err != nil || a.Stats().ArenaSends-before != 101 {
-					t.Fatalf("%d bytes, lists %v: wrong payload, %v, %v, or not by the arena (%d)", n, vec, r.err, s.err, a.Stats().ArenaSends-before)
-				}
-			}
-		}
+		requireNoAllocs(t, a, b, msg, buf, msgv, bufv, 100, func() uint64 { return a.Stats().ArenaSends })
 	}
 }
 

@@ -213,50 +213,64 @@ func TestSendToSelf(t *testing.T) {
 // buffers and with lists (the request keeps the caller's list).
 func TestNoAllocationPerMessage(t *testing.T) {
 	eps := joinLocal(t, 2, &Options{CellSize: 1024, Cells: 8})
-	a, b := eps[0], eps[1]
-	var s, r Request
 	for _, n := range []int{8, 500, 3000} {
 		msg, buf := pattern(n, 2), make([]byte, n)
 		msgv := [][]byte{nil, msg[:n/3], {}, msg[n/3:]}
 		bufv := [][]byte{buf[:1], buf[1 : n-5], nil, buf[n-5:], nil}
-		for _, vec := range []bool{false, true} {
-			for _, posted := range []bool{true, false} {
-				recv := func() {
-					if vec {
-						b.Irecvv(&r, 0, 1, bufv)
-					} else {
-						b.Irecv(&r, 0, 1, buf)
-					}
+		requireNoAllocs(t, eps[0], eps[1], msg, buf, msgv, bufv, 200, nil)
+	}
+}
+
+// requireNoAllocs sends msg from a to b's buf runs times, as single
+// buffers and as the lists msgv and bufv, with the receive posted first
+// and late, and fails the test where a warm message allocates or arrives
+// wrong. When sentBy is set, every message must also have gone the way
+// it counts.
+func requireNoAllocs(t *testing.T, a, b *Endpoint, msg, buf []byte, msgv, bufv [][]byte, runs int, sentBy func() uint64) {
+	t.Helper()
+	n := len(msg)
+	for _, vec := range []bool{false, true} {
+		for _, posted := range []bool{true, false} {
+			var s, r Request
+			recv := func() {
+				if vec {
+					b.Irecvv(&r, 0, 1, bufv)
+				} else {
+					b.Irecv(&r, 0, 1, buf)
 				}
-				one := func() {
-					clear(buf)
-					if posted {
-						recv()
-					}
-					if vec {
-						a.Isendv(&s, 1, 1, msgv)
-					} else {
-						a.Isend(&s, 1, 1, msg)
-					}
-					for !s.Done() {
-						a.Poll()
-						b.Poll()
-					}
-					if !posted {
-						b.Poll()
-						recv()
-					}
-					for !r.Done() {
-						b.Poll()
-					}
+			}
+			one := func() {
+				clear(buf)
+				if posted {
+					recv()
 				}
-				one() // warm the unexpected-message pool
-				if allocs := testing.AllocsPerRun(200, one); allocs != 0 {
-					t.Errorf("%d bytes, lists %v, receive posted first %v: %v allocations per message", n, vec, posted, allocs)
+				if vec {
+					a.Isendv(&s, 1, 1, msgv)
+				} else {
+					a.Isend(&s, 1, 1, msg)
 				}
-				if !bytes.Equal(buf, msg) || r.err != nil || r.Status().Count != n {
-					t.Fatalf("%d bytes, lists %v: wrong payload or %v", n, vec, r.err)
+				b.Poll()
+				if !posted {
+					recv()
 				}
+				for !s.Done() || !r.Done() {
+					a.Poll()
+					b.Poll()
+				}
+			}
+			one() // warm the unexpected-message pool
+			var before uint64
+			if sentBy != nil {
+				before = sentBy()
+			}
+			if allocs := testing.AllocsPerRun(runs, one); allocs != 0 {
+				t.Errorf("%d bytes, lists %v, receive posted first %v: %v allocations per message", n, vec, posted, allocs)
+			}
+			if !bytes.Equal(buf, msg) || r.err != nil || s.err != nil || r.Status().Count != n {
+				t.Fatalf("%d bytes, lists %v: wrong payload or %v, %v", n, vec, r.err, s.err)
+			}
+			if sentBy != nil && sentBy()-before != uint64(runs+1) {
+				t.Fatalf("%d bytes, lists %v: %d of %d messages went the way asked", n, vec, sentBy()-before, runs+1)
 			}
 		}
 	}
