@@ -171,14 +171,14 @@
 // counter). No LMT, no rendezvous, no system call: what lmtbench's memcpy
 // reference does, with MPI's matching around it. A message that fits a
 // fastbox stays there (one short copy each side, and the sender completes
-// without waiting for its receiver); one whose LMT claims it
-// (LMTArena: a backend forced on it) goes to the LMT, whose arena backend
-// makes the same copy behind an RTS and a DONE (package arena). Each rank
-// has a page of slots, one line per pending send; a send that finds them
-// all taken goes the way it would without the arena. A dead receiver fails the send with a *PeerError and
-// frees its slot. The arena and the slots are reserved with the segment
-// and go with it: Join's space check counts them, and nothing of them
-// outlives the job.
+// without waiting for its receiver); one whose LMT claims it (LMTArena: a
+// backend forced on it) goes to the LMT, whose arena backend makes the
+// same copy behind an RTS and a DONE (package arena). Each rank has a page
+// of slots, one line per pending send; a send that finds them all taken
+// goes the way it would without the arena. A dead receiver fails the send
+// with a *PeerError and frees its slot. The arena and the slots are
+// reserved with the segment and go with it: Join's space check counts
+// them, and nothing of them outlives the job.
 //
 // # The optimization window
 //

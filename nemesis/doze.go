@@ -18,23 +18,24 @@ import (
 // is awake) and makes the system call only when the rank sleeps.
 //
 // The sleeper sets its word with a SWAP (a full barrier), then polls once
-// more and checks that no enqueue is in flight on its receive queue (or, if
-// it waits for cells, on its free queue), whose tail the enqueuer SWAPped
-// before it read the word: a cell enqueued before the word was set is seen
-// here, one enqueued after finds the word set. A fastbox is filled with a
-// release store, which the filler's read of the word may pass: such a
-// message, like payload an LMT moves without a packet, is seen when the
-// sleep times out. The timeout starts at dozeMin and grows fourfold at each
-// doze up to dozeMax (dozeMaxLMT while an LMT has transfers in flight, whose
-// payload moves without waking anyone; dozeMaxNet for a rank with peers on
-// other nodes, whose packets ring no bell), and every wake-up checks the peers' liveness when it is
-// due: a dozing rank notices a dead peer within dozeMax. A second is long
-// for a message lost in that race, which takes a fastbox store and the
-// sleeper's announcement within some nanoseconds of each other, but it
-// keeps what 190 dozing ranks cost to a wake-up and a poll(2) over their
-// pidfds each per second (TestJob192, docs/performance.md, "Scaling nemesis to a whole node"). With an LMT that does not count what
-// it moves (no LMTMeter) a blocked call cannot tell a transfer in motion
-// from an idle one, and never dozes.
+// more and checks that no enqueue is in flight on its receive queue (or,
+// if it waits for cells, on its free queue), whose tail the enqueuer
+// SWAPped before it read the word: a cell enqueued before the word was set
+// is seen here, one enqueued after finds the word set. A fastbox is filled
+// with a release store, which the filler's read of the word may pass: such
+// a message, like payload an LMT moves without a packet, is seen when the
+// sleep times out. The timeout starts at dozeMin and grows fourfold at
+// each doze up to dozeMax (dozeMaxLMT while an LMT has transfers in
+// flight, whose payload moves without waking anyone; dozeMaxNet for a rank
+// with peers on other nodes, whose packets ring no bell), and every
+// wake-up checks the peers' liveness when it is due: a dozing rank notices
+// a dead peer within dozeMax. A second is long for a message lost in that
+// race, which takes a fastbox store and the sleeper's announcement within
+// some nanoseconds of each other, but it keeps what 190 dozing ranks cost
+// to a wake-up and a poll(2) over their pidfds each per second
+// (TestJob192, docs/performance.md, "Scaling nemesis to a whole node").
+// With an LMT that does not count what it moves (no LMTMeter) a blocked
+// call cannot tell a transfer in motion from an idle one, and never dozes.
 const (
 	yieldsBeforeDoze = 256
 	dozeMin          = 50 * time.Microsecond

@@ -22,9 +22,9 @@ import (
 //
 // An endpoint hands a typed send to its LMT only when the LMT takes
 // datatypes; otherwise, or when the LMT's StartSend refuses it, the
-// message goes through the cells whatever its length. A typed receive matching an RTS with an LMT that does not take
-// datatypes completes with ErrNotSupported (set the same LMT on every
-// rank, as SetLMT asks).
+// message goes through the cells whatever its length. A typed receive
+// matching an RTS with an LMT that does not take datatypes completes with
+// ErrNotSupported (set the same LMT on every rank, as SetLMT asks).
 type LMTDatatypes interface {
 	Datatypes() bool
 }
