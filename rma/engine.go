@@ -31,7 +31,8 @@ type engine struct {
 	owedN int
 	dead  []error // per rank, once found gone
 
-	pkt []byte // one outgoing packet
+	pkt   []byte // one outgoing packet
+	ticks uint64 // Progress calls, to drain the notification rings now and then
 
 	knem       *knem.Device // opened at the first Expose that may use it
 	knemStatus *knem.StatusArray
@@ -132,7 +133,7 @@ func (e *engine) Progress() error {
 			}
 		}
 	}
-	return nil
+	return e.drainRings()
 }
 
 // PeerFailed implements nemesis.AMHandler: every operation aimed at rank

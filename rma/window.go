@@ -31,6 +31,10 @@ type Window struct {
 	attached []*knem.Attachment
 	// cookie of this rank's persistent knem region, 0 if none.
 	cookie knem.Cookie
+	// rings[t]: target t's notification ring (allocated windows; nil
+	// for exposed ones), ring this rank's own.
+	rings []noteRing
+	ring  ringReader
 
 	inflight []int // operations started toward each target and not completed
 	total    int
@@ -142,6 +146,13 @@ func (w *Window) step(op *Op) (more bool, err error) {
 		op.notify = false
 		return false, nil
 	}
+	if w.rings != nil {
+		if !w.rings[op.target].push(w.e.rank, op.tag, op.off, op.n) {
+			return true, nil // full: Progress tries again, the later operations behind it
+		}
+		op.notify = false
+		return false, nil
+	}
 	// Field by field, not a composite literal: the compiler builds one
 	// from a template with 16-byte moves over narrower stores, a
 	// store-forwarding stall on every notification.
@@ -237,6 +248,7 @@ func (w *Window) release() {
 	w.freed = true
 	w.e.wins[w.id] = nil
 	if w.mem != nil {
+		w.rings, w.ring = nil, ringReader{}
 		_ = unix.Munmap(w.mem)
 		w.mem = nil
 	}

@@ -1,0 +1,142 @@
+package rma
+
+import (
+	"fmt"
+
+	"github.com/knemesis/knemesis/nemesis"
+)
+
+// The notifications of an allocated window come through this rank's ring
+// (ring.go), not through the endpoint: taking one reads the ring, and only
+// a wait that finds nothing polls the endpoint, now and then, for the
+// active messages, collective steps and liveness checks it must still
+// serve.
+
+// ringSpins is how many times a wait reads the ring between two polls of
+// the endpoint: a poll is several times the cost of a look at the ring,
+// and a notification that lands during one waits for its end.
+const ringSpins = 32
+
+// notificationRing is Notification on an allocated window.
+func (w *Window) notificationRing(src, tag int) (Notification, bool, error) {
+	if err := w.checkSource(src); err != nil {
+		return Notification{}, false, err
+	}
+	if n, ok, err := w.nextNote(src, tag); ok || err != nil {
+		return n, ok, err
+	}
+	if err := w.e.ep.Poll(); err != nil {
+		return Notification{}, false, err
+	}
+	return w.nextNote(src, tag)
+}
+
+// waitRing is WaitNotification on an allocated window.
+func (w *Window) waitRing(src, tag int) (n Notification, err error) {
+	if err := w.checkSource(src); err != nil {
+		return n, err
+	}
+	var ok bool
+	err = w.e.ep.WaitUntil(func() (bool, error) {
+		for range ringSpins {
+			if n, ok, err = w.nextNote(src, tag); ok || err != nil {
+				return ok, err
+			}
+		}
+		return false, w.e.silent(src)
+	})
+	return n, err
+}
+
+func (w *Window) checkSource(src int) error {
+	if src != nemesis.AnySource && (src < 0 || src >= w.e.size) {
+		return errorf(ErrInvalidArg, "source rank %d in a job of %d", src, w.e.size)
+	}
+	return nil
+}
+
+// nextNote takes the oldest notification from src with tag: from those
+// set aside first, then from the ring, setting aside those that do not
+// match. A record newer than every one set aside that matches is the
+// oldest that does.
+func (w *Window) nextNote(src, tag int) (Notification, bool, error) {
+	if n, ok := w.notes.take(src, tag); ok {
+		return n, true, nil
+	}
+	for {
+		n, writer, ok := w.ring.take()
+		if !ok {
+			if writer < 0 {
+				return n, false, nil
+			}
+			if skipped, err := w.stalled(src, writer); !skipped || err != nil {
+				return n, false, err
+			}
+			continue
+		}
+		if err := w.checkNote(&n); err != nil {
+			return n, false, err
+		}
+		if (src == nemesis.AnySource || n.Source == src) && (tag == nemesis.AnyTag || n.Tag == tag) {
+			return n, true, nil
+		}
+		w.notes.push(n)
+	}
+}
+
+// checkNote refuses a record naming bytes outside this rank's part, or no
+// rank of the job: nothing in the ring is trusted blindly.
+func (w *Window) checkNote(n *Notification) error {
+	if n.Source >= w.e.size || n.Source == w.e.rank || n.Tag < 0 || n.Tag > nemesis.MaxTag ||
+		!w.inside(uint64(n.Offset), uint64(n.Len)) {
+		return errorf(ErrCorrupt, "notification ring of window %d holds %+v, window of %d bytes in a job of %d", w.id, *n, len(w.local), w.e.size)
+	}
+	return nil
+}
+
+// stalled is what a look at the ring says when its head slot is reserved
+// by writer and not published: nothing yet, while writer lives. A writer
+// found gone will never publish it: the slot is skipped, so that the
+// others' notifications go on, and the wait that cares (for writer or for
+// any source) fails with a *TargetError naming it.
+func (w *Window) stalled(src, writer int) (skipped bool, err error) {
+	if writer >= w.e.size {
+		return false, errorf(ErrCorrupt, "notification ring of window %d: slot reserved by rank %d in a job of %d", w.id, writer, w.e.size)
+	}
+	dead := w.e.dead[writer]
+	if dead == nil {
+		return false, nil
+	}
+	w.ring.skip()
+	if src != nemesis.AnySource && src != writer {
+		return true, nil
+	}
+	return true, &TargetError{Rank: writer, Err: fmt.Errorf("died writing a notification, which is lost: %w", dead)}
+}
+
+// drainRings sets aside what the rings of allocated windows hold, so that
+// initiators whose target polls but takes no notifications for a while
+// are not held up by a full ring: every window's ring, every 64 calls
+// (from Progress).
+func (e *engine) drainRings() error {
+	e.ticks++
+	if e.ticks&63 != 0 {
+		return nil
+	}
+	for _, w := range e.wins {
+		if w == nil || w.rings == nil {
+			continue
+		}
+		for {
+			n, _, ok := w.ring.take()
+			if !ok {
+				break
+			}
+			if err := w.checkNote(&n); err != nil {
+				return err
+			}
+			w.notes.push(n)
+		}
+	}
+	return nil
+}
