@@ -88,12 +88,30 @@
 //
 // PutNotify(target, off, tag, buf) is a put followed by a notification
 // with tag. The data is written first, by whichever mechanism, and only
-// then is the notification sent, in the same per-pair order as every
-// other Nemesis packet; the target takes it with Notification or
+// then is the notification sent; the target takes it with Notification or
 // WaitNotification, and every byte of the put is visible in its part from
 // then on. Notifications from one initiator arrive in the order of their
 // PutNotify calls. A target that takes no notifications keeps them
 // queued.
+//
+// On an exposed window the notification is an active message, in the same
+// per-pair order as every other Nemesis packet. On an allocated window the
+// initiator writes it straight into the target's memory, as RWAPI's writer
+// does: each rank has a ring of notification slots in the window's
+// mapping (so the mapping grows linearly with the job, one ring per
+// target, not per pair), every other rank reserves the ring's next slot
+// with a compare-and-swap, writes the record and publishes it with a
+// release store after the put's data; the target reads its ring without
+// going through the endpoint, and polls the endpoint only between looks
+// while it waits. A notification taken out of order (by source or tag)
+// leaves the others queued in order. When the ring is full the
+// PutNotify stays in flight, the operations started after it toward the
+// same target behind it, until the target takes notifications or polls
+// (a polling target sets aside what its ring holds every 64 polls). An
+// initiator that dies after reserving a slot and before publishing it is
+// named by the slot: the target skips it, and the wait that meets it (for
+// any source, or for that rank) fails with a *TargetError naming the
+// rank.
 //
 // # Progress
 //
