@@ -30,6 +30,7 @@ type engine struct {
 	owed  []replyQueue
 	owedN int
 	dead  []error // per rank, once found gone
+	nDead int
 
 	pkt   []byte // one outgoing packet
 	ticks uint64 // Progress calls, to drain the notification rings now and then
@@ -143,6 +144,7 @@ func (e *engine) PeerFailed(rank int, err error) {
 		return
 	}
 	e.dead[rank] = err
+	e.nDead++
 	terr := &TargetError{Rank: rank, Err: err}
 	for op := e.tx[rank].pop(); op != nil; op = e.tx[rank].pop() {
 		e.txN--

@@ -226,12 +226,20 @@ func TestNotifyContention(t *testing.T) {
 }
 
 // TestNotifyDeadOrigin: rank 1 sends three notifications to rank 0, then
-// dies between reserving a slot of rank 0's ring and publishing it; rank
-// 2 sends two after its death. Rank 0 takes rank 1's three, then the wait
-// that meets the dead slot fails naming rank 1, then rank 2's two come,
-// then a wait for rank 1 fails naming it: nothing hangs, nothing else is
-// lost.
+// dies in the middle of a fourth, with a position of rank 0's ring taken:
+// its slot stamped in its name, or not yet. Rank 2 sends two after its
+// death. Rank 0 takes rank 1's three, then the wait that meets the dead
+// position fails naming rank 1. A stamped slot is skipped: rank 2's two
+// come, and a wait for rank 1 fails naming it. An unstamped one is not
+// (its holder could be a live rank slow to write it): the waits behind it
+// fail naming rank 1, none hangs.
 func TestNotifyDeadOrigin(t *testing.T) {
+	for _, stamped := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stamped=%v", stamped), func(t *testing.T) { deadOrigin(t, stamped) })
+	}
+}
+
+func deadOrigin(t *testing.T, stamped bool) {
 	const perSrc = 3
 	launchtest.RunOpts(t, 3, launchtest.Options{ExitEarly: []int{1}}, func(p launch.Proc) error {
 		ep, err := nemesis.JoinProc(p, nil)
@@ -263,7 +271,7 @@ func TestNotifyDeadOrigin(t *testing.T) {
 			if err := send(perSrc); err != nil {
 				return err
 			}
-			if !w.ReserveNotification(0) {
+			if !w.ReserveNotification(0, stamped) {
 				return fmt.Errorf("rank 0's ring full after %d notifications", perSrc)
 			}
 			os.Exit(0) // dies in the middle of a PutNotify
@@ -275,7 +283,7 @@ func TestNotifyDeadOrigin(t *testing.T) {
 			if err := send(2); err != nil {
 				return err
 			}
-			_, err := ep.Recv(0, 9, nil) // rank 0 has taken them
+			_, err := ep.Recv(0, 9, nil) // rank 0 is done
 			return errors.Join(err, ep.Close())
 		}
 		for i := range perSrc {
@@ -287,13 +295,23 @@ func TestNotifyDeadOrigin(t *testing.T) {
 				return fmt.Errorf("rank 1's notification %d: %w", i, err)
 			}
 		}
+		want := "died writing a notification"
+		if !stamped {
+			want = "taken and never written"
+		}
 		var te *rma.TargetError
 		n, err := w.WaitNotification(nemesis.AnySource, nemesis.AnyTag)
-		if !errors.As(err, &te) || te.Rank != 1 || !strings.Contains(err.Error(), "died writing a notification") {
-			return fmt.Errorf("wait on the slot rank 1 died writing: %+v, %v; want a TargetError naming rank 1", n, err)
+		if !errors.As(err, &te) || te.Rank != 1 || !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("wait on the position rank 1 died holding: %+v, %v; want a TargetError naming rank 1 (%s)", n, err, want)
 		}
 		for i := range 2 {
 			n, err := w.WaitNotification(2, nemesis.AnyTag)
+			if !stamped {
+				if !errors.As(err, &te) || te.Rank != 1 || !strings.Contains(err.Error(), want) {
+					return fmt.Errorf("wait for rank 2 behind the unstamped position: %+v, %v; want a TargetError naming rank 1 (%s)", n, err, want)
+				}
+				break
+			}
 			if err == nil {
 				err = checkRingNote(w, n, 2, i, perSrc)
 			}

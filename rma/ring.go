@@ -14,54 +14,69 @@ import (
 // written by every other rank, so the mapping grows with the job's size,
 // not with its square.
 //
-// A ring is a bounded multi-producer, single-consumer queue in the manner
-// of Vyukov's bounded MPMC queue: a tail counter that producers advance,
-// and in each slot a stamp saying for which position, of which lap around
-// the ring, the slot is free, being written, or published. The stamp also
-// names the writer, so that a target whose head slot stays reserved can
-// tell who reserved it: an initiator that died between reserving a slot
-// and publishing it is named, its slot skipped, and the ring goes on.
+// A ring is a bounded multi-producer, single-consumer queue: a tail that
+// producers advance with an atomic add, a head that the consumer alone
+// advances, each in a line of its own, and slots whose stamp says for
+// which lap around the ring a record was reserved or published, and by
+// which rank. A producer reserves position t by the add, after checking
+// against the head it last read (read again only when the ring looks
+// full) that slot t is free; it stamps the slot reserved in its name,
+// writes the put's data, then the record, and publishes it by a release
+// store of the stamp. The consumer reads the stamp of its head slot,
+// takes the record when published, and stores its new head.
 //
-// A producer reserves position t by a compare-and-swap of slot t's stamp
-// from "free for t" to "reserved by me for t", then moves the tail past t
-// (or finds that another producer did: every producer that sees slot t
-// reserved helps the tail along, so one that dies there holds no one up).
-// It writes the record and publishes it with a release store of the
-// stamp: the put's data, copied before, is visible to whoever sees the
-// stamp. A slot that still holds position t-ringSlots means the ring is
-// full: the producer has reserved nothing and tries again later, with
-// its operation queued in order behind nothing else toward that target.
+// Every store to lines the other side reads is a plain store (a release
+// store on x86 is one): the put's data line and the slot line travel
+// together. The one locked instruction, the reservation, comes before the
+// small put's data is written, since it would otherwise wait for the data
+// line to arrive before it could fetch the slot's; the consumer never
+// writes a slot, so the producer finds no line of it to take back first.
+// A large put's data is written before the reservation, so that no slot
+// stays reserved for the length of a copy and holds up the other
+// producers' notifications behind it.
 //
-// The consumer keeps its head to itself: it reads the head slot's stamp,
-// takes the record when published, and stores "free for t+ringSlots".
-// Producers never wait after reserving, so a slot stays reserved only for
-// the few instructions of a record's writing, or for ever if its writer
-// died there.
+// A producer that finds the ring full reserves nothing and tries again
+// later, its operation queued in order. Two producers passing the check
+// together may take a position a lap ahead of the head: the later one
+// holds it, unstamped, until the consumer has freed the slot.
+//
+// A producer that dies after stamping its slot and before publishing it
+// is named by the stamp: the consumer skips the slot. One that dies in
+// the few instructions between its add and its stamp, or while holding a
+// position a lap ahead, leaves an unstamped slot behind the tail: the
+// consumer cannot tell who holds it and must not skip it (its holder may
+// be alive and slow), so waits that find it and a rank gone fail naming
+// the gone rank.
 const (
 	// ringSlots is the number of notifications a ring holds before its
 	// writers wait for the target to take some (a power of two).
 	ringSlots = 64
-	// ringLine: the tail and every slot has a cache line of its own, so
-	// that the producer writing one slot and the consumer reading the
-	// previous one never share a line.
+	// ringLine: the tail, the head and every slot have a cache line of
+	// their own.
 	ringLine = 64
 	// ringLen is the bytes of one rank's ring in the mapping.
-	ringLen = ringLine * (1 + ringSlots)
+	ringLen = ringLine * (2 + ringSlots)
+	// ringEarly: puts up to this size reserve their slot before their
+	// data is written.
+	ringEarly = 256
 )
 
-// A stamp is lap<<32 | state<<30 | writer's rank, so that a zeroed slot
-// is free for the first lap.
+// A stamp is lap<<32 | state<<30 | writer's rank: a zeroed slot holds
+// nothing for lap 0, and a slot stamped in an earlier lap nothing for this
+// one.
 const (
 	stampReserved = 1 << 30
 	stampPublish  = 2 << 30
-	stampRank     = 1<<30 - 1 // the writer's rank; jobs are far smaller
 	stampState    = 3 << 30
+	stampRank     = 1<<30 - 1 // jobs are far smaller
 )
 
-func stampFree(lap uint64) uint64 { return lap << 32 }
+func stamp(pos uint64, state uint64, rank int) uint64 {
+	return pos/ringSlots<<32 | state | uint64(rank)
+}
 
-// ringTail is the counter producers advance, in a line of its own.
-type ringTail struct {
+// ringCounter is the tail or the head, in a line of its own.
+type ringCounter struct {
 	pos atomic.Uint64
 	_   [ringLine - 8]byte
 }
@@ -74,10 +89,11 @@ type ringSlot struct {
 	_      [ringLine - 32]byte
 }
 
-// noteRing is one rank's ring, in a shared mapping.
+// noteRing is a producer's view of one rank's ring, in a shared mapping.
 type noteRing struct {
-	tail  *ringTail
-	slots *[ringSlots]ringSlot
+	tail, head *ringCounter
+	slots      *[ringSlots]ringSlot
+	seen       uint64 // the head as this producer last read it
 }
 
 // ringAt is the ring of ringLen bytes at the start of mem, which must stay
@@ -85,79 +101,80 @@ type noteRing struct {
 func ringAt(mem []byte) noteRing {
 	_ = mem[ringLen-1]
 	p := unsafe.Pointer(unsafe.SliceData(mem))
-	return noteRing{tail: (*ringTail)(p), slots: (*[ringSlots]ringSlot)(unsafe.Add(p, ringLine))}
+	return noteRing{
+		tail:  (*ringCounter)(p),
+		head:  (*ringCounter)(unsafe.Add(p, ringLine)),
+		slots: (*[ringSlots]ringSlot)(unsafe.Add(p, 2*ringLine)),
+	}
 }
 
-// push publishes, as rank src, the notification of a put of n bytes at off
-// with tag. false: the ring is full, nothing was written.
-func (r noteRing) push(src int, tag, off, n int) bool {
-	s, lap := r.reserve(src)
-	if s == nil {
-		return false
+// reserve takes the ring's next position, or reports it full and takes
+// nothing. The position may still have to wait for its slot (ready).
+func (r *noteRing) reserve() (uint64, bool) {
+	if r.tail.pos.Load()-r.seen >= ringSlots {
+		r.seen = r.head.pos.Load()
+		if r.tail.pos.Load()-r.seen >= ringSlots {
+			return 0, false
+		}
 	}
+	return r.tail.pos.Add(1) - 1, true
+}
+
+// ready reports whether the consumer has freed position t's slot.
+func (r *noteRing) ready(t uint64) bool {
+	if t-r.seen < ringSlots {
+		return true
+	}
+	r.seen = r.head.pos.Load()
+	return t-r.seen < ringSlots
+}
+
+// claim stamps position t's slot (ready) as reserved by rank src.
+func (r *noteRing) claim(t uint64, src int) *ringSlot {
+	s := &r.slots[t%ringSlots]
+	lineops.StoreRelease64(&s.stamp, stamp(t, stampReserved, src))
+	return s
+}
+
+// publish writes the record of a put of n bytes at off with tag in s,
+// claimed for position t by src, and hands it to the consumer.
+func (r *noteRing) publish(s *ringSlot, t uint64, src, tag, off, n int) {
 	s.tag, s.off, s.n = uint64(tag), uint64(off), uint64(n)
-	lineops.StoreRelease64(&s.stamp, lap<<32|stampPublish|uint64(src))
-	return true
-}
-
-// reserve takes the ring's next position for src and returns its slot and
-// lap, or nil when the ring is full.
-func (r noteRing) reserve(src int) (*ringSlot, uint64) {
-	for {
-		t := r.tail.pos.Load()
-		s, lap := &r.slots[t%ringSlots], t/ringSlots
-		// Straight to the compare-and-swap: a load first would fetch
-		// the line the consumer freed shared, then again to own it.
-		if s.stamp.CompareAndSwap(stampFree(lap), lap<<32|stampReserved|uint64(src)) {
-			r.tail.pos.CompareAndSwap(t, t+1)
-			return s, lap
-		}
-		st := s.stamp.Load()
-		switch {
-		case st == stampFree(lap):
-			// The consumer freed it in between: try again.
-		case st>>32 == lap&(1<<32-1):
-			// Another producer holds t and has not moved the
-			// tail yet (or died before): help it along.
-			r.tail.pos.CompareAndSwap(t, t+1)
-		case r.tail.pos.Load() == t:
-			// The slot still holds position t-ringSlots, not
-			// taken yet: full.
-			return nil, 0
-		}
-	}
+	lineops.StoreRelease64(&s.stamp, stamp(t, stampPublish, src))
 }
 
 // ringReader is the target's side of its own ring.
 type ringReader struct {
 	noteRing
-	head uint64 // next position to take; the target's alone
+	pos uint64 // next position to take; the target's alone
 }
 
 // take removes the record at the head if it is published. Else writer is
-// the rank that reserved the head slot and has not published it yet, or
-// -1 when the ring is empty.
+// the rank that stamped the head slot reserved and has not published it
+// yet, or -1 when nothing is stamped there for this lap.
 func (r *ringReader) take() (n Notification, writer int, ok bool) {
-	s, lap := &r.slots[r.head%ringSlots], r.head/ringSlots
+	s := &r.slots[r.pos%ringSlots]
 	st := s.stamp.Load()
 	switch {
-	case st>>32 != lap&(1<<32-1) || st&stampState == 0:
-		return n, -1, false // free for this lap: nothing there yet
+	case st>>32 != r.pos/ringSlots&(1<<32-1) || st&stampState == 0:
+		return n, -1, false
 	case st&stampState != stampPublish:
 		return n, int(st & stampRank), false
 	}
 	n = Notification{Source: int(st & stampRank), Tag: int(s.tag), Offset: int(s.off), Len: int(s.n)}
-	r.free(s, lap)
+	r.advance()
 	return n, -1, true
 }
 
-// skip gives back the head slot, reserved by a writer that will never
+// skip gives back the head slot, stamped by a writer that will never
 // publish it.
-func (r *ringReader) skip() {
-	r.free(&r.slots[r.head%ringSlots], r.head/ringSlots)
+func (r *ringReader) skip() { r.advance() }
+
+func (r *ringReader) advance() {
+	r.pos++
+	lineops.StoreRelease64(&r.head.pos, r.pos)
 }
 
-func (r *ringReader) free(s *ringSlot, lap uint64) {
-	lineops.StoreRelease64(&s.stamp, stampFree(lap+1))
-	r.head++
-}
+// held reports whether a producer has taken the head position without
+// stamping its slot yet.
+func (r *ringReader) held() bool { return r.tail.pos.Load() > r.pos }

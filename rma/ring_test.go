@@ -14,21 +14,34 @@ func newRing() *ringReader {
 	return &ringReader{noteRing: ringAt(b)}
 }
 
+// push writes one record as a producer of its own (p, over the same ring
+// as r): false when the ring is full and nothing was taken.
+func push(p *noteRing, src, tag, off, n int) bool {
+	t, ok := p.reserve()
+	for ok && !p.ready(t) {
+	}
+	if ok {
+		p.publish(p.claim(t, src), t, src, tag, off, n)
+	}
+	return ok
+}
+
 // TestRingWrapAndFull: one writer fills the ring, finds it full without
-// writing anything, and goes on three laps as the reader takes; every
+// taking a position, and goes on three laps as the reader takes; every
 // record comes out once, in order, with its fields.
 func TestRingWrapAndFull(t *testing.T) {
 	r := newRing()
+	p := r.noteRing
 	next, taken := 0, 0
 	for lap := range 3 {
-		for r.push(1, next, 8*next, next%7) {
+		for push(&p, 1, next, 8*next, next%7) {
 			next++
 		}
 		if got := next - taken; got != ringSlots {
 			t.Fatalf("lap %d: the ring took %d records before it was full, want %d", lap, got, ringSlots)
 		}
-		if r.push(1, 9999, 0, 0) {
-			t.Fatal("a push into the full ring succeeded")
+		if tail := p.tail.pos.Load(); tail != uint64(next) {
+			t.Fatalf("lap %d: tail %d after %d records: a full ring gave a position", lap, tail, next)
 		}
 		for range ringSlots/2 + lap {
 			n, writer, ok := r.take()
@@ -44,23 +57,22 @@ func TestRingWrapAndFull(t *testing.T) {
 			t.Fatalf("take %d: %+v, %v", taken, n, ok)
 		}
 	}
-	if n, writer, ok := r.take(); ok || writer != -1 {
-		t.Fatalf("take from the empty ring: %+v, writer %d, ok %v", n, writer, ok)
+	if n, writer, ok := r.take(); ok || writer != -1 || r.held() {
+		t.Fatalf("take from the empty ring: %+v, writer %d, ok %v, held %v", n, writer, ok, r.held())
 	}
 }
 
-// TestRingDeadWriter: a writer that reserved a slot and stopped (killed
-// before its tail update and before publishing) holds the others up
-// neither when they write (they move the tail past it) nor, once skipped,
-// when the reader reads: the reader is told who holds the slot.
+// TestRingDeadWriter: a writer that stamped its slot and stopped holds the
+// others up neither when they write nor, once the reader skips the slot
+// it names, when the reader reads. One that took a position and stopped
+// before stamping is seen as a held position, named by no one.
 func TestRingDeadWriter(t *testing.T) {
 	r := newRing()
-	r.push(1, 10, 0, 1)
-	// Rank 2 reserves slot 1 and dies before moving the tail.
-	if !r.slots[1].stamp.CompareAndSwap(stampFree(0), stampReserved|2) {
-		t.Fatal("reserving slot 1 by hand failed")
-	}
-	if !r.push(3, 30, 0, 1) {
+	p1, p2, p3 := r.noteRing, r.noteRing, r.noteRing
+	push(&p1, 1, 10, 0, 1)
+	t2, _ := p2.reserve() // rank 2 stamps and dies
+	p2.claim(t2, 2)
+	if !push(&p3, 3, 30, 0, 1) {
 		t.Fatal("rank 3's push behind a dead reservation failed")
 	}
 	if n, _, ok := r.take(); !ok || n.Source != 1 || n.Tag != 10 {
@@ -74,14 +86,27 @@ func TestRingDeadWriter(t *testing.T) {
 	if n, _, ok := r.take(); !ok || n.Source != 3 || n.Tag != 30 {
 		t.Fatalf("take after the skip: %+v, %v; want rank 3's tag 30", n, ok)
 	}
-	// The skipped slot serves the next lap.
+	// The skipped slot serves the next lap, and a full one after it.
 	for i := range ringSlots {
-		if !r.push(1, i, 0, 0) {
+		if !push(&p1, 1, i, 0, 0) {
 			t.Fatalf("push %d of a lap after the skip: full", i)
 		}
 	}
-	if r.push(1, 0, 0, 0) {
+	if push(&p3, 3, 0, 0, 0) {
 		t.Fatal("a lap and one after the skip: not full")
+	}
+	for i := range ringSlots {
+		if n, _, ok := r.take(); !ok || n.Tag != i {
+			t.Fatalf("take %d of the lap: %+v, %v", i, n, ok)
+		}
+	}
+	// Rank 2 takes a position and dies before stamping it.
+	if _, ok := p2.reserve(); !ok {
+		t.Fatal("reserve in an empty ring: full")
+	}
+	push(&p3, 3, 31, 0, 0)
+	if n, writer, ok := r.take(); ok || writer != -1 || !r.held() {
+		t.Fatalf("take at an unstamped position: %+v, writer %d, ok %v, held %v; want nothing, held", n, writer, ok, r.held())
 	}
 }
 
@@ -96,8 +121,9 @@ func TestRingProducers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			p := r.noteRing
 			for i := 0; i < each; {
-				if r.push(src, i, src, i) {
+				if push(&p, src, i, src, i) {
 					i++
 				}
 			}

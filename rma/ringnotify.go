@@ -12,6 +12,36 @@ import (
 // active messages, collective steps and liveness checks it must still
 // serve.
 
+// stepRing advances a PutNotify on an allocated window: data and
+// notification, in the order ring.go explains. more: the ring has no room
+// yet (Progress tries again, the later operations toward the target
+// behind this one).
+func (w *Window) stepRing(op *Op) (more bool) {
+	r := &w.rings[op.target]
+	if !op.issued && op.n > ringEarly {
+		w.copyLocal(op)
+		op.issued = true
+	}
+	if !op.ringHeld {
+		t, ok := r.reserve()
+		if !ok {
+			return true
+		}
+		op.ringPos, op.ringHeld = t, true
+	}
+	if !r.ready(op.ringPos) {
+		return true
+	}
+	s := r.claim(op.ringPos, w.e.rank)
+	if !op.issued {
+		w.copyLocal(op)
+		op.issued = true
+	}
+	r.publish(s, op.ringPos, w.e.rank, op.tag, op.off, op.n)
+	op.notify, op.ringHeld = false, false
+	return false
+}
+
 // ringSpins is how many times a wait reads the ring between two polls of
 // the endpoint: a poll is several times the cost of a look at the ring,
 // and a notification that lands during one waits for its end.
@@ -43,9 +73,31 @@ func (w *Window) waitRing(src, tag int) (n Notification, err error) {
 				return ok, err
 			}
 		}
-		return false, w.e.silent(src)
+		if err := w.e.silent(src); err != nil {
+			return false, err
+		}
+		return false, w.heldByGone()
 	})
 	return n, err
+}
+
+// heldByGone fails a wait whose ring is stuck at a position a producer
+// took without stamping, once some rank is gone: it is likely the
+// holder, and nothing behind that position can come. The slot is not
+// skipped: its holder may be a live rank that has not polled since.
+func (w *Window) heldByGone() error {
+	e := w.e
+	if e.nDead == 0 || !w.ring.held() {
+		return nil
+	}
+	var gone []int
+	for r, err := range e.dead {
+		if err != nil {
+			gone = append(gone, r)
+		}
+	}
+	return &TargetError{Rank: gone[0], Err: fmt.Errorf("position %d of rank %d's notification ring of window %d was taken and never written, and ranks %v are gone: %w",
+		w.ring.pos, e.rank, w.id, gone, e.dead[gone[0]])}
 }
 
 func (w *Window) checkSource(src int) error {

@@ -126,6 +126,9 @@ func (w *Window) step(op *Op) (more bool, err error) {
 	if op.kind == opAtomic {
 		return w.stepAtomic(op)
 	}
+	if op.notify && w.rings != nil && op.target != w.e.rank {
+		return w.stepRing(op), nil
+	}
 	if !op.issued {
 		switch {
 		case op.n == 0:
@@ -143,13 +146,6 @@ func (w *Window) step(op *Op) (more bool, err error) {
 	}
 	if op.target == w.e.rank {
 		w.notes.push(Notification{Source: w.e.rank, Tag: op.tag, Offset: op.off, Len: op.n})
-		op.notify = false
-		return false, nil
-	}
-	if w.rings != nil {
-		if !w.rings[op.target].push(w.e.rank, op.tag, op.off, op.n) {
-			return true, nil // full: Progress tries again, the later operations behind it
-		}
 		op.notify = false
 		return false, nil
 	}
