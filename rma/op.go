@@ -49,7 +49,7 @@ type Op struct {
 	// target's ring (allocated windows) and waits for its slot.
 	ringHeld bool
 	ringPos  uint64
-	cas    bool
+	cas      bool
 	// operand, compare: FetchAdd's delta, or CompareSwap's new and old
 	// values. value: the word's previous value, once done.
 	operand, compare, value uint64
