@@ -2,7 +2,9 @@ package rma
 
 import (
 	"fmt"
+	"unsafe"
 
+	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/nemesis"
 )
 
@@ -42,10 +44,17 @@ func (w *Window) stepRing(op *Op) (more bool) {
 	return false
 }
 
-// ringSpins is how many times a wait reads the ring between two polls of
-// the endpoint: a poll is several times the cost of a look at the ring,
-// and a notification that lands during one waits for its end.
-const ringSpins = 32
+// A wait reads the ring ringSpins times between two polls of the
+// endpoint for its first ringEagerPolls polls, the microseconds in which
+// a notification usually lands: a poll costs several looks at the ring,
+// and a notification that lands during one waits for its end. Then it
+// reads it ringLateSpins times a poll, so that its yields and liveness
+// checks come at the endpoint's pace, as any blocked call's.
+const (
+	ringSpins      = 256
+	ringEagerPolls = 16
+	ringLateSpins  = 8
+)
 
 // notificationRing is Notification on an allocated window.
 func (w *Window) notificationRing(src, tag int) (Notification, bool, error) {
@@ -67,8 +76,13 @@ func (w *Window) waitRing(src, tag int) (n Notification, err error) {
 		return n, err
 	}
 	var ok bool
+	polls := 0
 	err = w.e.ep.WaitUntil(func() (bool, error) {
-		for range ringSpins {
+		spins := ringSpins
+		if polls++; polls > ringEagerPolls {
+			spins = ringLateSpins
+		}
+		for range spins {
 			if n, ok, err = w.nextNote(src, tag); ok || err != nil {
 				return ok, err
 			}
@@ -130,6 +144,11 @@ func (w *Window) nextNote(src, tag int) (Notification, bool, error) {
 			return n, false, err
 		}
 		if (src == nemesis.AnySource || n.Source == src) && (tag == nemesis.AnyTag || n.Tag == tag) {
+			if n.Len > 0 {
+				// The caller reads the data next, as a fastbox's
+				// receiver its payload: ask for its first line now.
+				lineops.Prefetch(unsafe.Pointer(&w.local[n.Offset]))
+			}
 			return n, true, nil
 		}
 		w.notes.push(n)
