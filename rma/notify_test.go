@@ -331,3 +331,33 @@ func deadOrigin(t *testing.T, stamped bool) {
 		return ep.Close()
 	})
 }
+
+// TestNotifyNoAllocs: a PutNotify on an allocated window and its
+// WaitNotification, with a caller-owned Op, allocate nothing, on either
+// side, over more round trips than the ring holds.
+func TestNotifyNoAllocs(t *testing.T) {
+	run(t, 2, allocated, 64, func(p launch.Proc, ep *nemesis.Endpoint, w *rma.Window) error {
+		buf := make([]byte, 8)
+		var op rma.Op
+		var err error
+		allocs := testing.AllocsPerRun(2*rma.RingSlots, func() {
+			if err != nil {
+				return
+			}
+			if p.Rank == 1 {
+				_, err = w.WaitNotification(0, nemesis.AnyTag)
+				return
+			}
+			if err = w.PutNotify(&op, 1, 0, 5, buf); err == nil {
+				err = w.Wait(&op)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if allocs != 0 {
+			return fmt.Errorf("rank %d: %v allocations a PutNotify or WaitNotification, want 0", p.Rank, allocs)
+		}
+		return w.Fence()
+	})
+}
