@@ -297,7 +297,7 @@ func deadOrigin(t *testing.T, stamped bool) {
 		}
 		want := "died writing a notification"
 		if !stamped {
-			want = "taken and never written"
+			want = "taken and not written for 1s"
 		}
 		var te *rma.TargetError
 		n, err := w.WaitNotification(nemesis.AnySource, nemesis.AnyTag)

@@ -2,6 +2,7 @@ package rma
 
 import (
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/knemesis/knemesis/internal/lineops"
@@ -147,6 +148,10 @@ func (r *noteRing) publish(s *ringSlot, t uint64, src, tag, off, n int) {
 type ringReader struct {
 	noteRing
 	pos uint64 // next position to take; the target's alone
+	// stuckAt (position+1, 0 for none): where waits first found the
+	// ring held by a producer while a rank was gone, at stuckSince.
+	stuckAt    uint64
+	stuckSince time.Time
 }
 
 // take removes the record at the head if it is published. Else writer is

@@ -2,6 +2,7 @@ package rma
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/knemesis/knemesis/internal/lineops"
@@ -95,13 +96,24 @@ func (w *Window) waitRing(src, tag int) (n Notification, err error) {
 	return n, err
 }
 
-// heldByGone fails a wait whose ring is stuck at a position a producer
-// took without stamping, once some rank is gone: it is likely the
-// holder, and nothing behind that position can come. The slot is not
-// skipped: its holder may be a live rank that has not polled since.
+// heldByGone fails a wait whose ring has stayed stuck for heldGrace at a
+// position a producer took without stamping, while some rank is gone: the
+// gone rank is likely the holder, and nothing behind that position can
+// come. A live holder is only slow (descheduled between its add and its
+// stamp, or holding a position a lap ahead until it next polls): the
+// grace lets it finish, and the slot is never skipped, so that a live
+// holder's record is not lost should the wait fail all the same.
 func (w *Window) heldByGone() error {
 	e := w.e
 	if e.nDead == 0 || !w.ring.held() {
+		return nil
+	}
+	now := time.Now()
+	if w.ring.stuckAt != w.ring.pos+1 {
+		w.ring.stuckAt, w.ring.stuckSince = w.ring.pos+1, now
+		return nil
+	}
+	if now.Sub(w.ring.stuckSince) < heldGrace {
 		return nil
 	}
 	var gone []int
@@ -110,9 +122,13 @@ func (w *Window) heldByGone() error {
 			gone = append(gone, r)
 		}
 	}
-	return &TargetError{Rank: gone[0], Err: fmt.Errorf("position %d of rank %d's notification ring of window %d was taken and never written, and ranks %v are gone: %w",
-		w.ring.pos, e.rank, w.id, gone, e.dead[gone[0]])}
+	return &TargetError{Rank: gone[0], Err: fmt.Errorf("position %d of rank %d's notification ring of window %d was taken and not written for %v, and ranks %v are gone: %w",
+		w.ring.pos, e.rank, w.id, heldGrace, gone, e.dead[gone[0]])}
 }
+
+// heldGrace is how long a ring may stay stuck at a position taken and not
+// stamped, while a rank is gone, before waits on it fail.
+const heldGrace = time.Second
 
 func (w *Window) checkSource(src int) error {
 	if src != nemesis.AnySource && (src < 0 || src >= w.e.size) {
