@@ -4,14 +4,10 @@ package rma
 const RingSlots = ringSlots
 
 // ReserveNotification takes, as this rank, the next position of target's
-// notification ring, and stamps its slot when stamp is set, without
-// publishing anything: what an initiator killed in the middle of a
-// PutNotify leaves behind. false: the ring is full.
-func (w *Window) ReserveNotification(target int, stamp bool) bool {
-	r := &w.rings[target]
-	t, ok := r.reserve()
-	if ok && stamp && r.ready(t) {
-		r.claim(t, w.e.rank)
-	}
+// notification ring and publishes nothing there: what an initiator
+// killed in the middle of a PutNotify leaves behind. false: the ring is
+// full.
+func (w *Window) ReserveNotification(target int) bool {
+	_, ok := w.rings[target].reserve()
 	return ok
 }

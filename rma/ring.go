@@ -18,36 +18,35 @@ import (
 // A ring is a bounded multi-producer, single-consumer queue: a tail that
 // producers advance with an atomic add, a head that the consumer alone
 // advances, each in a line of its own, and slots whose stamp says for
-// which lap around the ring a record was reserved or published, and by
-// which rank. A producer reserves position t by the add, after checking
-// against the head it last read (read again only when the ring looks
-// full) that slot t is free; it stamps the slot reserved in its name,
-// writes the put's data, then the record, and publishes it by a release
-// store of the stamp. The consumer reads the stamp of its head slot,
-// takes the record when published, and stores its new head.
+// which lap around the ring a record was published, and by which rank. A
+// producer takes position t by the add, after checking against the head
+// it last read (read again only when the ring looks full) that slot t is
+// free; it writes the put's data, then the record, and publishes it by a
+// release store of the stamp. The consumer reads the stamp of its head
+// slot, takes the record when published, and stores its new head.
 //
 // Every store to lines the other side reads is a plain store (a release
 // store on x86 is one): the put's data line and the slot line travel
-// together. The one locked instruction, the reservation, comes before the
-// small put's data is written, since it would otherwise wait for the data
-// line to arrive before it could fetch the slot's; the consumer never
-// writes a slot, so the producer finds no line of it to take back first.
-// A large put's data is written before the reservation, so that no slot
-// stays reserved for the length of a copy and holds up the other
-// producers' notifications behind it.
+// together. The one locked instruction, the add, comes before a small
+// put's data is written, since it would otherwise wait for the data line
+// to arrive before it could go on; the consumer never writes a slot, so
+// the producer finds no line of it to take back first. A large put's
+// data is written before the add, so that no position stays taken for
+// the length of a copy and holds up the other producers' notifications
+// behind it.
 //
-// A producer that finds the ring full reserves nothing and tries again
+// A producer that finds the ring full takes nothing and tries again
 // later, its operation queued in order. Two producers passing the check
 // together may take a position a lap ahead of the head: the later one
-// holds it, unstamped, until the consumer has freed the slot.
+// holds it until the consumer has freed its slot.
 //
-// A producer that dies after stamping its slot and before publishing it
-// is named by the stamp: the consumer skips the slot. One that dies in
-// the few instructions between its add and its stamp, or while holding a
-// position a lap ahead, leaves an unstamped slot behind the tail: the
-// consumer cannot tell who holds it and must not skip it (its holder may
-// be alive and slow), so waits that find it and a rank gone fail naming
-// the gone rank.
+// A producer that dies holding a position (in the instructions between
+// its add and its stamp, or while it holds one a lap ahead) leaves a slot
+// the consumer waits on for ever, with the tail past it. Nothing in the
+// slot says who holds it, and the consumer must not skip it: its holder
+// may be alive and slow, and would then write a slot given to another.
+// So waits that find the ring held that way while a rank is gone fail,
+// after a grace, naming the gone rank (ringnotify.go).
 const (
 	// ringSlots is the number of notifications a ring holds before its
 	// writers wait for the target to take some (a power of two).
@@ -62,19 +61,13 @@ const (
 	ringEarly = 256
 )
 
-// A stamp is lap<<32 | state<<30 | writer's rank: a zeroed slot holds
+// A stamp is lap<<32 | published<<30 | writer's rank: a zeroed slot holds
 // nothing for lap 0, and a slot stamped in an earlier lap nothing for this
 // one.
 const (
-	stampReserved = 1 << 30
-	stampPublish  = 2 << 30
-	stampState    = 3 << 30
-	stampRank     = 1<<30 - 1 // jobs are far smaller
+	stampPublish = 1 << 30
+	stampRank    = 1<<30 - 1 // jobs are far smaller
 )
-
-func stamp(pos uint64, state uint64, rank int) uint64 {
-	return pos/ringSlots<<32 | state | uint64(rank)
-}
 
 // ringCounter is the tail or the head, in a line of its own.
 type ringCounter struct {
@@ -130,18 +123,12 @@ func (r *noteRing) ready(t uint64) bool {
 	return t-r.seen < ringSlots
 }
 
-// claim stamps position t's slot (ready) as reserved by rank src.
-func (r *noteRing) claim(t uint64, src int) *ringSlot {
+// publish writes, as rank src, the record of a put of n bytes at off with
+// tag at position t (ready), and hands it to the consumer.
+func (r *noteRing) publish(t uint64, src, tag, off, n int) {
 	s := &r.slots[t%ringSlots]
-	lineops.StoreRelease64(&s.stamp, stamp(t, stampReserved, src))
-	return s
-}
-
-// publish writes the record of a put of n bytes at off with tag in s,
-// claimed for position t by src, and hands it to the consumer.
-func (r *noteRing) publish(s *ringSlot, t uint64, src, tag, off, n int) {
 	s.tag, s.off, s.n = uint64(tag), uint64(off), uint64(n)
-	lineops.StoreRelease64(&s.stamp, stamp(t, stampPublish, src))
+	lineops.StoreRelease64(&s.stamp, t/ringSlots<<32|stampPublish|uint64(src))
 }
 
 // ringReader is the target's side of its own ring.
@@ -154,32 +141,23 @@ type ringReader struct {
 	stuckSince time.Time
 }
 
-// take removes the record at the head if it is published. Else writer is
-// the rank that stamped the head slot reserved and has not published it
-// yet, or -1 when nothing is stamped there for this lap.
-func (r *ringReader) take() (n Notification, writer int, ok bool) {
+// take removes the record at the head if it is published.
+func (r *ringReader) take() (n Notification, ok bool) {
 	s := &r.slots[r.pos%ringSlots]
 	st := s.stamp.Load()
-	switch {
-	case st>>32 != r.pos/ringSlots&(1<<32-1) || st&stampState == 0:
-		return n, -1, false
-	case st&stampState != stampPublish:
-		return n, int(st & stampRank), false
+	if st>>32 != r.pos/ringSlots&(1<<32-1) || st&stampPublish == 0 {
+		return n, false
 	}
 	n = Notification{Source: int(st & stampRank), Tag: int(s.tag), Offset: int(s.off), Len: int(s.n)}
 	r.advance()
-	return n, -1, true
+	return n, true
 }
-
-// skip gives back the head slot, stamped by a writer that will never
-// publish it.
-func (r *ringReader) skip() { r.advance() }
 
 func (r *ringReader) advance() {
 	r.pos++
 	lineops.StoreRelease64(&r.head.pos, r.pos)
 }
 
-// held reports whether a producer has taken the head position without
-// stamping its slot yet.
+// held reports whether a producer has taken the head position and not
+// published it yet.
 func (r *ringReader) held() bool { return r.tail.pos.Load() > r.pos }

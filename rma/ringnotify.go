@@ -35,12 +35,11 @@ func (w *Window) stepRing(op *Op) (more bool) {
 	if !r.ready(op.ringPos) {
 		return true
 	}
-	s := r.claim(op.ringPos, w.e.rank)
 	if !op.issued {
 		w.copyLocal(op)
 		op.issued = true
 	}
-	r.publish(s, op.ringPos, w.e.rank, op.tag, op.off, op.n)
+	r.publish(op.ringPos, w.e.rank, op.tag, op.off, op.n)
 	op.notify, op.ringHeld = false, false
 	return false
 }
@@ -97,12 +96,13 @@ func (w *Window) waitRing(src, tag int) (n Notification, err error) {
 }
 
 // heldByGone fails a wait whose ring has stayed stuck for heldGrace at a
-// position a producer took without stamping, while some rank is gone: the
-// gone rank is likely the holder, and nothing behind that position can
-// come. A live holder is only slow (descheduled between its add and its
-// stamp, or holding a position a lap ahead until it next polls): the
-// grace lets it finish, and the slot is never skipped, so that a live
-// holder's record is not lost should the wait fail all the same.
+// position a producer took and has not published, while some rank is
+// gone: the gone rank is likely the holder (ring.go), and nothing behind
+// that position can come. A live holder is only slow (descheduled between
+// its add and its store of the stamp, or holding a position a lap ahead
+// until it next polls): the grace lets it finish, and the slot is never skipped, so
+// that a live holder's record is not lost should the wait fail all the
+// same.
 func (w *Window) heldByGone() error {
 	e := w.e
 	if e.nDead == 0 || !w.ring.held() {
@@ -127,7 +127,7 @@ func (w *Window) heldByGone() error {
 }
 
 // heldGrace is how long a ring may stay stuck at a position taken and not
-// stamped, while a rank is gone, before waits on it fail.
+// published, while a rank is gone, before waits on it fail.
 const heldGrace = time.Second
 
 func (w *Window) checkSource(src int) error {
@@ -146,15 +146,9 @@ func (w *Window) nextNote(src, tag int) (Notification, bool, error) {
 		return n, true, nil
 	}
 	for {
-		n, writer, ok := w.ring.take()
+		n, ok := w.ring.take()
 		if !ok {
-			if writer < 0 {
-				return n, false, nil
-			}
-			if skipped, err := w.stalled(src, writer); !skipped || err != nil {
-				return n, false, err
-			}
-			continue
+			return n, false, nil
 		}
 		if err := w.checkNote(&n); err != nil {
 			return n, false, err
@@ -181,26 +175,6 @@ func (w *Window) checkNote(n *Notification) error {
 	return nil
 }
 
-// stalled is what a look at the ring says when its head slot is reserved
-// by writer and not published: nothing yet, while writer lives. A writer
-// found gone will never publish it: the slot is skipped, so that the
-// others' notifications go on, and the wait that cares (for writer or for
-// any source) fails with a *TargetError naming it.
-func (w *Window) stalled(src, writer int) (skipped bool, err error) {
-	if writer >= w.e.size {
-		return false, errorf(ErrCorrupt, "notification ring of window %d: slot reserved by rank %d in a job of %d", w.id, writer, w.e.size)
-	}
-	dead := w.e.dead[writer]
-	if dead == nil {
-		return false, nil
-	}
-	w.ring.skip()
-	if src != nemesis.AnySource && src != writer {
-		return true, nil
-	}
-	return true, &TargetError{Rank: writer, Err: fmt.Errorf("died writing a notification, which is lost: %w", dead)}
-}
-
 // drainRings sets aside what the rings of allocated windows hold, so that
 // initiators whose target polls but takes no notifications for a while
 // are not held up by a full ring: every window's ring, every 64 calls
@@ -215,7 +189,7 @@ func (e *engine) drainRings() error {
 			continue
 		}
 		for {
-			n, _, ok := w.ring.take()
+			n, ok := w.ring.take()
 			if !ok {
 				break
 			}
