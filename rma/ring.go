@@ -10,8 +10,10 @@ import (
 
 // The notifications of an allocated window do not travel as packets: the
 // initiator deposits each one straight into the target's memory, as the
-// Remote-Write API of Ben Fredj and Renault (2006) has the writer do, in a
-// ring the target owns in the window's shared mapping. One ring per rank,
+// Remote-Write API has the writer do (Ben Fredj and Renault, "The
+// Critical's Path of Communication Model Analysis for a Performant
+// Implementation of High-speed Interfaces over the Myrinet Interconnect",
+// 2006), in a ring the target owns in the window's shared mapping. One ring per rank,
 // written by every other rank, so the mapping grows with the job's size,
 // not with its square.
 //
@@ -41,7 +43,7 @@ import (
 // holds it until the consumer has freed its slot.
 //
 // A producer that dies holding a position (in the instructions between
-// its add and its stamp, or while it holds one a lap ahead) leaves a slot
+// its add and its publication, or while it holds one a lap ahead) leaves a slot
 // the consumer waits on for ever, with the tail past it. Nothing in the
 // slot says who holds it, and the consumer must not skip it: its holder
 // may be alive and slow, and would then write a slot given to another.
