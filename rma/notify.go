@@ -19,6 +19,8 @@ type noteQueue struct {
 
 func (q *noteQueue) push(n Notification) { q.items = append(q.items, n) }
 
+func (q *noteQueue) len() int { return len(q.items) - q.head }
+
 // take removes and returns the oldest notification from src with tag
 // (wildcards allowed).
 func (q *noteQueue) take(src, tag int) (Notification, bool) {

@@ -48,12 +48,12 @@ func (w *Window) stepRing(op *Op) (more bool) {
 // endpoint for its first ringEagerPolls polls, the microseconds in which
 // a notification usually lands: a poll costs several looks at the ring,
 // and a notification that lands during one waits for its end. Then it
-// reads it ringLateSpins times a poll, so that its yields and liveness
-// checks come at the endpoint's pace, as any blocked call's.
+// reads it once a poll, so that it yields the CPU after as many polls as
+// any blocked call (nemesis.SpinBeforeYield): a rank that shares its CPU
+// with the one it waits for must not keep it longer.
 const (
 	ringSpins      = 256
 	ringEagerPolls = 16
-	ringLateSpins  = 8
 )
 
 // notificationRing is Notification on an allocated window.
@@ -78,9 +78,9 @@ func (w *Window) waitRing(src, tag int) (n Notification, err error) {
 	var ok bool
 	polls := 0
 	err = w.e.ep.WaitUntil(func() (bool, error) {
-		spins := ringSpins
-		if polls++; polls > ringEagerPolls {
-			spins = ringLateSpins
+		spins := 1
+		if polls++; polls <= ringEagerPolls {
+			spins = ringSpins
 		}
 		for range spins {
 			if n, ok, err = w.nextNote(src, tag); ok || err != nil {
@@ -142,8 +142,10 @@ func (w *Window) checkSource(src int) error {
 // match. A record newer than every one set aside that matches is the
 // oldest that does.
 func (w *Window) nextNote(src, tag int) (Notification, bool, error) {
-	if n, ok := w.notes.take(src, tag); ok {
-		return n, true, nil
+	if w.notes.len() > 0 {
+		if n, ok := w.notes.take(src, tag); ok {
+			return n, true, nil
+		}
 	}
 	for {
 		n, ok := w.ring.take()
