@@ -29,6 +29,29 @@ type AMHandler interface {
 	PeerFailed(rank int, err error)
 }
 
+// AMMeter is implemented by an AMHandler that receives work other than
+// through packets (package rma's notification rings, which initiators
+// write in shared memory): Arrived counts what it has taken so far, in
+// its Progress included, so that a blocked call tells a Poll that took
+// some from an idle one, and a rank about to doze does not sleep on work
+// its last Poll found. Initiators that hand it such work wake the target
+// with [Endpoint.Wake].
+type AMMeter interface {
+	Arrived() uint64
+}
+
+// Wake wakes rank if it dozes in a blocked call (doze.go), for an
+// AMHandler that has just handed it work through memory of its own: a
+// load of a line that stays in this core's cache while the rank is
+// awake, and a system call only when it sleeps. Like a fastbox's filler,
+// it may miss a rank going to sleep at that very moment, which then finds
+// the work when its nap ends.
+func (ep *Endpoint) Wake(rank int) {
+	if uint(rank) < uint(len(ep.peers)) && rank != ep.rank && !ep.peers[rank].net {
+		ep.peers[rank].wake()
+	}
+}
+
 // SetAM makes h the endpoint's active-message handler (nil removes it).
 // Active messages that arrived while the endpoint had none were kept, in
 // arrival order: h receives them first, before SetAM returns. (A rank
@@ -36,6 +59,7 @@ type AMHandler interface {
 // theirs yet.)
 func (ep *Endpoint) SetAM(h AMHandler) error {
 	ep.am = h
+	ep.amMeter, _ = h.(AMMeter)
 	for h != nil && len(ep.amHeld) > 0 {
 		m := ep.amHeld[0]
 		ep.amHeld = ep.amHeld[1:]

@@ -106,8 +106,10 @@
 // waits. A notification taken out of order (by source or tag) leaves the
 // others queued in order. When the ring is full the PutNotify stays in
 // flight, the operations started after it toward the same target behind
-// it, until the target takes notifications or polls (a polling target
-// sets aside what its ring holds every 64 polls).
+// it, until the target takes notifications or polls (every poll sets
+// aside what the ring holds). No packet carries the notification, so the
+// initiator wakes the target if it dozes in a blocked call
+// (nemesis.Endpoint.Wake), as a packet would.
 //
 // An initiator that dies holding a position of a target's ring (between
 // its add and its publication) leaves a slot that names no one, and that

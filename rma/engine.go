@@ -32,8 +32,11 @@ type engine struct {
 	dead  []error // per rank, once found gone
 	nDead int
 
-	pkt   []byte // one outgoing packet
-	ticks uint64 // Progress calls, to drain the notification rings now and then
+	pkt []byte // one outgoing packet
+	// ringWins: the allocated windows, whose notification rings every
+	// Progress looks at; taken: the notifications taken from them.
+	ringWins []*Window
+	taken    uint64
 
 	knem       *knem.Device // opened at the first Expose that may use it
 	knemStatus *knem.StatusArray
@@ -136,6 +139,10 @@ func (e *engine) Progress() error {
 	}
 	return e.drainRings()
 }
+
+// Arrived implements nemesis.AMMeter: notifications come through the
+// rings of allocated windows in no packet.
+func (e *engine) Arrived() uint64 { return e.taken }
 
 // PeerFailed implements nemesis.AMHandler: every operation aimed at rank
 // fails, naming it, and nothing more is owed to it.

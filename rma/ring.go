@@ -160,6 +160,12 @@ func (r *ringReader) advance() {
 	lineops.StoreRelease64(&r.head.pos, r.pos)
 }
 
+// crowded reports whether producers may be waiting for room: the ring
+// holds or has given out at least three quarters of its slots.
+func (r *ringReader) crowded() bool {
+	return r.tail.pos.Load()-r.pos >= ringSlots*3/4
+}
+
 // held reports whether a producer has taken the head position and not
 // published it yet.
 func (r *ringReader) held() bool { return r.tail.pos.Load() > r.pos }

@@ -40,6 +40,7 @@ func (w *Window) stepRing(op *Op) (more bool) {
 		op.issued = true
 	}
 	r.publish(op.ringPos, w.e.rank, op.tag, op.off, op.n)
+	w.e.ep.Wake(op.target) // it may doze in a wait: no packet wakes it
 	op.notify, op.ringHeld = false, false
 	return false
 }
@@ -148,7 +149,7 @@ func (w *Window) nextNote(src, tag int) (Notification, bool, error) {
 		}
 	}
 	for {
-		n, ok := w.ring.take()
+		n, ok := w.takeRing()
 		if !ok {
 			return n, false, nil
 		}
@@ -177,21 +178,34 @@ func (w *Window) checkNote(n *Notification) error {
 	return nil
 }
 
-// drainRings sets aside what the rings of allocated windows hold, so that
-// initiators whose target polls but takes no notifications for a while
-// are not held up by a full ring: every window's ring, every 64 calls
-// (from Progress).
-func (e *engine) drainRings() error {
-	e.ticks++
-	if e.ticks&63 != 0 {
-		return nil
+// takeRing takes the record at the head of this rank's ring, if
+// published, and counts it for the endpoint's progress (nemesis.AMMeter).
+// Every ringSlots/4 records it checks whether the ring is nearly full,
+// and then wakes the ranks that doze: an initiator whose PutNotify waits
+// for room may be one of them.
+func (w *Window) takeRing() (Notification, bool) {
+	n, ok := w.ring.take()
+	if !ok {
+		return n, false
 	}
-	for _, w := range e.wins {
-		if w == nil || w.rings == nil {
-			continue
+	w.e.taken++
+	if w.ring.pos%(ringSlots/4) == 0 && w.ring.crowded() {
+		for r := range w.e.size {
+			w.e.ep.Wake(r)
 		}
+	}
+	return n, true
+}
+
+// drainRings sets aside what the rings of allocated windows hold, at every
+// Progress: initiators whose target polls but takes no notifications for
+// a while are not held up by a full ring, and a rank about to doze in a
+// wait sees, in its last Poll, the notification that came in between
+// (nemesis.AMMeter).
+func (e *engine) drainRings() error {
+	for _, w := range e.ringWins {
 		for {
-			n, ok := w.ring.take()
+			n, ok := w.takeRing()
 			if !ok {
 				break
 			}

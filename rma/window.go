@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -244,6 +245,9 @@ func (w *Window) release() {
 	w.freed = true
 	w.e.wins[w.id] = nil
 	if w.mem != nil {
+		if w.rings != nil {
+			w.e.ringWins = slices.DeleteFunc(w.e.ringWins, func(x *Window) bool { return x == w })
+		}
 		w.rings, w.ring = nil, ringReader{}
 		_ = unix.Munmap(w.mem)
 		w.mem = nil
