@@ -29,15 +29,16 @@ type AMHandler interface {
 	PeerFailed(rank int, err error)
 }
 
-// AMMeter is implemented by an AMHandler that receives work other than
-// through packets (package rma's notification rings, which initiators
-// write in shared memory): Arrived counts what it has taken so far, in
-// its Progress included, so that a blocked call tells a Poll that took
-// some from an idle one, and a rank about to doze does not sleep on work
-// its last Poll found. Initiators that hand it such work wake the target
+// AMMeter is implemented by an AMHandler that makes progress other than
+// through packets: work other ranks hand it in shared memory (package
+// rma's notification rings), operations its Progress advances on its own
+// (a put retried once a ring has room, a CMA transfer's next chunk).
+// Moved counts such steps so far, so that a blocked call tells a Poll
+// that made some from an idle one, and a rank about to doze does not
+// sleep on what its last Poll did. Ranks that hand it such work wake it
 // with [Endpoint.Wake].
 type AMMeter interface {
-	Arrived() uint64
+	Moved() uint64
 }
 
 // Wake wakes rank if it dozes in a blocked call (doze.go), for an

@@ -171,8 +171,8 @@ type LMTIdler interface {
 }
 
 // progressMark changes whenever a packet arrives (in a cell or a fastbox),
-// a cell leaves, the LMT moves payload or the AM handler takes work that
-// came in no packet. A blocked call sleeps only after a Poll that left it
+// a cell leaves, the LMT moves payload or the AM handler makes progress
+// of its own (AMMeter). A blocked call sleeps only after a Poll that left it
 // unchanged: a packet a Poll took may be the one the call waits for.
 func (ep *Endpoint) progressMark() uint64 {
 	m := ep.arrived + ep.stats.Cells
@@ -183,7 +183,7 @@ func (ep *Endpoint) progressMark() uint64 {
 		m += ep.lmtMeter.BytesMoved()
 	}
 	if ep.amMeter != nil {
-		m += ep.amMeter.Arrived()
+		m += ep.amMeter.Moved()
 	}
 	return m
 }

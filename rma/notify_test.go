@@ -115,6 +115,18 @@ func TestNotifyRingFull(t *testing.T) {
 			off, data := ringNote(0, i, total)
 			return w.PutNotify(&ops[i], 1, off, i, data)
 		}
+		// Rank 1 polls no more once it says so (its word at 8; the
+		// notes' data at 0 is one byte): none of its polls drains
+		// the ring behind our back.
+		var word [8]byte
+		for binary.LittleEndian.Uint64(word[:]) != 1 {
+			if err := w.Get(&ops[0], 1, 8, word[:]); err != nil {
+				return err
+			}
+			if err := w.Wait(&ops[0]); err != nil {
+				return err
+			}
+		}
 		for i := range held {
 			if err := start(i); err != nil {
 				return err
@@ -144,12 +156,13 @@ func TestNotifyRingFull(t *testing.T) {
 	})
 }
 
-// takeRingNotes is rank 1 of TestNotifyRingFull: it waits, without polling
-// the endpoint, until rank 0 says so in its part, then takes every
-// notification.
+// takeRingNotes is rank 1 of TestNotifyRingFull: it says in its part that
+// it polls no more, waits without polling the endpoint until rank 0 says
+// so in its own part, then takes every notification.
 func takeRingNotes(w *rma.Window, total int) error {
 	var op rma.Op
 	var word [8]byte
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&w.Local()[8])), 1) // no poll from here on
 	for binary.LittleEndian.Uint64(word[:]) != 1 {
 		time.Sleep(time.Millisecond)
 		// A get on an allocated window completes where it starts:

@@ -71,10 +71,13 @@ const (
 	stampRank    = 1<<30 - 1 // jobs are far smaller
 )
 
-// ringCounter is the tail or the head, in a line of its own.
+// ringCounter is the tail or the head, in a line of its own. The head's
+// line also holds waiting, which producers set when they find the ring
+// full, and the consumer reads with its own head.
 type ringCounter struct {
-	pos atomic.Uint64
-	_   [ringLine - 8]byte
+	pos     atomic.Uint64
+	waiting atomic.Uint32
+	_       [ringLine - 12]byte
 }
 
 // ringSlot is one notification record and its stamp, one line.
@@ -125,6 +128,17 @@ func (r *noteRing) ready(t uint64) bool {
 	return t-r.seen < ringSlots
 }
 
+// announce tells the consumer that a producer waits for room, so that
+// its next take wakes the producer should it doze; the producer then
+// looks again, since the consumer may have taken a record between its
+// look and the announcement. The consumer's store of its head may pass
+// its read of the announcement, as a fastbox's filler's read of the
+// sleep word may pass its store: a producer lost in that race finds room
+// when its doze ends.
+func (r *noteRing) announce() {
+	r.head.waiting.Store(1) // a full barrier: before the look again
+}
+
 // publish writes, as rank src, the record of a put of n bytes at off with
 // tag at position t (ready), and hands it to the consumer.
 func (r *noteRing) publish(t uint64, src, tag, off, n int) {
@@ -160,10 +174,10 @@ func (r *ringReader) advance() {
 	lineops.StoreRelease64(&r.head.pos, r.pos)
 }
 
-// crowded reports whether producers may be waiting for room: the ring
-// holds or has given out at least three quarters of its slots.
-func (r *ringReader) crowded() bool {
-	return r.tail.pos.Load()-r.pos >= ringSlots*3/4
+// waiters reports, once, whether producers announced that they wait for
+// room since the last call.
+func (r *ringReader) waiters() bool {
+	return r.head.waiting.Load() != 0 && r.head.waiting.Swap(0) != 0
 }
 
 // held reports whether a producer has taken the head position and not

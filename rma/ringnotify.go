@@ -28,12 +28,18 @@ func (w *Window) stepRing(op *Op) (more bool) {
 	if !op.ringHeld {
 		t, ok := r.reserve()
 		if !ok {
-			return true
+			r.announce()
+			if t, ok = r.reserve(); !ok {
+				return true
+			}
 		}
 		op.ringPos, op.ringHeld = t, true
 	}
 	if !r.ready(op.ringPos) {
-		return true
+		r.announce()
+		if !r.ready(op.ringPos) {
+			return true
+		}
 	}
 	if !op.issued {
 		w.copyLocal(op)
@@ -180,16 +186,15 @@ func (w *Window) checkNote(n *Notification) error {
 
 // takeRing takes the record at the head of this rank's ring, if
 // published, and counts it for the endpoint's progress (nemesis.AMMeter).
-// Every ringSlots/4 records it checks whether the ring is nearly full,
-// and then wakes the ranks that doze: an initiator whose PutNotify waits
-// for room may be one of them.
+// When producers announced that they wait for room, it wakes the ranks
+// that doze: they may be among them.
 func (w *Window) takeRing() (Notification, bool) {
 	n, ok := w.ring.take()
 	if !ok {
 		return n, false
 	}
-	w.e.taken++
-	if w.ring.pos%(ringSlots/4) == 0 && w.ring.crowded() {
+	w.e.moved++
+	if w.ring.waiters() {
 		for r := range w.e.size {
 			w.e.ep.Wake(r)
 		}
