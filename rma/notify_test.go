@@ -347,3 +347,80 @@ func TestNotifyNoAllocs(t *testing.T) {
 		return w.Fence()
 	})
 }
+
+// monotonic is CLOCK_MONOTONIC, the same clock in every process.
+func monotonic() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// TestNotifyWakesDozers: no packet carries a ring's notification nor the
+// room a take makes, so the ring must wake the rank that dozes on them.
+// Rank 1 waits for a notification that comes 400 ms later, long enough to
+// doze in naps of 800 ms; then rank 0 waits for room in a full ring that
+// rank 1, silent for 400 ms, makes with one take and nothing else for 400
+// ms more. Each must see its event within 300 ms: a wake-up, not the end
+// of a nap. (Where the machine is so loaded that the waiter has not
+// reached the long naps, the test passes either way.)
+func TestNotifyWakesDozers(t *testing.T) {
+	const quiet, woken = 400 * time.Millisecond, 300 * time.Millisecond
+	run(t, 2, allocated, 4096, func(p launch.Proc, ep *nemesis.Endpoint, w *rma.Window) error {
+		var op rma.Op
+		var stamp [8]byte
+		if p.Rank == 1 {
+			n, err := w.WaitNotification(0, nemesis.AnyTag)
+			if err != nil {
+				return err
+			}
+			if late := time.Duration(monotonic() - int64(binary.LittleEndian.Uint64(w.Local()[n.Offset:]))); late > woken {
+				return fmt.Errorf("a dozing target saw its notification %v after it was published: not woken", late)
+			}
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&w.Local()[8])), 1) // no poll from here on
+			time.Sleep(quiet)
+			binary.LittleEndian.PutUint64(stamp[:], uint64(monotonic()))
+			if err := w.Put(&op, 0, 0, stamp[:]); err != nil {
+				return err
+			}
+			if _, err := w.WaitNotification(0, nemesis.AnyTag); err != nil {
+				return err
+			}
+			time.Sleep(quiet)
+			for range rma.RingSlots {
+				if _, err := w.WaitNotification(0, nemesis.AnyTag); err != nil {
+					return err
+				}
+			}
+			return w.Fence()
+		}
+		time.Sleep(quiet)
+		binary.LittleEndian.PutUint64(stamp[:], uint64(monotonic()))
+		if err := w.PutNotify(&op, 1, 0, 1, stamp[:]); err != nil {
+			return err
+		}
+		if err := w.Wait(&op); err != nil {
+			return err
+		}
+		for binary.LittleEndian.Uint64(stamp[:]) != 1 {
+			if err := w.Get(&op, 1, 8, stamp[:]); err != nil {
+				return err
+			}
+			if err := w.Wait(&op); err != nil {
+				return err
+			}
+		}
+		ops := make([]rma.Op, rma.RingSlots+1)
+		for i := range ops {
+			if err := w.PutNotify(&ops[i], 1, 16, 2, nil); err != nil {
+				return err
+			}
+		}
+		if err := w.Wait(&ops[rma.RingSlots]); err != nil {
+			return err
+		}
+		if late := time.Duration(monotonic() - int64(binary.LittleEndian.Uint64(w.Local()[0:]))); late > woken {
+			return fmt.Errorf("a writer dozing on a full ring saw room %v after the target's take: not woken", late)
+		}
+		return w.Fence()
+	})
+}
