@@ -136,7 +136,11 @@ func (r *noteRing) ready(t uint64) bool {
 // sleep word may pass its store: a producer lost in that race finds room
 // when its doze ends.
 func (r *noteRing) announce() {
-	r.head.waiting.Store(1) // a full barrier: before the look again
+	// A load first: a producer that retries at every poll must not
+	// take the consumer's head line from it each time.
+	if r.head.waiting.Load() == 0 {
+		r.head.waiting.Store(1) // a full barrier: before the look again
+	}
 }
 
 // publish writes, as rank src, the record of a put of n bytes at off with
