@@ -99,11 +99,11 @@
 // initiator writes it straight into the target's memory, as RWAPI's writer
 // does: each rank has a ring of notification slots in the window's
 // mapping (one ring per target, not per pair, so the mapping grows
-// linearly with the job), every other rank takes the ring's next position
-// with an atomic add, writes the put's data and the record, and publishes
-// it with a release store; the target reads its ring without going
-// through the endpoint, and polls the endpoint only between looks while it
-// waits. A notification taken out of order (by source or tag) leaves the
+// linearly with the job), every other rank takes the ring's next
+// position with a compare-and-swap, writes the put's data and the record,
+// and publishes it with a release store; the target reads its ring
+// without going through the endpoint, and polls the endpoint only between
+// looks while it waits. A notification taken out of order (by source or tag) leaves the
 // others queued in order. When the ring is full the PutNotify stays in
 // flight, the operations started after it toward the same target behind
 // it, until the target takes notifications or polls (every poll sets
@@ -112,7 +112,7 @@
 // (nemesis.Endpoint.Wake), as a packet would.
 //
 // An initiator that dies holding a position of a target's ring (between
-// its add and its publication) leaves a slot that names no one, and that
+// taking it and publishing it) leaves a slot that names no one, and that
 // the target cannot skip, since its holder may be a live rank, only slow:
 // once it has held the ring for a second while a rank is gone, the waits
 // behind it fail with a *TargetError naming the gone rank.

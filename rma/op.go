@@ -45,11 +45,7 @@ type Op struct {
 	// sent once the data has moved.
 	notify bool
 	tag    int
-	// ringHeld: the notification holds position ringPos of the
-	// target's ring (allocated windows) and waits for its slot.
-	ringHeld bool
-	ringPos  uint64
-	cas      bool
+	cas    bool
 	// operand, compare: FetchAdd's delta, or CompareSwap's new and old
 	// values. value: the word's previous value, once done.
 	operand, compare, value uint64
@@ -100,7 +96,7 @@ func (w *Window) begin(op *Op, kind opKind, target, off, n int) error {
 // showed at the top of a small put's profile.
 func (op *Op) reset(w *Window, kind opKind, target, off, n int) {
 	op.w, op.kind, op.state, op.target, op.off, op.n = w, kind, opPending, target, off, n
-	op.iov, op.moved, op.issued, op.async, op.notify, op.ringHeld = nil, 0, false, false, false, false
+	op.iov, op.moved, op.issued, op.async, op.notify = nil, 0, false, false, false
 	op.tag, op.cas, op.operand, op.compare, op.value = 0, false, 0, 0, 0
 	op.err, op.next = nil, nil
 }

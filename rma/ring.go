@@ -18,37 +18,37 @@ import (
 // not with its square.
 //
 // A ring is a bounded multi-producer, single-consumer queue: a tail that
-// producers advance with an atomic add, a head that the consumer alone
-// advances, each in a line of its own, and slots whose stamp says for
-// which lap around the ring a record was published, and by which rank. A
-// producer takes position t by the add, after checking against the head
-// it last read (read again only when the ring looks full) that slot t is
-// free; it writes the put's data, then the record, and publishes it by a
-// release store of the stamp. The consumer reads the stamp of its head
-// slot, takes the record when published, and stores its new head.
+// producers advance with a compare-and-swap, a head that the consumer
+// alone advances, each in a line of its own, and slots whose stamp says
+// for which lap around the ring a record was published, and by which
+// rank. A producer takes position t by a compare-and-swap of the tail
+// from t to t+1, after checking against the head it last read (read
+// again only when the ring looks full) that slot t is free; it writes the
+// put's data, then the record, and publishes it by a release store of the
+// stamp. The consumer reads the stamp of its head slot, takes the record
+// when published, and stores its new head.
 //
 // Every store to lines the other side reads is a plain store (a release
 // store on x86 is one): the put's data line and the slot line travel
-// together. The one locked instruction, the add, comes before a small
-// put's data is written, since it would otherwise wait for the data line
-// to arrive before it could go on; the consumer never writes a slot, so
-// the producer finds no line of it to take back first. A large put's
-// data is written before the add, so that no position stays taken for
-// the length of a copy and holds up the other producers' notifications
-// behind it.
+// together. The one locked instruction, the compare-and-swap, comes
+// before a small put's data is written, since it would otherwise wait for
+// the data line to arrive before it could go on; its line stays in the
+// producer's cache while it is the only one writing to that target. The
+// consumer never writes a slot, so the producer finds no line of it to
+// take back first. A large put's data is written before the reservation,
+// so that no position stays taken for the length of a copy and holds up
+// the other producers' notifications behind it.
 //
 // A producer that finds the ring full takes nothing and tries again
-// later, its operation queued in order. Two producers passing the check
-// together may take a position a lap ahead of the head: the later one
-// holds it until the consumer has freed its slot.
+// later, its operation queued in order; a position is taken only when its
+// slot is free, and published at once.
 //
-// A producer that dies holding a position (in the instructions between
-// its add and its publication, or while it holds one a lap ahead) leaves a slot
-// the consumer waits on for ever, with the tail past it. Nothing in the
-// slot says who holds it, and the consumer must not skip it: its holder
-// may be alive and slow, and would then write a slot given to another.
-// So waits that find the ring held that way while a rank is gone fail,
-// after a grace, naming the gone rank (ringnotify.go).
+// A producer that dies between taking a position and publishing it
+// leaves a slot the consumer waits on for ever, with the tail past it.
+// Nothing in the slot says who holds it, and the consumer must not skip
+// it: its holder may be alive and descheduled, and would then write a
+// slot given to another. So waits that find the ring held that way for a
+// second while a rank is gone fail, naming the gone rank (ringnotify.go).
 const (
 	// ringSlots is the number of notifications a ring holds before its
 	// writers wait for the target to take some (a power of two).
@@ -107,25 +107,21 @@ func ringAt(mem []byte) noteRing {
 	}
 }
 
-// reserve takes the ring's next position, or reports it full and takes
-// nothing. The position may still have to wait for its slot (ready).
+// reserve takes the ring's next position, whose slot the consumer has
+// freed, or reports the ring full and takes nothing.
 func (r *noteRing) reserve() (uint64, bool) {
-	if r.tail.pos.Load()-r.seen >= ringSlots {
-		r.seen = r.head.pos.Load()
-		if r.tail.pos.Load()-r.seen >= ringSlots {
-			return 0, false
+	for {
+		t := r.tail.pos.Load()
+		if t-r.seen >= ringSlots {
+			r.seen = r.head.pos.Load()
+			if t-r.seen >= ringSlots {
+				return 0, false
+			}
+		}
+		if r.tail.pos.CompareAndSwap(t, t+1) {
+			return t, true
 		}
 	}
-	return r.tail.pos.Add(1) - 1, true
-}
-
-// ready reports whether the consumer has freed position t's slot.
-func (r *noteRing) ready(t uint64) bool {
-	if t-r.seen < ringSlots {
-		return true
-	}
-	r.seen = r.head.pos.Load()
-	return t-r.seen < ringSlots
 }
 
 // announce tells the consumer that a producer waits for room, so that
@@ -144,7 +140,7 @@ func (r *noteRing) announce() {
 }
 
 // publish writes, as rank src, the record of a put of n bytes at off with
-// tag at position t (ready), and hands it to the consumer.
+// tag at position t, and hands it to the consumer.
 func (r *noteRing) publish(t uint64, src, tag, off, n int) {
 	s := &r.slots[t%ringSlots]
 	s.tag, s.off, s.n = uint64(tag), uint64(off), uint64(n)

@@ -25,19 +25,10 @@ func (w *Window) stepRing(op *Op) (more bool) {
 		w.copyLocal(op)
 		op.issued = true
 	}
-	if !op.ringHeld {
-		t, ok := r.reserve()
-		if !ok {
-			r.announce()
-			if t, ok = r.reserve(); !ok {
-				return true
-			}
-		}
-		op.ringPos, op.ringHeld = t, true
-	}
-	if !r.ready(op.ringPos) {
+	t, ok := r.reserve()
+	if !ok {
 		r.announce()
-		if !r.ready(op.ringPos) {
+		if t, ok = r.reserve(); !ok {
 			return true
 		}
 	}
@@ -45,9 +36,9 @@ func (w *Window) stepRing(op *Op) (more bool) {
 		w.copyLocal(op)
 		op.issued = true
 	}
-	r.publish(op.ringPos, w.e.rank, op.tag, op.off, op.n)
+	r.publish(t, w.e.rank, op.tag, op.off, op.n)
 	w.e.ep.Wake(op.target) // it may doze in a wait: no packet wakes it
-	op.notify, op.ringHeld = false, false
+	op.notify = false
 	return false
 }
 
@@ -106,10 +97,9 @@ func (w *Window) waitRing(src, tag int) (n Notification, err error) {
 // position a producer took and has not published, while some rank is
 // gone: the gone rank is likely the holder (ring.go), and nothing behind
 // that position can come. A live holder is only slow (descheduled between
-// its add and its store of the stamp, or holding a position a lap ahead
-// until it next polls): the grace lets it finish, and the slot is never skipped, so
-// that a live holder's record is not lost should the wait fail all the
-// same.
+// its compare-and-swap and its store of the stamp): the grace lets it
+// finish, and the slot is never skipped, so that a live holder's record
+// is not lost should the wait fail all the same.
 func (w *Window) heldByGone() error {
 	e := w.e
 	if e.nDead == 0 || !w.ring.held() {
