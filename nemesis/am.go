@@ -29,6 +29,30 @@ type AMHandler interface {
 	PeerFailed(rank int, err error)
 }
 
+// AMMeter is implemented by an AMHandler that makes progress other than
+// through packets: work other ranks hand it in shared memory (package
+// rma's notification rings), operations its Progress advances on its own
+// (a put retried once a ring has room, a CMA transfer's next chunk).
+// Moved counts such steps so far, so that a blocked call tells a Poll
+// that made some from an idle one, and a rank about to doze does not
+// sleep on what its last Poll did. Ranks that hand it such work wake it
+// with [Endpoint.Wake].
+type AMMeter interface {
+	Moved() uint64
+}
+
+// Wake wakes rank if it dozes in a blocked call (doze.go), for an
+// AMHandler that has just handed it work through memory of its own: a
+// load of a line that stays in this core's cache while the rank is
+// awake, and a system call only when it sleeps. Like a fastbox's filler,
+// it may miss a rank going to sleep at that very moment, which then finds
+// the work when its nap ends.
+func (ep *Endpoint) Wake(rank int) {
+	if uint(rank) < uint(len(ep.peers)) && rank != ep.rank && !ep.peers[rank].net {
+		ep.peers[rank].wake()
+	}
+}
+
 // SetAM makes h the endpoint's active-message handler (nil removes it).
 // Active messages that arrived while the endpoint had none were kept, in
 // arrival order: h receives them first, before SetAM returns. (A rank
@@ -36,6 +60,7 @@ type AMHandler interface {
 // theirs yet.)
 func (ep *Endpoint) SetAM(h AMHandler) error {
 	ep.am = h
+	ep.amMeter, _ = h.(AMMeter)
 	for h != nil && len(ep.amHeld) > 0 {
 		m := ep.amHeld[0]
 		ep.amHeld = ep.amHeld[1:]

@@ -166,6 +166,7 @@ type Endpoint struct {
 	lmtTypes bool      // lmt takes typed requests (LMTDatatypes)
 	pollFds  []unix.PollFd
 	am       AMHandler // one-sided layer (package rma), see am.go
+	amMeter  AMMeter   // am, when it makes progress that comes in no packet
 	amHeld   []heldAM  // active messages that came before the handler
 	eagerMax int
 	// chooser, when the LMT is one, decides for messages of more than

@@ -172,9 +172,9 @@ type LMTIdler interface {
 }
 
 // progressMark changes whenever a packet arrives (in a cell or a fastbox),
-// a cell leaves or the LMT moves payload. A blocked call sleeps only after a
-// Poll that left it unchanged: a packet a Poll took may be the one the call
-// waits for.
+// a cell leaves, the LMT moves payload or the AM handler makes progress
+// of its own (AMMeter). A blocked call sleeps only after a Poll that left it
+// unchanged: a packet a Poll took may be the one the call waits for.
 func (ep *Endpoint) progressMark() uint64 {
 	m := ep.arrived + ep.stats.Cells
 	if ep.net != nil {
@@ -182,6 +182,9 @@ func (ep *Endpoint) progressMark() uint64 {
 	}
 	if ep.lmtMeter != nil {
 		m += ep.lmtMeter.BytesMoved()
+	}
+	if ep.amMeter != nil {
+		m += ep.amMeter.Moved()
 	}
 	return m
 }

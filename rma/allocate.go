@@ -16,7 +16,9 @@ import (
 // rank's part is size bytes of new memory (zeroed), every rank passing its
 // own size. All parts lie in one shared mapping of a file made for this
 // window alone, so that every rank reaches every part directly: put and
-// get are one user-space copy, atomics are CPU atomics.
+// get are one user-space copy, atomics are CPU atomics, and a
+// PutNotify's notification is written straight into a ring the target
+// polls (ring.go).
 //
 // The file lives in Options.Dir (/dev/shm) only while the ranks map it:
 // rank 0 unlinks it as soon as every rank has, or as soon as creation
@@ -59,7 +61,9 @@ func (w *Window) allocate(size int, dir string) error {
 		w.sizes[r] = int(getUint64(all[r], 0))
 		offs[r+1] = offs[r] + (w.sizes[r]+partAlign-1)&^(partAlign-1)
 	}
-	total := max(offs[e.size], partAlign)
+	// The notification rings follow the parts, one per rank.
+	rings := offs[e.size]
+	total := (rings + e.size*ringLen + partAlign - 1) &^ (partAlign - 1)
 	pid0, err := e.ep.PeerPID(0)
 	if err != nil {
 		return err
@@ -101,6 +105,12 @@ func (w *Window) allocate(size int, dir string) error {
 			w.parts[r] = w.mem[offs[r] : offs[r]+w.sizes[r] : offs[r]+w.sizes[r]]
 		}
 		w.local = w.parts[e.rank]
+		w.rings = make([]noteRing, e.size)
+		for r := range e.size {
+			w.rings[r] = ringAt(w.mem[rings+r*ringLen:])
+		}
+		w.ring.noteRing = w.rings[e.rank]
+		e.ringWins = append(e.ringWins, w)
 	}
 	return w.agree(ferr)
 }

@@ -88,12 +88,34 @@
 //
 // PutNotify(target, off, tag, buf) is a put followed by a notification
 // with tag. The data is written first, by whichever mechanism, and only
-// then is the notification sent, in the same per-pair order as every
-// other Nemesis packet; the target takes it with Notification or
+// then is the notification sent; the target takes it with Notification or
 // WaitNotification, and every byte of the put is visible in its part from
 // then on. Notifications from one initiator arrive in the order of their
 // PutNotify calls. A target that takes no notifications keeps them
 // queued.
+//
+// On an exposed window the notification is an active message, in the same
+// per-pair order as every other Nemesis packet. On an allocated window the
+// initiator writes it straight into the target's memory, as RWAPI's writer
+// does: each rank has a ring of notification slots in the window's
+// mapping (one ring per target, not per pair, so the mapping grows
+// linearly with the job), every other rank takes the ring's next
+// position with a compare-and-swap, writes the put's data and the record,
+// and publishes it with a release store; the target reads its ring
+// without going through the endpoint, and polls the endpoint only between
+// looks while it waits. A notification taken out of order (by source or tag) leaves the
+// others queued in order. When the ring is full the PutNotify stays in
+// flight, the operations started after it toward the same target behind
+// it, until the target takes notifications or polls (every poll sets
+// aside what the ring holds). No packet carries the notification, so the
+// initiator wakes the target if it dozes in a blocked call
+// (nemesis.Endpoint.Wake), as a packet would.
+//
+// An initiator that dies holding a position of a target's ring (between
+// taking it and publishing it) leaves a slot that names no one, and that
+// the target cannot skip, since its holder may be a live rank, only slow:
+// once it has held the ring for a second while a rank is gone, the waits
+// behind it fail with a *TargetError naming the gone rank.
 //
 // # Progress
 //

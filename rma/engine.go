@@ -30,8 +30,15 @@ type engine struct {
 	owed  []replyQueue
 	owedN int
 	dead  []error // per rank, once found gone
+	nDead int
 
 	pkt []byte // one outgoing packet
+	// ringWins: the allocated windows, whose notification rings every
+	// Progress looks at. moved counts the steps made without a packet
+	// (nemesis.AMMeter): notifications taken from the rings, operations
+	// advanced by Progress.
+	ringWins []*Window
+	moved    uint64
 
 	knem       *knem.Device // opened at the first Expose that may use it
 	knemStatus *knem.StatusArray
@@ -132,8 +139,14 @@ func (e *engine) Progress() error {
 			}
 		}
 	}
-	return nil
+	return e.drainRings()
 }
+
+// Moved implements nemesis.AMMeter: notifications come through the rings
+// of allocated windows in no packet, and an operation Progress advances
+// (a PutNotify that found room, a CMA chunk) may be the one a blocked
+// call waits for.
+func (e *engine) Moved() uint64 { return e.moved }
 
 // PeerFailed implements nemesis.AMHandler: every operation aimed at rank
 // fails, naming it, and nothing more is owed to it.
@@ -142,6 +155,7 @@ func (e *engine) PeerFailed(rank int, err error) {
 		return
 	}
 	e.dead[rank] = err
+	e.nDead++
 	terr := &TargetError{Rank: rank, Err: err}
 	for op := e.tx[rank].pop(); op != nil; op = e.tx[rank].pop() {
 		e.txN--
@@ -196,10 +210,15 @@ func (e *engine) start(op *Op) {
 func (e *engine) pump(t int) {
 	q := &e.tx[t]
 	for op := q.head; op != nil; op = q.head {
+		moved, notify := op.moved, op.notify
 		more, err := op.w.step(op)
 		if more && err == nil {
+			if op.moved != moved || op.notify != notify {
+				e.moved++
+			}
 			return
 		}
+		e.moved++
 		q.pop()
 		e.txN--
 		e.stepped(op, err)

@@ -19,6 +19,8 @@ type noteQueue struct {
 
 func (q *noteQueue) push(n Notification) { q.items = append(q.items, n) }
 
+func (q *noteQueue) len() int { return len(q.items) - q.head }
+
 // take removes and returns the oldest notification from src with tag
 // (wildcards allowed).
 func (q *noteQueue) take(src, tag int) (Notification, bool) {
@@ -43,6 +45,9 @@ func (q *noteQueue) take(src, tag int) (Notification, bool) {
 // Notification polls once and takes the oldest notification from src with
 // tag (nemesis.AnySource and nemesis.AnyTag match any), if one has come.
 func (w *Window) Notification(src, tag int) (Notification, bool, error) {
+	if w.rings != nil {
+		return w.notificationRing(src, tag)
+	}
 	if n, ok := w.notes.take(src, tag); ok {
 		return n, true, nil
 	}
@@ -59,8 +64,12 @@ func (w *Window) Notification(src, tag int) (Notification, bool, error) {
 // WaitNotification waits for the oldest notification from src with tag
 // (wildcards allowed) and takes it. When src is gone (or, for AnySource,
 // every other rank is) and nothing from it is left, it fails with a
-// *TargetError naming the rank.
+// *TargetError naming the rank; so it does when the notification it
+// finds next was being written by a rank that died (see the package doc).
 func (w *Window) WaitNotification(src, tag int) (Notification, error) {
+	if w.rings != nil {
+		return w.waitRing(src, tag)
+	}
 	n, ok := w.notes.take(src, tag)
 	if ok {
 		return n, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -31,6 +32,10 @@ type Window struct {
 	attached []*knem.Attachment
 	// cookie of this rank's persistent knem region, 0 if none.
 	cookie knem.Cookie
+	// rings[t]: target t's notification ring (allocated windows; nil
+	// for exposed ones), ring this rank's own.
+	rings []noteRing
+	ring  ringReader
 
 	inflight []int // operations started toward each target and not completed
 	total    int
@@ -121,6 +126,9 @@ func (w *Window) atomicByAM(target int) bool {
 func (w *Window) step(op *Op) (more bool, err error) {
 	if op.kind == opAtomic {
 		return w.stepAtomic(op)
+	}
+	if op.notify && w.rings != nil && op.target != w.e.rank {
+		return w.stepRing(op), nil
 	}
 	if !op.issued {
 		switch {
@@ -237,6 +245,10 @@ func (w *Window) release() {
 	w.freed = true
 	w.e.wins[w.id] = nil
 	if w.mem != nil {
+		if w.rings != nil {
+			w.e.ringWins = slices.DeleteFunc(w.e.ringWins, func(x *Window) bool { return x == w })
+		}
+		w.rings, w.ring = nil, ringReader{}
 		_ = unix.Munmap(w.mem)
 		w.mem = nil
 	}

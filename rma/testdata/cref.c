@@ -11,7 +11,11 @@
  *                                  LINES 1 the bytes ride in the line of the
  *                                  flag that announces them (a fastbox);
  *                                  with 2 they sit in a line of their own
- *                                  (a put, then its notification)
+ *                                  two lines on, where the prefetcher
+ *                                  fetches them along with the flag's; with
+ *                                  3 in a line 2 KiB away, as a put's bytes
+ *                                  in a window lie far from the slot of its
+ *                                  notification
  *
  * Prints "GB/s <value>" (10^9 bytes per second), or for flag-pingpong
  * "us <value>", the one-way time in microseconds.
@@ -52,8 +56,8 @@ static void child(int out, int in, char *buf, size_t size)
 }
 
 /*
- * One direction of flag-pingpong: a flag line and, 64 bytes on when the
- * data has a line of its own, the data; each direction 256 bytes apart.
+ * One direction of flag-pingpong: a flag line and the data, in it (LINES
+ * 1), 128 bytes on (2) or 2 KiB on (3); each direction 4 KiB apart.
  */
 struct box {
 	volatile uint64_t *flag;
@@ -64,8 +68,10 @@ static struct box box_at(char *mem, int dir, int lines)
 {
 	struct box b;
 
-	b.flag = (volatile uint64_t *)(mem + 256 * dir);
-	b.data = (volatile uint64_t *)(mem + 256 * dir + (lines == 2 ? 128 : 8));
+	static const int data_at[] = { 0, 8, 128, 2048 };
+
+	b.flag = (volatile uint64_t *)(mem + 4096 * dir);
+	b.data = (volatile uint64_t *)(mem + 4096 * dir + data_at[lines]);
 	return b;
 }
 
@@ -84,15 +90,15 @@ static uint64_t await(struct box b, uint64_t seq)
 
 static int flag_pingpong(int lines, size_t iters)
 {
-	char *mem = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	char *mem = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	struct box out, back;
 	double t0, t;
 	uint64_t v = 0;
 	size_t i;
 	pid_t pid;
 
-	if (mem == MAP_FAILED || (lines != 1 && lines != 2)) {
-		fprintf(stderr, "cref flag-pingpong: LINES is 1 or 2\n");
+	if (mem == MAP_FAILED || lines < 1 || lines > 3) {
+		fprintf(stderr, "cref flag-pingpong: LINES is 1, 2 or 3\n");
 		return 1;
 	}
 	out = box_at(mem, 0, lines);
