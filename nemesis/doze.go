@@ -73,9 +73,12 @@ func (ep *Endpoint) doze(w *waiter) error {
 		return nil
 	}
 	ts := unix.NsecToTimespec(int64(nap))
-	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(ep.sleep)), futexWait, 1, uintptr(unsafe.Pointer(&ts)), 0, 0)
+	_, _, errno := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(ep.sleep)), futexWait, 1, uintptr(unsafe.Pointer(&ts)), 0, 0)
 	ep.sleep.Store(0)
 	ep.stats.Dozes++
+	if errno == 0 {
+		ep.stats.Woken++
+	}
 	return ep.livenessDue()
 }
 

@@ -206,6 +206,7 @@ type Stats struct {
 	FullFboxScans uint64 // Polls that visited every attached fastbox set
 	FastboxSets   uint64 // fastbox sets claimed from this rank's pool
 	Dozes         uint64 // times a blocked call slept until woken (or a timeout)
+	Woken         uint64 // dozes that a waker ended before their timeout
 	Reaped        uint64 // cells taken back from the queues of gone ranks
 	Yields        uint64 // times a blocked call gave its CPU away
 	// AggregateCells and Aggregated: cells that carried several whole

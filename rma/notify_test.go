@@ -357,28 +357,33 @@ func monotonic() int64 {
 
 // TestNotifyWakesDozers: no packet carries a ring's notification nor the
 // room a take makes, so the ring must wake the rank that dozes on them.
-// Rank 1 waits for a notification that comes 400 ms later, long enough to
-// doze in naps of 800 ms; then rank 0 waits for room in a full ring that
-// rank 1, silent for 400 ms, makes with one take and nothing else for 400
-// ms more. Each must see its event within 300 ms: a wake-up, not the end
-// of a nap. (Where the machine is so loaded that the waiter has not
-// reached the long naps, the test passes either way.)
+// Rank 1 waits for a notification that comes a second later, long enough
+// to doze; then rank 0 waits for room in a full ring that rank 1, silent
+// for a second, makes with one take and nothing else for a second more.
+// Each waiter must have dozed, and a waker, not the end of a nap, must
+// have ended one of its dozes (Stats.Woken).
 func TestNotifyWakesDozers(t *testing.T) {
-	const quiet, woken = 400 * time.Millisecond, 300 * time.Millisecond
+	const quiet = time.Second
+	woken := func(ep *nemesis.Endpoint, what string, before nemesis.Stats) error {
+		st := ep.Stats()
+		if st.Dozes == before.Dozes || st.Woken == before.Woken {
+			return fmt.Errorf("%s: %d dozes, %d ended by a wake-up; want at least one of each", what, st.Dozes-before.Dozes, st.Woken-before.Woken)
+		}
+		return nil
+	}
 	run(t, 2, allocated, 4096, func(p launch.Proc, ep *nemesis.Endpoint, w *rma.Window) error {
 		var op rma.Op
 		var stamp [8]byte
 		if p.Rank == 1 {
-			n, err := w.WaitNotification(0, nemesis.AnyTag)
-			if err != nil {
+			before := ep.Stats()
+			if _, err := w.WaitNotification(0, nemesis.AnyTag); err != nil {
 				return err
 			}
-			if late := time.Duration(monotonic() - int64(binary.LittleEndian.Uint64(w.Local()[n.Offset:]))); late > woken {
-				return fmt.Errorf("a dozing target saw its notification %v after it was published: not woken", late)
+			if err := woken(ep, "a target waiting for a notification", before); err != nil {
+				return err
 			}
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&w.Local()[8])), 1) // no poll from here on
 			time.Sleep(quiet)
-			binary.LittleEndian.PutUint64(stamp[:], uint64(monotonic()))
 			if err := w.Put(&op, 0, 0, stamp[:]); err != nil {
 				return err
 			}
@@ -394,7 +399,6 @@ func TestNotifyWakesDozers(t *testing.T) {
 			return w.Fence()
 		}
 		time.Sleep(quiet)
-		binary.LittleEndian.PutUint64(stamp[:], uint64(monotonic()))
 		if err := w.PutNotify(&op, 1, 0, 1, stamp[:]); err != nil {
 			return err
 		}
@@ -415,11 +419,12 @@ func TestNotifyWakesDozers(t *testing.T) {
 				return err
 			}
 		}
+		before := ep.Stats()
 		if err := w.Wait(&ops[rma.RingSlots]); err != nil {
 			return err
 		}
-		if late := time.Duration(monotonic() - int64(binary.LittleEndian.Uint64(w.Local()[0:]))); late > woken {
-			return fmt.Errorf("a writer dozing on a full ring saw room %v after the target's take: not woken", late)
+		if err := woken(ep, "a writer waiting for room in a full ring", before); err != nil {
+			return err
 		}
 		return w.Fence()
 	})
