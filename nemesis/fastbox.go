@@ -176,6 +176,13 @@ func (p *peer) outBox(stats *Stats) (*fboxHdr, []byte) {
 	return fb, p.fbOutPl[k]
 }
 
+// nextInFbox reports whether the box the rank's next message would take
+// is full: a load of a line this core holds until the sender writes it.
+func (p *peer) nextInFbox() bool {
+	fb := p.fbIn[p.recvSeq%fboxSlots]
+	return fb != nil && fb.full.Load() != 0
+}
+
 // postFbox hands fb, the box outBox returned, to the rank, its payload
 // written: n bytes of a packet of kind whose message is total bytes long,
 // next in sequence. Then it rings the rank's bell unless its bit is still

@@ -110,7 +110,7 @@ func (ep *Endpoint) startRecv(r *Request) error {
 	}
 	ep.posted.PushBack(r, &r.links)
 	ep.expect(r.peer, +1)
-	if r.peer >= 0 && ep.posted.Front() == r && !ep.peers[r.peer].net {
+	if r.peer >= 0 && ep.posted.Front() == r && ep.peers[r.peer].nextInFbox() {
 		// The message may already sit in its fastbox, as it does for a
 		// receiver behind a stream: taking it now spares the Poll that
 		// Wait or Test would make for it.
