@@ -357,3 +357,49 @@ func TestDMAChannels(t *testing.T) {
 		splitCase(t, 2, 64*os.Getpagesize(), 0, 0)
 	})
 }
+
+// BenchmarkDMAChannels alternates one FlagDMA copy on a single channel
+// (dma_channels=1) and one over every channel (dma_channels=0) of the same
+// bytes per iteration, so that both see the same load, and reports the
+// median throughput of each and their ratio (all/one > 1: splitting pays).
+// softdma copies with the CPU, and the QEMU guests run their vCPUs one at
+// a time: there the ratio shows the cost of splitting, not its gain.
+func BenchmarkDMAChannels(b *testing.B) {
+	d := open(b)
+	needDMA(b, d)
+	nch, err := DMAChannels()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{256 << 10, 1 << 20, 4 << 20} {
+		b.Run(sizeName(n), func(b *testing.B) {
+			src := payload(1, n)
+			dst := make([]byte, n)
+			copy(dst, src) // fault the pages in before timing
+			c := region(b, d, [][]byte{src}, ProtRead, 0)
+			local := [][]byte{dst}
+			b.Cleanup(func() { setParam("knem", "dma_channels", "0") })
+			copyOn := func(channels string) time.Duration {
+				if err := setParam("knem", "dma_channels", channels); err != nil {
+					b.Fatalf("knem.dma_channels=%s (needs root): %v", channels, err)
+				}
+				t0 := time.Now()
+				st, err := d.InlineCopy(Read, local, c, 0, All, FlagDMA, 0)
+				if err != nil || st != StatusSuccess {
+					b.Fatalf("DMA copy on dma_channels=%s: %v, %v", channels, st, err)
+				}
+				return time.Since(t0)
+			}
+			var one, all []time.Duration
+			for b.Loop() {
+				one = append(one, copyOn("1"))
+				all = append(all, copyOn("0"))
+			}
+			mo, ma := median(one), median(all)
+			b.ReportMetric(float64(n)/mo.Seconds()/1e6, "one-MB/s")
+			b.ReportMetric(float64(n)/ma.Seconds()/1e6, "all-MB/s")
+			b.ReportMetric(mo.Seconds()/ma.Seconds(), "all/one")
+			b.ReportMetric(float64(nch), "channels")
+		})
+	}
+}

@@ -152,7 +152,8 @@ static void knem_dma_table_add_device(struct knem_dma_table *t,
 	list_for_each_entry(sib, &device->channels, device_node) {
 		if (t->nr >= KNEM_MAX_DMA_CHANS)
 			return;
-		if (sib->client_count && !knem_dma_table_has(t, sib))
+		if (READ_ONCE(sib->client_count) &&
+		    !knem_dma_table_has(t, sib))
 			t->chan[t->nr++] = sib;
 	}
 }
