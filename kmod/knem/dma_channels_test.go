@@ -113,21 +113,35 @@ func (s dmaStats) since(t *testing.T, before dmaStats) (map[string]int64, []int6
 	return d, chans
 }
 
-// wantLanes is the bytes each channel should move, sorted, over nchans
-// channels: one lane per splitMin bytes, up to nchans; lane k ends at the
-// first page boundary of either side at or past k+1 equal shares. srcOff
-// and dstOff are the copy's first bytes' offsets in their pages.
-func wantLanes(length, srcOff, dstOff, nchans, ntable int) []int64 {
-	page := os.Getpagesize()
+// wantLanes is the bytes each channel should move, sorted, when src is
+// copied to dst over nchans channels: one lane per splitMin bytes, up to
+// nchans; lane k ends at the first piece boundary at or past k+1 equal
+// shares, a piece boundary being where a page or a buffer of either side
+// ends.
+func wantLanes(src, dst [][]byte, nchans, ntable int) []int64 {
+	length := int(total(src))
+	boundary := make([]bool, length+1)
+	for _, side := range [][][]byte{src, dst} {
+		pos := 0
+		for _, b := range side {
+			boundary[pos] = true
+			for i := range b {
+				if uintptr(unsafe.Pointer(&b[i]))%uintptr(os.Getpagesize()) == 0 {
+					boundary[pos+i] = true
+				}
+			}
+			pos += len(b)
+		}
+	}
+	boundary[length] = true
 	lanes := nLanes(length, nchans)
-	boundary := func(p int) bool { return (srcOff+p)%page == 0 || (dstOff+p)%page == 0 }
 	out := make([]int64, ntable)
 	start := 0
 	for k := range lanes {
 		end := length
 		if k+1 < lanes {
 			end = length * (k + 1) / lanes
-			for !boundary(end) {
+			for !boundary[end] {
 				end++
 			}
 		}
@@ -173,8 +187,6 @@ func (b pageBuf) check(t *testing.T, what string, want []byte) {
 	}
 }
 
-func offInPage(b []byte) int { return int(uintptr(unsafe.Pointer(&b[0])) % uintptr(os.Getpagesize())) }
-
 var dmaFlavours = []struct {
 	name  string
 	flags Flags
@@ -185,14 +197,14 @@ var dmaFlavours = []struct {
 }
 
 // dmaCopy reads the region into dst with flags and returns the final status.
-func dmaCopy(t *testing.T, d *Device, s *StatusArray, c Cookie, dst []byte, flags Flags) Status {
+func dmaCopy(t *testing.T, d *Device, s *StatusArray, c Cookie, dst [][]byte, flags Flags) Status {
 	t.Helper()
 	slot, ok := s.Alloc()
 	if !ok {
 		t.Fatal("no free status slot")
 	}
 	defer s.Free(slot)
-	st, err := d.InlineCopy(Read, [][]byte{dst}, c, 0, All, flags, slot)
+	st, err := d.InlineCopy(Read, dst, c, 0, All, flags, slot)
 	if err != nil {
 		t.Fatalf("INLINE_COPY flags %#x: %v (a failed DMA copy is a status, never an errno)", flags, err)
 	}
@@ -218,25 +230,42 @@ func waitPinned(t *testing.T, want int64, what string) {
 	t.Fatalf("%s: the driver holds %d pages pinned, want %d", what, got, want)
 }
 
-// splitCase copies length bytes, the source srcOff and the destination
-// dstOff bytes into their first pages, and checks data, guards and what
-// each channel moved.
-func splitCase(t *testing.T, nchans, length, srcOff, dstOff int) {
+// copyShape is a split copy: its length, where the source and the
+// destination start in their first pages, and where each side's buffer is
+// cut into iovecs (none: one buffer).
+type copyShape struct {
+	length, srcOff, dstOff int
+	srcCuts, dstCuts       []int
+}
+
+func (c copyShape) String() string {
+	if c.srcCuts == nil && c.dstCuts == nil {
+		return fmt.Sprintf("%d@%d,%d", c.length, c.srcOff, c.dstOff)
+	}
+	return fmt.Sprintf("%d@%d,%d-iovecs%v%v", c.length, c.srcOff, c.dstOff, c.srcCuts, c.dstCuts)
+}
+
+// splitCase copies a shape with each flavour and checks data, guards and
+// what each channel moved.
+func splitCase(t *testing.T, nchans int, shape copyShape) {
 	d := open(t)
 	s := mapStatus(t, d)
-	src := newPageBuf(t, srcOff, length)
-	copy(src.body, payload(uint64(length+srcOff), length))
-	c := region(t, d, [][]byte{src.body}, ProtRead, 0)
+	length := shape.length
+	src := newPageBuf(t, shape.srcOff, length)
+	copy(src.body, payload(uint64(length+shape.srcOff), length))
+	srcIov := split(src.body, shape.srcCuts...)
+	c := region(t, d, srcIov, ProtRead, 0)
 	for _, f := range dmaFlavours {
-		dst := newPageBuf(t, dstOff, length)
+		dst := newPageBuf(t, shape.dstOff, length)
+		dstIov := split(dst.body, shape.dstCuts...)
 		before := readDMAStats(t)
-		if st := dmaCopy(t, d, s, c, dst.body, f.flags); st != StatusSuccess {
+		if st := dmaCopy(t, d, s, c, dstIov, f.flags); st != StatusSuccess {
 			t.Fatalf("%s: status %v", f.name, st)
 		}
 		dst.check(t, f.name, src.body)
 		waitPinned(t, before.counters["pinned pages"], f.name)
 		delta, chans := readDMAStats(t).since(t, before)
-		want := wantLanes(length, offInPage(src.body), offInPage(dst.body), nchans, len(before.chans))
+		want := wantLanes(srcIov, dstIov, nchans, len(before.chans))
 		if !slices.Equal(chans, want) {
 			t.Errorf("%s: %d bytes over %d channels: bytes per channel %v, want %v", f.name, length, nchans, chans, want)
 		} else {
@@ -278,7 +307,7 @@ func faultCase(t *testing.T, nchans int, knob string) {
 		dst := newPageBuf(t, 0, length)
 		before := readDMAStats(t)
 		mustParam(t, "softdma", knob, "1")
-		st := dmaCopy(t, d, s, c, dst.body, f.flags)
+		st := dmaCopy(t, d, s, c, [][]byte{dst.body}, f.flags)
 		mustParam(t, "softdma", knob, "0")
 		if st != StatusFailed {
 			t.Fatalf("%s: channel %s of %d with %s=1: status %v, want %v", f.name, faulty, nchans, knob, st, StatusFailed)
@@ -297,12 +326,12 @@ func faultCase(t *testing.T, nchans int, knob string) {
 		}
 		// The channels run again: the same copy succeeds, on all of them.
 		before = readDMAStats(t)
-		if st := dmaCopy(t, d, s, c, dst.body, f.flags); st != StatusSuccess {
+		if st := dmaCopy(t, d, s, c, [][]byte{dst.body}, f.flags); st != StatusSuccess {
 			t.Fatalf("%s: the copy after the fault: status %v", f.name, st)
 		}
 		dst.check(t, f.name+" after the fault", src.body[:length])
 		_, chans = readDMAStats(t).since(t, before)
-		if want := wantLanes(length, 0, 0, nchans, len(chans)); !slices.Equal(chans, want) {
+		if want := wantLanes([][]byte{src.body[:length]}, [][]byte{dst.body}, nchans, len(chans)); !slices.Equal(chans, want) {
 			t.Errorf("%s after the fault: bytes per channel %v, want %v", f.name, chans, want)
 		}
 	}
@@ -329,16 +358,18 @@ func TestDMAChannels(t *testing.T) {
 				t.Fatalf("DMAChannels() = %d, %v with softdma nr_channels=%d", got, err, n)
 			}
 			page := os.Getpagesize()
-			for _, c := range []struct{ length, srcOff, dstOff int }{
-				{16 * n * page, 0, 0},          // whole pages, an equal share each
-				{(16*n + 3) * page, 0, 0},      // pages that do not divide evenly
-				{(16*n+1)*page + 777, 1, 3},    // neither side page aligned
-				{(16*n+2)*page - 5, 4000, 100}, // pages cut far apart
-				{5 * page, 0, 0},               // too short to split
+			long := (16*n+5)*page + 333
+			for _, c := range []copyShape{
+				{length: 16 * n * page},                                // whole pages, an equal share each
+				{length: (16*n + 3) * page},                            // pages that do not divide evenly
+				{length: (16*n+1)*page + 777, srcOff: 1, dstOff: 3},    // neither side page aligned
+				{length: (16*n+2)*page - 5, srcOff: 4000, dstOff: 100}, // pages cut far apart
+				{length: 5 * page},                                     // too short to split
+				// iovecs cut inside pages, differently on each side
+				{length: long, srcOff: 7, srcCuts: []int{long / 3, long/3 + 1, long / 2},
+					dstCuts: []int{page - 1, long / 5, long - 4097}},
 			} {
-				t.Run(fmt.Sprintf("%d@%d,%d", c.length, c.srcOff, c.dstOff), func(t *testing.T) {
-					splitCase(t, n, c.length, c.srcOff, c.dstOff)
-				})
+				t.Run(c.String(), func(t *testing.T) { splitCase(t, n, c) })
 			}
 			t.Run("fail_every", func(t *testing.T) { faultCase(t, n, "fail_every") })
 			t.Run("stall", func(t *testing.T) { faultCase(t, n, "stall") })
@@ -354,7 +385,7 @@ func TestDMAChannels(t *testing.T) {
 		if got, err := DMAChannels(); got != 2 || err != nil {
 			t.Fatalf("DMAChannels() = %d, %v with dma_channels=2 of 4", got, err)
 		}
-		splitCase(t, 2, 64*os.Getpagesize(), 0, 0)
+		splitCase(t, 2, copyShape{length: 64 * os.Getpagesize()})
 	})
 }
 

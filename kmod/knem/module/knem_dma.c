@@ -20,9 +20,10 @@
  * each on its own channel: the engines then move it together, as a
  * message is striped over network rails (Aumage, Brunet, Furmento and
  * Namyst, "NewMadeleine: a Fast Communication Scheduling Engine for High
- * Performance Networks", CAC 2007).  Lanes are cut where a page of either
- * side ends, at the first such boundary past each equal share, so lanes
- * differ by less than a page and no descriptor loses the alignment it had.
+ * Performance Networks", CAC 2007).  Lanes are cut where a page or an
+ * iovec of either side ends, at the first such boundary at or past each
+ * equal share: a cut lies less than a page past its share, and no
+ * descriptor loses the alignment it had.
  * The first lane takes the channel dma_find_channel() gives this CPU (the
  * choice a one-lane copy always made), the next ones the following
  * channels of the table below.  Every lane is submitted before any is
