@@ -55,10 +55,28 @@ func mustParam(t *testing.T, module, name, value string) {
 	}
 }
 
-// dmaStats are the driver's counters a split copy changes.
+// dmaStats are the driver's counters a split copy changes, and what it
+// charged to this process.
 type dmaStats struct {
 	counters map[string]int64
 	chans    []int64 // bytes per channel of the driver's table
+	vmPin    string  // this process's pinned_vm (knem_account.c)
+}
+
+// vmPin is the VmPin line of /proc/self/status.
+func vmPin(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmPin:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatal("/proc/self/status has no VmPin")
+	return ""
 }
 
 var chanLine = regexp.MustCompile(`^dma channel (\d+) (\S+) bytes: (\d+)$`)
@@ -69,7 +87,7 @@ func readDMAStats(t *testing.T) dmaStats {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := dmaStats{counters: map[string]int64{}}
+	s := dmaStats{counters: map[string]int64{}, vmPin: vmPin(t)}
 	for _, l := range strings.Split(text, "\n") {
 		if m := chanLine.FindStringSubmatch(l); m != nil {
 			i, _ := strconv.Atoi(m[1])
@@ -216,18 +234,21 @@ func dmaCopy(t *testing.T, d *Device, s *StatusArray, c Cookie, dst [][]byte, fl
 	return st
 }
 
-// waitPinned waits for the driver's pinned pages to come back to want:
-// an asynchronous copy unpins its local buffer just after its slot.
-func waitPinned(t *testing.T, want int64, what string) {
+// waitPinned waits for the driver's pinned pages, and this process's
+// pinned_vm, to come back to what they were before a copy: an
+// asynchronous copy unpins its local buffer just after its slot.
+func waitPinned(t *testing.T, before dmaStats, what string) {
 	t.Helper()
-	var got int64
+	var now dmaStats
 	for range 500 {
-		if got = readDMAStats(t).counters["pinned pages"]; got == want {
+		now = readDMAStats(t)
+		if now.counters["pinned pages"] == before.counters["pinned pages"] && now.vmPin == before.vmPin {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("%s: the driver holds %d pages pinned, want %d", what, got, want)
+	t.Fatalf("%s: the driver holds %d pages pinned and VmPin is %s; before the copy %d and %s",
+		what, now.counters["pinned pages"], now.vmPin, before.counters["pinned pages"], before.vmPin)
 }
 
 // copyShape is a split copy: its length, where the source and the
@@ -263,7 +284,7 @@ func splitCase(t *testing.T, nchans int, shape copyShape) {
 			t.Fatalf("%s: status %v", f.name, st)
 		}
 		dst.check(t, f.name, src.body)
-		waitPinned(t, before.counters["pinned pages"], f.name)
+		waitPinned(t, before, f.name)
 		delta, chans := readDMAStats(t).since(t, before)
 		want := wantLanes(srcIov, dstIov, nchans, len(before.chans))
 		if !slices.Equal(chans, want) {
@@ -312,7 +333,7 @@ func faultCase(t *testing.T, nchans int, knob string) {
 		if st != StatusFailed {
 			t.Fatalf("%s: channel %s of %d with %s=1: status %v, want %v", f.name, faulty, nchans, knob, st, StatusFailed)
 		}
-		waitPinned(t, before.counters["pinned pages"], f.name+" after the failed copy")
+		waitPinned(t, before, f.name+" after the failed copy")
 		delta, chans := readDMAStats(t).since(t, before)
 		wantTimeouts := int64(0)
 		if knob == "stall" {
