@@ -303,19 +303,18 @@ func splitCase(t *testing.T, nchans int, shape copyShape) {
 	}
 }
 
-// faultCase makes one channel fail (or stall) every descriptor it runs:
-// each flavour's copy fails as a one-channel copy fails, with status
+// faultCase makes channel faulty fail (or stall) every descriptor it
+// runs: each flavour's copy fails as a one-channel copy fails, with status
 // FAILED and no errno, nothing is counted to any channel, every page the
 // copy pinned is released, and the next copy succeeds.
-func faultCase(t *testing.T, nchans int, knob string) {
+func faultCase(t *testing.T, nchans, faulty int, knob string) {
 	d := open(t)
 	s := mapStatus(t, d)
 	length := nchans * splitMin
 	src := newPageBuf(t, 0, length+4096)
 	copy(src.body, payload(uint64(nchans), len(src.body)))
 	c := region(t, d, [][]byte{src.body}, ProtRead, 0)
-	faulty := strconv.Itoa(nchans - 1)
-	mustParam(t, "softdma", "fault_channel", faulty)
+	mustParam(t, "softdma", "fault_channel", strconv.Itoa(faulty))
 	t.Cleanup(func() {
 		setParam("softdma", knob, "0")
 		setParam("softdma", "fault_channel", "-1")
@@ -331,7 +330,7 @@ func faultCase(t *testing.T, nchans int, knob string) {
 		st := dmaCopy(t, d, s, c, [][]byte{dst.body}, f.flags)
 		mustParam(t, "softdma", knob, "0")
 		if st != StatusFailed {
-			t.Fatalf("%s: channel %s of %d with %s=1: status %v, want %v", f.name, faulty, nchans, knob, st, StatusFailed)
+			t.Fatalf("%s: channel %d of %d with %s=1: status %v, want %v", f.name, faulty, nchans, knob, st, StatusFailed)
 		}
 		waitPinned(t, before, f.name+" after the failed copy")
 		delta, chans := readDMAStats(t).since(t, before)
@@ -392,8 +391,12 @@ func TestDMAChannels(t *testing.T) {
 			} {
 				t.Run(c.String(), func(t *testing.T) { splitCase(t, n, c) })
 			}
-			t.Run("fail_every", func(t *testing.T) { faultCase(t, n, "fail_every") })
-			t.Run("stall", func(t *testing.T) { faultCase(t, n, "stall") })
+			// Each channel in turn, whichever lane it takes: the lane
+			// on the calling CPU's channel is no different.
+			for k := range n {
+				t.Run(fmt.Sprintf("fail_every-channel%d", k), func(t *testing.T) { faultCase(t, n, k, "fail_every") })
+			}
+			t.Run("stall", func(t *testing.T) { faultCase(t, n, n-1, "stall") })
 			t.Run("unpinned", func(t *testing.T) { waitUnpinned(t, "after the split copies") })
 		})
 	}
