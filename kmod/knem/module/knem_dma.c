@@ -33,8 +33,9 @@
  * per CPU.  The table of channels is therefore what every CPU's
  * dma_find_channel() answers, plus the other channels of those devices
  * that pass the tests dma_channel_rebalance() makes (public, with a
- * client), sorted by device and channel number.  It is built again when
- * this CPU's channel is not in it (a provider came or went).
+ * client), sorted by device and channel number.  It is built again, at
+ * most once a second, when this CPU's channel is not in it (a provider
+ * came or went); meanwhile such a copy takes that one channel.
  *
  * Every descriptor reports its own result: dmaengine does not promise that
  * a channel halts after an error, so one failed descriptor among many, on
@@ -138,25 +139,26 @@ static bool knem_dma_table_has(const struct knem_dma_table *t,
 	return false;
 }
 
-/* @chan and the other channels of its device that a public client may use. */
-static void knem_dma_table_add_device(struct knem_dma_table *t,
-				      struct dma_chan *chan)
+static void knem_dma_table_add(struct knem_dma_table *t,
+			       struct dma_chan *chan)
+{
+	if (t->nr < KNEM_MAX_DMA_CHANS && !knem_dma_table_has(t, chan))
+		t->chan[t->nr++] = chan;
+}
+
+/* The other channels of @chan's device that a public client may use. */
+static void knem_dma_table_add_siblings(struct knem_dma_table *t,
+					struct dma_chan *chan)
 {
 	struct dma_device *device = chan->device;
 	struct dma_chan *sib;
 
-	if (!knem_dma_table_has(t, chan) && t->nr < KNEM_MAX_DMA_CHANS)
-		t->chan[t->nr++] = chan;
 	if (dma_has_cap(DMA_PRIVATE, device->cap_mask) ||
 	    !dma_has_cap(DMA_MEMCPY, device->cap_mask))
 		return;
-	list_for_each_entry(sib, &device->channels, device_node) {
-		if (t->nr >= KNEM_MAX_DMA_CHANS)
-			return;
-		if (READ_ONCE(sib->client_count) &&
-		    !knem_dma_table_has(t, sib))
-			t->chan[t->nr++] = sib;
-	}
+	list_for_each_entry(sib, &device->channels, device_node)
+		if (READ_ONCE(sib->client_count))
+			knem_dma_table_add(t, sib);
 }
 
 static int knem_dma_chan_cmp(const void *a, const void *b)
@@ -171,13 +173,24 @@ static int knem_dma_chan_cmp(const void *a, const void *b)
 	return 0;
 }
 
-/* Build the table again from what every CPU's dma_find_channel() says. */
+/*
+ * Build the table again from what every CPU's dma_find_channel() says:
+ * the CPUs' channels first, so that siblings never crowd one out of a
+ * full table.  At most once a second: a CPU whose channel finds no room
+ * (over KNEM_MAX_DMA_CHANS) must not send IPIs at every copy.
+ */
 static void knem_dma_table_rebuild(void)
 {
-	struct knem_dma_table *t, *old;
-	struct dma_chan **per_cpu;
+	static unsigned long last;
+	struct knem_dma_table *t = NULL, *old;
+	struct dma_chan **per_cpu = NULL;
 	unsigned int cpu;
 
+	mutex_lock(&knem_dma_table_lock);
+	if (rcu_access_pointer(knem_dma_table) &&
+	    time_before(jiffies, last + HZ))
+		goto out;
+	last = jiffies;
 	per_cpu = kcalloc(nr_cpu_ids, sizeof(*per_cpu), GFP_KERNEL);
 	t = kzalloc(sizeof(*t), GFP_KERNEL);
 	if (!per_cpu || !t)
@@ -186,18 +199,20 @@ static void knem_dma_table_rebuild(void)
 	on_each_cpu(knem_dma_cpu_chan, per_cpu, 1);
 	for_each_online_cpu(cpu)
 		if (per_cpu[cpu])
-			knem_dma_table_add_device(t, per_cpu[cpu]);
+			knem_dma_table_add(t, per_cpu[cpu]);
+	for_each_online_cpu(cpu)
+		if (per_cpu[cpu])
+			knem_dma_table_add_siblings(t, per_cpu[cpu]);
 	cpus_read_unlock();
 	sort(t->chan, t->nr, sizeof(t->chan[0]), knem_dma_chan_cmp, NULL);
 
-	mutex_lock(&knem_dma_table_lock);
 	old = rcu_replace_pointer(knem_dma_table, t,
 				  lockdep_is_held(&knem_dma_table_lock));
-	mutex_unlock(&knem_dma_table_lock);
 	t = NULL;
 	if (old)
 		kfree_rcu(old, rcu);
 out:
+	mutex_unlock(&knem_dma_table_lock);
 	kfree(t);
 	kfree(per_cpu);
 }
