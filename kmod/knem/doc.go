@@ -28,6 +28,10 @@
 // shared with the kernel ([Device.MapStatus]). Allocating, polling and
 // releasing slots takes no lock and no system call.
 //
+// A long [FlagDMA] copy is split by this driver over several DMA channels
+// of the machine's engines, as a message over network rails; nothing in
+// the calls changes, and [DMAChannels] says over how many.
+//
 // # Attached regions
 //
 // Where the driver reports [FeatureAttach] (a knemesis extension), a

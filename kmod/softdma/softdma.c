@@ -26,7 +26,10 @@
  *  - stall=1: the channels stop executing (until stall=0 or
  *    dmaengine_terminate_sync(), which drops what was queued);
  *  - max_queued=N: prep fails once that many descriptors are outstanding
- *    on a channel.
+ *    on a channel;
+ *  - fault_channel=K: fail_every and stall act on channel K only (-1, the
+ *    default: on every channel), so that one lane of a copy split over
+ *    several channels fails or stalls while the others run.
  */
 #include <linux/module.h>
 #include <linux/platform_device.h>
@@ -82,6 +85,17 @@ static unsigned int max_queued = 1U << 20;
 module_param(max_queued, uint, 0644);
 MODULE_PARM_DESC(max_queued, "Refuse prep beyond this many outstanding descriptors per channel");
 
+static int softdma_set_fault_channel(const char *val,
+				     const struct kernel_param *kp);
+
+static int fault_channel = -1;
+static const struct kernel_param_ops softdma_fault_channel_ops = {
+	.set = softdma_set_fault_channel,
+	.get = param_get_int,
+};
+module_param_cb(fault_channel, &softdma_fault_channel_ops, &fault_channel, 0644);
+MODULE_PARM_DESC(fault_channel, "The one channel fail_every and stall act on, -1 = all (-1)");
+
 struct softdma_desc {
 	struct dma_async_tx_descriptor txd;
 	struct list_head node;
@@ -102,6 +116,7 @@ struct softdma_chan {
 	wait_queue_head_t work_wq;
 	wait_queue_head_t idle_wq;
 	struct task_struct *thread;
+	unsigned int index;		/* in struct softdma: fault_channel */
 };
 
 struct softdma {
@@ -146,16 +161,50 @@ static int softdma_set_fail_every(const char *val,
 	return 0;
 }
 
-static int softdma_set_stall(const char *val, const struct kernel_param *kp)
+static void softdma_wake_all(void)
 {
 	unsigned int i;
+
+	for (i = 0; softdma && i < softdma->nr; i++)
+		wake_up(&softdma->chans[i].work_wq);
+}
+
+/* A channel that stalled may run again. */
+static int softdma_set_fault_channel(const char *val,
+				     const struct kernel_param *kp)
+{
+	int chan, err = kstrtoint(val, 0, &chan);
+
+	if (err)
+		return err;
+	if (chan < -1 || chan >= SOFTDMA_MAX_CHANS ||
+	    (softdma && chan >= (int)softdma->nr))
+		return -EINVAL;
+	WRITE_ONCE(fault_channel, chan);
+	softdma_wake_all();
+	return 0;
+}
+
+/* fail_every and stall act on @sc. */
+static bool softdma_faulty(const struct softdma_chan *sc)
+{
+	int chan = READ_ONCE(fault_channel);
+
+	return chan < 0 || chan == (int)sc->index;
+}
+
+static bool softdma_stalled(const struct softdma_chan *sc)
+{
+	return READ_ONCE(stall) && softdma_faulty(sc);
+}
+
+static int softdma_set_stall(const char *val, const struct kernel_param *kp)
+{
 	int err = param_set_bool(val, kp);
 
-	if (err || !softdma)
-		return err;
-	for (i = 0; i < softdma->nr; i++)
-		wake_up(&softdma->chans[i].work_wq);
-	return 0;
+	if (!err)
+		softdma_wake_all();
+	return err;
 }
 
 static struct softdma_chan *to_softdma_chan(struct dma_chan *chan)
@@ -332,7 +381,7 @@ static enum dmaengine_tx_result softdma_execute(struct softdma_chan *sc,
 	u64 align_mask = (1ULL << READ_ONCE(copy_align)) - 1;
 
 	sc->executed++;
-	if (every && !(sc->executed % every))
+	if (every && !(sc->executed % every) && softdma_faulty(sc))
 		return DMA_TRANS_WRITE_FAILED;
 	if ((d->src | d->dst | d->len) & align_mask)
 		return DMA_TRANS_WRITE_FAILED;
@@ -372,10 +421,10 @@ static int softdma_thread(void *data)
 	while (!kthread_should_stop()) {
 		wait_event_interruptible(sc->work_wq,
 					 (!list_empty(&sc->issued) &&
-					  !READ_ONCE(stall)) ||
+					  !softdma_stalled(sc)) ||
 					 kthread_should_stop());
 		spin_lock_irq(&sc->lock);
-		d = READ_ONCE(stall) ? NULL :
+		d = softdma_stalled(sc) ? NULL :
 			list_first_entry_or_null(&sc->issued,
 						 struct softdma_desc, node);
 		if (d) {
@@ -446,6 +495,7 @@ static int softdma_init_chans(struct softdma *sd)
 	for (i = 0; i < sd->nr; i++) {
 		struct softdma_chan *sc = &sd->chans[i];
 
+		sc->index = i;
 		spin_lock_init(&sc->lock);
 		INIT_LIST_HEAD(&sc->submitted);
 		INIT_LIST_HEAD(&sc->issued);

@@ -14,6 +14,7 @@
 #include <linux/sched.h>
 #include <linux/cred.h>
 #include <linux/compat.h>
+#include <linux/sizes.h>
 
 #include "knem_priv.h"
 
@@ -37,6 +38,56 @@ unsigned int knem_dma_timeout_ms = 10000;
 module_param_named(dma_timeout_ms, knem_dma_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(dma_timeout_ms,
 		 "A DMA copy not done after this long is stopped and fails (10000)");
+
+/* A channel count or a piece size, checked against [min, max]. */
+static int knem_param_set_range(const char *val, const struct kernel_param *kp,
+				unsigned int min, unsigned int max)
+{
+	unsigned int v;
+	int err = kstrtouint(val, 0, &v);
+
+	if (err)
+		return err;
+	if (v < min || v > max)
+		return -EINVAL;
+	WRITE_ONCE(*(unsigned int *)kp->arg, v);
+	return 0;
+}
+
+static int knem_set_dma_channels(const char *val,
+				 const struct kernel_param *kp)
+{
+	return knem_param_set_range(val, kp, 0, KNEM_MAX_DMA_CHANS);
+}
+
+static const struct kernel_param_ops knem_dma_channels_ops = {
+	.set = knem_set_dma_channels,
+	.get = param_get_uint,
+};
+
+unsigned int knem_dma_channels;
+module_param_cb(dma_channels, &knem_dma_channels_ops, &knem_dma_channels,
+		0644);
+MODULE_PARM_DESC(dma_channels,
+		 "Most DMA channels one copy is split over, 0 = all (0, max "
+		 __stringify(KNEM_MAX_DMA_CHANS) ")");
+
+static int knem_set_dma_split_min(const char *val,
+				  const struct kernel_param *kp)
+{
+	return knem_param_set_range(val, kp, PAGE_SIZE, SZ_1G);
+}
+
+static const struct kernel_param_ops knem_dma_split_min_ops = {
+	.set = knem_set_dma_split_min,
+	.get = param_get_uint,
+};
+
+unsigned int knem_dma_split_min = SZ_64K;
+module_param_cb(dma_split_min, &knem_dma_split_min_ops, &knem_dma_split_min,
+		0644);
+MODULE_PARM_DESC(dma_split_min,
+		 "Least bytes each channel gets when a DMA copy is split, page size to 1 GiB (65536)");
 
 bool knem_dma_enable = true;
 module_param_named(dma, knem_dma_enable, bool, 0444);

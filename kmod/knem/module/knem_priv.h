@@ -9,7 +9,8 @@
  *   knem_account.c pinned_vm / RLIMIT_MEMLOCK and per-user region counts
  *   knem_copy.c    copy commands: argument checks, length, engine choice
  *   knem_cpu.c     CPU copy engine, in the caller or on a shared workqueue
- *   knem_dma.c     dmaengine copy engine: per-descriptor results, timeouts
+ *   knem_dma.c     dmaengine copy engine: lanes over several channels,
+ *                  per-descriptor results, timeouts
  *   knem_status.c  the mmap'ed status array and NOTIFY_FD completions
  *   knem_stats.c   counters and the statistics text read() returns
  */
@@ -52,6 +53,8 @@ extern unsigned int knem_max_iovecs;
 extern unsigned long knem_max_user_regions;
 extern unsigned long knem_max_status_slots;
 extern unsigned int knem_dma_timeout_ms;
+extern unsigned int knem_dma_channels;
+extern unsigned int knem_dma_split_min;
 extern bool knem_dma_enable;
 
 /* Per open file. */
@@ -234,6 +237,10 @@ void knem_dma_exit(void);
 bool knem_dma_usable(void);
 int knem_dma_copy(struct knem_xfer *xfer, bool killable);
 void knem_dma_ctx_sync(struct knem_ctx *ctx);
+bool knem_dma_refresh(void);
+unsigned int knem_dma_nr_chans(void);
+unsigned int knem_dma_table_size(void);
+int knem_dma_chan_name(unsigned int slot, char *buf, size_t size);
 
 /* knem_status.c */
 int knem_status_mmap(struct knem_ctx *ctx, struct vm_area_struct *vma);
@@ -263,9 +270,11 @@ enum knem_stat {
 	KNEM_STAT_DMA_FALLBACKS,
 	KNEM_STAT_DMA_CPU_PIECES,
 	KNEM_STAT_DMA_TIMEOUTS,
+	KNEM_STAT_DMA_SPLIT,
 	KNEM_STAT_NR
 };
 void knem_stat_add(enum knem_stat stat, u64 value);
+void knem_stat_chan_add(unsigned int slot, u64 bytes);
 void knem_pinned_add(long pages);
 long knem_pinned_total(void);
 ssize_t knem_stats_read(struct knem_ctx *ctx, char __user *buf, size_t count,

@@ -27,11 +27,41 @@ static const char *const knem_stat_names[KNEM_STAT_NR] = {
 	[KNEM_STAT_DMA_FALLBACKS] = "dma fallbacks to cpu",
 	[KNEM_STAT_DMA_CPU_PIECES] = "dma pieces copied by cpu",
 	[KNEM_STAT_DMA_TIMEOUTS] = "dma timeouts",
+	[KNEM_STAT_DMA_SPLIT] = "dma copies split",
 };
+
+/* Bytes each channel of knem_dma.c's table moved, by slot. */
+static atomic64_t knem_chan_bytes[KNEM_MAX_DMA_CHANS];
 
 void knem_stat_add(enum knem_stat stat, u64 value)
 {
 	atomic64_add(value, &knem_stats[stat]);
+}
+
+void knem_stat_chan_add(unsigned int slot, u64 bytes)
+{
+	if (slot < KNEM_MAX_DMA_CHANS)
+		atomic64_add(bytes, &knem_chan_bytes[slot]);
+}
+
+/* One line per channel of the table: its name, then the bytes it moved. */
+static size_t knem_stats_chans(char *text, size_t size, size_t len)
+{
+	unsigned int nr, i;
+	char name[32];
+
+	knem_dma_refresh();
+	nr = knem_dma_table_size();
+	len += scnprintf(text + len, size - len, "dma channels: %u\n",
+			 knem_dma_nr_chans());
+	for (i = 0; i < nr && i < KNEM_MAX_DMA_CHANS; i++) {
+		if (!knem_dma_chan_name(i, name, sizeof(name)))
+			break;
+		len += scnprintf(text + len, size - len,
+				 "dma channel %u %s bytes: %lld\n", i, name,
+				 (long long)atomic64_read(&knem_chan_bytes[i]));
+	}
+	return len;
 }
 
 void knem_pinned_add(long pages)
@@ -63,6 +93,7 @@ ssize_t knem_stats_read(struct knem_ctx *ctx, char __user *buf, size_t count,
 		len += scnprintf(text + len, size - len, "%s: %lld\n",
 				 knem_stat_names[i],
 				 (long long)atomic64_read(&knem_stats[i]));
+	len = knem_stats_chans(text, size, len);
 	len += scnprintf(text + len, size - len, "pinned pages: %ld\n",
 			 knem_pinned_total());
 	spin_lock(&ctx->regions_lock);
