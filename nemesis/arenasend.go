@@ -183,14 +183,7 @@ func (ep *Endpoint) sendArena(r *Request) (res sendResult, ok bool, err error) {
 		p.postFbox(fb, kindArena, r.tag, n, r.msgLen)
 		return sendHanded, true, nil
 	}
-	c.kind, c.src, c.seq, c.tag, c.len, c.total = kindArena, uint32(ep.rank), p.sendSeq, int32(r.tag), uint32(n), uint64(r.msgLen)
-	p.sendSeq++
-	ep.stats.Cells++
-	if err := p.recvQ.enqueue(s, off, c); err != nil {
-		return sendBlocked, true, ep.fail(err)
-	}
-	p.wake()
-	return sendHanded, true, nil
+	return sendHanded, true, ep.postCell(r.peer, off, c, kindArena, r.tag, n, uint64(r.msgLen))
 }
 
 // putArenaDesc writes the descriptor of r, armed on slot with gen, into

@@ -127,14 +127,9 @@ func (ep *Endpoint) claimSet(dst int) bool {
 		return false // no cell free: claim at a later packet
 	}
 	set := ep.fbNext
-	c.kind, c.src, c.seq, c.tag, c.len, c.total = kindFboxSetup, uint32(ep.rank), p.sendSeq, 0, 0, uint64(set)
-	p.sendSeq++
-	ep.stats.Cells++
-	if err := p.recvQ.enqueue(s, off, c); err != nil {
-		ep.fail(err)
+	if ep.postCell(dst, off, c, kindFboxSetup, 0, 0, uint64(set)) != nil {
 		return false
 	}
-	p.wake()
 	ep.fbNext++
 	ep.stats.FastboxSets++
 	ep.setOut(dst, set)

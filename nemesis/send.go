@@ -88,20 +88,16 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 		} else {
 			memcopy.Copy(s.payload(off), r.buf[0][r.sent:r.sent+chunk])
 		}
-		c.kind = kindCont
+		kind := uint32(kindCont)
 		if !r.seqd {
-			c.kind = kindMsg
+			kind = kindMsg
 			ep.stats.QueueMsgs++
 		}
-		ep.stats.Cells++
-		c.src, c.seq, c.tag, c.len, c.total = uint32(ep.rank), p.sendSeq, int32(r.tag), uint32(chunk), uint64(n)
-		p.sendSeq++
 		r.seqd = true
 		r.sent += chunk
-		if err := p.recvQ.enqueue(s, off, c); err != nil {
-			return sendBlocked, ep.fail(err)
+		if err := ep.postCell(r.peer, off, c, kind, r.tag, chunk, uint64(n)); err != nil {
+			return sendBlocked, err
 		}
-		p.wake()
 		if r.sent == n {
 			return sendDone, nil
 		}
@@ -154,15 +150,11 @@ func (ep *Endpoint) sendRTS(r *Request) (sendResult, error) {
 		}
 		return sendBlocked, err
 	}
-	c.kind, c.src, c.seq, c.tag, c.len, c.total = kindRTS, uint32(ep.rank), p.sendSeq, int32(r.tag), uint32(k), uint64(r.msgLen)
-	p.sendSeq++
 	r.seqd = true
 	ep.stats.RTS++
-	ep.stats.Cells++
-	if err := p.recvQ.enqueue(s, off, c); err != nil {
-		return sendBlocked, ep.fail(err)
+	if err := ep.postCell(r.peer, off, c, kindRTS, r.tag, k, uint64(r.msgLen)); err != nil {
+		return sendBlocked, err
 	}
-	p.wake()
 	return sendHanded, nil
 }
 
@@ -205,13 +197,20 @@ func (ep *Endpoint) sendCell(dst int, kind uint32, tag int, pkt []byte, total in
 		return false, nil
 	}
 	memcopy.Copy(s.payload(off), pkt)
+	return true, ep.postCell(dst, off, c, kind, tag, len(pkt), uint64(total))
+}
+
+// postCell hands cell c (at off), its n payload bytes written, to dst as
+// a packet of kind, next in the pair's sequence, and wakes dst if it
+// dozes.
+func (ep *Endpoint) postCell(dst int, off uint64, c *cellHdr, kind uint32, tag, n int, total uint64) error {
 	p := &ep.peers[dst]
-	c.kind, c.src, c.seq, c.tag, c.len, c.total = kind, uint32(ep.rank), p.sendSeq, int32(tag), uint32(len(pkt)), uint64(total)
+	c.kind, c.src, c.seq, c.tag, c.len, c.total = kind, uint32(ep.rank), p.sendSeq, int32(tag), uint32(n), total
 	p.sendSeq++
 	ep.stats.Cells++
-	if err := p.recvQ.enqueue(s, off, c); err != nil {
-		return false, ep.fail(err)
+	if err := p.recvQ.enqueue(ep.seg, off, c); err != nil {
+		return ep.fail(err)
 	}
 	p.wake()
-	return true, nil
+	return nil
 }
