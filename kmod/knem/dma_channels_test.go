@@ -18,6 +18,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/knemesis/knemesis/internal/vmpin"
 )
 
 // envSoftdmaReload names the program the CI guests' init provides to load
@@ -60,23 +62,17 @@ func mustParam(t *testing.T, module, name, value string) {
 type dmaStats struct {
 	counters map[string]int64
 	chans    []int64 // bytes per channel of the driver's table
-	vmPin    string  // this process's pinned_vm (knem_account.c)
+	vmPin    uint64  // this process's pinned_vm in bytes (knem_account.c)
 }
 
-// vmPin is the VmPin line of /proc/self/status.
-func vmPin(t *testing.T) string {
+// vmPin is this process's pinned_vm in bytes (VmPin).
+func vmPin(t *testing.T) uint64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	n, err := vmpin.Bytes()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmPin:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	t.Fatal("/proc/self/status has no VmPin")
-	return ""
+	return n
 }
 
 var chanLine = regexp.MustCompile(`^dma channel (\d+) (\S+) bytes: (\d+)$`)
@@ -247,7 +243,7 @@ func waitPinned(t *testing.T, before dmaStats, what string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("%s: the driver holds %d pages pinned and VmPin is %s; before the copy %d and %s",
+	t.Fatalf("%s: the driver holds %d pages pinned and VmPin is %d bytes; before the copy %d and %d",
 		what, now.counters["pinned pages"], now.vmPin, before.counters["pinned pages"], before.vmPin)
 }
 

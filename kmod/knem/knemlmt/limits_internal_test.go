@@ -7,12 +7,12 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/knemesis/knemesis/internal/knemtest"
+	"github.com/knemesis/knemesis/internal/vmpin"
 	"github.com/knemesis/knemesis/kmod/knem"
 )
 
@@ -257,21 +257,11 @@ func dropIPCLock() error {
 // charges against RLIMIT_MEMLOCK.
 func vmPin(t *testing.T) uint64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	n, err := vmpin.Bytes()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmPin:"); ok {
-			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("VmPin %q: %v", v, err)
-			}
-			return kb * 1024 / uint64(pageSize)
-		}
-	}
-	t.Fatal("/proc/self/status has no VmPin")
-	return 0
+	return n / uint64(pageSize)
 }
 
 // setMemlock lowers RLIMIT_MEMLOCK (per process) to n bytes until the
