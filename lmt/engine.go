@@ -88,6 +88,11 @@ func New(cfg Config) (*Engine, error) {
 		e.slots[r.ID] = e.newSlot(r, b)
 		e.named = append(e.named, e.slots[r.ID])
 	}
+	for _, r := range registry {
+		if r.Offload != "" {
+			e.withOffload(e.slots[r.ID], r.Offload)
+		}
+	}
 	for _, name := range cfg.Prefer {
 		if s := e.slot(name); s != nil && !s.remote {
 			e.prefer = append(e.prefer, s)
