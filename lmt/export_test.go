@@ -32,3 +32,10 @@ func SetRailRate(e *Engine, rank int, r Rail, rate float64) { e.rails[rank][r] =
 
 // RailRates returns what e measured of the rails of rank's Split messages.
 func RailRates(e *Engine, rank int) [NumRails]float64 { return e.rails[rank] }
+
+// SetOffloader gives e's Split backend name the rail of off, usable with
+// the peers name is, as an Engine gives multirail-knem knem's.
+func SetOffloader(e *Engine, name string, off Offloader) {
+	s := e.slot(name)
+	s.offload(off, s)
+}

@@ -87,11 +87,14 @@ func (e *Engine) withOffload(s *backendSlot, name string) {
 	if o == nil || s.kind != Split {
 		return
 	}
-	off, ok := o.b.(Offloader)
-	if !ok {
-		return
+	if off, ok := o.b.(Offloader); ok {
+		s.offload(off, o)
 	}
-	r := &railed{Backend: s.b, off: off, slot: o}
+}
+
+// offload gives s the rail of off, usable with the peers avail is.
+func (s *backendSlot) offload(off Offloader, avail *backendSlot) {
+	r := &railed{Backend: s.b, off: off, slot: avail}
 	s.b, s.releaser, s.quiescer = r, r, r
 }
 
