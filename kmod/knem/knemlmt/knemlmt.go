@@ -32,6 +32,12 @@
 // copies with the driver. Otherwise the region is single-use: consumed by
 // the copy, or unpinned when the sender's Engine closes or its process
 // exits.
+//
+// The backend is also the third rail of multirail-knem (lmt.KnemRail, an
+// lmt.Offloader): the sender declares its message as above and offers the
+// cookie in the multirail RTS, and the receiver has the module copy the
+// piece the cut gave that rail, asynchronously, while it reads its own
+// piece with process_vm_readv and the sender writes the last one (rail.go).
 package knemlmt
 
 import (
