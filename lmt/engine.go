@@ -247,7 +247,8 @@ func (e *Engine) InChannel() int {
 
 // Close fails the transfers in flight with ErrClosed and releases every
 // backend. It drives nothing, so it cannot wait for a backend's
-// operations: a transfer whose [Quiescer] is not quiet is not completed
+// operations: a transfer whose [Quiescer] is not quiet, even once the
+// backends are closed, is not completed
 // (its buffers may still be written) but stays in Pending, and a later
 // Progress completes it with ErrClosed once its backend is quiet (the
 // caller keeps polling what reports the backend's operations: the network
@@ -268,6 +269,14 @@ func (e *Engine) Close() error {
 			first = err
 		}
 	}
+	// A backend's Close may have ended what kept a failing transfer
+	// from being quiet (closing /dev/knem waits for its copies).
+	for _, t := range e.live {
+		if t.state == stFailing {
+			e.quiesce(t)
+		}
+	}
+	e.sweep()
 	return first
 }
 

@@ -313,3 +313,47 @@ func TestOffloadRailCorruptCut(t *testing.T) {
 		t.Fatalf("send done %v with %v, want %s", s.Done(), s.Err(), want)
 	}
 }
+
+// TestOffloadRailClose: an Engine closed while its receive's knem copy
+// runs does not complete the receive over buffers still being written: it
+// stays pending, and the first Progress once the copy is over completes
+// it with ErrClosed.
+func TestOffloadRailClose(t *testing.T) {
+	f := newFakeRail()
+	f.gate = make(chan struct{})
+	l := newOffloadLoop(t, f)
+	msg, got := make([]byte, offloadLen), make([]byte, offloadLen)
+	rts := make([]byte, 4096)
+	_, k, err := l.engs[0].StartSend(1, [][]byte{msg}, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{got})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; len(f.copies) == 0; i++ {
+		if i > 1000 {
+			t.Fatal("the knem copy never started")
+		}
+		l.step(t)
+	}
+	if err := l.engs[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Done() || l.engs[1].Pending() != 1 {
+		t.Fatalf("closed with the knem copy running: receive done %v (%v), %d pending; want it pending", r.Done(), r.Err(), l.engs[1].Pending())
+	}
+	close(f.gate)
+	for i := 0; !r.Done(); i++ {
+		if i > 1e6 {
+			t.Fatal("the receive never completed after its copy ended")
+		}
+		if err := l.engs[1].Progress(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !errors.Is(r.Err(), lmt.ErrClosed) || l.engs[1].Pending() != 0 {
+		t.Fatalf("receive: %v, %d pending; want ErrClosed and none", r.Err(), l.engs[1].Pending())
+	}
+}
