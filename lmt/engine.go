@@ -44,6 +44,9 @@ type backendSlot struct {
 	// chunk bounds what one Step moves: Config.Chunk, or what b asks for
 	// as a [Chunker].
 	chunk int
+	// offer is the room an [Offloader]'s offer takes ahead of b's handle
+	// in the RTS (rails_offload.go), 0 without one.
+	offer int
 	chans []channel // by peer rank
 }
 

@@ -357,3 +357,24 @@ func TestOffloadRailClose(t *testing.T) {
 		t.Fatalf("receive: %v, %d pending; want ErrClosed and none", r.Err(), l.engs[1].Pending())
 	}
 }
+
+// TestOffloadRailRTSRoom: multirail-knem's RTS carries the offer ahead of
+// the CMA handle, and a send whose RTS has room for the handle but not for
+// both is refused, naming the room, instead of writing past it.
+func TestOffloadRailRTSRoom(t *testing.T) {
+	l, _ := newRailLoop(t, lmt.MultiRail)
+	msg := make([]byte, offloadLen)
+	send := [][]byte{msg[:1000], msg[1000:5000], msg[5000:]}
+	_, plain, err := l.engs[0].StartSend(1, send, "", make([]byte, 4096))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = newOffloadLoop(t, newFakeRail())
+	if _, k, err := l.engs[0].StartSend(1, send, "", make([]byte, plain+lmt.OfferLen)); err != nil || k != plain+lmt.OfferLen {
+		t.Fatalf("with room for the offer and the handle: %d bytes, %v; want %d", k, err, plain+lmt.OfferLen)
+	}
+	_, _, err = l.engs[0].StartSend(1, send, "", make([]byte, plain))
+	if want := fmt.Sprintf("lmt: no backend available for rank 1: lmt: backend multirail-knem: 3 segments do not fit its handle (max 64, %d RTS bytes)", plain-32-lmt.OfferLen); err == nil || err.Error() != want {
+		t.Fatalf("with room for the handle alone: %v, want %s", err, want)
+	}
+}

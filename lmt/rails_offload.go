@@ -95,7 +95,7 @@ func (e *Engine) withOffload(s *backendSlot, name string) {
 // offload gives s the rail of off, usable with the peers avail is.
 func (s *backendSlot) offload(off Offloader, avail *backendSlot) {
 	r := &railed{Backend: s.b, off: off, slot: avail}
-	s.b, s.releaser, s.quiescer = r, r, r
+	s.b, s.releaser, s.quiescer, s.offer = r, r, r, OfferLen
 }
 
 // usable reports whether the offload rail works with t's peer from here.
