@@ -35,6 +35,10 @@ func init() {
 	// multirail: cma-split cut by the speeds the receiver's engine
 	// measured of the two rails with the peer (lmt.Weighed).
 	register(lmt.MultiRail)
+	// multirail-knem: multirail with the knem module's copy as a third
+	// rail, which the Engine adds where the knem backend is registered
+	// and works (lmt.Identity.Offload); multirail elsewhere.
+	register(lmt.MultiRailKnem)
 }
 
 // register registers the CMA backend name, whose identity gives its flow.
@@ -150,9 +154,9 @@ func processVM(trap uintptr, pid int, local []unix.Iovec, remote []unix.RemoteIo
 	return int(n), nil
 }
 
-// Weighed implements lmt.Weighed: multirail's cut follows the rails'
-// speeds, cma-split's stays at the half.
-func (c *cma) Weighed() bool { return c.name == lmt.MultiRail }
+// Weighed implements lmt.Weighed: multirail's (and multirail-knem's) cut
+// follows the rails' speeds, cma-split's stays at the half.
+func (c *cma) Weighed() bool { return c.name == lmt.MultiRail || c.name == lmt.MultiRailKnem }
 
 func (c *cma) Abort(t *lmt.Transfer) {}
 func (c *cma) Close() error          { return nil }

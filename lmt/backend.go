@@ -19,12 +19,13 @@ const (
 	// sends DONE (CMA write).
 	Push
 	// Split: the RTS carries the sender's handle and the CTS the
-	// receiver's with the cut; the receiver copies the first piece of the
-	// message (its read rail) while the sender copies the rest (its write
-	// rail), so that both CPUs make one copy each at once (CMA read and
-	// write). Each side's DONE says its piece is in; a side completes
-	// when both are. The cut is the half ([SplitPoint]) or, for a
-	// [Weighed] backend, follows the rails' measured speeds.
+	// receiver's with the cut; the receiver copies the first pieces of
+	// the message (its read rail, and an [Offloader]'s where the backend
+	// has one) while the sender copies the rest (its write rail), so that
+	// both CPUs make one copy each at once (CMA read and write). Each
+	// side's DONE says its pieces are in; a side completes when both
+	// are. The cut is the half ([SplitPoint]) or, for a [Weighed]
+	// backend, follows the rails' measured speeds.
 	Split
 )
 

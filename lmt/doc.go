@@ -14,6 +14,9 @@
 //	cma-write  sender pushes with process_vm_writev after the CTS      package cma
 //	cma-split  receiver reads the first half, sender writes the second package cma
 //	multirail  cma-split cut by each rail's measured speed             package cma
+//	multirail-knem
+//	           multirail with the knem module's kernel copy as a third package cma, the
+//	           rail, where /dev/knem works                             knem rail in knemlmt
 //	pipe       writev into a pipe, readv out of it (two copies)        package pipe
 //	vmsplice   sender pages spliced into a pipe, readv (one copy)      package vmsplice
 //	knem       the KNEM-ABI module copies, or offloads to DMA          package kmod/knem/knemlmt
@@ -89,8 +92,8 @@
 //	flow_push.go    Push    CTS carries the receiver's handle; the sender
 //	                        copies, then sends DONE (cma-write)
 //	flow_split.go   Split   both handles travel, the CTS with the cut; each
-//	                        side copies its piece and sends DONE when it is
-//	                        in (cma-split, multirail)
+//	                        side copies its pieces and sends DONE when they
+//	                        are in (cma-split, multirail, multirail-knem)
 //	flow_stream.go  Stream  both sides Step a shared channel, one in, one
 //	                        out; the receiver sends DONE (shm, pipe, vmsplice)
 //
@@ -135,23 +138,35 @@
 //
 // # Rails
 //
-// A Split message moves over two rails at once, each driven by one side:
-// the receiver reads the first piece out of the sender's memory, the
-// sender writes the rest into the receiver's, so that two CPUs copy (the
-// multi-rail split of NewMadeleine: Aumage, Brunet, Furmento, Namyst,
-// "NewMadeleine: a Fast Communication Scheduling Engine for High
-// Performance Networks", CAC 2007). The receiver cuts, since it alone
-// knows how much it accepts, and its CTS carries the cut. cma-split cuts
-// in halves; multirail ([Weighed]) cuts by the speed the receiver's
-// engine measured of each rail with that peer — its own piece's time from
-// the match, the sender's from the CTS, carried in each DONE beside the
-// piece's bytes — seeded 1:1 and averaged over recent messages, so that
-// both pieces finish together. Neither rail gets less than a sixteenth,
-// so that a rail measured slow once is measured again. [Stats].Rails
-// says what each rail moved. A rail that fails fails its side, whose DONE
-// fails the other at once; CMA pins the peer's pages only for the length
-// of each call, so nothing stays pinned. rails.go holds the cut and the
-// measure; flow_split.go the protocol.
+// A Split message moves over several rails at once: the receiver reads
+// its piece out of the sender's memory, the sender writes the last piece
+// into the receiver's, so that two CPUs copy (the multi-rail split of
+// NewMadeleine: Aumage, Brunet, Furmento, Namyst, "NewMadeleine: a Fast
+// Communication Scheduling Engine for High Performance Networks", CAC
+// 2007). multirail-knem adds a rail of another kind where the knem module
+// works: the sender declares its buffers to knem before the RTS, which
+// carries the cookie ahead of the CMA handle, and the receiver has the
+// module copy a third piece asynchronously, on its kernel thread or a DMA
+// channel, while it reads its own (an [Offloader]; rails_offload.go). The
+// receiver cuts, since it alone knows how much it accepts and which rails
+// it can drive, and its CTS carries the cut as the boundaries between the
+// pieces (read, knem, write, in that order), which the sender checks
+// against the length and the rails it offered. cma-split cuts in halves;
+// multirail and multirail-knem ([Weighed]) cut by the speed the
+// receiver's engine measured of each rail with that peer — its read
+// piece's time from the match, the knem copy's from its start to the poll
+// that saw it end, the sender's from the CTS, carried in its DONE beside
+// the piece's bytes — seeded with equal shares and averaged over recent
+// messages, so that the pieces finish together. No rail gets less than a
+// sixteenth, so that a rail measured slow once is measured again.
+// [Stats].Rails says what each rail moved. A rail that fails fails its
+// side, whose DONE fails the other at once; CMA pins the peer's pages
+// only for the length of each call; a receiver whose knem copy still runs
+// when its transfer fails completes only once the copy is over (the
+// kernel writes into its buffers until then), and the sender withdraws
+// its region however its transfer ends, so nothing stays pinned. rails.go
+// holds the cut and the measure, rails_offload.go the third rail,
+// flow_split.go the protocol.
 //
 // # Using it
 //

@@ -44,6 +44,9 @@ type backendSlot struct {
 	// chunk bounds what one Step moves: Config.Chunk, or what b asks for
 	// as a [Chunker].
 	chunk int
+	// offer is the room an [Offloader]'s offer takes ahead of b's handle
+	// in the RTS (rails_offload.go), 0 without one.
+	offer int
 	chans []channel // by peer rank
 }
 
@@ -87,6 +90,11 @@ func New(cfg Config) (*Engine, error) {
 		}
 		e.slots[r.ID] = e.newSlot(r, b)
 		e.named = append(e.named, e.slots[r.ID])
+	}
+	for _, r := range registry {
+		if r.Offload != "" {
+			e.withOffload(e.slots[r.ID], r.Offload)
+		}
 	}
 	for _, name := range cfg.Prefer {
 		if s := e.slot(name); s != nil && !s.remote {
@@ -242,7 +250,8 @@ func (e *Engine) InChannel() int {
 
 // Close fails the transfers in flight with ErrClosed and releases every
 // backend. It drives nothing, so it cannot wait for a backend's
-// operations: a transfer whose [Quiescer] is not quiet is not completed
+// operations: a transfer whose [Quiescer] is not quiet, even once the
+// backends are closed, is not completed
 // (its buffers may still be written) but stays in Pending, and a later
 // Progress completes it with ErrClosed once its backend is quiet (the
 // caller keeps polling what reports the backend's operations: the network
@@ -263,6 +272,14 @@ func (e *Engine) Close() error {
 			first = err
 		}
 	}
+	// A backend's Close may have ended what kept a failing transfer
+	// from being quiet (closing /dev/knem waits for its copies).
+	for _, t := range e.live {
+		if t.state == stFailing {
+			e.quiesce(t)
+		}
+	}
+	e.sweep()
 	return first
 }
 

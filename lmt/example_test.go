@@ -28,4 +28,5 @@ func ExampleCheck() {
 	// pipe available
 	// cma-split unavailable: the peer's process id is unknown
 	// multirail unavailable: the peer's process id is unknown
+	// multirail-knem unavailable: the peer's process id is unknown
 }

@@ -26,5 +26,16 @@ func SetRailRates(e *Engine, rank int, read, write float64) {
 	e.rails[rank] = railRates{ReadRail: read, WriteRail: write}
 }
 
+// SetRailRate gives e, as the receiver of rank's Split messages, the speed
+// of one rail, as SetRailRates does.
+func SetRailRate(e *Engine, rank int, r Rail, rate float64) { e.rails[rank][r] = rate }
+
 // RailRates returns what e measured of the rails of rank's Split messages.
 func RailRates(e *Engine, rank int) [NumRails]float64 { return e.rails[rank] }
+
+// SetOffloader gives e's Split backend name the rail of off, usable with
+// the peers name is, as an Engine gives multirail-knem knem's.
+func SetOffloader(e *Engine, name string, off Offloader) {
+	s := e.slot(name)
+	s.offload(off, s)
+}

@@ -2,61 +2,84 @@ package lmt
 
 import "time"
 
-// split is the flow of cma-split and multirail: the message is cut in
-// two pieces (rails.go says where), and both sides copy theirs at once.
+// split is the flow of cma-split, multirail and multirail-knem: the
+// message is cut in pieces, one per rail (rails.go says where), and both
+// sides copy theirs at once.
 //
 //	sender                          receiver
-//	StartSend: Handle into the RTS  StartRecv: SetPeerHandle, Start, cut,
-//	                                the cut and Handle into the CTS
-//	CTS: cut, SetPeerHandle, Start  Progress: Step [0, cut) (read rail)
-//	Progress: Step [cut, length) (write rail)
-//	DONE when its piece is in       DONE when its piece is in
+//	StartSend: [offer,] Handle      StartRecv: [Accept,] SetPeerHandle,
+//	into the RTS                    Start, cut, the cut and Handle into
+//	                                the CTS
+//	CTS: cut, SetPeerHandle, Start  Progress: Step [0, senderFrom): the
+//	Progress: Step [senderFrom,     read rail, and the offload rail's
+//	length) (write rail)            copy polled (rails_offload.go)
+//	DONE when its piece is in       DONE when its pieces are in
 //	complete when both are          complete when both are
 //
-// Each side says its piece is in with a DONE at once and completes when
+// Each side says its pieces are in with a DONE at once and completes when
 // it also has the other's: the receiver's reaches the sender while the
 // sender is still copying, so that neither waits a crossing for the
-// other's completion. Each DONE carries the bytes its rail moved and the
-// time it took (the receiver's from the match, the sender's from the
-// CTS); the receiver's time stands for the sender's Stats.Moving (both
+// other's completion. Each DONE carries the bytes its side's rails moved
+// and the time it took (the receiver's from the match, the sender's from
+// the CTS); the receiver's time stands for the sender's Stats.Moving (the
 // pieces move at once), and the sender's feeds the receiver's measure of
-// the rails (railRates.learn).
+// the rails (railRates.learn), with the time each of its own rails took.
+//
+// A side whose rail fails fails with that error and its failed DONE fails
+// the other side with it (a [*RemoteError]), whatever its rails were
+// doing: the write rail stops at its next Step, the offload copy is
+// waited for (rails_offload.go).
 type split struct{}
 
 // halves is the state of a split transfer beside its state word, which is
-// stActive while this side copies its piece and stWaitDone once it is in.
+// stActive while this side copies its pieces and stWaitDone once they are
+// in.
 type halves struct {
-	cut    int64 // where the read rail's piece ends and the write rail's begins
-	peerIn bool  // the peer's DONE said its piece is in
-	// took is how long this side's piece took, peerTook the peer's (0
-	// until its DONE).
+	bounds bounds  // the cut: where each rail's piece ends
+	in     railSet // the rails offered (sender) or given a piece (receiver)
+	peerIn bool    // the peer's DONE said its pieces are in
+	// took is how long this side's pieces took, peerTook the peer's (0
+	// until its DONE); railTook what a rail of this side's took, where
+	// its end was seen apart from the side's (the receiver's two).
 	took, peerTook time.Duration
+	railTook       [NumRails]time.Duration
 	// doneOwed: a receiver whose piece is in while its CTS still waits
 	// in the outbox: a transfer has one packet buffer, and the DONE must
 	// not replace the CTS the sender needs to start, so it goes at the
 	// end.
 	doneOwed bool
+	// The receiver's offload copy: when it started, whether it runs
+	// (rails_offload.go), and what its Offloader keeps.
+	offStart   time.Duration
+	offloading bool
+	off        OffloadState
 }
 
 func (split) sendRTS(e *Engine, t *Transfer, payload []byte) (int, error) {
+	t.split.in |= twoRails
 	n, err := t.ch.slot.b.Handle(t, payload)
 	t.state = stWaitCTS
 	return n, err
 }
 
-// matched cuts the message and copies the first piece while the sender
-// copies the second.
+// matched cuts the message and copies the receiver's pieces while the
+// sender copies the last one.
 func (split) matched(e *Engine, t *Transfer) {
-	t.split.cut = e.rails[t.peer].cut(t.length, t.ch.slot.weighed)
-	putCut(t.packet()[hdrLen:], t.split.cut)
-	if e.sendCTSAfter(t, cutLen) {
+	in := twoRails
+	if t.split.in.has(KnemRail) && t.length >= offloadMin {
+		in |= 1 << KnemRail
+	}
+	t.split.in = in
+	t.split.bounds = e.rails[t.peer].cut(t.length, t.ch.slot.weighed, in)
+	putBounds(t.packet()[hdrLen:], &t.split.bounds)
+	if e.sendCTSAfter(t, boundsLen) {
 		t.state = stActive
 		e.finishIfEmpty(t)
 	}
 }
 
 func (split) cts(e *Engine, t *Transfer, payload []byte, same bool) {
-	c, handle, err := readCut(t, payload)
+	b, handle, err := readBounds(t, payload, t.split.in)
 	if err == nil {
 		err = t.ch.slot.b.SetPeerHandle(t, handle)
 	}
@@ -64,47 +87,62 @@ func (split) cts(e *Engine, t *Transfer, payload []byte, same bool) {
 		e.fail(t, err)
 		return
 	}
-	t.split.cut = c
+	t.split.bounds = b
 	t.moveStart = monotonic() // the write rail's time runs from here
-	t.skip(c)
+	t.skip(b.senderFrom())
 	e.activate(t)
 }
 
-// moved: this side's piece is in.
+// moved: this side's pieces are in.
 func (split) moved(e *Engine, t *Transfer) {
 	t.state = stWaitDone
 	now := monotonic()
-	t.split.took = now - t.moveStart
+	sp := &t.split
+	sp.took = now - t.moveStart
 	piece := t.moved
 	if t.side == Sender {
-		piece -= t.split.cut
-	}
-	t.stats.Rails[railOf(t.side)] = piece
-	if t.pktPending {
-		t.split.doneOwed = true // a receiver's CTS is still in the outbox
+		piece -= sp.bounds.senderFrom()
+		t.stats.Rails[WriteRail] = piece
 	} else {
-		e.sendDone(t, piece, t.split.took)
+		sp.receiverRails(t)
 	}
-	if t.split.peerIn {
+	if t.pktPending {
+		sp.doneOwed = true // a receiver's CTS is still in the outbox
+	} else {
+		e.sendDone(t, piece, sp.took)
+	}
+	if sp.peerIn {
 		finishSplit(e, t, now)
 	}
 }
 
-// done: the peer's piece of length bytes is in, after took; the transfer
-// is done when ours is. A peer claiming another piece than the cut gave
+// receiverRails puts the bytes of the receiver's rails in its Stats.
+func (h *halves) receiverRails(t *Transfer) {
+	for _, r := range [...]Rail{ReadRail, KnemRail} {
+		from, to := h.bounds.piece(r, t.length)
+		t.stats.Rails[r] = to - from
+	}
+}
+
+// done: the peer's pieces of length bytes are in, after took; the transfer
+// is done when ours are. A peer claiming other pieces than the cut gave
 // it is corrupt.
 func (split) done(e *Engine, t *Transfer, length int64, took time.Duration) {
-	peerRail := railOf(Sender)
-	want := t.length - t.split.cut
+	sp := &t.split
+	what, want := "the write rail's piece has", t.length-sp.bounds.senderFrom()
 	if t.side == Sender {
-		peerRail, want = ReadRail, t.split.cut
+		what, want = "the receiver's rails' pieces have", sp.bounds.senderFrom()
 	}
 	if length != want {
-		e.fail(t, Corrupt(t.peer, "DONE length of a split piece", "%d bytes, the %s rail's piece has %d", length, peerRail, want))
+		e.fail(t, Corrupt(t.peer, "DONE length of a split piece", "%d bytes, %s %d", length, what, want))
 		return
 	}
-	t.stats.Rails[peerRail] = length
-	t.split.peerIn, t.split.peerTook = true, took
+	if t.side == Sender {
+		sp.receiverRails(t)
+	} else {
+		t.stats.Rails[WriteRail] = length
+	}
+	sp.peerIn, sp.peerTook = true, took
 	if t.state == stWaitDone {
 		finishSplit(e, t, monotonic())
 	}
@@ -112,26 +150,35 @@ func (split) done(e *Engine, t *Transfer, length int64, took time.Duration) {
 
 func (split) end(t *Transfer) int64 {
 	if t.side == Receiver {
-		return t.split.cut
+		return t.split.bounds.senderFrom()
 	}
 	return t.length
 }
 
 func (split) leave(e *Engine, t *Transfer, ch *channel, prev tstate) {}
 
-// finishSplit completes either side once both pieces are in. The
-// receiver, which cuts the next message, learns the rails' speeds.
+// finishSplit completes either side once both sides' pieces are in. The
+// receiver, which cuts the next message, learns the rails' speeds: each
+// of its rails' own time where it was seen (the read rail's when an
+// offload copy ran beside it), else its side's.
 func finishSplit(e *Engine, t *Transfer, now time.Duration) {
+	sp := &t.split
 	t.moved = t.length
 	t.stats.Bytes = t.length
-	if t.split.doneOwed {
-		t.split.doneOwed = false
-		e.sendDone(t, t.stats.Rails[ReadRail], t.split.took)
+	if sp.doneOwed {
+		sp.doneOwed = false
+		e.sendDone(t, sp.bounds.senderFrom(), sp.took)
 	}
 	if t.side == Receiver {
 		r := &e.rails[t.peer]
-		r.learn(ReadRail, t.stats.Rails[ReadRail], t.split.took)
-		r.learn(WriteRail, t.stats.Rails[WriteRail], t.split.peerTook)
+		for _, rail := range [...]Rail{ReadRail, KnemRail} {
+			took := sp.railTook[rail]
+			if took == 0 {
+				took = sp.took
+			}
+			r.learn(rail, t.stats.Rails[rail], took)
+		}
+		r.learn(WriteRail, t.stats.Rails[WriteRail], sp.peerTook)
 	}
 	e.completeAt(t, e.arrived(t), now)
 }

@@ -17,7 +17,10 @@ const (
 	CMASplit = "cma-split"
 	// MultiRail is cma-split cut by the rails' measured speeds.
 	MultiRail = "multirail"
-	Arena     = "arena"
+	// MultiRailKnem is multirail with the knem module's kernel copy as
+	// a third rail, where /dev/knem works.
+	MultiRailKnem = "multirail-knem"
+	Arena         = "arena"
 	// ArenaCopy is named apart from Arena: the same receiver, a sender
 	// that copies first (see its identity).
 	ArenaCopy = "arena-copy"
@@ -59,6 +62,11 @@ type Identity struct {
 	// other kind of peer, and tries the remote ones for a remote peer
 	// whatever Config.Prefer lists.
 	Remote bool
+	// Offload names, for a Split backend, the backend whose [Offloader]
+	// carries one more piece of each message beside the read and write
+	// rails, when it is registered and works with the peer; without it
+	// the Split backend runs on its two rails.
+	Offload string
 }
 
 // identities lists every backend by copies made: the order lmtbench's
@@ -78,6 +86,11 @@ var identities = []Identity{
 		Summary: "receiver reads the first half while the sender writes the second (one kernel copy, two CPUs)"},
 	{ID: 9, Name: MultiRail, Flow: Split, Copies: 1, Home: "cma",
 		Summary: "cma-split cut by the measured speed of each rail, receiver read and sender write, so that both pieces finish together (one kernel copy, two CPUs)"},
+	// Not in the default preference: it pays only where a third copier
+	// (the module's kernel thread on a third core, or a DMA engine)
+	// runs beside the two CPUs of the CMA rails.
+	{ID: 12, Name: MultiRailKnem, Flow: Split, Copies: 1, Home: "cma", Offload: Knem,
+		Summary: "multirail with a third rail where /dev/knem works: the knem module's kernel thread or DMA channel copies one more piece asynchronously, each piece cut by its rail's measured speed (one copy, two CPUs and the kernel's copier)"},
 	{ID: 6, Name: Knem, Flow: Pull, Copies: 1, Home: "kmod/knem/knemlmt",
 		Summary: "the KNEM-ABI module copies in the kernel, or offloads to DMA (one copy)"},
 	// Not in the default preference: it carries only messages whose

@@ -7,20 +7,25 @@ import (
 
 // The rails of a Split transfer. A Split message is cut in pieces, one
 // per rail, and every rail copies its piece at once: the receiver reads
-// the first piece out of the sender's memory while the sender writes the
-// rest into the receiver's, two CPUs each making one copy. cma-split cuts
-// in halves; a [Weighed] backend (multirail) cuts by the speed the
+// its piece out of the sender's memory while the sender writes the last
+// piece into the receiver's, two CPUs each making one copy, and where a
+// backend has an [Offloader] (multirail-knem: the knem module) the
+// receiver also has the kernel copy a piece asynchronously, its kernel
+// thread or a DMA channel being a third copier. cma-split cuts in halves;
+// a [Weighed] backend (multirail, multirail-knem) cuts by the speed the
 // receiver's engine measured of each rail with that peer, so that the
 // pieces finish together, as NewMadeleine sizes the pieces of a message
 // split over heterogeneous rails (Aumage, Brunet, Furmento, Namyst,
 // "NewMadeleine: a Fast Communication Scheduling Engine for High
 // Performance Networks", CAC 2007).
 //
-// The receiver decides the cut, since it alone knows how much it accepts,
-// and its CTS carries it (cutLen bytes before the handle); the sender
-// checks it against the length before copying a byte. Each side's DONE
-// says how many bytes its rail moved and how long that took; the receiver
-// folds the two speeds into what it knows of the rails with that peer.
+// The receiver decides the cut, since it alone knows how much it accepts
+// and which rails it can drive, and its CTS carries it as the list of
+// boundaries between the pieces (boundsLen bytes before the handle); the
+// sender checks it against the length and the rails it offered before
+// copying a byte. Each side's DONE says how many bytes its rails moved and
+// how long that took; the receiver folds the speeds into what it knows of
+// the rails with that peer.
 
 // Rail is one way a piece of a Split message moves.
 type Rail uint8
@@ -32,24 +37,42 @@ const (
 	// WriteRail: the sender copies its piece into the receiver's memory
 	// (process_vm_writev).
 	WriteRail
-	// NumRails is how many rails a Split transfer has.
+	// KnemRail: the receiver has the knem module copy its piece out of
+	// the region the sender declared, asynchronously, on the module's
+	// kernel thread or a DMA channel, while it reads its own piece.
+	KnemRail
+	// NumRails is how many kinds of rail there are.
 	NumRails
 )
 
 func (r Rail) String() string {
-	if r == ReadRail {
+	switch r {
+	case ReadRail:
 		return "read"
+	case WriteRail:
+		return "write"
 	}
-	return "write"
+	return "knem"
 }
 
-// railOf is the rail the side drives.
-func railOf(s Side) Rail {
-	if s == Receiver {
-		return ReadRail
-	}
-	return WriteRail
-}
+// railOrder is the order of the pieces in a message: the receiver's rails
+// first, so that the sender's piece is one run to the end.
+var railOrder = [NumRails]Rail{ReadRail, KnemRail, WriteRail}
+
+// railSet is a set of rails: those a message goes over.
+type railSet uint8
+
+func (s railSet) has(r Rail) bool { return s&(1<<r) != 0 }
+
+// twoRails are the rails every Split message has.
+const twoRails = railSet(1<<ReadRail | 1<<WriteRail)
+
+// offloadMin is the shortest message that gets an Offloader's piece: one
+// sixteenth of it (minShareDiv) is then a 16 KiB piece, which a submitted
+// copy still moves faster than it costs; below, the status-slot round
+// trip would cost more than the piece (knemlmt's DefaultAsyncMin
+// measures the same trade for a whole message).
+const offloadMin = 256 << 10
 
 // Weighed is implemented by Split backends whose receiver cuts each
 // message by the speeds its engine measured of the rails with the peer
@@ -83,39 +106,145 @@ func (r *railRates) learn(rail Rail, bytes int64, took time.Duration) {
 	r[rail] += (v - r[rail]) / rateKeep
 }
 
-// minShareDiv bounds the cut: neither rail gets less than 1/minShareDiv of
-// a message, so that a rail measured slow once is measured again.
+// minShareDiv bounds the cut: no rail gets less than 1/minShareDiv of a
+// message, so that a rail measured slow once is measured again.
 const minShareDiv = 16
 
-// cut returns where a length-byte message changes rails: the receiver's
-// read rail takes [0, cut), the sender's write rail the rest. Unweighed,
-// or before both rails are measured, it is [SplitPoint]. The cut is on a
-// page boundary, so that the two copiers never share a page.
-func (r *railRates) cut(length int64, weighed bool) int64 {
-	read, write := r[ReadRail], r[WriteRail]
-	if !weighed || read <= 0 || write <= 0 {
-		return SplitPoint(length)
+// bounds is the cut of a Split message: bounds[i] is where the piece of
+// railOrder[i] ends and the next one's begins; the last rail's piece runs
+// to the end. A rail outside the message's rails has an empty piece.
+type bounds [NumRails - 1]int64
+
+// piece returns the bytes [from, to) of rail r's piece in a length-byte
+// message.
+func (b *bounds) piece(r Rail, length int64) (from, to int64) {
+	for i, o := range railOrder {
+		if i < len(b) {
+			to = b[i]
+		} else {
+			to = length
+		}
+		if o == r {
+			return from, to
+		}
+		from = to
 	}
-	c := int64(float64(length) * (read / (read + write)))
-	c = min(max(c, length/minShareDiv), length-length/minShareDiv)
-	return c &^ 4095
+	return 0, 0
 }
 
-// cutLen is the size of the cut in a Split CTS, before the handle.
-const cutLen = 8
+// senderFrom is where the sender's piece begins: the receiver's pieces
+// end there.
+func (b *bounds) senderFrom() int64 { return b[len(b)-1] }
 
-func putCut(p []byte, c int64) { binary.LittleEndian.PutUint64(p, uint64(c)) }
+// cut returns the bounds of a length-byte message over the rails in: each
+// rail's share of the speed measured of those rails, none less than
+// 1/minShareDiv; equal shares when the backend is not weighed or a rail
+// of in is unmeasured ([SplitPoint] for two rails). Each boundary lies on
+// a page boundary, so that two copiers never share a page.
+func (r *railRates) cut(length int64, weighed bool, in railSet) bounds {
+	var w [NumRails]float64
+	for rail := range NumRails {
+		if !in.has(rail) {
+			continue
+		}
+		w[rail] = 1
+		if weighed && r[rail] <= 0 {
+			weighed = false
+		}
+	}
+	if weighed {
+		for rail := range NumRails {
+			if in.has(rail) {
+				w[rail] = r[rail]
+			}
+		}
+	}
+	p := spread(&w, in, length)
+	var b bounds
+	at := 0.0
+	for i := range b {
+		at += p[railOrder[i]]
+		b[i] = int64(at) &^ 4095
+	}
+	return b
+}
 
-// readCut takes the cut from a Split CTS for a sender of length bytes and
-// returns the handle behind it. The peer wrote it: a cut outside the
-// message is a [*CorruptError].
-func readCut(t *Transfer, p []byte) (int64, []byte, error) {
-	if len(p) < cutLen {
-		return 0, nil, Corrupt(t.peer, "split CTS", "%d bytes of payload, shorter than its %d-byte cut", len(p), cutLen)
+// spread shares length bytes between the rails of in by their weights w,
+// giving none less than length/minShareDiv: a rail whose share falls
+// below gets that floor, and the others share the rest, until none does.
+func spread(w *[NumRails]float64, in railSet, length int64) (p [NumRails]float64) {
+	floor := float64(length / minShareDiv)
+	var fixed railSet
+	for range NumRails {
+		left, total := float64(length), 0.0
+		for rail := range NumRails {
+			switch {
+			case !in.has(rail):
+			case fixed.has(rail):
+				left -= floor
+			default:
+				total += w[rail]
+			}
+		}
+		again := false
+		for rail := range NumRails {
+			if !in.has(rail) || fixed.has(rail) {
+				continue
+			}
+			if p[rail] = left * w[rail] / total; p[rail] < floor {
+				fixed |= 1 << rail
+				again = true
+			}
+		}
+		if !again {
+			break
+		}
 	}
-	c := int64(binary.LittleEndian.Uint64(p))
-	if c < 0 || c > t.length {
-		return 0, nil, Corrupt(t.peer, "cut of a split CTS", "byte %d, outside the %d-byte message", c, t.length)
+	for rail := range NumRails {
+		if fixed.has(rail) {
+			p[rail] = floor
+		}
 	}
-	return c, p[cutLen:], nil
+	return p
+}
+
+// boundsLen is the size of the cut in a Split CTS, before the handle: one
+// 64-bit boundary between each two rails' pieces.
+const boundsLen = 8 * len(bounds{})
+
+func putBounds(p []byte, b *bounds) {
+	for i, v := range b {
+		binary.LittleEndian.PutUint64(p[8*i:], uint64(v))
+	}
+}
+
+// readBounds takes the cut from a Split CTS for a sender of t.Len() bytes
+// that offered the rails in, and returns the handle behind it. The peer
+// wrote it: a boundary outside the message or before the one before it,
+// or a piece for a rail not offered, is a [*CorruptError].
+func readBounds(t *Transfer, p []byte, in railSet) (bounds, []byte, error) {
+	var b bounds
+	if len(p) < boundsLen {
+		return b, nil, Corrupt(t.peer, "split CTS", "%d bytes of payload, shorter than its %d-byte cut", len(p), boundsLen)
+	}
+	for i := range b {
+		b[i] = int64(binary.LittleEndian.Uint64(p[8*i:]))
+	}
+	from := int64(0)
+	for i, rail := range railOrder {
+		to := t.length
+		if i < len(b) {
+			to = b[i]
+		}
+		switch {
+		case to < 0 || to > t.length:
+			return bounds{}, nil, Corrupt(t.peer, "cut of a split CTS", "the %s rail's piece ends at byte %d, outside the %d-byte message", rail, to, t.length)
+		case to < from:
+			return bounds{}, nil, Corrupt(t.peer, "cut of a split CTS", "the %s rail's piece ends at byte %d, before it begins at byte %d", rail, to, from)
+		case to > from && !in.has(rail):
+			return bounds{}, nil, Corrupt(t.peer, "cut of a split CTS", "a %d-byte piece for the %s rail, which this sender did not offer", to-from, rail)
+		}
+		from = to
+	}
+	return b, p[boundsLen:], nil
 }

@@ -1,48 +1,84 @@
 package lmt
 
 import (
-	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
 )
 
-// TestCut: the cut follows the read rail's share of the speed, on a page
-// boundary, and is the half while a rail is unmeasured or the backend is
-// not weighed; neither rail gets less than a sixteenth of a message.
+// TestCut: the cut follows each rail's share of the speed, its boundaries
+// on pages, and gives equal shares while a rail of the message is
+// unmeasured or the backend is not weighed; no rail gets less than a
+// sixteenth of a message. Two rails (read, write) leave the knem rail's
+// piece empty; three cut read, knem, write in that order.
 func TestCut(t *testing.T) {
 	const mib = 1 << 20
+	three := twoRails | 1<<KnemRail
+	two := func(c int64) bounds { return bounds{c, c} }
 	for _, tc := range []struct {
-		name        string
-		read, write float64
-		weighed     bool
-		length      int64
-		want        int64
+		name    string
+		rates   railRates // read, write, knem
+		weighed bool
+		in      railSet
+		length  int64
+		want    bounds
 	}{
-		{"unmeasured", 0, 0, true, 4*mib + 1, 2 * mib},
-		{"write unmeasured", 2, 0, true, 4 * mib, 2 * mib},
-		{"not weighed", 3, 1, false, 4 * mib, 2 * mib},
-		{"1:1", 1, 1, true, 4*mib + 8191, 2 * mib},
-		{"3:1", 3, 1, true, 4 * mib, 3 * mib},
-		{"1:3", 0.25, 0.75, true, 4 * mib, mib},
-		{"read 100x faster", 100, 1, true, 16 * mib, 15 * mib},
-		{"write 100x faster", 1, 100, true, 16 * mib, mib},
-		{"under a page", 3, 1, true, 4095, 0},
-		{"empty", 3, 1, true, 0, 0},
+		{"unmeasured", railRates{}, true, twoRails, 4*mib + 1, two(2 * mib)},
+		{"write unmeasured", railRates{2, 0, 0}, true, twoRails, 4 * mib, two(2 * mib)},
+		{"not weighed", railRates{3, 1, 0}, false, twoRails, 4 * mib, two(2 * mib)},
+		{"1:1", railRates{1, 1, 0}, true, twoRails, 4*mib + 8191, two(2 * mib)},
+		{"3:1", railRates{3, 1, 0}, true, twoRails, 4 * mib, two(3 * mib)},
+		{"1:3", railRates{0.25, 0.75, 0}, true, twoRails, 4 * mib, two(mib)},
+		{"read 100x faster", railRates{100, 1, 0}, true, twoRails, 16 * mib, two(15 * mib)},
+		{"write 100x faster", railRates{1, 100, 0}, true, twoRails, 16 * mib, two(mib)},
+		{"knem measured, not offered", railRates{3, 1, 9}, true, twoRails, 4 * mib, two(3 * mib)},
+		{"under a page", railRates{3, 1, 0}, true, twoRails, 4095, two(0)},
+		{"empty", railRates{3, 1, 0}, true, twoRails, 0, two(0)},
+		// Three rails: thirds of 4 MiB + 1 are 1398101.67 bytes,
+		// each boundary then down to its page.
+		{"three unmeasured", railRates{}, true, three, 4*mib + 1, bounds{1396736, 2793472}},
+		{"three, knem unmeasured", railRates{3, 1, 0}, true, three, 4*mib + 1, bounds{1396736, 2793472}},
+		{"three not weighed", railRates{1, 1, 4}, false, three, 4*mib + 1, bounds{1396736, 2793472}},
+		{"1:1:1", railRates{2, 2, 2}, true, three, 3 * mib, bounds{mib, 2 * mib}},
+		// read 1, knem 2, write 1 of 12 MiB + 5: 3145729.25 and
+		// 9437187.75, down to their pages.
+		{"read 1 knem 2 write 1", railRates{1, 1, 2}, true, three, 12*mib + 5, bounds{3 * mib, 9 * mib}},
+		{"read 3 knem 1 write 4", railRates{3, 4, 1}, true, three, 16 * mib, bounds{6 * mib, 8 * mib}},
+		// knem measured 16x slower than the others: its share
+		// (0.48 MiB) is below the sixteenth (1 MiB), which it gets,
+		// and the two others share the rest.
+		{"knem at the floor", railRates{1, 1, 0.0625}, true, three, 16 * mib, bounds{7.5 * mib, 8.5 * mib}},
+		// Two rails at the floor: read and knem get a sixteenth each.
+		{"two at the floor", railRates{0.01, 100, 0.01}, true, three, 16 * mib, bounds{mib, 2 * mib}},
 	} {
-		r := railRates{ReadRail: tc.read, WriteRail: tc.write}
-		if got := r.cut(tc.length, tc.weighed); got != tc.want {
-			t.Errorf("%s: cut of %d bytes at %g:%g = %d, want %d", tc.name, tc.length, tc.read, tc.write, got, tc.want)
+		if got := tc.rates.cut(tc.length, tc.weighed, tc.in); got != tc.want {
+			t.Errorf("%s: cut of %d bytes at %v over %03b = %v, want %v", tc.name, tc.length, tc.rates, tc.in, got, tc.want)
 		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 10000 {
-		r := railRates{rng.Float64() * 10, rng.Float64() * 10}
+		r := railRates{rng.Float64() * 10, rng.Float64() * 10, rng.Float64() * 10}
 		n := rng.Int64N(1 << 34)
-		if c := r.cut(n, true); c < 0 || c > n || c%4096 != 0 {
-			t.Fatalf("cut of %d bytes at %v = %d: outside the message or off a page", n, r, c)
+		in := twoRails
+		if rng.IntN(2) == 1 {
+			in = three
+		}
+		b := r.cut(n, true, in)
+		from := int64(0)
+		for _, rail := range railOrder {
+			f, to := b.piece(rail, n)
+			switch {
+			case f != from || to < f || to > n || (rail != WriteRail && to%4096 != 0):
+				t.Fatalf("cut of %d bytes at %v over %03b = %v: the %s rail's piece [%d, %d) is not in order, in the message and on a page", n, r, in, b, rail, f, to)
+			case in.has(rail) && to-f < n/minShareDiv-4096:
+				t.Fatalf("cut of %d bytes at %v over %03b = %v: the %s rail's piece has %d bytes, under a sixteenth less a page", n, r, in, b, rail, to-f)
+			case !in.has(rail) && to != f:
+				t.Fatalf("cut of %d bytes at %v over %03b = %v: a piece for the %s rail, not among the message's", n, r, in, b, rail)
+			}
+			from = to
 		}
 	}
 }
@@ -64,30 +100,70 @@ func TestLearn(t *testing.T) {
 	}
 }
 
-// TestReadCutCorrupt: a sender refuses a CTS whose cut lies outside the
-// message, or that is too short to hold one, naming the peer and field.
-func TestReadCutCorrupt(t *testing.T) {
-	cts := func(c int64, extra int) []byte {
-		p := make([]byte, cutLen+extra)
-		binary.LittleEndian.PutUint64(p, uint64(c))
+// TestReadBoundsCorrupt: a sender refuses a CTS whose cut is too short to
+// hold its boundaries, puts one outside the message or before the one
+// before it, or gives a piece to a rail it did not offer, naming the peer
+// and the field.
+func TestReadBoundsCorrupt(t *testing.T) {
+	cts := func(b bounds, extra int) []byte {
+		p := make([]byte, boundsLen+extra)
+		putBounds(p, &b)
 		return p
 	}
+	three := twoRails | 1<<KnemRail
 	for _, tc := range []struct {
 		name string
 		p    []byte
+		in   railSet
 		want string
 	}{
-		{"short", make([]byte, 7), "lmt: rank 3 wrote a corrupt split CTS: 7 bytes of payload, shorter than its 8-byte cut"},
-		{"past the end", cts(101, 16), "lmt: rank 3 wrote a corrupt cut of a split CTS: byte 101, outside the 100-byte message"},
-		{"negative", cts(-1, 16), "lmt: rank 3 wrote a corrupt cut of a split CTS: byte -1, outside the 100-byte message"},
+		{"short", make([]byte, 15), three, "lmt: rank 3 wrote a corrupt split CTS: 15 bytes of payload, shorter than its 16-byte cut"},
+		{"past the end", cts(bounds{101, 101}, 16), three, "lmt: rank 3 wrote a corrupt cut of a split CTS: the read rail's piece ends at byte 101, outside the 100-byte message"},
+		{"negative", cts(bounds{-1, 0}, 16), three, "lmt: rank 3 wrote a corrupt cut of a split CTS: the read rail's piece ends at byte -1, outside the 100-byte message"},
+		{"knem past the end", cts(bounds{10, 1 << 62}, 16), three, "lmt: rank 3 wrote a corrupt cut of a split CTS: the knem rail's piece ends at byte 4611686018427387904, outside the 100-byte message"},
+		{"backwards", cts(bounds{60, 40}, 16), three, "lmt: rank 3 wrote a corrupt cut of a split CTS: the knem rail's piece ends at byte 40, before it begins at byte 60"},
+		{"knem not offered", cts(bounds{40, 60}, 16), twoRails, "lmt: rank 3 wrote a corrupt cut of a split CTS: a 20-byte piece for the knem rail, which this sender did not offer"},
 	} {
-		c, h, err := readCut(decodeTarget(100), tc.p)
-		if c != 0 || h != nil || !errors.Is(err, ErrCorrupt) || err.Error() != tc.want {
-			t.Errorf("%s: cut %d, handle %v, error %v\nwant 0, nil, %s", tc.name, c, h, err, tc.want)
+		b, h, err := readBounds(decodeTarget(100), tc.p, tc.in)
+		if b != (bounds{}) || h != nil || !errors.Is(err, ErrCorrupt) || err.Error() != tc.want {
+			t.Errorf("%s: cut %v, handle %v, error %v\nwant none, nil, %s", tc.name, b, h, err, tc.want)
 		}
 	}
-	c, h, err := readCut(decodeTarget(100), cts(100, 16))
-	if c != 100 || len(h) != 16 || err != nil {
-		t.Errorf("cut at the end: %d, %d-byte handle, %v", c, len(h), err)
+	for _, tc := range []struct {
+		b  bounds
+		in railSet
+	}{{bounds{100, 100}, twoRails}, {bounds{0, 0}, twoRails}, {bounds{40, 40}, three}, {bounds{40, 60}, three}, {bounds{0, 100}, three}} {
+		b, h, err := readBounds(decodeTarget(100), cts(tc.b, 16), tc.in)
+		if b != tc.b || len(h) != 16 || err != nil {
+			t.Errorf("cut %v over %03b: %v, %d-byte handle, %v", tc.b, tc.in, b, len(h), err)
+		}
+	}
+}
+
+// TestBuffersAt: the buffers of a byte range of the message cross iovec
+// entries, skip empty ones and stop at its end.
+func TestBuffersAt(t *testing.T) {
+	msg := make([]byte, 100)
+	tr := &Transfer{iov: [][]byte{msg[:10], nil, msg[10:40], msg[40:41], {}, msg[41:]}}
+	for _, tc := range []struct {
+		from, to int64
+		want     []int // lengths
+		first    int   // offset of the first byte in msg
+	}{
+		{0, 100, []int{10, 30, 1, 59}, 0},
+		{5, 45, []int{5, 30, 1, 4}, 5},
+		{10, 40, []int{30}, 10},
+		{40, 41, []int{1}, 40},
+		{99, 100, []int{1}, 99},
+		{50, 50, nil, 0},
+	} {
+		got := tr.BuffersAt(nil, tc.from, tc.to)
+		var lens []int
+		for _, b := range got {
+			lens = append(lens, len(b))
+		}
+		if fmt.Sprint(lens) != fmt.Sprint(tc.want) || len(got) > 0 && &got[0][0] != &msg[tc.first] {
+			t.Errorf("[%d, %d): lengths %v, want %v starting at byte %d", tc.from, tc.to, lens, tc.want, tc.first)
+		}
 	}
 }

@@ -70,8 +70,8 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 		if t.needsDatatypes() && !s.datatypes {
 			return nil, fmt.Errorf("lmt: backend %s does not take a datatype description (the CMA backends do)", backend)
 		}
-		if s.kind.handleInRTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
-			return nil, e.noHandleRoom(t, backend, room)
+		if s.kind.handleInRTS() && !fitsHandle(t, room-s.offer, e.cfg.MaxSegments) {
+			return nil, e.noHandleRoom(t, backend, room-s.offer)
 		}
 		return s, nil
 	}
@@ -81,9 +81,9 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 			continue
 		}
 		err := e.check(&s.chans[t.peer])
-		if err == nil && s.kind.handleInRTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
+		if err == nil && s.kind.handleInRTS() && !fitsHandle(t, room-s.offer, e.cfg.MaxSegments) {
 			if first == nil || errors.Is(first, errMisplaced) {
-				first = e.noHandleRoom(t, s.name, room)
+				first = e.noHandleRoom(t, s.name, room-s.offer)
 			}
 			continue
 		}

@@ -21,6 +21,10 @@
 #   make kmod-bench-dma  one guest boot running BenchmarkDMAChannels: a DMA
 #                     copy on one channel against the same copy split over
 #                     softdma's 2, 256 KiB to 4 MiB: both, their ratio
+#   make kmod-bench-multirail  one guest boot running the knem LMT's
+#                     BenchmarkMultiRail: cma, cma-write and knem alone,
+#                     multirail and multirail-knem, 1 to 16 MiB, each split
+#                     backend's speed over the best single rail's
 
 DEB_PACKAGES += gcc make
 TEST_TARGETS += check-uapi
@@ -31,7 +35,7 @@ KMOD_KDIRS ?= $(shell ls -d /usr/src/linux-headers-6.1.*-amd64 2>/dev/null | sor
 KMOD_OUT ?= kmod/out
 
 .PHONY: check-uapi build-kmod kmod-guest-tests kmod-bench-attach kmod-bench-knemlmt \
-	kmod-bench-dma
+	kmod-bench-dma kmod-bench-multirail
 
 KMOD_GUEST_TESTS := abi_smoke semantics attach invalidate ioctl_stress copy_bench attach_bench
 
@@ -67,3 +71,8 @@ kmod-bench-dma:
 	@mkdir -p $(KMOD_OUT)/tests
 	CGO_ENABLED=0 $(GO) test -c -o $(KMOD_OUT)/tests/knem.test ./kmod/knem
 	ci/test-kernel.sh --run $(KMOD_OUT)/tests/knem.test -- -test.run='^$$' -test.bench=DMAChannels -test.benchtime=0.2s
+
+kmod-bench-multirail:
+	@mkdir -p $(KMOD_OUT)/tests
+	CGO_ENABLED=0 $(GO) test -c -o $(KMOD_OUT)/tests/knemlmt.test ./kmod/knem/knemlmt
+	ci/test-kernel.sh --run $(KMOD_OUT)/tests/knemlmt.test -- -test.run='^$$' -test.bench=MultiRail -test.benchtime=0.2s

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
 	"github.com/knemesis/knemesis/topology"
@@ -726,10 +727,11 @@ func TestPlacementProbeDefaultsToBuiltin(t *testing.T) {
 // TestSplitRails: a split backend's rows say how it cut the message over
 // its rails, the JSON carries the bytes of each (which add up to the
 // size), and the table ends with each split backend's throughput over the
-// best single-rail CMA backend's, both sides and its name shown. The
-// 1 MiB message of cma-split is cut in exact halves.
+// best single rail's, both sides and its name shown. The 1 MiB message of
+// cma-split is cut in exact halves; multirail-knem, without /dev/knem
+// here, runs on the read and write rails as multirail does.
 func TestSplitRails(t *testing.T) {
-	args := append([]string{"pingpong", "--backends", "cma,cma-write,cma-split,multirail", "--sizes", "1M"}, fast...)
+	args := append([]string{"pingpong", "--backends", "cma,cma-write,cma-split,multirail,multirail-knem", "--sizes", "1M"}, fast...)
 	r := run(t, append(args, "--json")...)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -739,8 +741,9 @@ func TestSplitRails(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, res := range results {
-		want := res.Backend == "cma-split" || res.Backend == "multirail"
-		if got := res.Rails[0]+res.Rails[1] == 1<<20; got != want || res.Backend == "cma-split" && res.Rails != [2]int64{1 << 19, 1 << 19} {
+		want := strings.HasPrefix(res.Backend, "cma-split") || strings.HasPrefix(res.Backend, "multirail")
+		sum := res.Rails[lmt.ReadRail] + res.Rails[lmt.WriteRail] + res.Rails[lmt.KnemRail]
+		if got := sum == 1<<20; got != want || res.Backend == "cma-split" && res.Rails != [lmt.NumRails]int64{lmt.ReadRail: 1 << 19, lmt.WriteRail: 1 << 19} {
 			t.Errorf("%s: rails %v, want them to add up to 1 MiB: %v (cma-split: halves)", res.Backend, res.Rails, want)
 		}
 	}
@@ -751,9 +754,11 @@ func TestSplitRails(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^ +1M +cma-split .* rails read:write 50:50`),
 		regexp.MustCompile(`(?m)^ +1M +multirail .* rails read:write \d+:\d+`),
-		regexp.MustCompile(`(?m)^split ÷ best single-rail CMA of the run`),
+		regexp.MustCompile(`(?m)^ +1M +multirail-knem .* rails read:write \d+:\d+`),
+		regexp.MustCompile(`(?m)^split ÷ best single rail of the run`),
 		regexp.MustCompile(`(?m)^1M +cma-split ÷ cma(-write)? +[\d.]+ GB/s ÷ [\d.]+ GB/s += [\d.]+  rails read:write 50:50$`),
 		regexp.MustCompile(`(?m)^1M +multirail ÷ cma(-write)? +[\d.]+ GB/s ÷ [\d.]+ GB/s += [\d.]+  rails read:write \d+:\d+$`),
+		regexp.MustCompile(`(?m)^1M +multirail-knem ÷ cma(-write)? +[\d.]+ GB/s ÷ [\d.]+ GB/s += [\d.]+  rails read:write \d+:\d+$`),
 	} {
 		if !want.MatchString(r.stdout) {
 			t.Errorf("table lacks %v:\n%s", want, r.stdout)

@@ -32,6 +32,12 @@
 // copies with the driver. Otherwise the region is single-use: consumed by
 // the copy, or unpinned when the sender's Engine closes or its process
 // exits.
+//
+// The backend is also the third rail of multirail-knem (lmt.KnemRail, an
+// lmt.Offloader): the sender declares its message as above and offers the
+// cookie in the multirail RTS, and the receiver has the module copy the
+// piece the cut gave that rail, asynchronously, while it reads its own
+// piece with process_vm_readv and the sender writes the last one (rail.go).
 package knemlmt
 
 import (
@@ -106,6 +112,9 @@ type backend struct {
 	// without attach or invalidation status).
 	regions *regionCache
 	attach  *attachCache
+	// piece is the receiver's buffers for a knem rail's piece, for the
+	// length of its INLINE_COPY (rail.go); its storage is kept.
+	piece [][]byte
 }
 
 func newBackend(env *lmt.Env) (lmt.Backend, error) {
@@ -253,31 +262,47 @@ func (b *backend) Handle(t *lmt.Transfer, dst []byte) (int, error) {
 	if len(dst) < handleLen {
 		return 0, fmt.Errorf("knemlmt: RTS room of %d bytes, need %d", len(dst), handleLen)
 	}
-	var c knem.Cookie
-	var cached bool
-	if t.Len() > 0 && b.regions != nil {
-		c, cached = b.regions.get(t, t.Buffers())
-	}
-	if t.Len() > 0 && !cached {
-		var err error
-		c, err = b.dev.CreateRegion(t.Buffers(), knem.ProtRead, knem.FlagSingleUse)
-		if errors.Is(err, unix.ENOMEM) && b.regions != nil && b.regions.shrink() > 0 {
-			// Over RLIMIT_MEMLOCK with idle cached regions pinned (the
-			// cache gave up, every entry busy or no slot left).
-			c, err = b.dev.CreateRegion(t.Buffers(), knem.ProtRead, knem.FlagSingleUse)
-		}
-		if err != nil {
-			return 0, fmt.Errorf("knemlmt: declaring %d bytes for rank %d: %w", t.Len(), t.Peer(), err)
-		}
+	c, cached, err := b.declare(t)
+	if err != nil {
+		return 0, err
 	}
 	b.setStateCached(t, c, cached, 0)
+	putHandle(dst, t, c, cached)
+	return handleLen, nil
+}
+
+// declare declares t's buffers as a read region: a cached one when the
+// cache is on and has room, else single-use.
+func (b *backend) declare(t *lmt.Transfer) (c knem.Cookie, cached bool, err error) {
+	if t.Len() == 0 {
+		return 0, false, nil
+	}
+	if b.regions != nil {
+		if c, cached = b.regions.get(t, t.Buffers()); cached {
+			return c, true, nil
+		}
+	}
+	c, err = b.dev.CreateRegion(t.Buffers(), knem.ProtRead, knem.FlagSingleUse)
+	if errors.Is(err, unix.ENOMEM) && b.regions != nil && b.regions.shrink() > 0 {
+		// Over RLIMIT_MEMLOCK with idle cached regions pinned (the
+		// cache gave up, every entry busy or no slot left).
+		c, err = b.dev.CreateRegion(t.Buffers(), knem.ProtRead, knem.FlagSingleUse)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("knemlmt: declaring %d bytes for rank %d: %w", t.Len(), t.Peer(), err)
+	}
+	return c, false, nil
+}
+
+// putHandle writes the handle of t's region c into dst: the cookie, and
+// the message length with cachedBit when the region is cached.
+func putHandle(dst []byte, t *lmt.Transfer, c knem.Cookie, cached bool) {
 	n := uint64(t.Len())
 	if cached {
 		n |= cachedBit
 	}
 	binary.LittleEndian.PutUint64(dst, uint64(c))
 	binary.LittleEndian.PutUint64(dst[8:], n)
-	return handleLen, nil
 }
 
 func (b *backend) SetPeerHandle(t *lmt.Transfer, h []byte) error {

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis/launch"
 )
 
@@ -41,11 +42,12 @@ type Engine interface {
 }
 
 // RailReporter is implemented by engines whose messages a split backend
-// may cut over rails (the LMT's cma-split and multirail): Rails returns the
-// bytes each rail, the receiver's read and the sender's write, moved of
-// the last message this rank received; zero when it was not split.
+// may cut over rails (the LMT's cma-split, multirail and multirail-knem):
+// Rails returns the bytes each rail (by lmt.Rail: the receiver's read, the
+// sender's write, the knem module's copy) moved of the last message this
+// rank received; zero when it was not split.
 type RailReporter interface {
-	Rails() [2]int64
+	Rails() [lmt.NumRails]int64
 }
 
 // Peer is what an Engine is opened with, in each rank.

@@ -191,9 +191,9 @@ func (e *lmtEngine) SendRecv(out, in []byte) error {
 func (e *lmtEngine) wait(r *nemesis.Request) error { return e.ep.Wait(r) }
 
 // Rails implements RailReporter from the statistics of the last receive.
-func (e *lmtEngine) Rails() [2]int64 {
+func (e *lmtEngine) Rails() [lmt.NumRails]int64 {
 	st, _ := attach.Stats(&e.rreq)
-	return [2]int64{st.Rails[lmt.ReadRail], st.Rails[lmt.WriteRail]}
+	return st.Rails
 }
 
 func (e *lmtEngine) Close() error {

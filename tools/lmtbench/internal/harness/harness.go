@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/knemesis/knemesis/auto"
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
@@ -144,10 +145,10 @@ type Sample struct {
 	Before     machine.Placement `json:"before"`
 	After      machine.Placement `json:"after"`
 	Pollution  *PollutionSample  `json:"pollution,omitempty"`
-	// Rails is what each rail (receiver read, sender write) moved of
-	// the last message rank 1 received, when a split backend carried it
-	// (engine.RailReporter); zero otherwise.
-	Rails [2]int64 `json:"rails,omitempty"`
+	// Rails is what each rail (by lmt.Rail: receiver read, sender
+	// write, knem) moved of the last message rank 1 received, when a
+	// split backend carried it (engine.RailReporter); zero otherwise.
+	Rails [lmt.NumRails]int64 `json:"rails,omitempty"`
 	// Round is the round the parent took the sample in: in one round it
 	// measures each backend once at a size, back to back, so samples of
 	// one round and size are comparable (see package report's CompareAuto).

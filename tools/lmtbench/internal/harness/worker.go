@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/tools/copyprobe"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
@@ -279,13 +280,16 @@ func (r *rank) tell(cmd, size, iters int64) error            { return r.ctl.put(
 func (r *rank) command() (cmd, size, iters int64, err error) { return r.ctl.get() }
 
 // reply sends rank 0 this rank's CPU time and the rails of the last
-// message it received.
+// message it received: two records, the second for the knem rail.
 func (r *rank) reply(cpu time.Duration) error {
-	var rails [2]int64
+	var rails [lmt.NumRails]int64
 	if rr, ok := r.e.(engine.RailReporter); ok {
 		rails = rr.Rails()
 	}
-	return r.ctl.put(int64(cpu), rails[0], rails[1])
+	if err := r.ctl.put(int64(cpu), rails[lmt.ReadRail], rails[lmt.WriteRail]); err != nil {
+		return err
+	}
+	return r.ctl.put(rails[lmt.KnemRail], 0, 0)
 }
 
 // leadSample runs one timed sample from rank 0.
@@ -303,8 +307,12 @@ func (r *rank) leadSample(size, iters int) (Sample, error) {
 	if err != nil {
 		return Sample{}, err
 	}
+	knem, _, _, err := r.ctl.get()
+	if err != nil {
+		return Sample{}, err
+	}
 	return Sample{
-		Rails:      [2]int64{read, write},
+		Rails:      [lmt.NumRails]int64{lmt.ReadRail: read, lmt.WriteRail: write, lmt.KnemRail: knem},
 		Pollution:  r.pollution,
 		Size:       size,
 		Iterations: iters,

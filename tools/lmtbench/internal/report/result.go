@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 )
@@ -45,9 +46,10 @@ type Result struct {
 	Machine            machine.Facts `json:"machine"`
 	// Pollution is the receiver's re-read slowdown (mode pollution only).
 	Pollution *harness.PollutionSample `json:"pollution,omitempty"`
-	// Rails is what each rail (receiver read, sender write) moved of a
-	// message of the median sample, for a split backend; zero otherwise.
-	Rails [2]int64 `json:"rails,omitempty"`
+	// Rails is what each rail (by lmt.Rail: receiver read, sender
+	// write, knem) moved of a message of the median sample, for a split
+	// backend; zero otherwise.
+	Rails [lmt.NumRails]int64 `json:"rails,omitempty"`
 	// AutoVsBest compares auto with the best single backend in each
 	// placement class; only auto's results carry it (CompareAuto).
 	AutoVsBest *AutoVsBest `json:"auto_vs_best,omitempty"`

@@ -140,20 +140,28 @@ func writeVsReference(w io.Writer, results []Result, mode string) error {
 	return tw.Flush()
 }
 
-// railsCell shows how a split backend cut the message: the share of each
-// rail, the receiver's read and the sender's write; empty for the others.
+// railsCell shows how a split backend cut the message: the percent of it
+// each rail moved, the receiver's read and the sender's write, and the
+// knem module's copy between them when it had a piece; empty for the
+// others.
 func railsCell(r Result) string {
-	total := r.Rails[0] + r.Rails[1]
+	read, write, knem := r.Rails[lmt.ReadRail], r.Rails[lmt.WriteRail], r.Rails[lmt.KnemRail]
+	total := read + write + knem
 	if total == 0 {
 		return ""
 	}
-	return fmt.Sprintf("  rails read:write %d:%d", (100*r.Rails[0]+total/2)/total, (100*r.Rails[1]+total/2)/total)
+	pct := func(v int64) int64 { return (100*v + total/2) / total }
+	if knem == 0 {
+		return fmt.Sprintf("  rails read:write %d:%d", pct(read), pct(write))
+	}
+	return fmt.Sprintf("  rails read:knem:write %d:%d:%d", pct(read), pct(knem), pct(write))
 }
 
-// singleRails are the one-rail CMA backends a split backend is measured
+// singleRails are the one-rail backends a split backend is measured
 // against: the receiver's process_vm_readv alone, the sender's
-// process_vm_writev alone.
-var singleRails = []string{lmt.CMA, lmt.CMAWrite}
+// process_vm_writev alone, and the knem module's copy alone (where
+// /dev/knem works).
+var singleRails = []string{lmt.CMA, lmt.CMAWrite, lmt.Knem}
 
 // writeSplitVsCMA prints, per size, each split backend's throughput over
 // the best single-rail CMA backend's of this run at that size, both
@@ -173,7 +181,7 @@ func writeSplitVsCMA(w io.Writer, results []Result, mode string) error {
 			continue
 		}
 		for _, r := range results {
-			if r.Mode == mode && r.Size == size && r.Rails != [2]int64{} {
+			if r.Mode == mode && r.Size == size && r.Rails != [lmt.NumRails]int64{} {
 				lines = append(lines, fmt.Sprintf("%s\t%s ÷ %s\t%.2f GB/s ÷ %.2f GB/s\t= %.2f%s",
 					units.Format(size), r.Backend, single.Backend, r.BytesPerSec/1e9, single.BytesPerSec/1e9, r.BytesPerSec/single.BytesPerSec, railsCell(r)))
 			}
@@ -182,7 +190,7 @@ func writeSplitVsCMA(w io.Writer, results []Result, mode string) error {
 	if len(lines) == 0 {
 		return nil
 	}
-	fmt.Fprintln(w, "split ÷ best single-rail CMA of the run (medians; above 1: the second rail pays)")
+	fmt.Fprintln(w, "split ÷ best single rail of the run, CMA read, CMA write or knem (medians; above 1: the other rails pay)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, l := range lines {
 		fmt.Fprintln(tw, l)
