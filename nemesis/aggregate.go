@@ -111,6 +111,11 @@ func (ep *Endpoint) sendFbox(r *Request) bool {
 		return false
 	}
 	p := &ep.peers[r.peer]
+	if n <= linePayload && ep.sendLine(p, r) {
+		ep.leaveWindow(r)
+		ep.finish(r, n, nil)
+		return true
+	}
 	fb, pl := p.outBox(&ep.stats)
 	if fb == nil {
 		return false

@@ -51,8 +51,7 @@ func recvInOrder(t *testing.T, b *Endpoint, src int, msgs [][]byte) {
 }
 
 // TestAggregateBatchOneCell: eight 8-byte sends in a batch leave in one
-// cell with the aggregate strategy, and in eight packets (three fastboxes,
-// five cells: the receiver does not poll meanwhile) without it.
+// cell with the aggregate strategy, and in eight line boxes without it.
 func TestAggregateBatchOneCell(t *testing.T) {
 	for _, s := range []Strategy{Aggregate, Straightforward} {
 		t.Run(s.String(), func(t *testing.T) {
@@ -66,7 +65,7 @@ func TestAggregateBatchOneCell(t *testing.T) {
 			st := a.Stats()
 			want := Stats{Cells: 1, AggregateCells: 1, Aggregated: 8}
 			if s == Straightforward {
-				want = Stats{Cells: 5, QueueMsgs: 5, FastboxMsgs: 3, AckedBoxes: 3}
+				want = Stats{FastboxMsgs: 8, LineMsgs: 8}
 			}
 			if st != want {
 				t.Fatalf("sender stats %+v, want %+v", st, want)
@@ -83,38 +82,47 @@ func TestAggregateBatchOneCell(t *testing.T) {
 	}
 }
 
-// TestAggregateHoldsBehindBusyFastbox: without a batch, sixteen 8-byte
-// Isends to a rank that does not poll fill the three fastboxes; the other
-// thirteen wait in the window (not complete) and leave in one cell at the
-// next Poll, which the receiver takes behind the fastboxes, in order.
+// TestAggregateHoldsBehindBusyFastbox: without a batch, Isends to a rank
+// that does not poll fill the pair's line boxes (messages that fit one)
+// and its three fastboxes; the thirteen after them wait in the window
+// (not complete) and leave in one cell at the next Poll, which the
+// receiver takes behind the boxes, in order.
 func TestAggregateHoldsBehindBusyFastbox(t *testing.T) {
-	eps := joinLocal(t, 2, nil)
-	a, b := eps[0], eps[1]
-	if err := a.SetStrategy(Aggregate); err != nil {
-		t.Fatal(err)
+	for _, size := range []int{8, boxMsgLen} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			eps := joinLocal(t, 2, nil)
+			a, b := eps[0], eps[1]
+			if err := a.SetStrategy(Aggregate); err != nil {
+				t.Fatal(err)
+			}
+			boxes := fboxSlots
+			if size <= linePayload {
+				boxes += lineBoxes
+			}
+			msgs := smallMsgs(boxes+13, size, 2)
+			reqs := make([]Request, len(msgs))
+			for i, m := range msgs {
+				if err := a.Isend(&reqs[i], 1, i, m); err != nil {
+					t.Fatal(err)
+				}
+				if want := i < boxes; reqs[i].Done() != want {
+					t.Fatalf("send %d done %v after Isend, want %v", i, reqs[i].Done(), want)
+				}
+			}
+			if err := a.Poll(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range reqs {
+				if !reqs[i].Done() || reqs[i].err != nil {
+					t.Fatalf("send %d not complete after Poll: %v", i, reqs[i].err)
+				}
+			}
+			if st := a.Stats(); st.FastboxMsgs != uint64(boxes) || st.LineMsgs != uint64(boxes-fboxSlots) || st.Cells != 1 || st.Aggregated != 13 {
+				t.Fatalf("sender stats %+v: want %d boxes (%d line boxes) and one cell of 13 messages", st, boxes, boxes-fboxSlots)
+			}
+			recvInOrder(t, b, 0, msgs)
+		})
 	}
-	msgs := smallMsgs(16, 8, 2)
-	reqs := make([]Request, 16)
-	for i, m := range msgs {
-		if err := a.Isend(&reqs[i], 1, i, m); err != nil {
-			t.Fatal(err)
-		}
-		if want := i < fboxSlots; reqs[i].Done() != want {
-			t.Fatalf("send %d done %v after Isend, want %v", i, reqs[i].Done(), want)
-		}
-	}
-	if err := a.Poll(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range reqs {
-		if !reqs[i].Done() || reqs[i].err != nil {
-			t.Fatalf("send %d not complete after Poll: %v", i, reqs[i].err)
-		}
-	}
-	if st := a.Stats(); st.FastboxMsgs != fboxSlots || st.Cells != 1 || st.Aggregated != 16-fboxSlots {
-		t.Fatalf("sender stats %+v: want %d fastboxes and one cell of %d messages", st, fboxSlots, 16-fboxSlots)
-	}
-	recvInOrder(t, b, 0, msgs)
 }
 
 // TestAggregateMatchesEachMessage: messages from two senders, each sender's
@@ -396,7 +404,7 @@ func TestAggregateCarriesControl(t *testing.T) {
 			st := a.Stats()
 			want := Stats{Cells: 1, AggregateCells: 1, Aggregated: 3, PackedCtrl: 1, Unexpected: 1}
 			if s == Straightforward {
-				want = Stats{FastboxMsgs: 2, FastboxCtrl: 1, AckedBoxes: 3, Unexpected: 1}
+				want = Stats{FastboxMsgs: 2, LineMsgs: 2, FastboxCtrl: 1, AckedBoxes: 1, Unexpected: 1}
 			}
 			if st != want {
 				t.Fatalf("rank 0 stats %+v, want %+v", st, want)

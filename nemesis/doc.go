@@ -81,6 +81,15 @@
 // fastboxes of the sources their posted receives name at every Poll, and
 // those of every peer with a set attached every 64 Polls.
 //
+// Each set also holds a ring of 16 line boxes, one cache line each, for
+// whole messages of up to 32 bytes (linebox.go). Only the sender writes a
+// line box: its flag is a stamp, the box's index in the ring plus one, so
+// the receiver never clears it, and publishes how many it consumed every
+// 8 messages on a line of its own. A small message then moves one line
+// from the sender's core to the receiver's instead of making a fastbox's
+// line cross three times, which limits a stream of small sends; line
+// boxes take their numbers in the same sequence.
+//
 // A small send whose box is still full waits for it, when nothing queues
 // behind it, for a bounded number of Polls before it takes cells (hold.go):
 // a stream of blocking sends then leaves by the fastboxes at the rate the
@@ -96,15 +105,15 @@
 // cell, in the pair's sequence, so both sides agree on it without a shared
 // claim word (Open MPI's sm BTL sets up its fast boxes the same way, after
 // the same 16 messages). Sets are never given back. The segment of a job
-// of N ranks is then N × (Cells × CellSize + Fastboxes × 3 × FastboxSize)
-// plus a few lines per rank: 704 KiB per rank by default, 132 MiB at 192
-// ranks (SegmentSize). Rank 0 checks it against the free space of the
+// of N ranks is then N × (Cells × CellSize + Fastboxes × (3 × FastboxSize
+// + 17 lines)) plus a few lines per rank: 738 KiB per rank by default,
+// 138 MiB at 192 ranks (SegmentSize). Rank 0 checks it against the free space of the
 // segment's directory and reserves it with fallocate(2): a job that does
 // not fit fails Join with a SpaceError (size needed, size free, the fix)
 // instead of a SIGBUS on a later first touch.
 //
 // DefaultFastboxes is 32, Open MPI's own bound: a 3D stencil's 26
-// neighbours fit, and the pool takes 192 KiB per rank, beside 512 KiB of
+// neighbours fit, and the pool takes 226 KiB per rank, beside 512 KiB of
 // cells. What fastboxes buy is latency (an 8-byte message skips both
 // queues); what a set costs a receiver is one line to poll, every Poll
 // while a receive names its sender, every 64 Polls otherwise.

@@ -24,8 +24,8 @@ import (
 // which set serves the pair without any shared claim word. Sets are never
 // given back (as Open MPI's sm BTL keeps its fast boxes): a pair that
 // talked once is likely to talk again, and the bound keeps the cost at
-// Options.Fastboxes × fboxSlots × FastboxSize per rank whatever the job
-// size.
+// Options.Fastboxes × (fboxSlots × FastboxSize + lineRingSize) per rank
+// whatever the job size.
 //
 // A receiver polls the fastboxes of the sources its posted receives name,
 // at every Poll, and its attached sets (fbActive: the peers that talk to it,
@@ -43,8 +43,8 @@ import (
 const (
 	// DefaultFastboxes: a rank sends through fastboxes to at most 32
 	// peers (Open MPI's sm BTL default, btl_sm_max_fbox, is also 32):
-	// the 26 neighbours of a 3D stencil and a few more, for 192 KiB of
-	// 2 KiB boxes per rank. See docs/performance.md, "Scaling nemesis to a whole node".
+	// the 26 neighbours of a 3D stencil and a few more, for 226 KiB of
+	// 2 KiB boxes and line boxes per rank. See docs/performance.md, "Scaling nemesis to a whole node".
 	DefaultFastboxes = 32
 	// fboxThreshold packets go to a peer through cells before the sender
 	// claims a fastbox set for it (Open MPI: btl_sm_fbox_threshold, 16),
@@ -87,6 +87,7 @@ func (ep *Endpoint) setOut(dst, set int) {
 	for k := range fboxSlots {
 		p.fbOut[k], p.fbOutPl[k] = ep.seg.fbox(ep.rank, set, k)
 	}
+	p.lnOut = ep.seg.lineRing(ep.rank, set)
 }
 
 func (ep *Endpoint) setIn(src, set int) {
@@ -94,6 +95,7 @@ func (ep *Endpoint) setIn(src, set int) {
 	for k := range fboxSlots {
 		p.fbIn[k], p.fbInPl[k] = ep.seg.fbox(src, set, k)
 	}
+	p.lnIn = ep.seg.lineRing(src, set)
 	ep.fbActive = append(ep.fbActive, int32(src))
 }
 
@@ -174,6 +176,9 @@ func (p *peer) outBox(stats *Stats) (*fboxHdr, []byte) {
 // nextInFbox reports whether the box the rank's next message would take
 // is full: a load of a line this core holds until the sender writes it.
 func (p *peer) nextInFbox() bool {
+	if r := p.lnIn; r != nil && r.box[p.lnRecv%lineBoxes].hdr.full.Load() == p.lnRecv+1 {
+		return true
+	}
 	fb := p.fbIn[p.recvSeq%fboxSlots]
 	return fb != nil && fb.full.Load() != 0
 }

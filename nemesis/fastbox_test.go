@@ -267,7 +267,7 @@ func TestJoinRefusesWhatShmCannotHold(t *testing.T) {
 // TestSegmentSizeLinear: the segment grows by the same amount per rank
 // (cells and fastbox sets), whatever the job size, up to page rounding.
 func TestSegmentSizeLinear(t *testing.T) {
-	perRank := uint64(DefaultCells*DefaultCellSize + DefaultFastboxes*fboxSlots*DefaultFastboxSize)
+	perRank := uint64(DefaultCells*DefaultCellSize + DefaultFastboxes*(fboxSlots*DefaultFastboxSize+lineRingSize))
 	for _, n := range []int{64, 128, 192, 512} {
 		a, _ := SegmentSize(n, nil)
 		b, _ := SegmentSize(2*n, nil)
@@ -276,7 +276,7 @@ func TestSegmentSizeLinear(t *testing.T) {
 		}
 	}
 	small, _ := SegmentSize(3, nil)
-	if want := uint64(3*DefaultCells*DefaultCellSize + 3*2*fboxSlots*DefaultFastboxSize); small < want || small > want+5*4096 {
+	if want := uint64(3*DefaultCells*DefaultCellSize + 3*2*(fboxSlots*DefaultFastboxSize+lineRingSize)); small < want || small > want+5*4096 {
 		t.Errorf("3 ranks: %d bytes, want %d (2 fastbox sets each) + headers", small, want)
 	}
 }

@@ -2,8 +2,13 @@ package nemesis
 
 import "testing"
 
-// fillBoxes sends fboxSlots 8-byte messages from a to rank 1, tags 0..,
-// which fill the pair's fastboxes while rank 1 does not poll.
+// boxMsgLen is the length of the messages of these tests: one past a line
+// box's payload, so that they take the fastboxes (line boxes hold their
+// messages as linebox_test.go says).
+const boxMsgLen = linePayload + 1
+
+// fillBoxes sends fboxSlots messages of boxMsgLen bytes from a to rank 1,
+// tags 0.., which fill the pair's fastboxes while rank 1 does not poll.
 func fillBoxes(t *testing.T, a *Endpoint, msgs [][]byte) {
 	t.Helper()
 	for i := range fboxSlots {
@@ -22,7 +27,7 @@ func fillBoxes(t *testing.T, a *Endpoint, msgs [][]byte) {
 func TestHoldLeavesByFastbox(t *testing.T) {
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
-	msgs := smallMsgs(fboxSlots+1, 8, 3)
+	msgs := smallMsgs(fboxSlots+1, boxMsgLen, 3)
 	fillBoxes(t, a, msgs)
 	var s Request
 	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil {
@@ -31,7 +36,7 @@ func TestHoldLeavesByFastbox(t *testing.T) {
 	if err := a.Poll(); err != nil || s.Done() {
 		t.Fatalf("send to a full fastbox: done %v after a Poll (%v), want it held", s.Done(), err)
 	}
-	buf := make([]byte, 8)
+	buf := make([]byte, boxMsgLen)
 	if st, err := b.Recv(0, 0, buf); err != nil || st.Tag != 0 {
 		t.Fatalf("first receive: %+v, %v", st, err)
 	}
@@ -54,7 +59,7 @@ func TestHoldLeavesByFastbox(t *testing.T) {
 func TestHoldBounded(t *testing.T) {
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
-	msgs := smallMsgs(fboxSlots+1, 8, 4)
+	msgs := smallMsgs(fboxSlots+1, boxMsgLen, 4)
 	fillBoxes(t, a, msgs)
 	var s Request
 	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil {
@@ -80,7 +85,7 @@ func TestHoldBounded(t *testing.T) {
 func TestHoldReleasedByFollower(t *testing.T) {
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
-	msgs := smallMsgs(fboxSlots+2, 8, 5)
+	msgs := smallMsgs(fboxSlots+2, boxMsgLen, 5)
 	fillBoxes(t, a, msgs)
 	var s [2]Request
 	for i := range s {
@@ -101,7 +106,7 @@ func TestHoldReleasedByFollower(t *testing.T) {
 	if err := a.Wait(&s[1]); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 8)
+	buf := make([]byte, boxMsgLen)
 	if st, err := b.Recv(0, AnyTag, buf); err != nil || st.Tag != fboxSlots+1 || string(buf) != string(msgs[fboxSlots+1]) {
 		t.Fatalf("last receive: %+v, %v", st, err)
 	}
@@ -112,7 +117,7 @@ func TestHoldReleasedByFollower(t *testing.T) {
 func TestHoldReleasedByClose(t *testing.T) {
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
-	msgs := smallMsgs(fboxSlots+1, 8, 6)
+	msgs := smallMsgs(fboxSlots+1, boxMsgLen, 6)
 	fillBoxes(t, a, msgs)
 	var s Request
 	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil {
@@ -136,7 +141,7 @@ func TestHoldReleasedByClose(t *testing.T) {
 func TestHoldBacksOff(t *testing.T) {
 	eps := joinLocal(t, 2, &Options{Cells: 2 * holdBackoff}) // the receiver polls only at the end
 	a, b := eps[0], eps[1]
-	msgs := smallMsgs(fboxSlots+holdBackoff+2, 8, 7)
+	msgs := smallMsgs(fboxSlots+holdBackoff+2, boxMsgLen, 7)
 	fillBoxes(t, a, msgs)
 	var s Request
 	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil {
@@ -179,7 +184,7 @@ func (l *amLog) PeerFailed(int, error) {}
 func TestHoldReleasedByActiveMessage(t *testing.T) {
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
-	msgs := smallMsgs(fboxSlots+1, 8, 8)
+	msgs := smallMsgs(fboxSlots+1, boxMsgLen, 8)
 	fillBoxes(t, a, msgs)
 	var s Request
 	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil || s.Done() {

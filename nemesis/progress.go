@@ -113,7 +113,7 @@ func (ep *Endpoint) dropSendDst(i int) {
 
 // pollFboxes consumes what src's fastboxes hold next in its sequence.
 func (ep *Endpoint) pollFboxes(src int) error {
-	for range fboxSlots {
+	for range fboxSlots + lineBoxes {
 		if ep.satisfied() {
 			return nil
 		}
@@ -141,6 +141,9 @@ func (ep *Endpoint) satisfied() bool {
 // (§3.2).
 func (ep *Endpoint) pollFbox(src int) (bool, error) {
 	p := &ep.peers[src]
+	if l := p.inLine(); l != nil {
+		return true, ep.takeLine(src, l)
+	}
 	k := p.recvSeq % fboxSlots
 	fb := p.fbIn[k]
 	if fb == nil || fb.full.Load() == 0 || fb.seq != p.recvSeq {
@@ -193,7 +196,7 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 		return errorf(ErrCorrupt, "cell %#x names source %d, owner %d in a job of %d", off, src, owner, ep.size)
 	}
 	p := &ep.peers[src]
-	for range fboxSlots {
+	for range fboxSlots + lineBoxes {
 		if c.seq == p.recvSeq {
 			break
 		}

@@ -304,11 +304,11 @@ func TestCorruptCell(t *testing.T) {
 
 func TestCorruptFastbox(t *testing.T) {
 	eps := joinLocal(t, 2, &Options{CellSize: 512, Cells: 4})
-	if err := eps[0].Send(1, 0, []byte("x")); err != nil {
+	if err := eps[0].Send(1, 0, make([]byte, linePayload+1)); err != nil {
 		t.Fatal(err)
 	}
 	eps[1].peers[0].fbIn[0].len = 1 << 30
-	if _, err := eps[1].Recv(0, 0, make([]byte, 8)); !errors.Is(err, ErrCorrupt) {
+	if _, err := eps[1].Recv(0, 0, make([]byte, 64)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("got %v, want ErrCorrupt", err)
 	}
 }

@@ -53,6 +53,9 @@ func (ep *Endpoint) trySend(r *Request) (sendResult, error) {
 			}
 			return res, err
 		}
+		if n <= linePayload && ep.sendLine(p, r) {
+			return sendDone, nil
+		}
 		if n <= s.fboxPayload {
 			fb, pl := p.outBox(&ep.stats)
 			if fb == nil && p.fbOut[0] == nil {
