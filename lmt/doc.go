@@ -179,13 +179,16 @@
 //
 // A message described by a datatype (package datatype: a vector or an
 // indexed type over one base buffer) goes through [Engine.StartSendType]
-// and [Engine.StartRecvType] on the backends that implement [Datatyped],
-// the CMA ones: the handle carries the description's compact encoding
+// and [Engine.StartRecvType] on the backends that implement [Datatyped].
+// On the CMA ones the handle carries the description's compact encoding
 // instead of one entry per block, the large blocks move in place, and
 // only the blocks shorter than [Config].SmallBlock are packed, each side
 // into a staging buffer of its own, so that a run of them costs the
 // kernel one iovec entry (NewMadeleine's small-block aggregation: see
-// [Datatyped]).
+// [Datatyped]). The stream ones walk each side's description into and
+// out of their channel and ship none: a typed transfer takes them when
+// no CMA backend can, a description too long for the packet that would
+// carry it among the reasons, so that any send matches any receive.
 //
 // # Writing a backend
 //

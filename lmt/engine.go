@@ -41,6 +41,9 @@ type backendSlot struct {
 	// datatypes: b carries transfers described by a datatype (see
 	// [Datatyped]).
 	datatypes bool
+	// stages: b's typed transfers pack their small blocks into a
+	// staging buffer (a Datatyped backend that is no [Walker]).
+	stages bool
 	// chunk bounds what one Step moves: Config.Chunk, or what b asks for
 	// as a [Chunker].
 	chunk int
@@ -143,6 +146,8 @@ func (e *Engine) newSlot(r registration, b Backend) *backendSlot {
 	if d, ok := b.(Datatyped); ok {
 		s.datatypes = d.Datatypes()
 	}
+	w, walks := b.(Walker)
+	s.stages = s.datatypes && !(walks && w.Walks())
 	s.chans = make([]channel, e.cfg.Size)
 	for rank := range s.chans {
 		s.chans[rank] = channel{slot: s, peer: rank}

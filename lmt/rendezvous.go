@@ -3,6 +3,7 @@ package lmt
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -42,8 +43,7 @@ func (e *Engine) startSend(dst int, iov [][]byte, d *typed, backend string, rts 
 		e.drop(t)
 		return nil, 0, err
 	}
-	t.setChannel(&s.chans[dst])
-	t.stage()
+	t.setChannel(&s.chans[dst]) // a typed sender packs its small blocks here
 	n, err := t.flow.sendRTS(e, t, rts[hdrLen:])
 	if err != nil {
 		e.drop(t)
@@ -57,7 +57,8 @@ func (e *Engine) startSend(dst int, iov [][]byte, d *typed, backend string, rts 
 
 // chooseSend picks the backend of a send: the forced one, or the first of
 // the preference list that works with the peer and whose handle, if the
-// RTS carries one, fits in room bytes.
+// RTS carries one, fits in room bytes. A typed send looks at the stream
+// backends only when no other one takes it (see [Datatyped]).
 func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot, error) {
 	if backend != "" {
 		s := e.slot(backend)
@@ -68,7 +69,7 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 			return nil, err
 		}
 		if t.needsDatatypes() && !s.datatypes {
-			return nil, fmt.Errorf("lmt: backend %s does not take a datatype description (the CMA backends do)", backend)
+			return nil, fmt.Errorf("lmt: backend %s does not take a datatype description (the CMA and stream backends do: lmt.Datatyped)", backend)
 		}
 		if s.kind.handleInRTS() && !fitsHandle(t, room-s.offer, e.cfg.MaxSegments) {
 			return nil, e.noHandleRoom(t, backend, room-s.offer)
@@ -76,26 +77,28 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 		return s, nil
 	}
 	var first error
-	for _, s := range e.prefer {
-		if t.needsDatatypes() && !s.datatypes {
-			continue
-		}
-		err := e.check(&s.chans[t.peer])
-		if err == nil && s.kind.handleInRTS() && !fitsHandle(t, room-s.offer, e.cfg.MaxSegments) {
-			if first == nil || errors.Is(first, errMisplaced) {
-				first = e.noHandleRoom(t, s.name, room-s.offer)
+	for pass := range passes(t) {
+		for _, s := range e.prefer {
+			if !s.takes(t, pass) {
+				continue
 			}
-			continue
-		}
-		if err == nil {
-			return s, nil
-		}
-		if first == nil || errors.Is(first, errMisplaced) {
-			first = err // the reason of a backend for this kind of peer
+			err := e.check(&s.chans[t.peer])
+			if err == nil && s.kind.handleInRTS() && !fitsHandle(t, room-s.offer, e.cfg.MaxSegments) {
+				if first == nil || errors.Is(first, errMisplaced) {
+					first = e.noHandleRoom(t, s.name, room-s.offer)
+				}
+				continue
+			}
+			if err == nil {
+				return s, nil
+			}
+			if first == nil || errors.Is(first, errMisplaced) {
+				first = err // the reason of a backend for this kind of peer
+			}
 		}
 	}
 	if first == nil {
-		return nil, fmt.Errorf("lmt: no backend of %v takes a datatype description to rank %d with a %d-byte handle room (the CMA backends do)", e.cfg.Prefer, t.peer, room)
+		return nil, fmt.Errorf("lmt: no backend of %v takes a datatype description to rank %d with a %d-byte handle room (the CMA and stream backends do: lmt.Datatyped)", e.cfg.Prefer, t.peer, room)
 	}
 	return nil, fmt.Errorf("lmt: no backend available for rank %d: %w", t.peer, first)
 }
@@ -179,7 +182,13 @@ func (e *Engine) settle(t *Transfer, kind uint8, handle []byte) bool {
 	if room := hdrLen + segHandleLen(e.cfg.MaxSegments); refused == nil && ch.slot.kind.handleInCTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
 		refused = fmt.Errorf("lmt: %d receive segments do not fit a %s handle (max %d)", nonEmpty(t.iov), ch.slot.name, e.cfg.MaxSegments)
 		if t.Typed() {
-			refused = fmt.Errorf("lmt: the %d-block receive description needs a %d-byte %s handle, a CTS has room for %d", t.dt.local.Blocks(), typedHandleLen(t), ch.slot.name, room)
+			refused = e.noCTSRoom(t, ch.slot.name, room)
+		}
+	}
+	if refused == nil && t.Typed() && ch.slot.kind == Stream {
+		// The blocks in place if the CTS can name them (see takes).
+		if in := e.fallbackIn(t, 0); in != nil {
+			ch = in
 		}
 	}
 	if refused == nil && ch.slot.kind.handleInRTS() {
@@ -208,10 +217,24 @@ func (e *Engine) settle(t *Transfer, kind uint8, handle []byte) bool {
 }
 
 // fallback finds a backend for a receiver that cannot use the sender's:
-// one whose sender needs nothing but the CTS.
+// one whose sender needs nothing but the CTS, whose CTS holds this side's
+// handle if it carries one. A typed receiver takes one that moves its
+// blocks in place (cma-write, its description in the CTS) before a stream
+// one, which needs no description at all: a description too long for a
+// CTS still receives, through the channel.
 func (e *Engine) fallback(t *Transfer) *channel {
+	for pass := range passes(t) {
+		if ch := e.fallbackIn(t, pass); ch != nil {
+			return ch
+		}
+	}
+	return nil
+}
+
+// fallbackIn is fallback's pass p over the preference list (see takes).
+func (e *Engine) fallbackIn(t *Transfer, pass int) *channel {
 	for _, s := range e.prefer {
-		if s.kind.handleInRTS() || t.Typed() && !s.datatypes || s.kind == Push && !fitsHandle(t, segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+		if s.kind.handleInRTS() || !s.takes(t, pass) || s.kind == Push && !fitsHandle(t, segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
 			continue
 		}
 		if ch := &s.chans[t.peer]; e.check(ch) == nil {
@@ -219,6 +242,22 @@ func (e *Engine) fallback(t *Transfer) *channel {
 		}
 	}
 	return nil
+}
+
+// noCTSRoom is why typed receiver t cannot name its description to the
+// sender of backend, in a CTS of room bytes. It is the transfer's error
+// only when no fallback took it: then no stream backend is preferred
+// and usable, so the fix names them.
+func (e *Engine) noCTSRoom(t *Transfer, backend string, room int) error {
+	var streams []string
+	for _, id := range identities {
+		if id.Flow == Stream && !id.Remote {
+			streams = append(streams, id.Name)
+		}
+	}
+	return &Unavailable{Backend: backend, Peer: t.peer,
+		Reason: fmt.Sprintf("the %d-block receive description needs a %d-byte handle, a CTS has room for %d", t.dt.local.Blocks(), typedHandleLen(t), room),
+		Fix:    fmt.Sprintf("put a stream backend (%s) in Config.Prefer: it takes a description of any length; or receive into fewer blocks", strings.Join(streams, ", "))}
 }
 
 // HandleControl takes a packet the Engine of rank src sent through Control.
