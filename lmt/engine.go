@@ -41,6 +41,9 @@ type backendSlot struct {
 	// datatypes: b carries transfers described by a datatype (see
 	// [Datatyped]).
 	datatypes bool
+	// receivesTyped: a typed receive may take b's messages (Datatyped,
+	// or a Pull [TypedReceiver]).
+	receivesTyped bool
 	// stages: b's typed transfers pack their small blocks into a
 	// staging buffer (a Datatyped backend that is no [Walker]).
 	stages bool
@@ -145,6 +148,10 @@ func (e *Engine) newSlot(r registration, b Backend) *backendSlot {
 	}
 	if d, ok := b.(Datatyped); ok {
 		s.datatypes = d.Datatypes()
+	}
+	s.receivesTyped = s.datatypes
+	if tr, ok := b.(TypedReceiver); ok && r.Flow == Pull {
+		s.receivesTyped = s.receivesTyped || tr.ReceivesTyped()
 	}
 	w, walks := b.(Walker)
 	s.stages = s.datatypes && !(walks && w.Walks())

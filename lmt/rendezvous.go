@@ -176,7 +176,7 @@ func (e *Engine) settle(t *Transfer, kind uint8, handle []byte) bool {
 	} else {
 		refused = e.check(ch)
 	}
-	if refused == nil && t.Typed() && !ch.slot.datatypes {
+	if refused == nil && t.Typed() && !ch.slot.receivesTyped {
 		refused = fmt.Errorf("lmt: backend %s does not take a datatype description", ch.slot.name)
 	}
 	if room := hdrLen + segHandleLen(e.cfg.MaxSegments); refused == nil && ch.slot.kind.handleInCTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {

@@ -47,8 +47,9 @@ import (
 // sender's backend cannot serve it and its own description is too long
 // for the CTS of a push.
 //
-// A typed transfer never goes to another backend: a knem region or an
-// arena slot is built from Buffers, which a typed transfer leaves empty.
+// A typed send never goes to another backend: a knem region or an arena
+// slot is built from Buffers, which a typed transfer leaves empty. A
+// typed receive may also take the messages of a [TypedReceiver].
 type Datatyped interface {
 	Datatypes() bool
 }
@@ -62,6 +63,18 @@ type Datatyped interface {
 // out of its copy buffer, and [Stats].Staged stays 0.
 type Walker interface {
 	Walks() bool
+}
+
+// TypedReceiver is implemented by Pull backends whose handle names the
+// sender's plain buffers while the receiver copies into its own through
+// [Transfer.Iovecs] alone, with memory copies of its own (arena,
+// arena-copy: the receiver copies out of the sender's region). A typed
+// receive takes their messages, walking its blocks and staging none, as
+// a [Walker]; a typed send does not use them. Without it a typed receive
+// of an arena-copy message would fail: its sender, whose copy completed
+// it for its user, cannot follow the receiver to another backend.
+type TypedReceiver interface {
+	ReceivesTyped() bool
 }
 
 // passes is how many times a choice of backend for t goes over the
