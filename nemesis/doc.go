@@ -237,10 +237,9 @@
 // as its description when the LMT takes datatypes (LMTDatatypes: package
 // attach hands it to lmt.Engine's StartSendType and StartRecvType, which
 // stage blocks under a page and move larger ones in place, after
-// NewMadeleine's §5.3), whatever its description's length: one too long
-// for an RTS goes by cma-write, whose receiver names its own buffer, or a
-// stream backend. The cells carry it instead with another LMT, or when
-// the LMT refuses it. A typed receive of a
+// NewMadeleine's §5.3). The cells carry it instead with another LMT,
+// when its encoding does not fit an RTS (an indexed type of a few
+// thousand blocks), or when the LMT refuses it. A typed receive of a
 // rendezvous needs such an LMT too (else ErrNotSupported); one from a
 // plain buffer takes the sender's backend when it can: a CMA one pulls
 // into the blocks in place, a stream one (the shm ring, the pipes) walks

@@ -52,6 +52,7 @@ func (ep *Endpoint) IsendType(r *Request, dst, tag int, base []byte, typ *dataty
 	}
 	r.start(ep, opSend, dst, tag)
 	r.vec, r.typ, r.buf[0], r.msgLen = true, typ, base, int(typ.Size())
+	r.cells = r.msgLen > ep.chooseAbove && !ep.rtsHolds(typ)
 	ep.startSend(r)
 	return nil
 }
@@ -114,13 +115,28 @@ func (ep *Endpoint) checkTyped(op string, peer int, base []byte, typ *datatype.T
 }
 
 // lmtTakes reports whether send r may go by rendezvous: any untyped
-// send, and a typed one when the LMT takes datatypes and has not refused
-// it (no backend to the peer moves descriptions). The cells carry the
-// others, which always works. A description too long for an RTS is the
-// LMT's to place: attach's sends it by cma-write, whose RTS names no
-// description, or through a stream backend (lmt.Datatyped).
+// send, and a typed one when the LMT takes datatypes, its description
+// fits an RTS (rtsHolds) and the LMT has not refused it (no backend to
+// the peer moves descriptions: CMA refused). The cells carry the others,
+// which always works.
 func (ep *Endpoint) lmtTakes(r *Request) bool {
 	return r.typ == nil || ep.lmtTypes && !r.cells
+}
+
+// typedRTSRoom is what an LMT's RTS takes in a cell beside a
+// description's encoding, with room to spare: lmt's packet header and
+// typed handle header take 72 bytes.
+const typedRTSRoom = 256
+
+// rtsHolds reports whether typ's encoding fits an RTS in a cell. A pull
+// backend (cma) needs it there; without that room the LMT would choose a
+// push one (cma-write), whose receiver names its own description in its
+// CTS, or falls back to a stream backend when that one is as long: an
+// indexed type of thousands of blocks goes by the cells instead, which
+// need neither, and whose two copies are what the stream backend's
+// would be.
+func (ep *Endpoint) rtsHolds(typ *datatype.Type) bool {
+	return typ.EncodedLen() <= ep.seg.payloadSize-typedRTSRoom
 }
 
 // Type returns the description of a request started by IsendType or
