@@ -76,26 +76,34 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 		}
 		return s, nil
 	}
+	// The first refusal gives the reason, one for this kind of peer
+	// before another: a check's error (kept by the channel), or the
+	// first backend whose handle did not fit, put into words only if
+	// no backend takes t (a typed send skipping cma on its way to
+	// cma-write allocates nothing).
 	var first error
+	var roomless *backendSlot
 	for pass := range passes(t) {
 		for _, s := range e.prefer {
 			if !s.takes(t, pass) {
 				continue
 			}
+			replace := roomless == nil && (first == nil || errors.Is(first, errMisplaced))
 			err := e.check(&s.chans[t.peer])
-			if err == nil && s.kind.handleInRTS() && !fitsHandle(t, room-s.offer, e.cfg.MaxSegments) {
-				if first == nil || errors.Is(first, errMisplaced) {
-					first = e.noHandleRoom(t, s.name, room-s.offer)
+			switch {
+			case err == nil && s.kind.handleInRTS() && !fitsHandle(t, room-s.offer, e.cfg.MaxSegments):
+				if replace {
+					roomless, first = s, nil
 				}
-				continue
-			}
-			if err == nil {
+			case err == nil:
 				return s, nil
-			}
-			if first == nil || errors.Is(first, errMisplaced) {
-				first = err // the reason of a backend for this kind of peer
+			case replace:
+				first = err
 			}
 		}
+	}
+	if roomless != nil {
+		first = e.noHandleRoom(t, roomless.name, room-roomless.offer)
 	}
 	if first == nil {
 		return nil, fmt.Errorf("lmt: no backend of %v takes a datatype description to rank %d with a %d-byte handle room (the CMA and stream backends do: lmt.Datatyped)", e.cfg.Prefer, t.peer, room)
@@ -167,53 +175,95 @@ func (e *Engine) startRecv(src int, rts []byte, iov [][]byte, d *typed) (*Transf
 // settle puts a receiver on the backend the RTS named or, when that one
 // cannot serve here, on a fallback that needs no handle from the sender,
 // and reports whether t goes on (false: it failed). The receiver has the
-// last word: its CTS names the backend it settled on.
+// last word: its CTS names the backend it settled on. Why the named one
+// cannot serve is put into words only when no fallback can either: a
+// refusal that a fallback answers is a message's normal path (a typed
+// receive of a description no CTS holds), which allocates nothing.
 func (e *Engine) settle(t *Transfer, kind uint8, handle []byte) bool {
 	ch := e.channelOf(kind, t.peer)
+	why := e.refusal(t, ch)
 	var refused error
-	if ch == nil {
-		refused = fmt.Errorf("lmt: rank %d chose backend id %d, not registered here", t.peer, kind)
-	} else {
-		refused = e.check(ch)
-	}
-	if refused == nil && t.Typed() && !ch.slot.receivesTyped {
-		refused = fmt.Errorf("lmt: backend %s does not take a datatype description", ch.slot.name)
-	}
-	if room := hdrLen + segHandleLen(e.cfg.MaxSegments); refused == nil && ch.slot.kind.handleInCTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
-		refused = fmt.Errorf("lmt: %d receive segments do not fit a %s handle (max %d)", nonEmpty(t.iov), ch.slot.name, e.cfg.MaxSegments)
-		if t.Typed() {
-			refused = e.noCTSRoom(t, ch.slot.name, room)
-		}
-	}
-	if refused == nil && t.Typed() && ch.slot.kind == Stream {
-		// The blocks in place if the CTS can name them (see takes).
-		if in := e.fallbackIn(t, 0); in != nil {
-			ch = in
-		}
-	}
-	if refused == nil && ch.slot.kind.handleInRTS() {
+	switch {
+	case why == servable && ch.slot.kind.handleInRTS():
 		if refused = ch.slot.b.SetPeerHandle(t, handle); refused != nil && !isUnavailable(refused) {
 			t.setChannel(ch)
 			e.fail(t, refused)
 			return false
 		}
 		// An *Unavailable: usable in general, not with this handle.
-	} else if refused != nil {
+	case why == servable && t.Typed() && ch.slot.kind == Stream:
+		// The blocks in place if the CTS can name them (see takes).
+		if in := e.fallbackIn(t, 0); in != nil {
+			ch = in
+		}
+	case why == unregistered || why == unusable:
 		// A refusal may only say that the peer died (CMA's ESRCH).
 		if err := t.CheckPeer(); err != nil {
 			e.PeerFailed(t.peer, err)
 			return false
 		}
 	}
-	if refused != nil {
-		if ch = e.fallback(t); ch == nil {
+	if why != servable || refused != nil {
+		fb := e.fallback(t)
+		if fb == nil {
+			if refused == nil {
+				refused = e.refusalError(t, ch, kind, why)
+			}
 			t.setChannel(e.channelOf(kind, t.peer))
 			e.fail(t, fmt.Errorf("lmt: no fallback among %v: %w", e.cfg.Prefer, refused))
 			return false
 		}
+		ch = fb
 	}
 	t.setChannel(ch)
 	return true
+}
+
+// refusal is why a receiver cannot use the backend of the RTS, as settle
+// finds it.
+type refusal uint8
+
+const (
+	servable     refusal = iota
+	unregistered         // no backend has the RTS's id here
+	unusable             // its Check refused
+	noDatatypes          // t is typed, the backend takes no description
+	noCTSHandle          // t's handle does not fit the backend's CTS
+)
+
+// refusal says whether channel ch (nil: not registered) can carry
+// receiver t, and if not why, without an allocation.
+func (e *Engine) refusal(t *Transfer, ch *channel) refusal {
+	switch {
+	case ch == nil:
+		return unregistered
+	case e.check(ch) != nil:
+		return unusable
+	case t.Typed() && !ch.slot.receivesTyped:
+		return noDatatypes
+	case ch.slot.kind.handleInCTS() && !fitsHandle(t, e.ctsRoom(), e.cfg.MaxSegments):
+		return noCTSHandle
+	}
+	return servable
+}
+
+// ctsRoom is what a CTS holds of a receiver's handle, header included.
+func (e *Engine) ctsRoom() int { return hdrLen + segHandleLen(e.cfg.MaxSegments) }
+
+// refusalError puts refusal why of backend id kind (channel ch) for t
+// into words.
+func (e *Engine) refusalError(t *Transfer, ch *channel, kind uint8, why refusal) error {
+	switch {
+	case why == unregistered:
+		return fmt.Errorf("lmt: rank %d chose backend id %d, not registered here", t.peer, kind)
+	case why == unusable:
+		return e.check(ch)
+	case why == noDatatypes:
+		return fmt.Errorf("lmt: backend %s does not take a datatype description", ch.slot.name)
+	case t.Typed():
+		return e.noCTSRoom(t, ch.slot.name, e.ctsRoom())
+	}
+	return fmt.Errorf("lmt: %d receive segments do not fit a %s handle (max %d)", nonEmpty(t.iov), ch.slot.name, e.cfg.MaxSegments)
 }
 
 // fallback finds a backend for a receiver that cannot use the sender's:

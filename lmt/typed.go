@@ -240,6 +240,9 @@ func (t *Transfer) typedWalk(p []byte, pos int64, out bool) int {
 	if c.SetPos(pos) != nil {
 		return 0
 	}
+	if t.dt.lstage.Bytes() == 0 {
+		return walkBlocks(&c, t.dt.base, p, out)
+	}
 	done := 0
 	for done < len(p) {
 		staged, off, n := c.NextStaged(&t.dt.lstage, int64(len(p)-done))
@@ -254,6 +257,24 @@ func (t *Transfer) typedWalk(p []byte, pos int64, out bool) int {
 			done += memcopy.Copy(p[done:done+int(n)], buf[off:off+n])
 		} else {
 			done += memcopy.Copy(buf[off:off+n], p[done:done+int(n)])
+		}
+	}
+	return done
+}
+
+// walkBlocks is typedWalk when nothing is staged (a [Walker]'s transfer,
+// the shm ring's): block by block, without asking the stage of each.
+func walkBlocks(c *datatype.Cursor, base, p []byte, out bool) int {
+	done := 0
+	for done < len(p) {
+		off, n := c.Next(int64(len(p) - done))
+		if n == 0 {
+			break
+		}
+		if out {
+			done += memcopy.Copy(p[done:done+int(n)], base[off:off+n])
+		} else {
+			done += memcopy.Copy(base[off:off+n], p[done:done+int(n)])
 		}
 	}
 	return done

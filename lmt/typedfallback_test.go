@@ -157,33 +157,48 @@ func TestTypedFallbackRefused(t *testing.T) {
 	}
 }
 
-// TestTypedFallbackNoAlloc: in steady state, a plain buffer sent by shm
-// to a description of 6,000 blocks allocates nothing on either side,
-// though every message decides the receiver's backend again.
+// TestTypedFallbackNoAlloc: in steady state, none of the ways a
+// description too long for an RTS or a CTS travels allocates, on either
+// side: a buffer sent by shm to it (the receiver stays), it sent to a
+// buffer (cma passed over for cma-write), and to another (the receiver
+// refuses cma-write and falls back to shm), though every message makes
+// those choices again.
 func TestTypedFallbackNoAlloc(t *testing.T) {
-	l := lmttest.NewLoop(t, lmt.Shm, lmt.CMA, lmt.CMAWrite)
-	rng := rand.New(rand.NewPCG(29, 4))
 	long := longType(t)
-	s, r := side(rng, nil, long.Size(), true), side(rng, long, 0, false)
-	rts := make([]byte, 1024)
-	var err error
-	allocs := testing.AllocsPerRun(10, func() {
-		snd, rcv := l.Start(t, s, r, rts)
-		l.Wait(t, snd, rcv)
-		err = errors.Join(err, snd.Err(), rcv.Err())
-		if rcv.Backend() != lmt.Shm {
-			err = fmt.Errorf("received via %s, want shm", rcv.Backend())
-		}
-		l.Engs[0].Release(snd)
-		l.Engs[1].Release(rcv)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if allocs != 0 {
-		t.Errorf("%v allocations per message, want 0", allocs)
-	}
-	if !bytes.Equal(r.Base, r.Expect(s.Base, fallbackGuard)) {
-		t.Error("the receive base differs from the reference unpack over its guard")
+	for _, c := range []struct {
+		name       string
+		send, recv *datatype.Type
+		backend    string
+	}{
+		{"buffer to long", nil, long, lmt.Shm},
+		{"long to buffer", long, nil, lmt.CMAWrite},
+		{"long to long", long, long, lmt.Shm},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := lmttest.NewLoop(t, lmt.Shm, lmt.CMA, lmt.CMAWrite)
+			rng := rand.New(rand.NewPCG(29, 4))
+			s, r := side(rng, c.send, long.Size(), true), side(rng, c.recv, long.Size(), false)
+			rts := make([]byte, 1024)
+			var err error
+			allocs := testing.AllocsPerRun(10, func() {
+				snd, rcv := l.Start(t, s, r, rts)
+				l.Wait(t, snd, rcv)
+				err = errors.Join(err, snd.Err(), rcv.Err())
+				if rcv.Backend() != c.backend {
+					err = fmt.Errorf("received via %s, want %s", rcv.Backend(), c.backend)
+				}
+				l.Engs[0].Release(snd)
+				l.Engs[1].Release(rcv)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if allocs != 0 {
+				t.Errorf("%v allocations per message, want 0", allocs)
+			}
+			if !bytes.Equal(r.Base, r.Expect(s.Packed(), fallbackGuard)) {
+				t.Error("the receive base differs from the reference unpack over its guard")
+			}
+		})
 	}
 }
