@@ -311,9 +311,11 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	selected := false
 	switch {
 	case backend != "":
-	case l.ep.InArena(r.Iov()) && !l.ep.Remote(r.Peer()):
+	case r.Type() == nil && l.ep.InArena(r.Iov()) && !l.ep.Remote(r.Peer()):
 		// The receiver copies straight out of the arena, once: no
-		// backend does better, and none needs learning.
+		// backend does better, and none needs learning. (A typed
+		// request's Iov is nil, which InArena takes for a list all in
+		// the arena: its base buffer is not in the list.)
 		backend = lmt.Arena
 	case l.selectors != nil && r.Type() == nil:
 		// A typed message takes the engine's own order instead (a
