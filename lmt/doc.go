@@ -193,10 +193,10 @@
 // # Writing a backend
 //
 // A backend implements [Backend] (and the optional [Early], [Buffered],
-// [Ordered], [Chunker], [Blocker], [Datatyped], [Releaser], [Quiescer]
-// where they fit), gets an entry in
-// [Identities] — its name, a wire id, its flow — and calls [Register] with
-// that name from its package's init. The knem backend shows the Pull shape
+// [Ordered], [Chunker], [Blocker], [Datatyped], [Walker],
+// [TypedReceiver], [Releaser], [Quiescer] where they fit), gets an entry
+// in [Identities] — its name, a wire id, its flow — and calls [Register]
+// with that name from its package's init. The knem backend shows the Pull shape
 // of a one-sided mechanism: its cookie is the handle, Step submits the copy
 // and reports bytes once the status word says so.
 //
