@@ -146,6 +146,12 @@ func (b *backend) Step(t *lmt.Transfer, max int) (int, error) {
 	return moved, nil
 }
 
+// ReceivesTyped implements [lmt.TypedReceiver] (for arena-copy too): the
+// receiver's Step reaches its buffers only through t.Iovecs, which walks
+// a receive description block by block, while the handle names the
+// sender's plain buffers.
+func (b *backend) ReceivesTyped() bool { return true }
+
 func (b *backend) Abort(t *lmt.Transfer) {}
 func (b *backend) Close() error          { return nil }
 

@@ -45,7 +45,8 @@
 // entries do not fit a CMA handle (lmt.Config.MaxSegments) goes by another
 // backend of the preference list. A message sent or received with a
 // derived datatype (Endpoint.IsendType, IrecvType) reaches the engine as
-// its description (StartSendType, StartRecvType), for a CMA backend.
+// its description (StartSendType, StartRecvType), for a CMA backend, or a
+// stream one when no CMA backend can take it (lmt.Datatyped).
 package attach
 
 import (
@@ -310,11 +311,16 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 	selected := false
 	switch {
 	case backend != "":
-	case l.ep.InArena(r.Iov()) && !l.ep.Remote(r.Peer()):
+	case r.Type() == nil && l.ep.InArena(r.Iov()) && !l.ep.Remote(r.Peer()):
 		// The receiver copies straight out of the arena, once: no
-		// backend does better, and none needs learning.
+		// backend does better, and none needs learning. (A typed
+		// request's Iov is nil, which InArena takes for a list all in
+		// the arena: its base buffer is not in the list.)
 		backend = lmt.Arena
-	case l.selectors != nil:
+	case l.selectors != nil && r.Type() == nil:
+		// A typed message takes the engine's own order instead (a
+		// CMA backend, in place, before a stream one: lmt.Datatyped),
+		// not what the selector measured of contiguous ones.
 		if s := l.selectors[r.Peer()]; s != nil {
 			backend, selected = s.Backend(int64(r.Len())), true
 		}
@@ -338,9 +344,8 @@ func (l *LMT) StartSend(r *nemesis.Request, rts []byte) (int, error) {
 }
 
 // startSend starts r's transfer on backend: of its list, or of its
-// description when it is typed (Endpoint.IsendType). A chosen backend
-// that takes no description gives way to the first of the preference
-// list that does.
+// description when it is typed (Endpoint.IsendType). A forced backend
+// that takes no description gives way to the engine's choice.
 func (l *LMT) startSend(r *nemesis.Request, backend string, rts []byte) (*lmt.Transfer, int, error) {
 	typ := r.Type()
 	if typ == nil {
@@ -450,8 +455,8 @@ func (l *LMT) complete(t *lmt.Transfer) {
 
 // observe tells the peer's selector how long a sent message took to move.
 func (l *LMT) observe(t *lmt.Transfer) {
-	if t.Side() != lmt.Sender || l.selectors == nil || t.Backend() == lmt.Arena {
-		return // the arena is chosen by the buffer, not learned
+	if t.Side() != lmt.Sender || l.selectors == nil || t.Backend() == lmt.Arena || t.Typed() {
+		return // the arena is chosen by the buffer, a typed message's backend by its description: neither is learned
 	}
 	if s := l.selectors[t.Peer()]; s != nil {
 		st := t.Stats()

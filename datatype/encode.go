@@ -20,7 +20,8 @@ import (
 // after a short gap. Every encoding has exactly one
 // form, so Decode(b) re-encodes to b.
 
-// EncodedLen is the length of the wire encoding of t.
+// EncodedLen is the length of the wire encoding of t, in O(1): an
+// indexed type counts it when it is built.
 func (t *Type) EncodedLen() int {
 	n := 1
 	switch t.kind {
@@ -29,12 +30,7 @@ func (t *Type) EncodedLen() int {
 	case kindVector:
 		n += uvarintLen(t.blocks) + uvarintLen(t.blockLen) + uvarintLen(t.stride)
 	case kindIndexed:
-		n += uvarintLen(t.blocks)
-		var end int64
-		for i, l := range t.lens {
-			n += uvarintLen(t.disps[i]-end) + uvarintLen(l)
-			end = t.disps[i] + l
-		}
+		n += uvarintLen(t.blocks) + t.encodedBlocks
 	}
 	return n
 }

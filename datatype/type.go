@@ -43,6 +43,10 @@ type Type struct {
 	lens, disps, starts []int64
 	size                int64 // bytes described
 	extent              int64 // end of the last block: the base buffer needs this many bytes
+	// indexed: the length of the blocks' encoding (EncodedLen),
+	// counted once by setIndexed, since an LMT asks at every message
+	// whether a handle holds it.
+	encodedBlocks int
 }
 
 // Contiguous describes size bytes at the start of the base buffer.
@@ -133,6 +137,7 @@ func (t *Type) setVector(count, blockLen, stride int64) error {
 func (t *Type) setIndexed() error {
 	const k = "indexed"
 	var end, size int64
+	encoded := 0
 	for i, n := range t.lens {
 		d := t.disps[i]
 		switch {
@@ -149,10 +154,12 @@ func (t *Type) setIndexed() error {
 			return invalid(k, "lengths", i, n, "the block ends past 2^63-1 bytes")
 		}
 		t.starts[i] = size
+		encoded += uvarintLen(d-end) + uvarintLen(n)
 		size += n // ≤ e since blocks are disjoint and start at 0 or after
 		end = e
 	}
 	t.starts[len(t.lens)] = size
+	t.encodedBlocks = encoded
 	t.kind, t.blocks, t.blockLen, t.stride = kindIndexed, int64(len(t.lens)), 0, 0
 	t.size, t.extent = size, end
 	return nil

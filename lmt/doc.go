@@ -179,21 +179,24 @@
 //
 // A message described by a datatype (package datatype: a vector or an
 // indexed type over one base buffer) goes through [Engine.StartSendType]
-// and [Engine.StartRecvType] on the backends that implement [Datatyped],
-// the CMA ones: the handle carries the description's compact encoding
+// and [Engine.StartRecvType] on the backends that implement [Datatyped].
+// On the CMA ones the handle carries the description's compact encoding
 // instead of one entry per block, the large blocks move in place, and
 // only the blocks shorter than [Config].SmallBlock are packed, each side
 // into a staging buffer of its own, so that a run of them costs the
 // kernel one iovec entry (NewMadeleine's small-block aggregation: see
-// [Datatyped]).
+// [Datatyped]). The stream ones walk each side's description into and
+// out of their channel and ship none: a typed transfer takes them when
+// no CMA backend can, a description too long for the packet that would
+// carry it among the reasons, so that any send matches any receive.
 //
 // # Writing a backend
 //
 // A backend implements [Backend] (and the optional [Early], [Buffered],
-// [Ordered], [Chunker], [Blocker], [Datatyped], [Releaser], [Quiescer]
-// where they fit), gets an entry in
-// [Identities] — its name, a wire id, its flow — and calls [Register] with
-// that name from its package's init. The knem backend shows the Pull shape
+// [Ordered], [Chunker], [Blocker], [Datatyped], [Walker],
+// [TypedReceiver], [Releaser], [Quiescer] where they fit), gets an entry
+// in [Identities] — its name, a wire id, its flow — and calls [Register]
+// with that name from its package's init. The knem backend shows the Pull shape
 // of a one-sided mechanism: its cookie is the handle, Step submits the copy
 // and reports bytes once the status word says so.
 //

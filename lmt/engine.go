@@ -41,6 +41,12 @@ type backendSlot struct {
 	// datatypes: b carries transfers described by a datatype (see
 	// [Datatyped]).
 	datatypes bool
+	// receivesTyped: a typed receive may take b's messages (Datatyped,
+	// or a Pull [TypedReceiver]).
+	receivesTyped bool
+	// stages: b's typed transfers pack their small blocks into a
+	// staging buffer (a Datatyped backend that is no [Walker]).
+	stages bool
 	// chunk bounds what one Step moves: Config.Chunk, or what b asks for
 	// as a [Chunker].
 	chunk int
@@ -143,6 +149,12 @@ func (e *Engine) newSlot(r registration, b Backend) *backendSlot {
 	if d, ok := b.(Datatyped); ok {
 		s.datatypes = d.Datatypes()
 	}
+	s.receivesTyped = s.datatypes
+	if tr, ok := b.(TypedReceiver); ok && r.Flow == Pull {
+		s.receivesTyped = s.receivesTyped || tr.ReceivesTyped()
+	}
+	w, walks := b.(Walker)
+	s.stages = s.datatypes && !(walks && w.Walks())
 	s.chans = make([]channel, e.cfg.Size)
 	for rank := range s.chans {
 		s.chans[rank] = channel{slot: s, peer: rank}

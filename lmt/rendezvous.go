@@ -3,6 +3,7 @@ package lmt
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -42,8 +43,7 @@ func (e *Engine) startSend(dst int, iov [][]byte, d *typed, backend string, rts 
 		e.drop(t)
 		return nil, 0, err
 	}
-	t.setChannel(&s.chans[dst])
-	t.stage()
+	t.setChannel(&s.chans[dst]) // a typed sender packs its small blocks here
 	n, err := t.flow.sendRTS(e, t, rts[hdrLen:])
 	if err != nil {
 		e.drop(t)
@@ -57,7 +57,8 @@ func (e *Engine) startSend(dst int, iov [][]byte, d *typed, backend string, rts 
 
 // chooseSend picks the backend of a send: the forced one, or the first of
 // the preference list that works with the peer and whose handle, if the
-// RTS carries one, fits in room bytes.
+// RTS carries one, fits in room bytes. A typed send looks at the stream
+// backends only when no other one takes it (see [Datatyped]).
 func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot, error) {
 	if backend != "" {
 		s := e.slot(backend)
@@ -68,34 +69,44 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 			return nil, err
 		}
 		if t.needsDatatypes() && !s.datatypes {
-			return nil, fmt.Errorf("lmt: backend %s does not take a datatype description (the CMA backends do)", backend)
+			return nil, fmt.Errorf("lmt: backend %s does not take a datatype description (the CMA and stream backends do: lmt.Datatyped)", backend)
 		}
 		if s.kind.handleInRTS() && !fitsHandle(t, room-s.offer, e.cfg.MaxSegments) {
 			return nil, e.noHandleRoom(t, backend, room-s.offer)
 		}
 		return s, nil
 	}
+	// The first refusal gives the reason, one for this kind of peer
+	// before another: a check's error (kept by the channel), or the
+	// first backend whose handle did not fit, put into words only if
+	// no backend takes t (a typed send skipping cma on its way to
+	// cma-write allocates nothing).
 	var first error
-	for _, s := range e.prefer {
-		if t.needsDatatypes() && !s.datatypes {
-			continue
-		}
-		err := e.check(&s.chans[t.peer])
-		if err == nil && s.kind.handleInRTS() && !fitsHandle(t, room-s.offer, e.cfg.MaxSegments) {
-			if first == nil || errors.Is(first, errMisplaced) {
-				first = e.noHandleRoom(t, s.name, room-s.offer)
+	var roomless *backendSlot
+	for pass := range passes(t) {
+		for _, s := range e.prefer {
+			if !s.takes(t, pass) {
+				continue
 			}
-			continue
-		}
-		if err == nil {
-			return s, nil
-		}
-		if first == nil || errors.Is(first, errMisplaced) {
-			first = err // the reason of a backend for this kind of peer
+			replace := roomless == nil && (first == nil || errors.Is(first, errMisplaced))
+			err := e.check(&s.chans[t.peer])
+			switch {
+			case err == nil && s.kind.handleInRTS() && !fitsHandle(t, room-s.offer, e.cfg.MaxSegments):
+				if replace {
+					roomless, first = s, nil
+				}
+			case err == nil:
+				return s, nil
+			case replace:
+				first = err
+			}
 		}
 	}
+	if roomless != nil {
+		first = e.noHandleRoom(t, roomless.name, room-roomless.offer)
+	}
 	if first == nil {
-		return nil, fmt.Errorf("lmt: no backend of %v takes a datatype description to rank %d with a %d-byte handle room (the CMA backends do)", e.cfg.Prefer, t.peer, room)
+		return nil, fmt.Errorf("lmt: no backend of %v takes a datatype description to rank %d with a %d-byte handle room (the CMA and stream backends do: lmt.Datatyped)", e.cfg.Prefer, t.peer, room)
 	}
 	return nil, fmt.Errorf("lmt: no backend available for rank %d: %w", t.peer, first)
 }
@@ -164,54 +175,116 @@ func (e *Engine) startRecv(src int, rts []byte, iov [][]byte, d *typed) (*Transf
 // settle puts a receiver on the backend the RTS named or, when that one
 // cannot serve here, on a fallback that needs no handle from the sender,
 // and reports whether t goes on (false: it failed). The receiver has the
-// last word: its CTS names the backend it settled on.
+// last word: its CTS names the backend it settled on. Why the named one
+// cannot serve is put into words only when no fallback can either: a
+// refusal that a fallback answers is a message's normal path (a typed
+// receive of a description no CTS holds), which allocates nothing.
 func (e *Engine) settle(t *Transfer, kind uint8, handle []byte) bool {
 	ch := e.channelOf(kind, t.peer)
+	why := e.refusal(t, ch)
 	var refused error
-	if ch == nil {
-		refused = fmt.Errorf("lmt: rank %d chose backend id %d, not registered here", t.peer, kind)
-	} else {
-		refused = e.check(ch)
-	}
-	if refused == nil && t.Typed() && !ch.slot.datatypes {
-		refused = fmt.Errorf("lmt: backend %s does not take a datatype description", ch.slot.name)
-	}
-	if room := hdrLen + segHandleLen(e.cfg.MaxSegments); refused == nil && ch.slot.kind.handleInCTS() && !fitsHandle(t, room, e.cfg.MaxSegments) {
-		refused = fmt.Errorf("lmt: %d receive segments do not fit a %s handle (max %d)", nonEmpty(t.iov), ch.slot.name, e.cfg.MaxSegments)
-		if t.Typed() {
-			refused = fmt.Errorf("lmt: the %d-block receive description needs a %d-byte %s handle, a CTS has room for %d", t.dt.local.Blocks(), typedHandleLen(t), ch.slot.name, room)
-		}
-	}
-	if refused == nil && ch.slot.kind.handleInRTS() {
+	switch {
+	case why == servable && ch.slot.kind.handleInRTS():
 		if refused = ch.slot.b.SetPeerHandle(t, handle); refused != nil && !isUnavailable(refused) {
 			t.setChannel(ch)
 			e.fail(t, refused)
 			return false
 		}
 		// An *Unavailable: usable in general, not with this handle.
-	} else if refused != nil {
+	case why == servable && t.Typed() && ch.slot.kind == Stream:
+		// The blocks in place if the CTS can name them (see takes).
+		if in := e.fallbackIn(t, 0); in != nil {
+			ch = in
+		}
+	case why == unregistered || why == unusable:
 		// A refusal may only say that the peer died (CMA's ESRCH).
 		if err := t.CheckPeer(); err != nil {
 			e.PeerFailed(t.peer, err)
 			return false
 		}
 	}
-	if refused != nil {
-		if ch = e.fallback(t); ch == nil {
+	if why != servable || refused != nil {
+		fb := e.fallback(t)
+		if fb == nil {
+			if refused == nil {
+				refused = e.refusalError(t, ch, kind, why)
+			}
 			t.setChannel(e.channelOf(kind, t.peer))
 			e.fail(t, fmt.Errorf("lmt: no fallback among %v: %w", e.cfg.Prefer, refused))
 			return false
 		}
+		ch = fb
 	}
 	t.setChannel(ch)
 	return true
 }
 
+// refusal is why a receiver cannot use the backend of the RTS, as settle
+// finds it.
+type refusal uint8
+
+const (
+	servable     refusal = iota
+	unregistered         // no backend has the RTS's id here
+	unusable             // its Check refused
+	noDatatypes          // t is typed, the backend takes no description
+	noCTSHandle          // t's handle does not fit the backend's CTS
+)
+
+// refusal says whether channel ch (nil: not registered) can carry
+// receiver t, and if not why, without an allocation.
+func (e *Engine) refusal(t *Transfer, ch *channel) refusal {
+	switch {
+	case ch == nil:
+		return unregistered
+	case e.check(ch) != nil:
+		return unusable
+	case t.Typed() && !ch.slot.receivesTyped:
+		return noDatatypes
+	case ch.slot.kind.handleInCTS() && !fitsHandle(t, e.ctsRoom(), e.cfg.MaxSegments):
+		return noCTSHandle
+	}
+	return servable
+}
+
+// ctsRoom is what a CTS holds of a receiver's handle, header included.
+func (e *Engine) ctsRoom() int { return hdrLen + segHandleLen(e.cfg.MaxSegments) }
+
+// refusalError puts refusal why of backend id kind (channel ch) for t
+// into words.
+func (e *Engine) refusalError(t *Transfer, ch *channel, kind uint8, why refusal) error {
+	switch {
+	case why == unregistered:
+		return fmt.Errorf("lmt: rank %d chose backend id %d, not registered here", t.peer, kind)
+	case why == unusable:
+		return e.check(ch)
+	case why == noDatatypes:
+		return fmt.Errorf("lmt: backend %s does not take a datatype description", ch.slot.name)
+	case t.Typed():
+		return e.noCTSRoom(t, ch.slot.name, e.ctsRoom())
+	}
+	return fmt.Errorf("lmt: %d receive segments do not fit a %s handle (max %d)", nonEmpty(t.iov), ch.slot.name, e.cfg.MaxSegments)
+}
+
 // fallback finds a backend for a receiver that cannot use the sender's:
-// one whose sender needs nothing but the CTS.
+// one whose sender needs nothing but the CTS, whose CTS holds this side's
+// handle if it carries one. A typed receiver takes one that moves its
+// blocks in place (cma-write, its description in the CTS) before a stream
+// one, which needs no description at all: a description too long for a
+// CTS still receives, through the channel.
 func (e *Engine) fallback(t *Transfer) *channel {
+	for pass := range passes(t) {
+		if ch := e.fallbackIn(t, pass); ch != nil {
+			return ch
+		}
+	}
+	return nil
+}
+
+// fallbackIn is fallback's pass p over the preference list (see takes).
+func (e *Engine) fallbackIn(t *Transfer, pass int) *channel {
 	for _, s := range e.prefer {
-		if s.kind.handleInRTS() || t.Typed() && !s.datatypes || s.kind == Push && !fitsHandle(t, segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
+		if s.kind.handleInRTS() || !s.takes(t, pass) || s.kind == Push && !fitsHandle(t, segHandleLen(e.cfg.MaxSegments), e.cfg.MaxSegments) {
 			continue
 		}
 		if ch := &s.chans[t.peer]; e.check(ch) == nil {
@@ -219,6 +292,22 @@ func (e *Engine) fallback(t *Transfer) *channel {
 		}
 	}
 	return nil
+}
+
+// noCTSRoom is why typed receiver t cannot name its description to the
+// sender of backend, in a CTS of room bytes. It is the transfer's error
+// only when no fallback took it: then no stream backend is preferred
+// and usable, so the fix names them.
+func (e *Engine) noCTSRoom(t *Transfer, backend string, room int) error {
+	var streams []string
+	for _, id := range identities {
+		if id.Flow == Stream && !id.Remote {
+			streams = append(streams, id.Name)
+		}
+	}
+	return &Unavailable{Backend: backend, Peer: t.peer,
+		Reason: fmt.Sprintf("the %d-block receive description needs a %d-byte handle, a CTS has room for %d", t.dt.local.Blocks(), typedHandleLen(t), room),
+		Fix:    fmt.Sprintf("put a stream backend (%s) in Config.Prefer: it takes a description of any length; or receive into fewer blocks", strings.Join(streams, ", "))}
 }
 
 // HandleControl takes a packet the Engine of rank src sent through Control.

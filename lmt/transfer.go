@@ -94,12 +94,16 @@ type Segment struct {
 	Len  uint64
 }
 
-// setChannel puts t on ch (nil when the RTS named a backend unknown here).
+// setChannel puts t on ch (nil when the RTS named a backend unknown here),
+// staging a typed side's small blocks as that backend wants them.
 func (t *Transfer) setChannel(ch *channel) {
 	t.ch = ch
 	if ch != nil {
 		t.flow = ch.slot.flow
 		t.stats.Backend = ch.slot.name
+		if t.dt.local != nil {
+			t.stage(ch.slot)
+		}
 	}
 }
 

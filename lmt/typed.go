@@ -36,10 +36,66 @@ import (
 // those bytes on each side. Large blocks are copied once, by the kernel,
 // in place.
 //
-// A typed transfer never goes to another backend: a knem region or an
-// arena slot is built from Buffers, which a typed transfer leaves empty.
+// The stream backends (shm, pipe, vmsplice) are Datatyped too: their
+// handle names nothing, and each side's Step walks its own description
+// into or out of the channel, so either side may be typed whatever the
+// other is, and a description of any length, which no CTS would hold,
+// needs no room anywhere. They cost a copy more than the others, which
+// move the blocks in place: a typed send takes a stream backend only when
+// none of the others can take it (its description too long for the RTS
+// of a pull, CMA refused), and a typed receive falls back to one when the
+// sender's backend cannot serve it and its own description is too long
+// for the CTS of a push.
+//
+// A typed send never goes to another backend: a knem region or an arena
+// slot is built from Buffers, which a typed transfer leaves empty. A
+// typed receive may also take the messages of a [TypedReceiver].
 type Datatyped interface {
 	Datatypes() bool
+}
+
+// Walker is implemented by [Datatyped] backends that copy a transfer's
+// bytes themselves, with Gather and Scatter, instead of naming its
+// buffers to the kernel in iovec lists (the shm ring). A block costs them
+// one memory copy however short it is, and no entry of a list, so their
+// transfers stage no block: the ring's slots and the blocks exchange
+// bytes directly, as MPICH's shm LMT unpacks a datatype segment straight
+// out of its copy buffer, and [Stats].Staged stays 0.
+type Walker interface {
+	Walks() bool
+}
+
+// TypedReceiver is implemented by Pull backends whose handle names the
+// sender's plain buffers while the receiver copies into its own through
+// [Transfer.Iovecs] alone, with memory copies of its own (arena,
+// arena-copy: the receiver copies out of the sender's region). A typed
+// receive takes their messages, walking its blocks and staging none, as
+// a [Walker]; a typed send does not use them. Without it a typed receive
+// of an arena-copy message would fail: its sender, whose copy completed
+// it for its user, cannot follow the receiver to another backend.
+type TypedReceiver interface {
+	ReceivesTyped() bool
+}
+
+// passes is how many times a choice of backend for t goes over the
+// preference list: twice for a typed transfer (see takes), once for
+// another.
+func passes(t *Transfer) int {
+	if t.needsDatatypes() {
+		return 2
+	}
+	return 1
+}
+
+// takes reports whether s may carry t in pass p of a choice (see
+// passes): any backend an untyped transfer; a typed one, first the
+// Datatyped backends that move its blocks in place, one copy, then the
+// stream ones, which copy them through their channel.
+func (s *backendSlot) takes(t *Transfer, pass int) bool {
+	if !t.needsDatatypes() {
+		return true
+	}
+	return s.datatypes && (s.kind == Stream) == (pass == 1)
 }
 
 // typed is the state of a transfer whose buffer on one side or both is a
@@ -106,24 +162,34 @@ func (e *Engine) StartRecvType(src int, rts []byte, base []byte, typ *datatype.T
 	return e.startRecv(src, rts, nil, &typed{local: typ, base: base})
 }
 
-// setTyped makes t's buffer the description in d, with a staging buffer
-// for its small blocks.
+// setTyped makes t's buffer the description in d. Which of its blocks
+// are staged waits for its backend (stage).
 func (t *Transfer) setTyped(d *typed) {
 	t.dt.local, t.dt.base = d.local, d.base
 	t.dt.lcur = d.local.Cursor()
-	t.dt.lstage.Reset(d.local, int64(t.e.cfg.SmallBlock))
+	t.dt.lstage.Reset(nil, 0)
+	t.dt.staging = t.dt.staging[:0]
+}
+
+// stage decides, when t goes on backend s, which of this side's blocks
+// go through its staging buffer: those shorter than Config.SmallBlock,
+// or none on a [Walker] or a backend that takes no description. A sender
+// packs them at once, before its RTS names the buffer to a receiver that
+// may read it at once, or before its first Step on the backend its
+// receiver answered with.
+func (t *Transfer) stage(s *backendSlot) {
+	threshold := int64(t.e.cfg.SmallBlock)
+	if !s.stages {
+		threshold = 0
+	}
+	t.dt.lstage.Reset(t.dt.local, threshold)
 	n := int(t.dt.lstage.Bytes())
 	if cap(t.dt.staging) < n {
 		t.dt.staging = make([]byte, n)
 	}
 	t.dt.staging = t.dt.staging[:n]
-}
-
-// stage packs a typed sender's small blocks into its staging buffer once
-// its backend is chosen, before the RTS names the buffer to a receiver
-// that may read it at once.
-func (t *Transfer) stage() {
-	if t.dt.local != nil && t.dt.lstage.Bytes() > 0 {
+	t.stats.Staged = 0
+	if t.side == Sender && n > 0 {
 		t.stats.Staged, _ = t.dt.lstage.Pack(t.dt.staging, t.dt.base) // Fits was checked
 	}
 }
@@ -174,6 +240,9 @@ func (t *Transfer) typedWalk(p []byte, pos int64, out bool) int {
 	if c.SetPos(pos) != nil {
 		return 0
 	}
+	if t.dt.lstage.Bytes() == 0 {
+		return walkBlocks(&c, t.dt.base, p, out)
+	}
 	done := 0
 	for done < len(p) {
 		staged, off, n := c.NextStaged(&t.dt.lstage, int64(len(p)-done))
@@ -188,6 +257,24 @@ func (t *Transfer) typedWalk(p []byte, pos int64, out bool) int {
 			done += memcopy.Copy(p[done:done+int(n)], buf[off:off+n])
 		} else {
 			done += memcopy.Copy(buf[off:off+n], p[done:done+int(n)])
+		}
+	}
+	return done
+}
+
+// walkBlocks is typedWalk when nothing is staged (a [Walker]'s transfer,
+// the shm ring's): block by block, without asking the stage of each.
+func walkBlocks(c *datatype.Cursor, base, p []byte, out bool) int {
+	done := 0
+	for done < len(p) {
+		off, n := c.Next(int64(len(p) - done))
+		if n == 0 {
+			break
+		}
+		if out {
+			done += memcopy.Copy(p[done:done+int(n)], base[off:off+n])
+		} else {
+			done += memcopy.Copy(base[off:off+n], p[done:done+int(n)])
 		}
 	}
 	return done

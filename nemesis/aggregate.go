@@ -99,8 +99,16 @@ func (ep *Endpoint) rendezvous(r *Request) bool {
 // aggregable tells whether send r, waiting in a window, may go in an
 // aggregate cell: it is small, eager, and none of it left yet.
 func (ep *Endpoint) aggregable(r *Request) bool {
-	n := r.msgLen
-	return !r.seqd && n <= ep.hold && n <= ep.eagerMax && n <= ep.chooseAbove && !ep.viaArena(r)
+	return ep.aggregableUpTo(r, ep.aggregateMax())
+}
+
+// aggregateMax is the longest message aggregable admits: the endpoint's
+// limits, read once per cell rather than once per message.
+func (ep *Endpoint) aggregateMax() int { return min(ep.hold, ep.eagerMax, ep.chooseAbove) }
+
+// aggregableUpTo is aggregable with aggregateMax already read.
+func (ep *Endpoint) aggregableUpTo(r *Request, limit int) bool {
+	return !r.seqd && r.msgLen <= limit && !ep.viaArena(r)
 }
 
 // sendFbox sends r, the front of its window, through its fastbox if the
@@ -147,10 +155,17 @@ func (ep *Endpoint) sendAggregate(dst int) (bool, error) {
 	// sendBehindWindow).
 	ep.packing = true
 	defer func() { ep.packing = false }()
-	for r := q.Front(); r != nil && ep.packable(r); r = q.Front() {
+	limit := ep.aggregateMax()
+	for r := q.Front(); r != nil; r = q.Front() {
+		// Each message is classified once: aggregable, else an RTS
+		// (packable), else the cell ends.
+		small := ep.aggregableUpTo(r, limit)
+		if !small && !ep.rendezvous(r) {
+			break
+		}
 		at := alignAgg(end)
 		room := len(pl) - at - aggHdrSize
-		if !ep.aggregable(r) {
+		if !small {
 			if room < fboxRTSMin {
 				break
 			}
@@ -251,7 +266,14 @@ func (ep *Endpoint) arriveAggregate(src int, seq uint32, count uint64, pl []byte
 			p.recvSeq++
 		}
 		at += aggHdrSize
-		if err := ep.arrivePacked(src, int(tag), kind, int(total), pl[at:at+int(n)]); err != nil {
+		var err error
+		if kind == kindMsg {
+			// The common entry goes straight to matching.
+			err = ep.arrive(src, int(tag), kind, int(total), pl[at:at+int(n)])
+		} else {
+			err = ep.arrivePacked(src, int(tag), kind, int(total), pl[at:at+int(n)])
+		}
+		if err != nil {
 			return err
 		}
 		at += int(n)

@@ -413,3 +413,91 @@ func TestAggregateCarriesControl(t *testing.T) {
 		})
 	}
 }
+
+// multisegShapes are BenchmarkMultisegSplit's messages: the 16
+// segments of 8 bytes, which the pair's line boxes (16) take whole, so
+// that no segment waits in the window whatever the strategy; 32 of 8
+// bytes, past the line boxes and the fastboxes; 16 of 64 bytes, too long
+// for a line box, past the fastboxes.
+var multisegShapes = []struct{ Segs, Size int }{{16, 8}, {32, 8}, {16, 64}}
+
+// TestAggregateOneWayCounts: BenchmarkMultisegSplit's round, exactly:
+// rank 1 posts the receives, rank 0 sends every segment and tests each
+// until complete, then rank 1 tests each. Per round the sender fills the
+// boxes a receiver that has not polled leaves it (line boxes for
+// segments of up to linePayload bytes, then fastboxes); the aggregate
+// strategy sends the segments after them in one cell, the straightforward
+// one a cell each. Every message arrives intact, and a round allocates
+// nothing.
+func TestAggregateOneWayCounts(t *testing.T) {
+	for _, sh := range multisegShapes {
+		for _, s := range []Strategy{Aggregate, Straightforward} {
+			t.Run(fmt.Sprintf("%dx%dB/%v", sh.Segs, sh.Size, s), func(t *testing.T) {
+				oneWayCounts(t, s, sh.Segs, sh.Size)
+			})
+		}
+	}
+}
+
+func oneWayCounts(t *testing.T, s Strategy, segs, size int) {
+	eps := joinLocal(t, 2, nil)
+	a, b := eps[0], eps[1]
+	if err := a.SetStrategy(s); err != nil {
+		t.Fatal(err)
+	}
+	msgs, bufs := smallMsgs(segs, size, 4), smallMsgs(segs, size, 0)
+	sends, recvs := make([]Request, segs), make([]Request, segs)
+	var err error
+	testAll := func(ep *Endpoint, rs []Request) {
+		for i := range rs {
+			for done := false; !done && err == nil; done, err = ep.Test(&rs[i]) {
+			}
+		}
+	}
+	round := func() {
+		for i := range recvs {
+			err = errors.Join(err, b.Irecv(&recvs[i], 0, i, bufs[i]))
+		}
+		for i := range sends {
+			err = errors.Join(err, a.Isend(&sends[i], 1, i, msgs[i]))
+		}
+		testAll(a, sends)
+		testAll(b, recvs)
+	}
+	// What left, and how: fastbox messages (line boxes included), line
+	// box messages, queue messages, cells, aggregate cells, messages in
+	// them.
+	sent := func() [6]uint64 {
+		st := a.Stats()
+		return [6]uint64{st.FastboxMsgs, st.LineMsgs, st.QueueMsgs, st.Cells, st.AggregateCells, st.Aggregated}
+	}
+	lines := 0
+	if size <= linePayload {
+		lines = min(segs, lineBoxes)
+	}
+	boxes := min(segs, lines+fboxSlots)
+	rest := uint64(segs - boxes)
+	want := [6]uint64{uint64(boxes), uint64(lines), rest, rest, 0, 0}
+	if s == Aggregate && rest > 0 {
+		want = [6]uint64{uint64(boxes), uint64(lines), 0, 1, 1, rest}
+	}
+	round()
+	if got := sent(); err != nil || got != want {
+		t.Fatalf("sender after one round: %v, %v; want %v", got, err, want)
+	}
+	allocs := testing.AllocsPerRun(50, round)
+	for i, n := range sent() {
+		if n != 52*want[i] {
+			t.Errorf("after 52 rounds the sender counts %v, want 52 × %v", sent(), want)
+			break
+		}
+	}
+	if allocs != 0 {
+		t.Errorf("%v allocations per round", allocs)
+	}
+	for i := range bufs {
+		if err != nil || !bytes.Equal(bufs[i], msgs[i]) || recvs[i].err != nil || recvs[i].Status().Tag != i {
+			t.Fatalf("message %d: %v, %v, status %+v", i, err, recvs[i].err, recvs[i].Status())
+		}
+	}
+}

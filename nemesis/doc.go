@@ -241,9 +241,12 @@
 // when its encoding does not fit an RTS (an indexed type of a few
 // thousand blocks), or when the LMT refuses it. A typed receive of a
 // rendezvous needs such an LMT too (else ErrNotSupported); one from a
-// plain buffer falls back to a backend whose CTS names the receiver's
-// description (cma-write), which must fit there, or the transfer fails on
-// both sides. A longer message than the receive's type fills every
+// plain buffer takes the sender's backend when it can: a CMA one pulls
+// into the blocks in place, a stream one (the shm ring, the pipes) walks
+// them through its channel. It moves to cma-write, in place, when its
+// description fits a CTS, and stays on the stream backend when it does
+// not: a description of any length receives. A longer message than the
+// receive's type fills every
 // block and ends with ErrTruncated; nothing outside the blocks is
 // written. Typed messages go between ranks of one node (ErrNotSupported
 // across Options.Net).

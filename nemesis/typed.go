@@ -24,7 +24,9 @@ import (
 // datatypes; otherwise, or when the LMT's StartSend refuses it, the
 // message goes through the cells whatever its length. A typed receive
 // matching an RTS with an LMT that does not take datatypes completes with
-// ErrNotSupported (set the same LMT on every rank, as SetLMT asks).
+// ErrNotSupported (set the same LMT on every rank, as SetLMT asks); with
+// attach's, it receives from any sender, whatever its description's
+// length (lmt.Datatyped says how).
 type LMTDatatypes interface {
 	Datatypes() bool
 }
@@ -128,10 +130,11 @@ const typedRTSRoom = 256
 
 // rtsHolds reports whether typ's encoding fits an RTS in a cell. A pull
 // backend (cma) needs it there; without that room the LMT would choose a
-// push one (cma-write), whose receiver must name its own description in
-// its CTS, which is no longer room, and the transfer would fail when the
-// receiver's is as long: an indexed type of thousands of blocks goes by
-// the cells instead.
+// push one (cma-write), whose receiver names its own description in its
+// CTS, or falls back to a stream backend when that one is as long: an
+// indexed type of thousands of blocks goes by the cells instead, which
+// need neither, and whose two copies are what the stream backend's
+// would be.
 func (ep *Endpoint) rtsHolds(typ *datatype.Type) bool {
 	return typ.EncodedLen() <= ep.seg.payloadSize-typedRTSRoom
 }

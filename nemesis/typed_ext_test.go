@@ -186,8 +186,10 @@ func typedExchange(ep *nemesis.Endpoint, n, tag int, s typedShape, seed uint64, 
 	room := max(n-s.short, 0)
 	minBlock := 1
 	if viaLMT && s.send != asType {
-		// The sender's backend takes no description (shm): the receiver
-		// falls back to cma-write, whose CTS must carry its description.
+		// The sender's backend (shm) walks a description without
+		// staging: the receiver moves to cma-write, in place, when its
+		// CTS holds the description, so that the side stages its small
+		// blocks (bufferToLongDescription has a longer one).
 		minBlock = room / 100
 	}
 	rcv := newHolding(rng, s.recv, room, minBlock)
@@ -308,7 +310,8 @@ func TestTypedEager(t *testing.T) {
 // StartSendType, StartRecvType), each typed side staging exactly its
 // blocks under a page; the paper's shape of 64-byte and 256 KiB blocks
 // stages only the 64-byte ones; a description too long for an RTS goes
-// by the cells.
+// by the cells; a buffer sent by rendezvous to a description too long for
+// a CTS arrives through shm.
 func TestTypedLMT(t *testing.T) {
 	typedJob(t, true, func(ep *nemesis.Endpoint) error {
 		sizes := []int{100, 20 << 10, attach.DefaultEagerMax + 1, 300<<10 + 7, 2<<20 + 3}
@@ -319,6 +322,9 @@ func TestTypedLMT(t *testing.T) {
 			return err
 		}
 		if err := tooManyBlocksForRTS(ep, 1<<20+1); err != nil {
+			return err
+		}
+		if err := longDescriptionToBuffer(ep, 1<<20+3); err != nil {
 			return err
 		}
 		return bufferToLongDescription(ep, 1<<20+2)
@@ -418,11 +424,12 @@ func manyBlocks() (lens, disps []int64) {
 }
 
 // bufferToLongDescription sends 72,000 bytes from one buffer, by
-// rendezvous, to a typed receive of 6,000 blocks: the sender's backend
-// (shm) takes no description, and the receiver's fallback (cma-write)
-// must name it in a CTS, too short for it. Either the message arrives
-// whole, or both sides fail with an error and nothing is written to the
-// receiver's buffer; neither hangs.
+// rendezvous, to a typed receive of 6,000 blocks whose description no
+// CTS holds: the sender's backend (shm) walks the receiver's blocks
+// itself, so the receiver stays on it instead of falling back to
+// cma-write. Both sides succeed, the blocks hold the message (CRC against
+// the reference unpack), every byte between them its guard, and neither
+// side stages a block.
 func bufferToLongDescription(ep *nemesis.Endpoint, tag int) error {
 	typ, err := datatype.Indexed(manyBlocks())
 	if err != nil {
@@ -438,40 +445,66 @@ func bufferToLongDescription(ep *nemesis.Endpoint, tag int) error {
 		if err == nil {
 			err = ep.Wait(&r)
 		}
-		return sameOutcome(ep, err)
+	} else {
+		base := bytes.Repeat([]byte{guard}, int(typ.Extent())+1)
+		err = ep.IrecvType(&r, 0, tag, base, typ)
+		if err == nil {
+			err = ep.Wait(&r)
+		}
+		want := bytes.Repeat([]byte{guard}, len(base))
+		c := typ.Cursor()
+		c.Unpack(want, msg)
+		got := make([]byte, typ.Size())
+		typ.Pack(got, base)
+		switch {
+		case err != nil:
+		case crc32.ChecksumIEEE(got) != crc32.ChecksumIEEE(msg):
+			err = fmt.Errorf("received CRC %#x, the message's %#x", crc32.ChecksumIEEE(got), crc32.ChecksumIEEE(msg))
+		case !bytes.Equal(base, want):
+			err = errors.New("a byte between the blocks was written")
+		}
 	}
-	base := bytes.Repeat([]byte{guard}, int(typ.Extent())+1)
-	err = ep.IrecvType(&r, 0, tag, base, typ)
+	if err != nil {
+		return fmt.Errorf("buffer to 6000 blocks, rank %d: %w", ep.Rank(), err)
+	}
+	if st, ok := attach.Stats(&r); !r.ViaLMT() || !ok || st.Backend != "shm" || st.Staged != 0 || st.Bytes != typ.Size() {
+		return fmt.Errorf("buffer to 6000 blocks, rank %d: via the LMT %v, stats %+v (%v); want shm, %d bytes, none staged", ep.Rank(), r.ViaLMT(), st, ok, typ.Size())
+	}
+	return nil
+}
+
+// longDescriptionToBuffer sends the 6,000 blocks of manyBlocks, whose
+// description no RTS holds, to a receive into one buffer: the cells
+// carry it (see rtsHolds), and the buffer holds the blocks' packed
+// stream, nothing past it.
+func longDescriptionToBuffer(ep *nemesis.Endpoint, tag int) error {
+	typ, err := datatype.Indexed(manyBlocks())
+	if err != nil {
+		return err
+	}
+	base := make([]byte, typ.Extent())
+	for i := range base {
+		base[i] = byte(i * 3)
+	}
+	msg := make([]byte, typ.Size())
+	typ.Pack(msg, base)
+	var r nemesis.Request
+	buf := bytes.Repeat([]byte{guard}, len(msg)+64)
+	if ep.Rank() == 0 {
+		err = ep.IsendType(&r, 1, tag, base, typ)
+	} else {
+		err = ep.Irecv(&r, 0, tag, buf[:len(msg)])
+	}
 	if err == nil {
 		err = ep.Wait(&r)
 	}
-	want := bytes.Repeat([]byte{guard}, len(base))
-	if err == nil {
-		c := typ.Cursor()
-		c.Unpack(want, msg)
-	}
-	if !bytes.Equal(base, want) {
-		return fmt.Errorf("buffer to 6000 blocks (error %v): the receive buffer holds other bytes than it should", err)
-	}
-	return sameOutcome(ep, err)
-}
-
-// sameOutcome tells the peer whether this rank's side failed and checks
-// that the peer's did too, or neither.
-func sameOutcome(ep *nemesis.Endpoint, err error) error {
-	mine, theirs := []byte{0}, []byte{0}
-	if err != nil {
-		mine[0] = 1
-	}
-	peer := 1 - ep.Rank()
-	if serr := ep.Send(peer, nemesis.MaxTag-2, mine); serr != nil {
-		return serr
-	}
-	if _, rerr := ep.Recv(peer, nemesis.MaxTag-2, theirs); rerr != nil {
-		return rerr
-	}
-	if mine[0] != theirs[0] {
-		return fmt.Errorf("rank %d: error %v, the peer failed: %v", ep.Rank(), err, theirs[0] == 1)
+	switch {
+	case err != nil:
+		return fmt.Errorf("6000 blocks to a buffer, rank %d: %w", ep.Rank(), err)
+	case r.ViaLMT():
+		return fmt.Errorf("6000 blocks to a buffer, rank %d: went by the LMT, want the cells", ep.Rank())
+	case ep.Rank() == 1 && (!bytes.Equal(buf[:len(msg)], msg) || !bytes.Equal(buf[len(msg):], bytes.Repeat([]byte{guard}, 64))):
+		return fmt.Errorf("6000 blocks to a buffer: the buffer differs from the reference pack")
 	}
 	return nil
 }

@@ -59,6 +59,15 @@ const maxGeom = 1<<16 - 1
 // Buffered implements [lmt.Buffered]: the ring holds a copy.
 func (s *shm) Buffered() bool { return true }
 
+// Datatypes implements [lmt.Datatyped]: each side copies between the ring
+// and its own buffers with GatherAt and ScatterAt, which walk a datatype
+// description block by block, and the handle names nothing.
+func (s *shm) Datatypes() bool { return true }
+
+// Walks implements [lmt.Walker]: a block costs the ring one copy, so no
+// block is staged.
+func (s *shm) Walks() bool { return true }
+
 func (s *shm) Handle(t *lmt.Transfer, dst []byte) (int, error) { return 0, nil }
 func (s *shm) SetPeerHandle(t *lmt.Transfer, h []byte) error   { return nil }
 

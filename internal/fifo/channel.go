@@ -3,6 +3,7 @@ package fifo
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -25,8 +26,11 @@ type Channel struct {
 	pipes  *Pipes
 	dir    string
 	broken []bool // by peer: a pipe holding a failed transfer's leftovers
-	chunk  int    // bytes per Step: one pipe-full unless configured
-	iov    [1024]unix.Iovec
+	// closedAt is, by peer, when a write first found the pipe closed
+	// by its reader (zero: not found so); see Write.
+	closedAt []time.Time
+	chunk    int // bytes per Step: one pipe-full unless configured
+	iov      [1024]unix.Iovec
 }
 
 // NewChannel prepares the FIFOs of backend name for env's engine, in the
@@ -34,7 +38,7 @@ type Channel struct {
 // the Config asks within the system's cap. check is the backend's
 // availability check, which Start repeats when the pipe size was refused.
 func NewChannel(name string, env *lmt.Env, check lmt.Prober) *Channel {
-	c := &Channel{name: name, env: env, check: check, dir: env.Dir, broken: make([]bool, env.Size)}
+	c := &Channel{name: name, env: env, check: check, dir: env.Dir, broken: make([]bool, env.Size), closedAt: make([]time.Time, env.Size)}
 	if c.dir == "" {
 		c.dir = launch.JobDir(env.Job)
 	}
@@ -53,6 +57,12 @@ func NewChannel(name string, env *lmt.Env, check lmt.Prober) *Channel {
 
 // Ordered implements lmt.Ordered: a pipe is a plain FIFO.
 func (c *Channel) Ordered() bool { return true }
+
+// Datatypes implements lmt.Datatyped: readv, writev and vmsplice take
+// t.Iovecs, which lists a datatype description's blocks (a run of its
+// small ones as one entry of its staging buffer), and the handle names
+// nothing.
+func (c *Channel) Datatypes() bool { return true }
 
 // Chunk implements lmt.Chunker: one pipe-full a Step unless
 // Config.PipeChunk says otherwise.
@@ -127,12 +137,34 @@ func (c *Channel) Write(t *lmt.Transfer, max int, write func(fd int, iov []unix.
 	t.CountSyscalls(1)
 	n, err := write(c.pipes.writers[t.Peer()], iov)
 	if err == unix.EPIPE {
-		if perr := t.CheckPeer(); perr != nil {
-			return 0, perr
-		}
-		return 0, fmt.Errorf("lmt: rank %d closed its %s pipe mid-transfer", t.Peer(), c.name)
+		return 0, c.closed(t)
 	}
 	return n, err
+}
+
+// readerGrace bounds how long a writer waits, after its reader closed the
+// pipe, for the reason to show: the reader's exit, or its failed DONE.
+const readerGrace = time.Second
+
+// closed is a write's answer to a pipe its reader closed mid-transfer.
+// A reader that dies closes its files before its exit shows on its
+// pidfd, and one that gave up on the transfer sends a failed DONE after
+// closing the pipe (Abort): either reaches this side in far less than
+// readerGrace, the transfer then failing with a PeerError or the
+// reader's own error instead of this one. Until then the write moves
+// nothing; past it, the reader is alive and said nothing.
+func (c *Channel) closed(t *lmt.Transfer) error {
+	if perr := t.CheckPeer(); perr != nil {
+		return perr
+	}
+	at := &c.closedAt[t.Peer()]
+	if at.IsZero() {
+		*at = time.Now()
+	}
+	if time.Since(*at) < readerGrace {
+		return nil
+	}
+	return fmt.Errorf("lmt: rank %d closed its %s pipe mid-transfer", t.Peer(), c.name)
 }
 
 func (c *Channel) leftovers(peer int) error {
@@ -154,6 +186,7 @@ func (c *Channel) PollFd(t *lmt.Transfer) (int, int16) {
 // opening it left behind.
 func (c *Channel) Abort(t *lmt.Transfer) {
 	c.broken[t.Peer()] = true
+	c.closedAt[t.Peer()] = time.Time{}
 	c.pipes.Drop(t.Peer())
 }
 
