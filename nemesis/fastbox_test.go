@@ -368,21 +368,21 @@ func TestFastboxArrivalIsProgress(t *testing.T) {
 func TestIrecvTakesWaitingFastbox(t *testing.T) {
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
-	if err := a.Send(1, 5, []byte("waiting")); err != nil {
+	if err := a.Send(1, 5, append(make([]byte, linePayload), "waiting"...)); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 8)
+	buf := make([]byte, linePayload+8)
 	var r Request
-	if err := b.Irecv(&r, 0, 5, buf); err != nil || !r.Done() || string(buf[:r.Status().Count]) != "waiting" {
+	if err := b.Irecv(&r, 0, 5, buf); err != nil || !r.Done() || string(buf[linePayload:r.Status().Count]) != "waiting" {
 		t.Fatalf("Irecv of a message in its fastbox: done %v, %q, %v", r.Done(), buf, err)
 	}
 	if err := b.Irecv(&r, 0, 5, buf); err != nil || r.Done() {
 		t.Fatalf("Irecv of a message not sent yet: done %v, %v", r.Done(), err)
 	}
-	if err := a.Send(1, 5, []byte("later")); err != nil {
+	if err := a.Send(1, 5, append(make([]byte, linePayload), "later"...)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Wait(&r); err != nil || string(buf[:r.Status().Count]) != "later" {
+	if err := b.Wait(&r); err != nil || string(buf[linePayload:r.Status().Count]) != "later" {
 		t.Fatalf("second receive: %q, %v", buf, err)
 	}
 	if st := b.Stats(); st.Unexpected != 0 {

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/knemesis/knemesis/internal/lineops"
+	"github.com/knemesis/knemesis/internal/memcopy"
 )
 
 // Line boxes: the fastboxes of the smallest messages. Beside its
@@ -115,17 +116,49 @@ func (p *peer) inLine() *lineBox {
 	return l
 }
 
-// takeLine delivers the message in l, src's next, and publishes the count
-// of consumed boxes every lineRelease messages. The box is the sender's
-// again once that count covers it: arrive has copied the payload out.
+// takeLine delivers the message in l, src's next, to the receive it
+// matches or as unexpected.
 func (ep *Endpoint) takeLine(src int, l *lineBox) error {
+	data, err := ep.openLine(src, l)
+	if err != nil {
+		return err
+	}
+	err = ep.arrive(src, int(l.hdr.tag), kindMsg, len(data), data)
+	ep.peers[src].closeLine()
+	return err
+}
+
+// takeLineInto delivers the message in l, the next from r's source, to r,
+// which it matches and which no earlier receive precedes.
+func (ep *Endpoint) takeLineInto(r *Request, l *lineBox) error {
+	data, err := ep.openLine(r.peer, l)
+	if err != nil {
+		ep.finish(r, 0, err)
+		return err
+	}
+	ep.matched++
+	r.tag, r.msgLen = int(l.hdr.tag), len(data)
+	if r.vec {
+		r.scatter(data)
+	} else {
+		r.n = memcopy.Copy(r.buf[0], data)
+	}
+	ep.peers[r.peer].closeLine()
+	ep.finishRecv(r)
+	return nil
+}
+
+// openLine checks the header of l, src's next message, and moves src's
+// sequence past it; it returns the payload, which stays the sender's
+// until closeLine.
+func (ep *Endpoint) openLine(src int, l *lineBox) ([]byte, error) {
 	p := &ep.peers[src]
 	n := int(l.hdr.len)
 	if n > linePayload || l.hdr.kind != kindMsg || l.hdr.total != uint64(n) {
-		return ep.fail(errorf(ErrCorrupt, "line box from rank %d: kind %d, %d bytes of %d (max %d)", src, l.hdr.kind, n, l.hdr.total, linePayload))
+		return nil, ep.fail(errorf(ErrCorrupt, "line box from rank %d: kind %d, %d bytes of %d (max %d)", src, l.hdr.kind, n, l.hdr.total, linePayload))
 	}
 	if p.asm.req != nil || p.asm.ux != nil {
-		return ep.fail(errorf(ErrCorrupt, "line box message from rank %d inside a multi-cell message", src))
+		return nil, ep.fail(errorf(ErrCorrupt, "line box message from rank %d inside a multi-cell message", src))
 	}
 	// The boxes behind it are likely full too when the receiver is the
 	// slower side: ask for their lines now, so that their transfers
@@ -135,13 +168,18 @@ func (ep *Endpoint) takeLine(src int, l *lineBox) error {
 	p.acked = l.hdr.ack
 	ep.arrived++
 	p.recvSeq++
-	err := ep.arrive(src, int(l.hdr.tag), kindMsg, n, l.pl[:n])
+	return l.pl[:n], nil
+}
+
+// closeLine gives the box of the message just delivered back to its
+// sender, publishing the count of consumed boxes every lineRelease
+// messages: the payload has been copied out.
+func (p *peer) closeLine() {
 	p.released = p.recvSeq
 	p.lnRecv++
 	if p.lnRecv%lineRelease == 0 {
 		p.lnIn.done.Store(p.lnRecv)
 	}
-	return err
 }
 
 // sendLine sends r, a whole message of at most linePayload bytes, through

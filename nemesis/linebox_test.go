@@ -190,3 +190,55 @@ func TestCorruptLineBox(t *testing.T) {
 		recvInOrder(t, b, 0, msgs)
 	})
 }
+
+// TestIrecvTakesLineBox: a receive that the next message of its source,
+// waiting in a line box, matches, and that no earlier posted receive
+// precedes, takes it at once, truncation included; a receive that an
+// earlier one precedes leaves the message to that one.
+func TestIrecvTakesLineBox(t *testing.T) {
+	eps := joinLocal(t, 2, nil)
+	a, b := eps[0], eps[1]
+	buf0, buf1 := make([]byte, 8), make([]byte, 8)
+	var first, second Request
+	if err := b.Irecv(&first, 0, 9, buf0); err != nil || first.Done() {
+		t.Fatalf("Irecv before any message: done %v, %v", first.Done(), err)
+	}
+	sendAll(t, a, 1, [][]byte{[]byte("zero")})
+	if err := b.Irecv(&second, 0, 0, buf1); err != nil || second.Done() {
+		t.Fatalf("Irecv behind a posted receive: done %v, %v; want it posted", second.Done(), err)
+	}
+	if err := b.Poll(); err != nil || first.Done() || !second.Done() || string(buf1[:second.Status().Count]) != "zero" {
+		t.Fatalf("after a Poll: first done %v, second done %v with %q (%v); want the second only", first.Done(), second.Done(), buf1, err)
+	}
+	if err := a.Send(1, 2, []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Irecv(&second, 0, AnyTag, buf1); err == nil && second.Done() {
+		t.Fatalf("Irecv with a receive posted before it took the message")
+	}
+	if err := b.Wait(&second); err != nil || second.Status().Tag != 2 {
+		t.Fatalf("second receive: %+v, %v", second.Status(), err)
+	}
+	if err := a.Send(1, 9, []byte("nine")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(&first); err != nil || string(buf0[:first.Status().Count]) != "nine" {
+		t.Fatalf("first receive: %q, %v", buf0, err)
+	}
+	var r Request
+	if err := a.Send(1, 3, []byte("three")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Irecv(&r, 0, AnyTag, buf0); err != nil || !r.Done() || r.Status().Tag != 3 || string(buf0[:r.Status().Count]) != "three" {
+		t.Fatalf("Irecv of a waiting line box: done %v, %+v, %q, %v; want it taken at once", r.Done(), r.Status(), buf0, err)
+	}
+	if err := a.Send(1, 4, []byte("four")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Irecv(&r, 0, 4, buf1[:2]); err != nil || !r.Done() || !errors.Is(r.err, ErrTruncated) || string(buf1[:2]) != "fo" {
+		t.Fatalf("Irecv of a waiting line box into 2 bytes: done %v, %v, %q, %v; want it truncated at once", r.Done(), r.err, buf1[:2], err)
+	}
+	if st := b.Stats(); st.Unexpected != 0 || st.FastboxMsgs != 0 {
+		t.Fatalf("receiver stats %+v: want no unexpected message", st)
+	}
+}

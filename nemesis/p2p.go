@@ -104,6 +104,14 @@ func (ep *Endpoint) startRecv(r *Request) error {
 	if u := ep.matchUnexpected(r.peer, r.tag); u != nil {
 		return ep.takeUnexpected(r, u)
 	}
+	if r.peer >= 0 && ep.posted.Empty() {
+		if l := ep.peers[r.peer].inLine(); l != nil && (r.tag == AnyTag || int(l.hdr.tag) == r.tag) {
+			// The next message from its source waits in a line box,
+			// as it does for a receiver behind a stream, and no
+			// earlier receive may match it: take it without posting.
+			return ep.takeLineInto(r, l)
+		}
+	}
 	if err := ep.unreachable(r.peer); err != nil {
 		ep.finish(r, 0, err)
 		return nil
