@@ -97,6 +97,12 @@ func (p *peer) postLine(l *lineBox, tag, n int) {
 	p.sendSeq++
 	p.lnSent++
 	lineops.StoreRelease(&l.hdr.full, p.lnSent)
+	if p.lnSent+1-p.lnFree < lineBoxes {
+		// Ask for the line of the box after next now, known free: its
+		// transfer from the receiver's core then overlaps this one's
+		// instead of waiting behind it in the store buffer.
+		lineops.PrefetchWrite(unsafe.Pointer(&p.lnOut.box[(p.lnSent+1)%lineBoxes]))
+	}
 	if p.bell.Load()&p.bellBit == 0 {
 		p.bell.Or(p.bellBit)
 	}

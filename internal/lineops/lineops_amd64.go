@@ -17,6 +17,12 @@ func StoreRelease64(p *atomic.Uint64, v uint64) { storeRelease64((*uint64)(unsaf
 // Prefetch asks for the cache line holding p, without waiting for it.
 func Prefetch(p unsafe.Pointer) { prefetch(p) }
 
+// PrefetchWrite asks for the cache line holding p in a state that lets
+// this core write it (PREFETCHW), without waiting for it: a store to the
+// line later finds it here alone, with no transfer to wait for. A CPU
+// without the instruction treats it as a NOP.
+func PrefetchWrite(p unsafe.Pointer) { prefetchWrite(p) }
+
 // Assembly, so that the compiler can neither reorder memory accesses across
 // the store nor drop the prefetch.
 
@@ -28,3 +34,6 @@ func storeRelease64(p *uint64, v uint64)
 
 //go:noescape
 func prefetch(p unsafe.Pointer)
+
+//go:noescape
+func prefetchWrite(p unsafe.Pointer)

@@ -15,3 +15,6 @@ func StoreRelease64(p *atomic.Uint64, v uint64) { p.Store(v) }
 
 // Prefetch does nothing here.
 func Prefetch(p unsafe.Pointer) {}
+
+// PrefetchWrite does nothing here.
+func PrefetchWrite(p unsafe.Pointer) {}
