@@ -166,11 +166,6 @@ func (ep *Endpoint) openLine(src int, l *lineBox) ([]byte, error) {
 	if p.asm.req != nil || p.asm.ux != nil {
 		return nil, ep.fail(errorf(ErrCorrupt, "line box message from rank %d inside a multi-cell message", src))
 	}
-	// The boxes behind it are likely full too when the receiver is the
-	// slower side: ask for their lines now, so that their transfers
-	// overlap this message's handling instead of following it.
-	lineops.Prefetch(unsafe.Pointer(&p.lnIn.box[(p.lnRecv+1)%lineBoxes]))
-	lineops.Prefetch(unsafe.Pointer(&p.lnIn.box[(p.lnRecv+2)%lineBoxes]))
 	p.acked = l.hdr.ack
 	ep.arrived++
 	p.recvSeq++
