@@ -61,16 +61,16 @@ func benchVsPack(b *testing.B, src, dst *datatype.Type) {
 	// One message first, so that the typed path's pooled transfers have
 	// their staging buffers, as the packed path has its pack buffers.
 	s, r := sendTyped(b, p, sbase, src, rbase, dst, rts)
-	p.engs[0].Release(s)
-	p.engs[1].Release(r)
+	p.Engs[0].Release(s)
+	p.Engs[1].Release(r)
 	var typed, packed time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
 		s, r := sendTyped(b, p, sbase, src, rbase, dst, rts)
 		t1 := time.Now()
-		p.engs[0].Release(s)
-		p.engs[1].Release(r)
+		p.Engs[0].Release(s)
+		p.Engs[1].Release(r)
 		t2 := time.Now()
 		if src != nil {
 			src.Pack(spack, sbase)
@@ -80,8 +80,8 @@ func benchVsPack(b *testing.B, src, dst *datatype.Type) {
 			dst.Unpack(rbase, rpack)
 		}
 		t3 := time.Now()
-		p.engs[0].Release(s)
-		p.engs[1].Release(r)
+		p.Engs[0].Release(s)
+		p.Engs[1].Release(r)
 		typed += t1.Sub(t0)
 		packed += t3.Sub(t2)
 	}

@@ -6,90 +6,21 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/knemesis/knemesis/datatype"
 	"github.com/knemesis/knemesis/lmt"
-	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/lmt/lmttest"
 )
 
-// pair is two engines of this process joined by a control channel of
-// fixed buffers, so that a steady-state message allocates nothing in the
-// test's own plumbing either. CMA between two engines of one process
-// reads and writes this process's memory, through the same system calls
-// as between two.
-type pair struct {
-	engs  [2]*lmt.Engine
-	queue [2]pktQueue // by destination
-}
+// pair is two engines of this process joined by lmttest's control
+// channel of fixed buffers, so that a steady-state message allocates
+// nothing in the test's own plumbing either. CMA between two engines of
+// one process reads and writes this process's memory, through the same
+// system calls as between two.
+type pair = lmttest.Loop
 
-type pktQueue struct {
-	buf  [16][4096]byte
-	n    [16]int
-	head int
-	len  int
-}
-
-type pairEnd struct {
-	p    *pair
-	rank int
-}
-
-func (c pairEnd) Send(dst int, pkt []byte) (bool, error) {
-	q := &c.p.queue[dst]
-	if q.len == len(q.buf) || len(pkt) > len(q.buf[0]) {
-		return false, nil
-	}
-	i := (q.head + q.len) % len(q.buf)
-	q.n[i] = copy(q.buf[i][:], pkt)
-	q.len++
-	return true, nil
-}
-
-func newPair(t testing.TB, backend string) *pair {
-	t.Helper()
-	p := &pair{}
-	job := launch.NewJobName()
-	for r := range p.engs {
-		e, err := lmt.New(lmt.Config{Rank: r, Size: 2, Job: job, Control: pairEnd{p, r}, Prefer: []string{backend},
-			PeerPID: func(int) int { return os.Getpid() }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.engs[r] = e
-		t.Cleanup(func() { e.Close() })
-	}
-	return p
-}
-
-func (p *pair) wait(t testing.TB, ts ...*lmt.Transfer) {
-	for i := 0; ; i++ {
-		done := true
-		for _, tr := range ts {
-			done = done && tr.Done()
-		}
-		if done {
-			return
-		}
-		if i > 1e7 {
-			t.Fatal("transfers never completed")
-		}
-		for r, e := range p.engs {
-			q := &p.queue[r]
-			for q.len > 0 {
-				pkt := q.buf[q.head][:q.n[q.head]]
-				q.head, q.len = (q.head+1)%len(q.buf), q.len-1
-				if err := e.HandleControl(1-r, pkt); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := e.Progress(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-}
+func newPair(t testing.TB, backend string) *pair { return lmttest.NewLoop(t, backend) }
 
 // shape is a random description of size bytes: contiguous, a vector or
 // an indexed type of random blocks and gaps.
@@ -141,23 +72,23 @@ func sendTyped(t testing.TB, p *pair, sbase []byte, src *datatype.Type, rbase []
 	var k int
 	var err error
 	if src != nil {
-		s, k, err = p.engs[0].StartSendType(1, sbase, src, "", rts)
+		s, k, err = p.Engs[0].StartSendType(1, sbase, src, "", rts)
 	} else {
-		s, k, err = p.engs[0].StartSend(1, [][]byte{sbase}, "", rts)
+		s, k, err = p.Engs[0].StartSend(1, [][]byte{sbase}, "", rts)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	var r *lmt.Transfer
 	if dst != nil {
-		r, err = p.engs[1].StartRecvType(0, rts[:k], rbase, dst)
+		r, err = p.Engs[1].StartRecvType(0, rts[:k], rbase, dst)
 	} else {
-		r, err = p.engs[1].StartRecv(0, rts[:k], [][]byte{rbase})
+		r, err = p.Engs[1].StartRecv(0, rts[:k], [][]byte{rbase})
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.wait(t, s, r)
+	p.Wait(t, s, r)
 	return s, r
 }
 
@@ -194,8 +125,8 @@ func TestTypedRandomShapes(t *testing.T) {
 				if crc32.ChecksumIEEE(rbase) != crc32.ChecksumIEEE(want) || !bytes.Equal(rbase, want) {
 					t.Fatalf("case %d (%d bytes, %v into %v): the receiver's buffer differs from the reference unpack", i, size, describe(src), describe(dst))
 				}
-				p.engs[0].Release(s)
-				p.engs[1].Release(r)
+				p.Engs[0].Release(s)
+				p.Engs[1].Release(r)
 			}
 		})
 	}
@@ -283,16 +214,16 @@ func TestTypedShortBase(t *testing.T) {
 			t.Errorf("%s: %v, want a FieldError naming the extent %d, wrapping ErrShortBuffer", side, err, typ.Extent())
 		}
 	}
-	_, _, err := p.engs[0].StartSendType(1, short, typ, "", make([]byte, 4096))
+	_, _, err := p.Engs[0].StartSendType(1, short, typ, "", make([]byte, 4096))
 	check("send", err)
 	rts := make([]byte, 4096)
-	s, k, err := p.engs[0].StartSend(1, [][]byte{make([]byte, typ.Size())}, "", rts)
+	s, k, err := p.Engs[0].StartSend(1, [][]byte{make([]byte, typ.Size())}, "", rts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.engs[1].StartRecvType(0, rts[:k], short, typ)
+	_, err = p.Engs[1].StartRecvType(0, rts[:k], short, typ)
 	check("receive", err)
-	p.engs[0].PeerFailed(1, errors.New("test over")) // s has no receiver
+	p.Engs[0].PeerFailed(1, errors.New("test over")) // s has no receiver
 	_ = s
 }
 
@@ -340,17 +271,17 @@ func refusedTypedRecv(t *testing.T, src *datatype.Type, patch func(rts []byte)) 
 	p := newPair(t, lmt.CMA)
 	sbase := randomBytes(rand.New(rand.NewPCG(1, 2)), src.Extent())
 	rts := make([]byte, 4096)
-	s, k, err := p.engs[0].StartSendType(1, sbase, src, "", rts)
+	s, k, err := p.Engs[0].StartSendType(1, sbase, src, "", rts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	patch(rts[:k])
 	rbuf := make([]byte, src.Size())
-	r, err := p.engs[1].StartRecv(0, rts[:k], [][]byte{rbuf})
+	r, err := p.Engs[1].StartRecv(0, rts[:k], [][]byte{rbuf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.wait(t, r, s)
+	p.Wait(t, r, s)
 	if s.Err() == nil {
 		t.Error("the sender completed without error")
 	}
@@ -397,8 +328,8 @@ func TestTypedMillionBlocks(t *testing.T) {
 					s, r := sendTyped(t, p, sbase, src, rbase, dst, rts)
 					err = errors.Join(s.Err(), r.Err())
 					staged = [2]int64{s.Stats().Staged, r.Stats().Staged}
-					p.engs[0].Release(s)
-					p.engs[1].Release(r)
+					p.Engs[0].Release(s)
+					p.Engs[1].Release(r)
 				})
 				if err != nil {
 					t.Fatal(err)

@@ -21,12 +21,12 @@ func TestTypedHandleRoom(t *testing.T) {
 	}
 	base := make([]byte, typ.Extent())
 	rts := make([]byte, 1024) // a 32-byte header, 992 bytes for the handle
-	_, _, err = p.engs[0].StartSendType(1, base, typ, lmt.CMA, rts)
+	_, _, err = p.Engs[0].StartSendType(1, base, typ, lmt.CMA, rts)
 	want := "lmt: backend cma: the 1000-block description needs a 2043-byte handle, 992 RTS bytes"
 	if err == nil || err.Error() != want {
 		t.Errorf("forced cma: %v\nwant %s", err, want)
 	}
-	_, _, err = p.engs[0].StartSendType(1, base, typ, "", rts)
+	_, _, err = p.Engs[0].StartSendType(1, base, typ, "", rts)
 	want = "lmt: no backend available for rank 1: " + want
 	if err == nil || err.Error() != want {
 		t.Errorf("preferred: %v\nwant %s", err, want)

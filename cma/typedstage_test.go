@@ -7,31 +7,16 @@ import (
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/knemesis/knemesis/datatype"
 	"github.com/knemesis/knemesis/lmt"
-	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/lmt/lmttest"
 )
 
 // newPairWith is newPair with each rank's Config changed by set.
 func newPairWith(t testing.TB, backend string, set func(rank int, cfg *lmt.Config)) *pair {
-	t.Helper()
-	p := &pair{}
-	job := launch.NewJobName()
-	for r := range p.engs {
-		cfg := lmt.Config{Rank: r, Size: 2, Job: job, Control: pairEnd{p, r}, Prefer: []string{backend},
-			PeerPID: func(int) int { return os.Getpid() }}
-		set(r, &cfg)
-		e, err := lmt.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.engs[r] = e
-		t.Cleanup(func() { e.Close() })
-	}
-	return p
+	return lmttest.NewLoopWith(t, set, backend)
 }
 
 // smallOrLarge draws a block length on either side of the default
@@ -142,8 +127,8 @@ func TestTypedStagedShapes(t *testing.T) {
 				if got := r.Stats(); got.Staged != rwant || got.Bytes != size {
 					t.Errorf("case %d: the receiver staged %d of %d bytes, want %d of %d", i, got.Staged, got.Bytes, rwant, size)
 				}
-				p.engs[0].Release(s)
-				p.engs[1].Release(r)
+				p.Engs[0].Release(s)
+				p.Engs[1].Release(r)
 			}
 		})
 	}
@@ -212,8 +197,8 @@ func TestTypedStagedCalls(t *testing.T) {
 				if got := typedSide.Stats().Staged; got != c.staged {
 					t.Errorf("typed sender %v: the typed side staged %d bytes, want %d", sender, got, c.staged)
 				}
-				p.engs[0].Release(s)
-				p.engs[1].Release(r)
+				p.Engs[0].Release(s)
+				p.Engs[1].Release(r)
 			}
 		})
 	}
@@ -244,8 +229,8 @@ func TestTypedStagedThresholds(t *testing.T) {
 				if got != small || small[0] == small[1] {
 					t.Fatalf("case %d: staged %v bytes (sender, receiver), want %v, which differ", i, got, small)
 				}
-				p.engs[0].Release(s)
-				p.engs[1].Release(r)
+				p.Engs[0].Release(s)
+				p.Engs[1].Release(r)
 			}
 		})
 	}

@@ -46,11 +46,19 @@ func (c loopEnd) Send(dst int, pkt []byte) (bool, error) {
 // prefer, closed when t ends.
 func NewLoop(t testing.TB, prefer ...string) *Loop {
 	t.Helper()
+	return NewLoopWith(t, func(int, *lmt.Config) {}, prefer...)
+}
+
+// NewLoopWith is NewLoop with each rank's Config changed by set.
+func NewLoopWith(t testing.TB, set func(rank int, cfg *lmt.Config), prefer ...string) *Loop {
+	t.Helper()
 	l := &Loop{}
 	job := launch.NewJobName()
 	for r := range l.Engs {
-		e, err := lmt.New(lmt.Config{Rank: r, Size: 2, Job: job, Control: loopEnd{l}, Prefer: prefer,
-			PeerPID: func(int) int { return os.Getpid() }})
+		cfg := lmt.Config{Rank: r, Size: 2, Job: job, Control: loopEnd{l}, Prefer: prefer,
+			PeerPID: func(int) int { return os.Getpid() }}
+		set(r, &cfg)
+		e, err := lmt.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
