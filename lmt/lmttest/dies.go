@@ -167,6 +167,21 @@ func RunKilledAfterCTS(t *testing.T, backend string, inWindow []string) {
 }
 
 // shmLeft lists what job left in /dev/shm.
+// closeLeavingNothing closes eng, a survivor's engine after its peer's
+// death, and checks that /dev/shm holds nothing of job before and after.
+func closeLeavingNothing(eng *lmt.Engine, job string) error {
+	if m := shmLeft(job); len(m) != 0 {
+		return fmt.Errorf("after the PeerError, /dev/shm holds %q", m)
+	}
+	if err := eng.Close(); err != nil {
+		return err
+	}
+	if m := shmLeft(job); len(m) != 0 {
+		return fmt.Errorf("after Close, /dev/shm holds %q", m)
+	}
+	return nil
+}
+
 func shmLeft(job string) []string {
 	m, _ := filepath.Glob("/dev/shm/knemesis-" + job + "-*")
 	return m
@@ -205,14 +220,8 @@ func RunReceiverDiesBeforeCTS(t *testing.T, backend string) {
 		if !errors.As(err, &pe) || pe.Rank != 1 || !errors.Is(err, lmt.ErrPeerGone) || tr.Err() != err {
 			return fmt.Errorf("send to a receiver dead before its CTS: %v, want a PeerError naming rank 1", err)
 		}
-		if m := shmLeft(p.Job); len(m) != 0 {
-			return fmt.Errorf("after the PeerError, /dev/shm holds %q", m)
-		}
-		if err := eng.Close(); err != nil {
+		if err := closeLeavingNothing(eng, p.Job); err != nil {
 			return err
-		}
-		if m := shmLeft(p.Job); len(m) != 0 {
-			return fmt.Errorf("after Close, /dev/shm holds %q", m)
 		}
 		return nil
 	})
