@@ -68,26 +68,7 @@ func randomBytes(rng *rand.Rand, n int64) []byte {
 // transfers, complete.
 func sendTyped(t testing.TB, p *pair, sbase []byte, src *datatype.Type, rbase []byte, dst *datatype.Type, rts []byte) (*lmt.Transfer, *lmt.Transfer) {
 	t.Helper()
-	var s *lmt.Transfer
-	var k int
-	var err error
-	if src != nil {
-		s, k, err = p.Engs[0].StartSendType(1, sbase, src, "", rts)
-	} else {
-		s, k, err = p.Engs[0].StartSend(1, [][]byte{sbase}, "", rts)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r *lmt.Transfer
-	if dst != nil {
-		r, err = p.Engs[1].StartRecvType(0, rts[:k], rbase, dst)
-	} else {
-		r, err = p.Engs[1].StartRecv(0, rts[:k], [][]byte{rbase})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, r := p.Start(t, lmttest.Side{Type: src, Base: sbase}, lmttest.Side{Type: dst, Base: rbase}, rts)
 	p.Wait(t, s, r)
 	return s, r
 }
