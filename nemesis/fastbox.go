@@ -185,12 +185,18 @@ func (p *peer) nextInFbox() bool {
 
 // postFbox hands fb, the box outBox returned, to the rank, its payload
 // written: n bytes of a packet of kind whose message is total bytes long,
-// next in sequence. Then it rings the rank's bell unless its bit is still
-// set, and wakes the rank if it sleeps.
+// next in sequence, and announces it.
 func (p *peer) postFbox(fb *fboxHdr, kind uint32, tag, n, total int) {
 	fb.seq, fb.tag, fb.len, fb.kind, fb.ack, fb.total = p.sendSeq, int32(tag), uint32(n), kind, p.released, uint64(total)
 	p.sendSeq++
 	lineops.StoreRelease(&fb.full, 1)
+	p.announce()
+}
+
+// announce tells the rank that a fastbox or line box holds its next
+// packet: it rings the rank's bell unless its bit is still set, and wakes
+// the rank if it sleeps.
+func (p *peer) announce() {
 	if p.bell.Load()&p.bellBit == 0 {
 		p.bell.Or(p.bellBit)
 	}

@@ -5,7 +5,6 @@ import (
 	"unsafe"
 
 	"github.com/knemesis/knemesis/internal/lineops"
-	"github.com/knemesis/knemesis/internal/memcopy"
 )
 
 // Line boxes: the fastboxes of the smallest messages. Beside its
@@ -103,10 +102,7 @@ func (p *peer) postLine(l *lineBox, tag, n int) {
 		// instead of waiting behind it in the store buffer.
 		lineops.PrefetchWrite(unsafe.Pointer(&p.lnOut.box[(p.lnSent+1)%lineBoxes]))
 	}
-	if p.bell.Load()&p.bellBit == 0 {
-		p.bell.Or(p.bellBit)
-	}
-	p.wake()
+	p.announce()
 }
 
 // inLine returns the line box that holds the rank's next message, or nil.
@@ -144,11 +140,7 @@ func (ep *Endpoint) takeLineInto(r *Request, l *lineBox) error {
 	}
 	ep.matched++
 	r.tag, r.msgLen = int(l.hdr.tag), len(data)
-	if r.vec {
-		r.scatter(data)
-	} else {
-		r.n = memcopy.Copy(r.buf[0], data)
-	}
+	r.deliver(data)
 	ep.peers[r.peer].closeLine()
 	ep.finishRecv(r)
 	return nil
