@@ -339,19 +339,15 @@ func (b *backend) Start(t *lmt.Transfer) error { return nil }
 // data is in place.
 func (b *backend) Step(t *lmt.Transfer, max int) (int, error) {
 	if slot, busy := slotOf(t); busy {
-		st, err := b.status.Status(slot)
-		if err != nil {
-			return 0, fmt.Errorf("knemlmt: copy from rank %d: %w", t.Peer(), err)
-		}
-		switch st {
-		case knem.StatusPending:
+		done, err := b.copyStatus(t, slot)
+		if !done {
 			return 0, nil
-		case knem.StatusSuccess:
-			b.finish(t, slot)
-			return int(t.Len()), nil
 		}
 		b.finish(t, slot)
-		return 0, fmt.Errorf("knemlmt: copy from rank %d failed in the driver", t.Peer())
+		if err != nil {
+			return 0, err
+		}
+		return int(t.Len()), nil
 	}
 	n := int(t.Len())
 	async := n >= b.policy.AsyncMin
@@ -360,6 +356,22 @@ func (b *backend) Step(t *lmt.Transfer, max int) (int, error) {
 			return moved, nil
 		}
 	}
+	slot, pending, err := b.startCopy(t, t.Buffers(), cookieOf(t), 0, n, async)
+	switch {
+	case err != nil:
+		return 0, err
+	case pending:
+		b.setState(t, cookieOf(t), uint64(slot)+1)
+		return 0, nil
+	}
+	return n, nil
+}
+
+// startCopy has the module copy the n bytes at off of region c into bufs,
+// on its kernel thread or a DMA channel in a status slot when async and a
+// slot is free (pending: the copy is left in flight there, counted in
+// b.inflight), else before it returns.
+func (b *backend) startCopy(t *lmt.Transfer, bufs [][]byte, c knem.Cookie, off int64, n int, async bool) (slot knem.Slot, pending bool, err error) {
 	var flags knem.Flags
 	if b.useDMA(n) {
 		flags |= knem.FlagDMA
@@ -369,7 +381,6 @@ func (b *backend) Step(t *lmt.Transfer, max int) (int, error) {
 	} else if async {
 		flags |= knem.FlagMemcpyThread
 	}
-	var slot knem.Slot
 	if async {
 		var ok bool
 		if slot, ok = b.status.Alloc(); !ok {
@@ -377,35 +388,43 @@ func (b *backend) Step(t *lmt.Transfer, max int) (int, error) {
 			flags &^= knem.FlagMemcpyThread | knem.FlagAsyncDMAComplete
 		}
 	}
-	st, err := b.dev.InlineCopy(knem.Read, t.Buffers(), cookieOf(t), 0, uint64(n), flags, slot)
+	st, err := b.dev.InlineCopy(knem.Read, bufs, c, uint64(off), uint64(n), flags, slot)
 	t.CountSyscalls(1)
-	if err != nil {
-		if async {
-			b.status.Free(slot)
-		}
-		if errors.Is(err, unix.EINVAL) {
-			// The cookie is gone: the sender closed its Engine or died.
-			if perr := t.CheckPeer(); perr != nil {
-				return 0, perr
-			}
-		}
-		return 0, fmt.Errorf("knemlmt: copy of %d bytes from rank %d: %w", n, t.Peer(), err)
-	}
-	switch st {
-	case knem.StatusPending:
+	if st == knem.StatusPending && err == nil {
 		b.inflight++
-		b.setState(t, cookieOf(t), uint64(slot)+1)
-		return 0, nil
-	case knem.StatusSuccess:
-		if async {
-			b.status.Free(slot)
-		}
-		return n, nil
+		return slot, true, nil
 	}
 	if async {
 		b.status.Free(slot)
 	}
-	return 0, fmt.Errorf("knemlmt: copy of %d bytes from rank %d failed in the driver", n, t.Peer())
+	switch {
+	case err != nil:
+		if errors.Is(err, unix.EINVAL) {
+			// The cookie is gone: the sender closed its Engine or died.
+			if perr := t.CheckPeer(); perr != nil {
+				return 0, false, perr
+			}
+		}
+		return 0, false, fmt.Errorf("knemlmt: copy of %d bytes from rank %d: %w", n, t.Peer(), err)
+	case st != knem.StatusSuccess:
+		return 0, false, fmt.Errorf("knemlmt: copy of %d bytes from rank %d failed in the driver", n, t.Peer())
+	}
+	return 0, false, nil
+}
+
+// copyStatus reads the status slot of a copy startCopy left in flight:
+// done once it is over, with its error. The caller frees the slot then.
+func (b *backend) copyStatus(t *lmt.Transfer, slot knem.Slot) (done bool, err error) {
+	st, err := b.status.Status(slot)
+	switch {
+	case err != nil:
+		return true, fmt.Errorf("knemlmt: copy from rank %d: %w", t.Peer(), err)
+	case st == knem.StatusPending:
+		return false, nil
+	case st != knem.StatusSuccess:
+		return true, fmt.Errorf("knemlmt: copy from rank %d failed in the driver", t.Peer())
+	}
+	return true, nil
 }
 
 // copyAttached copies t's n bytes with memcpy from the attachment of its

@@ -1,11 +1,6 @@
 package knemlmt
 
 import (
-	"errors"
-	"fmt"
-
-	"golang.org/x/sys/unix"
-
 	"github.com/knemesis/knemesis/kmod/knem"
 	"github.com/knemesis/knemesis/lmt"
 )
@@ -57,36 +52,12 @@ func (b *backend) Accept(t *lmt.Transfer, offer []byte) error {
 // slots are busy (then it copies now, and Poll finds it over).
 func (b *backend) Copy(t *lmt.Transfer, from, n int64) error {
 	b.piece = t.BuffersAt(b.piece[:0], from, from+n)
-	flags := knem.FlagMemcpyThread
-	if b.useDMA(int(n)) {
-		flags = knem.FlagDMA | knem.FlagAsyncDMAComplete
-	}
-	slot, async := b.status.Alloc()
-	if !async {
-		flags &^= knem.FlagMemcpyThread | knem.FlagAsyncDMAComplete
-	}
-	st, err := b.dev.InlineCopy(knem.Read, b.piece, knem.Cookie(t.Offload().Key), uint64(from), uint64(n), flags, slot)
+	slot, pending, err := b.startCopy(t, b.piece, knem.Cookie(t.Offload().Key), from, int(n), true)
 	clear(b.piece) // the buffers are the transfer's, not the backend's to keep
-	t.CountSyscalls(1)
-	if st != knem.StatusPending && async {
-		b.status.Free(slot)
-	}
-	switch {
-	case err != nil:
-		if errors.Is(err, unix.EINVAL) {
-			if perr := t.CheckPeer(); perr != nil {
-				return perr // the cookie went with the sender
-			}
-		}
-		return fmt.Errorf("knemlmt: copy of %d bytes from rank %d: %w", n, t.Peer(), err)
-	case st == knem.StatusPending:
-		b.inflight++
+	if pending {
 		t.Offload().Flight = uint64(slot) + 1
-		return nil
-	case st == knem.StatusSuccess:
-		return nil
 	}
-	return fmt.Errorf("knemlmt: copy of %d bytes from rank %d failed in the driver", n, t.Peer())
+	return err
 }
 
 // Poll reads the status slot of the copy Copy started. A closed backend
@@ -97,20 +68,14 @@ func (b *backend) Poll(t *lmt.Transfer) (bool, error) {
 		return true, nil
 	}
 	slot := knem.Slot(st.Flight - 1)
-	s, err := b.status.Status(slot)
-	if err == nil && s == knem.StatusPending {
+	done, err := b.copyStatus(t, slot)
+	if !done {
 		return false, nil
 	}
 	b.status.Free(slot)
 	b.inflight--
 	st.Flight = 0
-	switch {
-	case err != nil:
-		return true, fmt.Errorf("knemlmt: copy from rank %d: %w", t.Peer(), err)
-	case s != knem.StatusSuccess:
-		return true, fmt.Errorf("knemlmt: copy from rank %d failed in the driver", t.Peer())
-	}
-	return true, nil
+	return true, err
 }
 
 // Withdraw destroys the sender's single-use region unless the receiver's
