@@ -104,7 +104,7 @@ func (split) moved(e *Engine, t *Transfer) {
 		piece -= sp.bounds.senderFrom()
 		t.stats.Rails[WriteRail] = piece
 	} else {
-		sp.receiverRails(t)
+		sp.countReceiverRails(t)
 	}
 	if t.pktPending {
 		sp.doneOwed = true // a receiver's CTS is still in the outbox
@@ -116,9 +116,9 @@ func (split) moved(e *Engine, t *Transfer) {
 	}
 }
 
-// receiverRails puts the bytes of the receiver's rails in its Stats.
-func (h *halves) receiverRails(t *Transfer) {
-	for _, r := range [...]Rail{ReadRail, KnemRail} {
+// countReceiverRails puts the bytes of the receiver's rails in its Stats.
+func (h *halves) countReceiverRails(t *Transfer) {
+	for _, r := range receiverRails {
 		from, to := h.bounds.piece(r, t.length)
 		t.stats.Rails[r] = to - from
 	}
@@ -138,7 +138,7 @@ func (split) done(e *Engine, t *Transfer, length int64, took time.Duration) {
 		return
 	}
 	if t.side == Sender {
-		sp.receiverRails(t)
+		sp.countReceiverRails(t)
 	} else {
 		t.stats.Rails[WriteRail] = length
 	}
@@ -171,7 +171,7 @@ func finishSplit(e *Engine, t *Transfer, now time.Duration) {
 	}
 	if t.side == Receiver {
 		r := &e.rails[t.peer]
-		for _, rail := range [...]Rail{ReadRail, KnemRail} {
+		for _, rail := range receiverRails {
 			took := sp.railTook[rail]
 			if took == 0 {
 				took = sp.took

@@ -59,6 +59,9 @@ func (r Rail) String() string {
 // first, so that the sender's piece is one run to the end.
 var railOrder = [NumRails]Rail{ReadRail, KnemRail, WriteRail}
 
+// receiverRails are the rails the receiver drives: all but the last.
+var receiverRails = railOrder[:NumRails-1]
+
 // railSet is a set of rails: those a message goes over.
 type railSet uint8
 
