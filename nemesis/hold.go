@@ -1,5 +1,11 @@
 package nemesis
 
+import (
+	"time"
+
+	"github.com/knemesis/knemesis/internal/fastclock"
+)
+
 // Holding a small send for its fastbox. A message that fits a fastbox may
 // find the box of its sequence number still full: its receiver has not yet
 // consumed the message sent fboxSlots before it. Cells are then the
@@ -13,29 +19,44 @@ package nemesis
 //
 // So a lone send, one with nothing behind it in its window, waits in the
 // window for its box to empty, as a UCX sender waits for room in its
-// receiver's FIFO, for up to holdPolls Polls of this endpoint. It takes
-// cells if the box is still full by then, and so do the next holdBackoff
-// sends to that rank that find their box full: a receiver busy elsewhere
-// costs a sender one bounded wait per holdBackoff messages, not one per
-// message. A send that queues behind a held one releases it to the cells
-// at once, so a burst of nonblocking sends leaves as it did before, by
-// fastbox and cells, in order; so does a control packet or an active
-// message to the same rank, which must follow it. Flush, which puts a
-// batch on its way, and Close hold nothing: a send started and never
-// waited for still reaches its receiver as it did by cells. A held send
-// moves only when its sender polls: one started before a long computation
-// reaches its receiver at the sender's next call, as UCX's pending sends
-// do, where a cell would have carried it at once.
+// receiver's FIFO, for at least holdPolls Polls of this endpoint and at
+// least holdTime. It takes cells if the box is still full by then, and so
+// do the next holdBackoff sends to that rank that find their box full: a
+// receiver busy elsewhere costs a sender one bounded wait per holdBackoff
+// messages, not one per message. A send that queues behind a held one
+// releases it to the cells at once, so a burst of nonblocking sends leaves
+// as it did before, by fastbox and cells, in order; so does a control
+// packet or an active message to the same rank, which must follow it.
+// Flush, which puts a batch on its way, and Close hold nothing: a send
+// started and never waited for still reaches its receiver as it did by
+// cells. A held send moves only when its sender polls: one started before
+// a long computation reaches its receiver at the sender's next call, as
+// UCX's pending sends do, where a cell would have carried it at once.
 //
-// holdPolls is far below SpinBeforeYield: a blocked sender gives the held
-// send to the cells long before it would hand its CPU away. A receiver
-// that polls this sender's fastboxes only in its periodic scan (every 64
-// Polls, fastbox.go) may let the wait run out; its sends then go by cells
-// as before.
+// The wait is bounded in time as well as in Polls because a Poll that
+// finds nothing to do costs some tens of nanoseconds: holdPolls of them
+// pass before a receiver behind a stream of line boxes, taking 100 ns or
+// more a message on a slow placement, has consumed the lineRelease
+// messages after which it publishes its count (linebox.go). Bounded in
+// Polls alone, the wait ran out while the receiver was draining the
+// window; the send took a cell, the line boxes behind it in the pair's
+// sequence waited for the receiver's slower dequeue of that cell, more
+// sends found the ring full, and a stream settled at a rate set by cells
+// (docs/performance.md, "Eighth wave-2 session"). holdTime is far longer
+// than a draining receiver needs, and far shorter than a sender notices.
+//
+// A receiver that polls this sender's fastboxes only in its periodic scan
+// (every 64 Polls, fastbox.go) may let the wait run out; its sends then go
+// by cells as before.
 const (
 	holdPolls   = 64
+	holdTime    = 20 * time.Microsecond
 	holdBackoff = 256
 )
+
+// holdClock reads the time of holds; tests replace it to hold the time
+// still.
+var holdClock = fastclock.Nanotime
 
 // holdForBox reports whether send r, whose fastbox is full, waits for it
 // rather than take cells.
@@ -50,8 +71,9 @@ func (ep *Endpoint) holdForBox(r *Request) bool {
 			return false
 		}
 		r.held, r.heldAt = true, ep.polls
+		p.heldSince = holdClock()
 	}
-	if ep.polls-r.heldAt < holdPolls {
+	if ep.polls-r.heldAt < holdPolls || holdClock()-p.heldSince < int64(holdTime) {
 		return true
 	}
 	p.holdOff = holdBackoff

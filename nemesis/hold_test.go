@@ -1,6 +1,9 @@
 package nemesis
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // boxMsgLen is the length of the messages of these tests: one past a line
 // box's payload, so that they take the fastboxes (line boxes hold their
@@ -53,10 +56,20 @@ func TestHoldLeavesByFastbox(t *testing.T) {
 	}
 }
 
+// holdClockAt makes the holds of the rest of the test read the time from
+// *now, which only the test moves.
+func holdClockAt(t *testing.T, now *int64) {
+	saved := holdClock
+	holdClock = func() int64 { return *now }
+	t.Cleanup(func() { holdClock = saved })
+}
+
 // TestHoldBounded: a receiver that does not poll keeps a held send for
-// exactly holdPolls Polls of the sender; then it takes a cell and
-// completes, and arrives in order.
+// exactly holdPolls Polls of the sender once holdTime has passed; then it
+// takes a cell and completes, and arrives in order.
 func TestHoldBounded(t *testing.T) {
+	var now int64
+	holdClockAt(t, &now)
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
 	msgs := smallMsgs(fboxSlots+1, boxMsgLen, 4)
@@ -65,6 +78,7 @@ func TestHoldBounded(t *testing.T) {
 	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil {
 		t.Fatal(err)
 	}
+	now += int64(holdTime)
 	for i := 1; i < holdPolls; i++ {
 		if err := a.Poll(); err != nil || s.Done() {
 			t.Fatalf("Poll %d: done %v (%v), want it still held", i, s.Done(), err)
@@ -72,6 +86,38 @@ func TestHoldBounded(t *testing.T) {
 	}
 	if err := a.Poll(); err != nil || !s.Done() {
 		t.Fatalf("Poll %d: done %v (%v), want it gone by a cell", holdPolls, s.Done(), err)
+	}
+	if st := a.Stats(); st.QueueMsgs != 1 || st.Cells != 1 {
+		t.Fatalf("sender stats %+v: want the held send in one cell", st)
+	}
+	recvInOrder(t, b, 0, msgs)
+}
+
+// TestHoldBoundedInTime: however many Polls pass, a held send waits until
+// holdTime has passed since it began to wait, and takes a cell at the
+// first Poll after.
+func TestHoldBoundedInTime(t *testing.T) {
+	var now int64
+	holdClockAt(t, &now)
+	eps := joinLocal(t, 2, nil)
+	a, b := eps[0], eps[1]
+	msgs := smallMsgs(fboxSlots+1, boxMsgLen, 9)
+	fillBoxes(t, a, msgs)
+	var s Request
+	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 10*holdPolls; i++ {
+		if i == 5*holdPolls {
+			now += int64(holdTime) - 1
+		}
+		if err := a.Poll(); err != nil || s.Done() {
+			t.Fatalf("Poll %d, %v after the hold began: done %v (%v), want it still held", i, time.Duration(now), s.Done(), err)
+		}
+	}
+	now++
+	if err := a.Poll(); err != nil || !s.Done() {
+		t.Fatalf("first Poll at holdTime: done %v (%v), want it gone by a cell", s.Done(), err)
 	}
 	if st := a.Stats(); st.QueueMsgs != 1 || st.Cells != 1 {
 		t.Fatalf("sender stats %+v: want the held send in one cell", st)
@@ -135,7 +181,7 @@ func TestHoldReleasedByClose(t *testing.T) {
 	recvInOrder(t, b, 0, msgs)
 }
 
-// TestHoldBacksOff: once a held send has run out of Polls, the next
+// TestHoldBacksOff: once a held send has run out of its wait, the next
 // holdBackoff sends to that rank that find their fastbox full take cells
 // at once, and the one after them waits again.
 func TestHoldBacksOff(t *testing.T) {
