@@ -41,6 +41,10 @@ const (
 	linePayload = lineSize - fboxHdrSize
 	// lineRingSize is the bytes of one set's ring and its count.
 	lineRingSize = (lineBoxes + 1) * lineSize
+	// linePrefetchAhead is how far ahead of the box it writes a sender
+	// asks for a box's line: a few transfers in flight at once, well
+	// inside the half ring that a release frees.
+	linePrefetchAhead = 4
 )
 
 type lineBox struct {
@@ -96,11 +100,12 @@ func (p *peer) postLine(l *lineBox, tag, n int) {
 	p.sendSeq++
 	p.lnSent++
 	lineops.StoreRelease(&l.hdr.full, p.lnSent)
-	if p.lnSent+1-p.lnFree < lineBoxes {
-		// Ask for the line of the box after next now, known free: its
-		// transfer from the receiver's core then overlaps this one's
-		// instead of waiting behind it in the store buffer.
-		lineops.PrefetchWrite(unsafe.Pointer(&p.lnOut.box[(p.lnSent+1)%lineBoxes]))
+	if p.lnSent+linePrefetchAhead-p.lnFree < lineBoxes {
+		// Ask now for the line of a box linePrefetchAhead sends ahead,
+		// known free: the transfers of the next boxes' lines from the
+		// receiver's core then overlap one another and this one, instead
+		// of each waiting behind the previous store in the store buffer.
+		lineops.PrefetchWrite(unsafe.Pointer(&p.lnOut.box[(p.lnSent+linePrefetchAhead)%lineBoxes]))
 	}
 	p.announce()
 }
@@ -171,7 +176,10 @@ func (p *peer) closeLine() {
 	p.released = p.recvSeq
 	p.lnRecv++
 	if p.lnRecv%lineRelease == 0 {
-		p.lnIn.done.Store(p.lnRecv)
+		// A release store: the payload was copied out before. An XCHG
+		// would wait for the count's line to come back from the sender,
+		// which reads it while the ring looks full.
+		lineops.StoreRelease(&p.lnIn.done, p.lnRecv)
 	}
 }
 
