@@ -27,6 +27,10 @@ const envEcho = "KNEMESIS_BENCH_ECHO"
 
 const stopTag = MaxTag - 1
 
+// sinkTag marks the messages the echo server takes without answering
+// (BenchmarkStream).
+const sinkTag = MaxTag - 2
+
 func TestMain(m *testing.M) {
 	if path := os.Getenv(envRawEcho); path != "" {
 		if err := rawEcho(path); err != nil {
@@ -96,6 +100,9 @@ func echoServer(spec string) error {
 		}
 		if st.Tag == stopTag {
 			return nil
+		}
+		if st.Tag == sinkTag {
+			continue
 		}
 		if err := ep.Send(0, st.Tag, buf[:st.Count]); err != nil {
 			return err
@@ -211,6 +218,44 @@ func BenchmarkPingPong(b *testing.B) {
 				pingPongShaped(b, startEcho(b, o, size), size, vec)
 			})
 		}
+	}
+}
+
+// BenchmarkStream: messages one way between two processes, the sender
+// not waiting for replies (lmtbench's stream shape, Nemesis alone): ns per
+// message, from the first send to the echo of a last one, and the share of
+// messages that left by cells, which the line boxes and the hold exist to
+// avoid (8 B take line boxes, 40 B fastboxes).
+func BenchmarkStream(b *testing.B) {
+	for _, size := range []int{8, 40} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			ep := startEcho(b, Options{}, size)
+			msg := make([]byte, size)
+			drain := func() {
+				if err := ep.Send(1, 1, nil); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := ep.Recv(1, 1, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range 10000 {
+				ep.Send(1, sinkTag, msg)
+			}
+			drain()
+			before := ep.Stats()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if err := ep.Send(1, sinkTag, msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			drain()
+			b.StopTimer()
+			after := ep.Stats()
+			b.ReportMetric(float64(after.QueueMsgs-before.QueueMsgs)/float64(b.N), "cells/msg")
+		})
 	}
 }
 
