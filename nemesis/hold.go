@@ -23,13 +23,16 @@ import (
 // least holdTime. It takes cells if the box is still full by then, and so
 // do the next holdBackoff sends to that rank that find their box full: a
 // receiver busy elsewhere costs a sender one bounded wait per holdBackoff
-// messages, not one per message. A send that queues behind a held one
-// releases it to the cells at once, so a burst of nonblocking sends leaves
-// as it did before, by fastbox and cells, in order; so does a control
-// packet or an active message to the same rank, which must follow it.
-// Flush, which puts a batch on its way, and Close hold nothing: a send
-// started and never waited for still reaches its receiver as it did by
-// cells. A held send moves only when its sender polls: one started before
+// messages, not one per message; that back-off ends early once the rank
+// is seen consuming the pair's line boxes again, since a receiver that
+// was late, not busy elsewhere, must not push the next holdBackoff
+// messages that find it behind into the cells. A send that queues behind
+// a held one releases it to the cells at once, so a burst of nonblocking
+// sends leaves as it did before, by fastbox and cells, in order; so does a
+// control packet or an active message to the same rank, which must follow
+// it. Flush, which puts a batch on its way, and Close hold nothing: a
+// send started and never waited for still reaches its receiver as it did
+// by cells. A held send moves only when its sender polls: one started before
 // a long computation reaches its receiver at the sender's next call, as
 // UCX's pending sends do, where a cell would have carried it at once.
 //

@@ -214,6 +214,71 @@ func TestHoldBacksOff(t *testing.T) {
 	recvInOrder(t, b, 0, msgs)
 }
 
+// TestHoldBackOffEndsWhenConsumed: a receiver seen consuming the pair's
+// line boxes again ends the back-off a run-out wait began: the next send
+// that finds the ring and its fastbox full waits for them instead of
+// taking a cell, and every message arrives in order.
+func TestHoldBackOffEndsWhenConsumed(t *testing.T) {
+	var now int64
+	holdClockAt(t, &now)
+	eps := joinLocal(t, 2, nil)
+	a, b := eps[0], eps[1]
+	msgs := smallMsgs(lineBoxes+fboxSlots+2+lineRelease+1, 8, 10)
+	next := 0
+	send := func() *Request {
+		r := new(Request)
+		if err := a.Isend(r, 1, next, msgs[next]); err != nil {
+			t.Fatal(err)
+		}
+		next++
+		return r
+	}
+	for range lineBoxes + fboxSlots {
+		if r := send(); !r.Done() {
+			t.Fatalf("send %d with room in the ring or a fastbox: not done", next-1)
+		}
+	}
+	held := send()
+	now += int64(holdTime)
+	for range holdPolls {
+		if err := a.Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := send(); !held.Done() || !r.Done() {
+		t.Fatalf("after the wait ran out: held send done %v, next done %v; want both gone by cells", held.Done(), r.Done())
+	}
+	if st := a.Stats(); st.LineMsgs != lineBoxes || st.QueueMsgs != 2 {
+		t.Fatalf("sender stats %+v: want %d line boxes and 2 messages by cells", st, lineBoxes)
+	}
+	recvInOrder(t, b, 0, msgs[:lineRelease])
+	for range lineRelease {
+		if r := send(); !r.Done() {
+			t.Fatalf("send %d into the boxes the receiver freed: not done", next-1)
+		}
+	}
+	last := send()
+	if last.Done() {
+		t.Fatal("send to a full ring and fastbox after the receiver consumed: done at once, want it held (back-off over)")
+	}
+	if st := a.Stats(); st.LineMsgs != lineBoxes+lineRelease || st.QueueMsgs != 2 {
+		t.Fatalf("sender stats %+v: want %d line boxes and still 2 messages by cells", st, lineBoxes+lineRelease)
+	}
+	buf := make([]byte, 16)
+	for i := lineRelease; i < len(msgs); i++ {
+		st, err := b.Recv(0, AnyTag, buf)
+		if err != nil || st.Tag != i || string(buf[:st.Count]) != string(msgs[i]) {
+			t.Fatalf("receive %d: %+v, %v", i, st, err)
+		}
+		if _, err := a.Test(last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !last.Done() {
+		t.Fatal("the held send never left")
+	}
+}
+
 // amLog records the active messages it is handed.
 type amLog struct{ got []string }
 

@@ -85,7 +85,11 @@ func (p *peer) outLine() *lineBox {
 		return nil
 	}
 	if p.lnSent-p.lnFree >= lineBoxes {
-		p.lnFree = r.done.Load()
+		if free := r.done.Load(); free != p.lnFree {
+			// The rank consumes again: it is not busy elsewhere, and
+			// its sends may wait for their boxes (hold.go).
+			p.lnFree, p.holdOff = free, 0
+		}
 		if p.lnSent-p.lnFree >= lineBoxes {
 			return nil
 		}
