@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -64,28 +65,30 @@ func holdClockAt(t *testing.T, now *int64) {
 	t.Cleanup(func() { holdClock = saved })
 }
 
-// TestHoldBounded: a receiver that does not poll keeps a held send for
-// exactly holdPolls Polls of the sender once holdTime has passed; then it
-// takes a cell and completes, and arrives in order.
-func TestHoldBounded(t *testing.T) {
-	var now int64
-	holdClockAt(t, &now)
+// heldSend starts, on a clock held at *now, a send whose fastbox is full
+// and that waits for it: the last of msgs, fboxSlots+1 messages of
+// boxMsgLen bytes. A holds it; b receives.
+func heldSend(t *testing.T, now *int64, seed int) (a, b *Endpoint, s *Request, msgs [][]byte) {
+	t.Helper()
+	holdClockAt(t, now)
 	eps := joinLocal(t, 2, nil)
-	a, b := eps[0], eps[1]
-	msgs := smallMsgs(fboxSlots+1, boxMsgLen, 4)
+	a, b = eps[0], eps[1]
+	msgs = smallMsgs(fboxSlots+1, boxMsgLen, seed)
 	fillBoxes(t, a, msgs)
-	var s Request
-	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil {
-		t.Fatal(err)
+	s = new(Request)
+	if err := a.Isend(s, 1, fboxSlots, msgs[fboxSlots]); err != nil || s.Done() {
+		t.Fatalf("send to a full fastbox: done %v, %v; want it held", s.Done(), err)
 	}
-	now += int64(holdTime)
-	for i := 1; i < holdPolls; i++ {
-		if err := a.Poll(); err != nil || s.Done() {
-			t.Fatalf("Poll %d: done %v (%v), want it still held", i, s.Done(), err)
-		}
-	}
-	if err := a.Poll(); err != nil || !s.Done() {
-		t.Fatalf("Poll %d: done %v (%v), want it gone by a cell", holdPolls, s.Done(), err)
+	return a, b, s, msgs
+}
+
+// goneByCell checks that the held send s left in one cell at the Poll
+// just made (when, for the message) and that every message arrives in
+// order.
+func goneByCell(t *testing.T, a, b *Endpoint, s *Request, msgs [][]byte, when string, err error) {
+	t.Helper()
+	if err != nil || !s.Done() {
+		t.Fatalf("%s: done %v (%v), want it gone by a cell", when, s.Done(), err)
 	}
 	if st := a.Stats(); st.QueueMsgs != 1 || st.Cells != 1 {
 		t.Fatalf("sender stats %+v: want the held send in one cell", st)
@@ -93,20 +96,27 @@ func TestHoldBounded(t *testing.T) {
 	recvInOrder(t, b, 0, msgs)
 }
 
+// TestHoldBounded: a receiver that does not poll keeps a held send for
+// exactly holdPolls Polls of the sender once holdTime has passed; then it
+// takes a cell and completes, and arrives in order.
+func TestHoldBounded(t *testing.T) {
+	var now int64
+	a, b, s, msgs := heldSend(t, &now, 4)
+	now += int64(holdTime)
+	for i := 1; i < holdPolls; i++ {
+		if err := a.Poll(); err != nil || s.Done() {
+			t.Fatalf("Poll %d: done %v (%v), want it still held", i, s.Done(), err)
+		}
+	}
+	goneByCell(t, a, b, s, msgs, fmt.Sprintf("Poll %d", holdPolls), a.Poll())
+}
+
 // TestHoldBoundedInTime: however many Polls pass, a held send waits until
 // holdTime has passed since it began to wait, and takes a cell at the
 // first Poll after.
 func TestHoldBoundedInTime(t *testing.T) {
 	var now int64
-	holdClockAt(t, &now)
-	eps := joinLocal(t, 2, nil)
-	a, b := eps[0], eps[1]
-	msgs := smallMsgs(fboxSlots+1, boxMsgLen, 9)
-	fillBoxes(t, a, msgs)
-	var s Request
-	if err := a.Isend(&s, 1, fboxSlots, msgs[fboxSlots]); err != nil {
-		t.Fatal(err)
-	}
+	a, b, s, msgs := heldSend(t, &now, 9)
 	for i := 1; i <= 10*holdPolls; i++ {
 		if i == 5*holdPolls {
 			now += int64(holdTime) - 1
@@ -116,13 +126,7 @@ func TestHoldBoundedInTime(t *testing.T) {
 		}
 	}
 	now++
-	if err := a.Poll(); err != nil || !s.Done() {
-		t.Fatalf("first Poll at holdTime: done %v (%v), want it gone by a cell", s.Done(), err)
-	}
-	if st := a.Stats(); st.QueueMsgs != 1 || st.Cells != 1 {
-		t.Fatalf("sender stats %+v: want the held send in one cell", st)
-	}
-	recvInOrder(t, b, 0, msgs)
+	goneByCell(t, a, b, s, msgs, "first Poll at holdTime", a.Poll())
 }
 
 // TestHoldReleasedByFollower: a send queued behind a held one sends it
