@@ -122,8 +122,8 @@ type ringed struct {
 	Backend
 	ring Ringer
 	slot *backendSlot // the Ringer's own, for its availability
-	// out and in are this side's use of the ring to and from each
-	// rank; only the receiver holds several transfers' pieces apart.
+	// out and in are this side's use of the rail's ring to and from
+	// each rank, by rank: a pair has one each way.
 	out, in []ringUse
 }
 

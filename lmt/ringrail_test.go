@@ -1,6 +1,7 @@
 package lmt_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -403,3 +404,114 @@ func TestRingRailOneAtATime(t *testing.T) {
 func TestRingRailMatrix(t *testing.T)     { lmttest.RunMatrix(t, lmt.MultiRailShm, nil) }
 func TestRingRailTruncation(t *testing.T) { lmttest.RunTruncation(t, lmt.MultiRailShm) }
 func TestRingRailManyPairs(t *testing.T)  { lmttest.RunManyPairs(t, lmt.MultiRailShm) }
+
+// TestRingRailCorruptCut: a CTS that gives the ring rail a piece the
+// sender did not offer (a message under the ring's minimum), or one while
+// another message to that rank holds the ring, fails the send with a
+// CorruptError naming the ring rail, and the receiver is told; the
+// message that holds the ring completes, and the ring serves the next.
+func TestRingRailCorruptCut(t *testing.T) {
+	l, _ := newRailLoop(t, lmt.MultiRailShm)
+	start := func(n int, msg []byte) (s, r *lmt.Transfer) {
+		t.Helper()
+		rts := make([]byte, 4096)
+		s, k, err := l.engs[0].StartSend(1, [][]byte{msg[:n]}, "", rts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err = l.engs[1].StartRecv(0, rts[:k], [][]byte{make([]byte, n)}); err != nil {
+			t.Fatal(err)
+		}
+		return s, r
+	}
+	// cts takes the CTS waiting for the sender; the cut follows its
+	// 32-byte header, the write piece's end at 48.
+	cts := func() []byte {
+		t.Helper()
+		if q := l.queue[0]; len(q) != 1 || lmt.PacketType(q[0]) != "CTS" {
+			t.Fatalf("%d packets wait for the sender, want one CTS", len(q))
+		}
+		p := l.queue[0][0]
+		l.queue[0] = l.queue[0][1:]
+		return p
+	}
+	refused := func(s *lmt.Transfer, p []byte, want string) {
+		t.Helper()
+		if err := l.engs[0].HandleControl(1, p); err != nil {
+			t.Fatal(err)
+		}
+		var ce *lmt.CorruptError
+		if !s.Done() || !errors.As(s.Err(), &ce) || ce.Rank != 1 || s.Err().Error() != want {
+			t.Fatalf("send done %v with %v, want %s", s.Done(), s.Err(), want)
+		}
+		if q := l.queue[1]; len(q) != 1 || lmt.PacketType(q[0]) != "DONE" || q[0][2] != 1 {
+			t.Fatalf("rank 1 was sent %d packets, want one failed DONE", len(q))
+		}
+	}
+	msg := make([]byte, 1<<20)
+	lmttest.Fill(msg, 13)
+
+	// 128 KiB: no ring offered; the cut is halves, the write piece to
+	// the end.
+	s, r := start(128<<10, msg)
+	p := cts()
+	binary.LittleEndian.PutUint64(p[48:], 96<<10)
+	refused(s, p, "lmt: rank 1 wrote a corrupt cut of a split CTS: a 32768-byte piece for the ring rail, which this sender did not offer")
+	l.wait(t, r)
+
+	// 1 MiB twice: the first holds the ring (thirds), the second is
+	// cut in halves and its CTS rewritten to give the ring the last
+	// quarter.
+	s1, r1 := start(1<<20, msg)
+	p1 := cts()
+	s2, r2 := start(1<<20, msg)
+	p2 := cts()
+	if err := l.engs[0].HandleControl(1, p1); err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint64(p2[48:], 768<<10)
+	refused(s2, p2, "lmt: rank 1 wrote a corrupt cut of a split CTS: a 262144-byte piece for the ring rail, which another message to rank 1 holds")
+	l.wait(t, s1, r1, r2)
+	if s1.Err() != nil || r1.Err() != nil || r1.Stats().Rails[lmt.RingRail] != 1<<20-696320 {
+		t.Fatalf("the message holding the ring: send %v, receive %v, rails %v", s1.Err(), r1.Err(), r1.Stats().Rails)
+	}
+	got := make([]byte, 1<<20)
+	if s, r := railMessage(t, l, [][]byte{msg}, [][]byte{got}); s.Err() != nil || r.Err() != nil || r.Stats().Rails[lmt.RingRail] == 0 {
+		t.Fatalf("the next message: send %v, receive %v, rails %v; want a ring piece", s.Err(), r.Err(), r.Stats().Rails)
+	}
+	if err := lmttest.Check(got, 13); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRingRailCorruptOffer: an RTS whose ring offer word is neither 0 nor
+// 1 fails the receive with a CorruptError naming the sender and the
+// field, and the sender is told.
+func TestRingRailCorruptOffer(t *testing.T) {
+	const n = 1 << 20
+	l, _ := newRailLoop(t, lmt.MultiRailShm)
+	rts := make([]byte, 4096)
+	s, k, err := l.engs[0].StartSend(1, [][]byte{make([]byte, n)}, "", rts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The offer is the first word after the 32-byte header.
+	if v := binary.LittleEndian.Uint64(rts[32:]); v != 1 {
+		t.Fatalf("ring offer %d, want 1 for a 1 MiB message", v)
+	}
+	binary.LittleEndian.PutUint64(rts[32:], 2)
+	r, err := l.engs[1].StartRecv(0, rts[:k], [][]byte{make([]byte, n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "lmt: rank 0 wrote a corrupt ring offer of a split RTS: 2, neither 0 nor 1"
+	var ce *lmt.CorruptError
+	if !r.Done() || !errors.As(r.Err(), &ce) || ce.Rank != 0 || r.Err().Error() != want {
+		t.Fatalf("receive done %v with %v, want %s", r.Done(), r.Err(), want)
+	}
+	l.wait(t, s)
+	var remote *lmt.RemoteError
+	if !errors.As(s.Err(), &remote) || remote.Msg != want {
+		t.Fatalf("sender: %v, want rank 1's error %s", s.Err(), want)
+	}
+}
