@@ -7,19 +7,18 @@ import (
 
 // The rails of a Split transfer. A Split message is cut in pieces, one
 // per rail, and every rail copies its piece at once: the receiver reads
-// its piece out of the sender's memory while the sender writes the last
-// piece into the receiver's, two CPUs each making one copy, and where a
-// backend has an [Offloader] (multirail-knem: the knem module) the
-// receiver also has the kernel copy a piece asynchronously, its kernel
-// thread or a DMA channel being a third copier; where a backend has a
-// [Ringer] (multirail-shm: the pair's shm ring) the sender also copies a
-// piece into the ring while the receiver copies it out (rails_ring.go).
-// cma-split cuts in halves; a [Weighed] backend (multirail,
-// multirail-knem, multirail-shm) cuts by the speed the
-// receiver's engine measured of each rail with that peer, so that the
-// pieces finish together, as NewMadeleine sizes the pieces of a message
-// split over heterogeneous rails (Aumage, Brunet, Furmento, Namyst,
-// "NewMadeleine: a Fast Communication Scheduling Engine for High
+// its piece out of the sender's memory while the sender writes its own
+// into the receiver's, two CPUs each making one copy. Where a backend has
+// an [Offloader] (multirail-knem: the knem module) the receiver also has
+// the kernel copy a piece asynchronously, its kernel thread or a DMA
+// channel being a third copier; where it has a [Ringer] (multirail-shm:
+// the pair's shm ring) the sender also copies a piece into the ring while
+// the receiver copies it out (rails_ring.go). cma-split cuts in halves; a
+// [Weighed] backend (multirail, multirail-knem, multirail-shm) cuts by
+// the speed the receiver's engine measured of each rail with that peer,
+// so that the pieces finish together, as NewMadeleine sizes the pieces of
+// a message split over heterogeneous rails (Aumage, Brunet, Furmento,
+// Namyst, "NewMadeleine: a Fast Communication Scheduling Engine for High
 // Performance Networks", CAC 2007).
 //
 // The receiver decides the cut, since it alone knows how much it accepts

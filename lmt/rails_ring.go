@@ -215,8 +215,8 @@ func (r *ringed) hold(t *Transfer) {
 
 // Start puts the ring piece's cursor at its first byte: on the receiver
 // once it cut, on the sender once the CTS said where, opening its side of
-// the ring then. A ring not offered, or held by another message to the
-// peer, is a corrupt cut.
+// the ring then. A ring piece while another message to the peer holds the
+// ring is a corrupt cut (readBounds refuses one the sender did not offer).
 func (r *ringed) Start(t *Transfer) error {
 	from, to := t.split.bounds.piece(RingRail, t.length)
 	sp := &t.split
@@ -233,7 +233,9 @@ func (r *ringed) Start(t *Transfer) error {
 		}
 		r.hold(t)
 	}
-	sp.ring.seek(t, from, to)
+	if from < to {
+		sp.ring.seek(t, from, to)
+	}
 	return r.Backend.Start(t)
 }
 
