@@ -122,6 +122,7 @@ type ringed struct {
 	Backend
 	ring Ringer
 	slot *backendSlot // the Ringer's own, for its availability
+	next Releaser     // the slot's releaser before the ring came, or nil
 	// out and in are this side's use of the rail's ring to and from
 	// each rank, by rank: a pair has one each way.
 	out, in []ringUse
@@ -141,7 +142,8 @@ func (e *Engine) withRing(s *backendSlot, name string) {
 
 // ringRail gives s the ring of rg, usable with the peers avail is.
 func (s *backendSlot) ringRail(rg Ringer, avail *backendSlot, size int) {
-	s.b = &ringed{Backend: s.b, ring: rg, slot: avail, out: make([]ringUse, size), in: make([]ringUse, size)}
+	r := &ringed{Backend: s.b, ring: rg, slot: avail, next: s.releaser, out: make([]ringUse, size), in: make([]ringUse, size)}
+	s.b, s.releaser = r, r
 	s.offer += ringOfferLen
 }
 
@@ -303,12 +305,16 @@ func (r *ringed) move(t *Transfer, from, to int64) error {
 	return nil
 }
 
-// Abort gives the ring up when t held it, then aborts the rest.
-func (r *ringed) Abort(t *Transfer) {
+// Release implements [Releaser]: a transfer that leaves the engine still
+// holding the ring failed, on this side or the other (a failed DONE
+// completes it without Abort), and gives the ring up.
+func (r *ringed) Release(t *Transfer) {
+	if r.next != nil {
+		r.next.Release(t)
+	}
 	if t.split.ringHeld {
 		r.giveUp(t)
 	}
-	r.Backend.Abort(t)
 }
 
 // giveUp ends t's use of the ring and the pair's: what it holds may be
