@@ -28,12 +28,14 @@ import (
 // (/dev/shm not writable), the backend runs on its other rails.
 //
 // Unwinding: whichever rail fails fails its side, whose failed DONE fails
-// the other (flow_split.go). A transfer that held the ring and failed
-// gives it up for good ([Ringer].RingAbort): its slots may hold pieces no
-// one will read, and the pair's later messages go on their other rails.
-// Nothing of it stays pinned (the ring is plain shared memory) and its
-// file leaves /dev/shm once both sides mapped it, or when the transfer
-// fails before that.
+// the other (flow_split.go). A transfer that leaves the engine still
+// holding the ring failed, however it learnt it (its own rail, the peer's
+// failed DONE, the peer's death, Close), and gives the ring up for good
+// when it leaves ([Ringer].RingAbort, from Release): the ring may hold
+// pieces no one will read, so the sender takes back its pool slots and
+// the pair's later messages go on their other rails. Nothing of it stays
+// pinned (the ring is plain shared memory) and its file leaves /dev/shm
+// once both sides mapped it, or when the transfer fails before that.
 
 // Ringer is implemented by a backend whose shared ring can also carry one
 // piece of a Split message: the shm backend. An Engine calls it from its
