@@ -39,6 +39,10 @@ func init() {
 	// rail, which the Engine adds where the knem backend is registered
 	// and works (lmt.Identity.Offload); multirail elsewhere.
 	register(lmt.MultiRailKnem)
+	// multirail-shm: multirail with the pair's shm ring as a third
+	// rail, which the Engine adds where the shm backend is registered
+	// and works (lmt.Identity.Ring).
+	register(lmt.MultiRailShm)
 }
 
 // register registers the CMA backend name, whose identity gives its flow.
@@ -154,9 +158,12 @@ func processVM(trap uintptr, pid int, local []unix.Iovec, remote []unix.RemoteIo
 	return int(n), nil
 }
 
-// Weighed implements lmt.Weighed: multirail's (and multirail-knem's) cut
-// follows the rails' speeds, cma-split's stays at the half.
-func (c *cma) Weighed() bool { return c.name == lmt.MultiRail || c.name == lmt.MultiRailKnem }
+// Weighed implements lmt.Weighed: multirail's (and multirail-knem's and
+// multirail-shm's) cut follows the rails' speeds, cma-split's stays at the
+// half.
+func (c *cma) Weighed() bool {
+	return c.name == lmt.MultiRail || c.name == lmt.MultiRailKnem || c.name == lmt.MultiRailShm
+}
 
 func (c *cma) Abort(t *lmt.Transfer) {}
 func (c *cma) Close() error          { return nil }

@@ -2,7 +2,7 @@
 // (process_vm_readv and process_vm_writev, Linux 3.2): one copy, made by
 // the kernel on behalf of the calling process, which must be allowed to
 // ptrace its peer (PTRACE_MODE_ATTACH_REALCREDS). Importing the package
-// registers four backends with package lmt:
+// registers its backends with package lmt:
 //
 //	cma        Pull: the RTS carries the sender's address list, the
 //	           receiver reads
@@ -11,6 +11,9 @@
 //	           while the sender writes the second, two CPUs copying at once
 //	multirail  Split, cut by the speed the receiver measured of each rail
 //	           (its read, the sender's write) so that both finish together
+//	multirail-knem, multirail-shm
+//	           multirail with a third rail where the engine has it: the
+//	           knem module's copy, or the pair's shm ring
 //
 //	import _ "github.com/knemesis/knemesis/cma"
 //

@@ -194,7 +194,7 @@ func TestCheckErrors(t *testing.T) {
 	if err := lmt.Check("cma", lmt.Peer{Rank: 1, PID: 1 << 22}); !errors.As(err, &u) || !errors.Is(err, unix.ESRCH) || !strings.Contains(u.Reason, "PID namespace") {
 		t.Errorf("Check(cma) on a pid not running = %v, want Unavailable (ESRCH) naming both causes", err)
 	}
-	if got := lmt.Backends(); strings.Join(got, ",") != "shm,cma,cma-write,pipe,cma-split,multirail,multirail-knem" {
+	if got := lmt.Backends(); strings.Join(got, ",") != "shm,cma,cma-write,pipe,cma-split,multirail,multirail-knem,multirail-shm" {
 		t.Errorf("Backends() = %v, want this package's and pipe's (imported by the example), vmsplice not imported", got)
 	}
 }

@@ -17,6 +17,9 @@
 //	multirail-knem
 //	           multirail with the knem module's kernel copy as a third package cma, the
 //	           rail, where /dev/knem works                             knem rail in knemlmt
+//	multirail-shm
+//	           multirail with the pair's shm ring as a third rail,     package cma, the
+//	           filled by the sender while the receiver empties it      ring rail in shm
 //	pipe       writev into a pipe, readv out of it (two copies)        package pipe
 //	vmsplice   sender pages spliced into a pipe, readv (one copy)      package vmsplice
 //	knem       the KNEM-ABI module copies, or offloads to DMA          package kmod/knem/knemlmt
@@ -93,7 +96,8 @@
 //	                        copies, then sends DONE (cma-write)
 //	flow_split.go   Split   both handles travel, the CTS with the cut; each
 //	                        side copies its pieces and sends DONE when they
-//	                        are in (cma-split, multirail, multirail-knem)
+//	                        are in (cma-split, multirail, multirail-knem,
+//	                        multirail-shm)
 //	flow_stream.go  Stream  both sides Step a shared channel, one in, one
 //	                        out; the receiver sends DONE (shm, pipe, vmsplice)
 //
@@ -147,16 +151,21 @@
 // works: the sender declares its buffers to knem before the RTS, which
 // carries the cookie ahead of the CMA handle, and the receiver has the
 // module copy a third piece asynchronously, on its kernel thread or a DMA
-// channel, while it reads its own (an [Offloader]; rails_offload.go). The
-// receiver cuts, since it alone knows how much it accepts and which rails
-// it can drive, and its CTS carries the cut as the boundaries between the
-// pieces (read, knem, write, in that order), which the sender checks
+// channel, while it reads its own (an [Offloader]; rails_offload.go).
+// multirail-shm adds the pair's shm ring as a rail: the sender fills the
+// ring with one more piece, a slot at a time, while the receiver empties
+// it, both between the chunks of their CMA pieces (a [Ringer];
+// rails_ring.go); the ring, apart from the stream's, carries one
+// message's piece at a time. The receiver cuts, since it alone knows how
+// much it accepts and which rails it can drive, and its CTS carries the
+// cut as the boundaries between the pieces (read, knem, write, ring, in that order), which the sender checks
 // against the length and the rails it offered. cma-split cuts in halves;
-// multirail and multirail-knem ([Weighed]) cut by the speed the
-// receiver's engine measured of each rail with that peer — its read
+// multirail, multirail-knem and multirail-shm ([Weighed]) cut by the speed
+// the receiver's engine measured of each rail with that peer — its read
 // piece's time from the match, the knem copy's from its start to the poll
-// that saw it end, the sender's from the CTS, carried in its DONE beside
-// the piece's bytes — seeded with equal shares and averaged over recent
+// that saw it end, the ring's until it emptied the last slot, the
+// sender's write piece's from the CTS, carried in its DONE beside the
+// piece's bytes — seeded with equal shares and averaged over recent
 // messages, so that the pieces finish together. No rail gets less than a
 // sixteenth, so that a rail measured slow once is measured again.
 // [Stats].Rails says what each rail moved. A rail that fails fails its
@@ -164,9 +173,11 @@
 // only for the length of each call; a receiver whose knem copy still runs
 // when its transfer fails completes only once the copy is over (the
 // kernel writes into its buffers until then), and the sender withdraws
-// its region however its transfer ends, so nothing stays pinned. rails.go
-// holds the cut and the measure, rails_offload.go the third rail,
-// flow_split.go the protocol.
+// its region however its transfer ends, so nothing stays pinned; a
+// failed message that held the ring gives it up for that pair, its
+// sender taking back its slots, and its file leaves /dev/shm. rails.go
+// holds the cut and the measure, rails_offload.go and rails_ring.go the
+// third rails, flow_split.go the protocol.
 //
 // # Using it
 //

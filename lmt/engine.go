@@ -101,6 +101,9 @@ func New(cfg Config) (*Engine, error) {
 		if r.Offload != "" {
 			e.withOffload(e.slots[r.ID], r.Offload)
 		}
+		if r.Ring != "" {
+			e.withRing(e.slots[r.ID], r.Ring)
+		}
 	}
 	for _, name := range cfg.Prefer {
 		if s := e.slot(name); s != nil && !s.remote {

@@ -29,4 +29,5 @@ func ExampleCheck() {
 	// cma-split unavailable: the peer's process id is unknown
 	// multirail unavailable: the peer's process id is unknown
 	// multirail-knem unavailable: the peer's process id is unknown
+	// multirail-shm unavailable: the peer's process id is unknown
 }

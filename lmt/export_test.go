@@ -39,3 +39,7 @@ func SetOffloader(e *Engine, name string, off Offloader) {
 	s := e.slot(name)
 	s.offload(off, s)
 }
+
+// RingLeft returns how many bytes of t's ring-rail piece are still to
+// move (0 when it has none).
+func RingLeft(t *Transfer) int64 { return t.split.ring.Left() }

@@ -2,17 +2,18 @@ package lmt
 
 import "time"
 
-// split is the flow of cma-split, multirail and multirail-knem: the
-// message is cut in pieces, one per rail (rails.go says where), and both
-// sides copy theirs at once.
+// split is the flow of cma-split, multirail, multirail-knem and
+// multirail-shm: the message is cut in pieces, one per rail (rails.go says
+// where), and both sides copy theirs at once.
 //
 //	sender                          receiver
-//	StartSend: [offer,] Handle      StartRecv: [Accept,] SetPeerHandle,
-//	into the RTS                    Start, cut, the cut and Handle into
-//	                                the CTS
-//	CTS: cut, SetPeerHandle, Start  Progress: Step [0, senderFrom): the
-//	Progress: Step [senderFrom,     read rail, and the offload rail's
-//	length) (write rail)            copy polled (rails_offload.go)
+//	StartSend: [offers,] Handle     StartRecv: [Accept, ring opened,]
+//	into the RTS                    SetPeerHandle, Start, cut, the cut
+//	                                and Handle into the CTS
+//	CTS: cut, SetPeerHandle, Start  Progress: Step the read rail's piece,
+//	Progress: Step the write rail's the offload rail's copy polled
+//	piece [, the ring's filled]     (rails_offload.go) [, the ring's
+//	                                emptied (rails_ring.go)]
 //	DONE when its piece is in       DONE when its pieces are in
 //	complete when both are          complete when both are
 //
@@ -20,15 +21,17 @@ import "time"
 // it also has the other's: the receiver's reaches the sender while the
 // sender is still copying, so that neither waits a crossing for the
 // other's completion. Each DONE carries the bytes its side's rails moved
-// and the time it took (the receiver's from the match, the sender's from
-// the CTS); the receiver's time stands for the sender's Stats.Moving (the
+// (the sender's: its write piece; the receiver's: the others, the ring's
+// included, which are in once it has emptied them) and the time it took
+// (the receiver's from the match, the sender's write piece's from the
+// CTS); the receiver's time stands for the sender's Stats.Moving (the
 // pieces move at once), and the sender's feeds the receiver's measure of
 // the rails (railRates.learn), with the time each of its own rails took.
 //
 // A side whose rail fails fails with that error and its failed DONE fails
 // the other side with it (a [*RemoteError]), whatever its rails were
-// doing: the write rail stops at its next Step, the offload copy is
-// waited for (rails_offload.go).
+// doing: the write rail and the ring stop at their next Step, the offload
+// copy is waited for (rails_offload.go).
 type split struct{}
 
 // halves is the state of a split transfer beside its state word, which is
@@ -53,6 +56,10 @@ type halves struct {
 	offStart   time.Duration
 	offloading bool
 	off        OffloadState
+	// ring is the ring rail's piece with its cursor, and ringHeld says
+	// that this transfer holds the pair's ring (rails_ring.go).
+	ring     RingPiece
+	ringHeld bool
 }
 
 func (split) sendRTS(e *Engine, t *Transfer, payload []byte) (int, error) {
@@ -69,6 +76,7 @@ func (split) matched(e *Engine, t *Transfer) {
 	if t.split.in.has(KnemRail) && t.length >= offloadMin {
 		in |= 1 << KnemRail
 	}
+	in |= t.split.in & (1 << RingRail) // given by the ring's own checks
 	t.split.in = in
 	t.split.bounds = e.rails[t.peer].cut(t.length, t.ch.slot.weighed, in)
 	putBounds(t.packet()[hdrLen:], &t.split.bounds)
@@ -89,7 +97,8 @@ func (split) cts(e *Engine, t *Transfer, payload []byte, same bool) {
 	}
 	t.split.bounds = b
 	t.moveStart = monotonic() // the write rail's time runs from here
-	t.skip(b.senderFrom())
+	from, _ := b.piece(WriteRail, t.length)
+	t.skip(from)
 	e.activate(t)
 }
 
@@ -99,17 +108,22 @@ func (split) moved(e *Engine, t *Transfer) {
 	now := monotonic()
 	sp := &t.split
 	sp.took = now - t.moveStart
-	piece := t.moved
+	piece, took := sp.bounds.receiverLen(t.length), sp.took
 	if t.side == Sender {
-		piece -= sp.bounds.senderFrom()
+		piece = t.length - piece
 		t.stats.Rails[WriteRail] = piece
+		from, to := sp.bounds.piece(RingRail, t.length)
+		t.stats.Rails[RingRail] = to - from
+		if w := sp.railTook[WriteRail]; w > 0 {
+			took = w // the ring's piece ran on after the write rail's
+		}
 	} else {
 		sp.countReceiverRails(t)
 	}
 	if t.pktPending {
 		sp.doneOwed = true // a receiver's CTS is still in the outbox
 	} else {
-		e.sendDone(t, piece, sp.took)
+		e.sendDone(t, piece, took)
 	}
 	if sp.peerIn {
 		finishSplit(e, t, now)
@@ -129,9 +143,9 @@ func (h *halves) countReceiverRails(t *Transfer) {
 // it is corrupt.
 func (split) done(e *Engine, t *Transfer, length int64, took time.Duration) {
 	sp := &t.split
-	what, want := "the write rail's piece has", t.length-sp.bounds.senderFrom()
+	what, want := "the write rail's piece has", t.length-sp.bounds.receiverLen(t.length)
 	if t.side == Sender {
-		what, want = "the receiver's rails' pieces have", sp.bounds.senderFrom()
+		what, want = "the receiver's rails' pieces have", sp.bounds.receiverLen(t.length)
 	}
 	if length != want {
 		e.fail(t, Corrupt(t.peer, "DONE length of a split piece", "%d bytes, %s %d", length, what, want))
@@ -148,9 +162,12 @@ func (split) done(e *Engine, t *Transfer, length int64, took time.Duration) {
 	}
 }
 
+// end: the receiver's cursor counts its pieces, the ring's last, which it
+// counts once emptied wherever its cursor stands; the sender's runs over
+// its write piece and counts the ring's after it (rails_ring.go).
 func (split) end(t *Transfer) int64 {
 	if t.side == Receiver {
-		return t.split.bounds.senderFrom()
+		return t.split.bounds.receiverLen(t.length)
 	}
 	return t.length
 }
@@ -167,7 +184,7 @@ func finishSplit(e *Engine, t *Transfer, now time.Duration) {
 	t.stats.Bytes = t.length
 	if sp.doneOwed {
 		sp.doneOwed = false
-		e.sendDone(t, sp.bounds.senderFrom(), sp.took)
+		e.sendDone(t, sp.bounds.receiverLen(t.length), sp.took)
 	}
 	if t.side == Receiver {
 		r := &e.rails[t.peer]

@@ -20,7 +20,10 @@ const (
 	// MultiRailKnem is multirail with the knem module's kernel copy as
 	// a third rail, where /dev/knem works.
 	MultiRailKnem = "multirail-knem"
-	Arena         = "arena"
+	// MultiRailShm is multirail with the pair's shm ring as a third
+	// rail.
+	MultiRailShm = "multirail-shm"
+	Arena        = "arena"
 	// ArenaCopy is named apart from Arena: the same receiver, a sender
 	// that copies first (see its identity).
 	ArenaCopy = "arena-copy"
@@ -67,6 +70,11 @@ type Identity struct {
 	// rails, when it is registered and works with the peer; without it
 	// the Split backend runs on its two rails.
 	Offload string
+	// Ring names, for a Split backend, the backend whose [Ringer]'s
+	// shared ring carries one more piece of each message, filled by the
+	// sender while the receiver empties it, when it is registered and
+	// works with the peer.
+	Ring string
 }
 
 // identities lists every backend by copies made: the order lmtbench's
@@ -91,6 +99,11 @@ var identities = []Identity{
 	// runs beside the two CPUs of the CMA rails.
 	{ID: 12, Name: MultiRailKnem, Flow: Split, Copies: 1, Home: "cma", Offload: Knem,
 		Summary: "multirail with a third rail where /dev/knem works: the knem module's kernel thread or DMA channel copies one more piece asynchronously, each piece cut by its rail's measured speed (one copy, two CPUs and the kernel's copier)"},
+	// Not in the default preference: a ring piece costs both CPUs two
+	// copies, and it pays only where they copy faster than CMA walks
+	// and pins the pages; its measured speed says so per pair.
+	{ID: 13, Name: MultiRailShm, Flow: Split, Copies: 1, Home: "cma", Ring: Shm,
+		Summary: "multirail with a third rail through the pair's shm ring: the sender copies one more piece into the ring while the receiver copies it out, each piece cut by its rail's measured speed (one kernel copy for the CMA pieces, two user copies for the ring's)"},
 	{ID: 6, Name: Knem, Flow: Pull, Copies: 1, Home: "kmod/knem/knemlmt",
 		Summary: "the KNEM-ABI module copies in the kernel, or offloads to DMA (one copy)"},
 	// Not in the default preference: it carries only messages whose

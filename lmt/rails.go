@@ -7,16 +7,18 @@ import (
 
 // The rails of a Split transfer. A Split message is cut in pieces, one
 // per rail, and every rail copies its piece at once: the receiver reads
-// its piece out of the sender's memory while the sender writes the last
-// piece into the receiver's, two CPUs each making one copy, and where a
-// backend has an [Offloader] (multirail-knem: the knem module) the
-// receiver also has the kernel copy a piece asynchronously, its kernel
-// thread or a DMA channel being a third copier. cma-split cuts in halves;
-// a [Weighed] backend (multirail, multirail-knem) cuts by the speed the
-// receiver's engine measured of each rail with that peer, so that the
-// pieces finish together, as NewMadeleine sizes the pieces of a message
-// split over heterogeneous rails (Aumage, Brunet, Furmento, Namyst,
-// "NewMadeleine: a Fast Communication Scheduling Engine for High
+// its piece out of the sender's memory while the sender writes its own
+// into the receiver's, two CPUs each making one copy. Where a backend has
+// an [Offloader] (multirail-knem: the knem module) the receiver also has
+// the kernel copy a piece asynchronously, its kernel thread or a DMA
+// channel being a third copier; where it has a [Ringer] (multirail-shm:
+// the pair's shm ring) the sender also copies a piece into the ring while
+// the receiver copies it out (rails_ring.go). cma-split cuts in halves; a
+// [Weighed] backend (multirail, multirail-knem, multirail-shm) cuts by
+// the speed the receiver's engine measured of each rail with that peer,
+// so that the pieces finish together, as NewMadeleine sizes the pieces of
+// a message split over heterogeneous rails (Aumage, Brunet, Furmento,
+// Namyst, "NewMadeleine: a Fast Communication Scheduling Engine for High
 // Performance Networks", CAC 2007).
 //
 // The receiver decides the cut, since it alone knows how much it accepts
@@ -41,6 +43,10 @@ const (
 	// the region the sender declared, asynchronously, on the module's
 	// kernel thread or a DMA channel, while it reads its own piece.
 	KnemRail
+	// RingRail: the sender copies its piece into the pair's shared
+	// ring, a slot at a time, while the receiver copies the slots out:
+	// a double copy, pipelined, beside the two CMA pieces.
+	RingRail
 	// NumRails is how many kinds of rail there are.
 	NumRails
 )
@@ -51,16 +57,21 @@ func (r Rail) String() string {
 		return "read"
 	case WriteRail:
 		return "write"
+	case RingRail:
+		return "ring"
 	}
 	return "knem"
 }
 
 // railOrder is the order of the pieces in a message: the receiver's rails
-// first, so that the sender's piece is one run to the end.
-var railOrder = [NumRails]Rail{ReadRail, KnemRail, WriteRail}
+// first, so that each side's cursor runs over its own piece in one go (the
+// receiver's read, the sender's write), then the ring's piece, which both
+// sides drive with a cursor of its own and count once their own is in.
+var railOrder = [NumRails]Rail{ReadRail, KnemRail, WriteRail, RingRail}
 
-// receiverRails are the rails the receiver drives: all but the last.
-var receiverRails = railOrder[:NumRails-1]
+// receiverRails are the rails whose pieces the receiver's DONE reports and
+// whose end it sees: all but the sender's write.
+var receiverRails = [...]Rail{ReadRail, KnemRail, RingRail}
 
 // railSet is a set of rails: those a message goes over.
 type railSet uint8
@@ -116,6 +127,7 @@ const minShareDiv = 16
 // bounds is the cut of a Split message: bounds[i] is where the piece of
 // railOrder[i] ends and the next one's begins; the last rail's piece runs
 // to the end. A rail outside the message's rails has an empty piece.
+// Every boundary lies on a page but those at the end of the message.
 type bounds [NumRails - 1]int64
 
 // piece returns the bytes [from, to) of rail r's piece in a length-byte
@@ -135,15 +147,19 @@ func (b *bounds) piece(r Rail, length int64) (from, to int64) {
 	return 0, 0
 }
 
-// senderFrom is where the sender's piece begins: the receiver's pieces
-// end there.
-func (b *bounds) senderFrom() int64 { return b[len(b)-1] }
+// receiverLen is how many bytes the receiver's rails move of a
+// length-byte message: all but the sender's write piece.
+func (b *bounds) receiverLen(length int64) int64 {
+	from, to := b.piece(WriteRail, length)
+	return length - (to - from)
+}
 
 // cut returns the bounds of a length-byte message over the rails in: each
 // rail's share of the speed measured of those rails, none less than
 // 1/minShareDiv; equal shares when the backend is not weighed or a rail
 // of in is unmeasured ([SplitPoint] for two rails). Each boundary lies on
-// a page boundary, so that two copiers never share a page.
+// a page boundary, so that two copiers never share a page, but the end of
+// the last piece, which is the message's.
 func (r *railRates) cut(length int64, weighed bool, in railSet) bounds {
 	var w [NumRails]float64
 	for rail := range NumRails {
@@ -168,8 +184,21 @@ func (r *railRates) cut(length int64, weighed bool, in railSet) bounds {
 	for i := range b {
 		at += p[railOrder[i]]
 		b[i] = int64(at) &^ 4095
+		if !in.anyOf(railOrder[i+1:]) {
+			b[i] = length // no piece follows: the last one runs to the end
+		}
 	}
 	return b
+}
+
+// anyOf reports whether s has any of rails.
+func (s railSet) anyOf(rails []Rail) bool {
+	for _, r := range rails {
+		if s.has(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // spread shares length bytes between the rails of in by their weights w,

@@ -243,16 +243,22 @@ func (t *Transfer) ScatterAt(src []byte, skip int) int { return t.walk(src, skip
 // walk copies between p and the buffers, starting skip bytes past the
 // cursor, never past the transfer's length.
 func (t *Transfer) walk(p []byte, skip int, out bool) int {
-	max := int(min(int64(len(p)), t.length-t.moved-int64(skip)))
-	if t.dt.local != nil {
-		if max <= 0 {
-			return 0
-		}
-		return t.typedWalk(p[:max], t.moved+int64(skip), out)
+	n := int(min(int64(len(p)), t.length-t.moved-int64(skip)))
+	if n <= 0 {
+		return 0
 	}
+	if t.dt.local != nil {
+		return t.typedWalk(p[:n], t.moved+int64(skip), out)
+	}
+	return walkIov(t.iov, t.seg, t.off, p[:n], skip, out)
+}
+
+// walkIov copies between p and the buffers iov from iov[seg][off:] on,
+// skip bytes past there, as much as p holds and they have.
+func walkIov(iov [][]byte, seg, off int, p []byte, skip int, out bool) int {
 	n := 0
-	for seg, off := t.seg, t.off; seg < len(t.iov) && n < max; seg++ {
-		b := t.iov[seg][off:]
+	for ; seg < len(iov) && n < len(p); seg++ {
+		b := iov[seg][off:]
 		off = 0
 		if skip >= len(b) {
 			skip -= len(b)
@@ -260,16 +266,27 @@ func (t *Transfer) walk(p []byte, skip int, out bool) int {
 		}
 		b = b[skip:]
 		skip = 0
-		if len(b) > max-n {
-			b = b[:max-n]
-		}
 		if out {
-			n += memcopy.Copy(p[n:max], b)
+			n += memcopy.Copy(p[n:], b)
 		} else {
-			n += memcopy.Copy(b, p[n:max])
+			n += memcopy.Copy(b, p[n:])
 		}
 	}
 	return n
+}
+
+// advanceIov moves the cursor iov[*seg][*off:] n bytes on.
+func advanceIov(iov [][]byte, seg, off *int, n int) {
+	for n > 0 && *seg < len(iov) {
+		r := len(iov[*seg]) - *off
+		if r > n {
+			*off += n
+			return
+		}
+		n -= r
+		*seg++
+		*off = 0
+	}
 }
 
 // skip moves the cursors to byte n without counting the bytes as moved by
@@ -295,18 +312,7 @@ func (t *Transfer) move(n int) {
 	if t.dt.local != nil || t.dt.hasRemote {
 		t.moveTyped()
 	}
-	left := n
-	for left > 0 && t.seg < len(t.iov) {
-		r := len(t.iov[t.seg]) - t.off
-		if r > left {
-			t.off += left
-			left = 0
-			break
-		}
-		left -= r
-		t.seg++
-		t.off = 0
-	}
+	advanceIov(t.iov, &t.seg, &t.off, n)
 	left64 := uint64(n)
 	for left64 > 0 && t.rseg < len(t.remote) {
 		r := t.remote[t.rseg].Len - t.roff

@@ -66,4 +66,10 @@
 // piece in a pool the receiver said it cannot map fails the same way. A
 // ring whose first transfer fails before both sides mapped
 // it (the receiver died before its CTS) is unlinked at once.
+//
+// The backend is also the third rail of multirail-shm (lmt.RingRail, an
+// lmt.Ringer): each ordered pair that moves such messages has a second
+// ring, the rail's, through which the sender copies one piece of a Split
+// message while the receiver copies it out, with the same slots, counters
+// and checks (rail.go).
 package shm

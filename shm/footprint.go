@@ -10,7 +10,9 @@ type Footprint struct {
 	// its Engine is created (not in /dev/shm).
 	Pool uint64
 	// Ring is each ordered pair's ring in /dev/shm, allocated when the
-	// pair first moves a large message: counters and entries.
+	// pair first moves a large message: counters and entries. A pair
+	// that moves multirail-shm messages has a second of the same size,
+	// the rail's (rail.go), whose pieces take slots of the same pool.
 	Ring uint64
 	// FixedRing is what a ring adds when its receiver cannot map the
 	// sender's pool and the pair uses the ring's own slots.

@@ -225,7 +225,7 @@ func TestFootprintMeasured(t *testing.T) {
 	cfg := lmt.Config{Rank: 0, Size: 2, Job: launch.NewJobName()}
 	c := cfg.WithDefaults()
 	s := &shm{env: &lmt.Env{Rank: 0, Size: 2, Job: cfg.Job, Config: &c}, slots: uint64(c.ShmSlots), slotSize: c.ShmSlotSize, poolSlots: c.ShmPoolSlots, own: p}
-	r, err := s.open(0, 1)
+	r, err := s.open(0, 1, streamRing)
 	if err != nil {
 		t.Fatal(err)
 	}

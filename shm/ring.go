@@ -93,12 +93,23 @@ type ring struct {
 	busy   bool // listed in shm.busy
 	// populated: the ring's own slots are allocated (populate).
 	populated bool
+	// rail: the ring carries ring pieces of Split messages, one at a
+	// time, every entry the current one's (rail.go).
+	rail bool
 }
 
-// open maps the ring of the ordered pair, creating it if this side comes
-// first; both sides ask for the same size, so the order does not matter.
-func (s *shm) open(src, dst int) (*ring, error) {
-	path := "/dev/shm/knemesis-" + s.env.Job + "-lmt-" + strconv.Itoa(src) + "-" + strconv.Itoa(dst)
+// The kinds of ring a pair has, named apart in /dev/shm: the stream's, and
+// the rail's that carries ring pieces of Split messages (rail.go).
+const (
+	streamRing = "lmt"
+	railRing   = "rail"
+)
+
+// open maps the ring of kind of the ordered pair, creating it if this side
+// comes first; both sides ask for the same size, so the order does not
+// matter.
+func (s *shm) open(src, dst int, kind string) (*ring, error) {
+	path := "/dev/shm/knemesis-" + s.env.Job + "-" + kind + "-" + strconv.Itoa(src) + "-" + strconv.Itoa(dst)
 	size, hdr := ringSize(int(s.slots), s.slotSize), ringHeaderSize(int(s.slots))
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
 	if err != nil {
@@ -136,6 +147,7 @@ func (s *shm) open(src, dst int) (*ring, error) {
 		path:    path,
 		src:     src,
 		dst:     dst,
+		rail:    kind == railRing,
 	}
 	// Only this side advances its counter, which a new ring holds at 0;
 	// the peer's is checked against it on every read.
@@ -147,6 +159,15 @@ func (s *shm) open(src, dst int) (*ring, error) {
 		r.mine = r.read.Load()
 	}
 	return r, nil
+}
+
+// name names r in errors: the stream's ring or the rail's, and its pair.
+func (r *ring) name() string {
+	kind := "the shm ring"
+	if r.rail {
+		kind = "the shm rail ring"
+	}
+	return kind + " from rank " + strconv.Itoa(r.src) + " to rank " + strconv.Itoa(r.dst)
 }
 
 // populate allocates the ring's own slots before the sender's first piece

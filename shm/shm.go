@@ -34,6 +34,9 @@ type shm struct {
 	busy      []*ring // rings written with slots not yet released
 	peers     []*pool // by rank: senders' pools, mapped on first read
 	out, in   []*ring // by peer rank: rings we write, rings we read
+	// railOut and railIn are the rings that carry the ring pieces of
+	// Split messages (rail.go), apart from the stream's.
+	railOut, railIn []*ring
 }
 
 func newShm(env *lmt.Env) (lmt.Backend, error) {
@@ -49,7 +52,8 @@ func newShm(env *lmt.Env) (lmt.Backend, error) {
 		return nil, err
 	}
 	return &shm{env: env, slots: uint64(c.ShmSlots), slotSize: c.ShmSlotSize, poolSlots: c.ShmPoolSlots, own: own,
-		peers: make([]*pool, env.Size), out: make([]*ring, env.Size), in: make([]*ring, env.Size)}, nil
+		peers: make([]*pool, env.Size), out: make([]*ring, env.Size), in: make([]*ring, env.Size),
+		railOut: make([]*ring, env.Size), railIn: make([]*ring, env.Size)}, nil
 }
 
 // maxGeom bounds ring entries and pool slots: the ring's geometry word
@@ -81,7 +85,7 @@ func (s *shm) ringFor(t *lmt.Transfer) (**ring, int, int) {
 func (s *shm) Start(t *lmt.Transfer) error {
 	rp, src, dst := s.ringFor(t)
 	if *rp == nil {
-		r, err := s.open(src, dst)
+		r, err := s.open(src, dst, streamRing)
 		if err != nil {
 			return err
 		}
@@ -113,7 +117,7 @@ func (s *shm) Prefill(t *lmt.Transfer, max int) (int, error) {
 	r := s.out[t.Peer()]
 	if r == nil {
 		var err error
-		if r, err = s.open(s.env.Rank, t.Peer()); err != nil {
+		if r, err = s.open(s.env.Rank, t.Peer(), streamRing); err != nil {
 			return 0, nil // the CTS will bring Start, and its error
 		}
 		s.out[t.Peer()] = r
@@ -124,7 +128,7 @@ func (s *shm) Prefill(t *lmt.Transfer, max int) (int, error) {
 	if r.broken {
 		return 0, nil
 	}
-	return s.push(r, t, max, true)
+	return s.push(r, t, t, max, true)
 }
 
 // Kept implements lmt.Early.
@@ -140,9 +144,16 @@ func (s *shm) Kept(t *lmt.Transfer) bool {
 
 func (s *shm) Step(t *lmt.Transfer, max int) (int, error) {
 	if t.Side() == lmt.Sender {
-		return s.push(s.out[t.Peer()], t, max, false)
+		return s.push(s.out[t.Peer()], t, t, max, false)
 	}
-	return s.pull(s.in[t.Peer()], t, max)
+	return s.pull(s.in[t.Peer()], t, t, max)
+}
+
+// mover is what push and pull copy between the ring and: a transfer at its
+// cursor, or the ring piece of a Split one (rail.go).
+type mover interface {
+	GatherAt(dst []byte, skip int) int
+	ScatterAt(src []byte, skip int) int
 }
 
 // The counters run on and never wrap in practice (2^64 slots), so the
@@ -156,22 +167,22 @@ func (s *shm) Step(t *lmt.Transfer, max int) (int, error) {
 // pushCorrupt and pullCorrupt record and return the error of a peer's
 // counter out of bounds.
 func (s *shm) pushCorrupt(r *ring, rd uint64) error {
-	r.corrupt = lmt.Corrupt(r.dst, fmt.Sprintf("read counter of the shm ring from rank %d to rank %d", r.src, r.dst),
+	r.corrupt = lmt.Corrupt(r.dst, "read counter of "+r.name(),
 		"%d with %d written: not within the ring's %d slots behind it", rd, r.mine, s.slots)
 	return r.corrupt
 }
 
 func (s *shm) pullCorrupt(r *ring, w uint64) error {
-	r.corrupt = lmt.Corrupt(r.src, fmt.Sprintf("written counter of the shm ring from rank %d to rank %d", r.src, r.dst),
+	r.corrupt = lmt.Corrupt(r.src, "written counter of "+r.name(),
 		"%d with %d read: not within the ring's %d slots ahead of it", w, r.mine, s.slots)
 	return r.corrupt
 }
 
-// push fills free ring entries with t's next pieces, in slots of the pool
+// push fills free ring entries with t's next pieces (from m), in slots of the pool
 // (leaving reserve of them free) or, for a receiver in another PID
 // namespace, in the ring's own. An empty pool is "not now": the receivers
 // of the slots in flight give them back as they read.
-func (s *shm) push(r *ring, t *lmt.Transfer, max int, early bool) (int, error) {
+func (s *shm) push(r *ring, t *lmt.Transfer, m mover, max int, early bool) (int, error) {
 	w, rd := r.mine, r.read.Load()
 	if w-rd > s.slots {
 		return 0, s.pushCorrupt(r, rd)
@@ -207,7 +218,7 @@ func (s *shm) push(r *ring, t *lmt.Transfer, max int, early bool) (int, error) {
 		if !ok {
 			break
 		}
-		c := t.GatherAt(dst, n)
+		c := m.GatherAt(dst, n)
 		if c == 0 {
 			s.unplace(loc)
 			break
@@ -239,7 +250,9 @@ func (s *shm) push(r *ring, t *lmt.Transfer, max int, early bool) (int, error) {
 	return n, nil
 }
 
-func (s *shm) pull(r *ring, t *lmt.Transfer, max int) (int, error) {
+// pull copies the filled entries of t out of r into m. On a stream's ring
+// it skips what is not t's; a rail's carries t's piece alone.
+func (s *shm) pull(r *ring, t *lmt.Transfer, m mover, max int) (int, error) {
 	rd, w := r.mine, r.written.Load()
 	if w-rd > s.slots {
 		return 0, s.pullCorrupt(r, w)
@@ -247,11 +260,13 @@ func (s *shm) pull(r *ring, t *lmt.Transfer, max int) (int, error) {
 	n := 0
 	for i := uint64(0); i < s.slots && n < max && rd < w; i++ {
 		e := &r.entries[rd%s.slots]
-		if o := e.owner.Load(); o != t.PeerID() {
+		if o := e.owner.Load(); o != t.PeerID() && r.rail {
+			return n, s.ownerCorrupt(r, o, t.PeerID())
+		} else if o != t.PeerID() {
 			// Filled early for a message matched later, or left by a
 			// truncated one: not ours.
 			lineops.StoreRelease64(r.revoked, o)
-		} else if slot := e.slot.Load(); slot&inRing == 0 && r.verdict == reachRing {
+		} else if slot := e.slot.Load(); slot&inRing == 0 && r.verdict == reachRing && !r.rail {
 			// Filled early into a pool this side cannot map: the
 			// sender starts over (Kept).
 		} else {
@@ -259,7 +274,7 @@ func (s *shm) pull(r *ring, t *lmt.Transfer, max int) (int, error) {
 			if err != nil {
 				return n, err
 			}
-			c := t.ScatterAt(piece, n)
+			c := m.ScatterAt(piece, n)
 			if c == 0 {
 				break
 			}
@@ -285,7 +300,7 @@ func (s *shm) piece(r *ring, rd, slot uint64) ([]byte, error) {
 		return r.data[off : off+s.slotSize], nil
 	}
 	if slot >= uint64(s.poolSlots) {
-		r.corrupt = lmt.Corrupt(r.src, fmt.Sprintf("slot number of the shm ring from rank %d to rank %d", r.src, r.dst),
+		r.corrupt = lmt.Corrupt(r.src, "slot number of "+r.name(),
 			"%d: the pool has %d slots", slot, s.poolSlots)
 		return nil, r.corrupt
 	}
@@ -316,7 +331,7 @@ func (s *shm) peerPool(r *ring) (*pool, error) {
 	if p := s.peers[r.src]; p != nil && r.verdict == reachPool {
 		return p, nil
 	}
-	r.corrupt = lmt.Corrupt(r.src, fmt.Sprintf("entry of the shm ring from rank %d to rank %d", r.src, r.dst),
+	r.corrupt = lmt.Corrupt(r.src, "entry of "+r.name(),
 		"a piece in the sender's pool, which this side told it is out of reach")
 	return nil, r.corrupt
 }
@@ -342,7 +357,7 @@ func (s *shm) Abort(t *lmt.Transfer) {
 }
 
 func (s *shm) Close() error {
-	for _, rings := range [][]*ring{s.out, s.in} {
+	for _, rings := range [][]*ring{s.out, s.in, s.railOut, s.railIn} {
 		for i, r := range rings {
 			if r != nil {
 				unix.Munmap(r.mem)

@@ -94,7 +94,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: eager, shm, pipe, vmsplice, cma, cma-write, cma-split, multirail, multirail-knem, knem, arena, arena-copy, auto, auto-arena, auto-copy, table, memcpy, put-allocated, put-knem-attach, put-knem, put-cma, put-am, get-allocated, get-knem-attach, get-knem, get-cma, get-am)`},
+		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: eager, shm, pipe, vmsplice, cma, cma-write, cma-split, multirail, multirail-knem, multirail-shm, knem, arena, arena-copy, auto, auto-arena, auto-copy, table, memcpy, put-allocated, put-knem-attach, put-knem, put-cma, put-am, get-allocated, get-knem-attach, get-knem, get-cma, get-am)`},
 		{[]string{"--backends", "shm,"}, 2, `lmtbench: --backends: unknown backend ""`},
 		{[]string{"--sizes", "4Q"}, 2, `lmtbench: --sizes: size "4Q": unknown unit "Q" (use B, K/KiB, M/MiB or G/GiB)`},
 		{[]string{"--sizes", "4K-1x"}, 2, `lmtbench: --sizes: size "1x": unknown unit "x"`},
@@ -729,9 +729,10 @@ func TestPlacementProbeDefaultsToBuiltin(t *testing.T) {
 // size), and the table ends with each split backend's throughput over the
 // best single rail's, both sides and its name shown. The 1 MiB message of
 // cma-split is cut in exact halves; multirail-knem, without /dev/knem
-// here, runs on the read and write rails as multirail does.
+// here, runs on the read and write rails as multirail does;
+// multirail-shm adds the shm ring's piece.
 func TestSplitRails(t *testing.T) {
-	args := append([]string{"pingpong", "--backends", "cma,cma-write,cma-split,multirail,multirail-knem", "--sizes", "1M"}, fast...)
+	args := append([]string{"pingpong", "--backends", "cma,cma-write,cma-split,multirail,multirail-knem,multirail-shm", "--sizes", "1M"}, fast...)
 	r := run(t, append(args, "--json")...)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -742,9 +743,12 @@ func TestSplitRails(t *testing.T) {
 	}
 	for _, res := range results {
 		want := strings.HasPrefix(res.Backend, "cma-split") || strings.HasPrefix(res.Backend, "multirail")
-		sum := res.Rails[lmt.ReadRail] + res.Rails[lmt.WriteRail] + res.Rails[lmt.KnemRail]
+		sum := res.Rails[lmt.ReadRail] + res.Rails[lmt.WriteRail] + res.Rails[lmt.KnemRail] + res.Rails[lmt.RingRail]
 		if got := sum == 1<<20; got != want || res.Backend == "cma-split" && res.Rails != [lmt.NumRails]int64{lmt.ReadRail: 1 << 19, lmt.WriteRail: 1 << 19} {
 			t.Errorf("%s: rails %v, want them to add up to 1 MiB: %v (cma-split: halves)", res.Backend, res.Rails, want)
+		}
+		if ring := res.Rails[lmt.RingRail] > 0; ring != (res.Backend == "multirail-shm") {
+			t.Errorf("%s: rails %v: a ring piece only for multirail-shm", res.Backend, res.Rails)
 		}
 	}
 	r = run(t, args...)
@@ -755,10 +759,12 @@ func TestSplitRails(t *testing.T) {
 		regexp.MustCompile(`(?m)^ +1M +cma-split .* rails read:write 50:50`),
 		regexp.MustCompile(`(?m)^ +1M +multirail .* rails read:write \d+:\d+`),
 		regexp.MustCompile(`(?m)^ +1M +multirail-knem .* rails read:write \d+:\d+`),
+		regexp.MustCompile(`(?m)^ +1M +multirail-shm .* rails read:ring:write \d+:\d+:\d+`),
 		regexp.MustCompile(`(?m)^split ÷ best single rail of the run`),
 		regexp.MustCompile(`(?m)^1M +cma-split ÷ cma(-write)? +[\d.]+ GB/s ÷ [\d.]+ GB/s += [\d.]+  rails read:write 50:50$`),
 		regexp.MustCompile(`(?m)^1M +multirail ÷ cma(-write)? +[\d.]+ GB/s ÷ [\d.]+ GB/s += [\d.]+  rails read:write \d+:\d+$`),
 		regexp.MustCompile(`(?m)^1M +multirail-knem ÷ cma(-write)? +[\d.]+ GB/s ÷ [\d.]+ GB/s += [\d.]+  rails read:write \d+:\d+$`),
+		regexp.MustCompile(`(?m)^1M +multirail-shm ÷ cma(-write)? +[\d.]+ GB/s ÷ [\d.]+ GB/s += [\d.]+  rails read:ring:write \d+:\d+:\d+$`),
 	} {
 		if !want.MatchString(r.stdout) {
 			t.Errorf("table lacks %v:\n%s", want, r.stdout)

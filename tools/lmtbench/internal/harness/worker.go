@@ -280,7 +280,8 @@ func (r *rank) tell(cmd, size, iters int64) error            { return r.ctl.put(
 func (r *rank) command() (cmd, size, iters int64, err error) { return r.ctl.get() }
 
 // reply sends rank 0 this rank's CPU time and the rails of the last
-// message it received: two records, the second for the knem rail.
+// message it received: two records, the second for the knem and ring
+// rails.
 func (r *rank) reply(cpu time.Duration) error {
 	var rails [lmt.NumRails]int64
 	if rr, ok := r.e.(engine.RailReporter); ok {
@@ -289,7 +290,7 @@ func (r *rank) reply(cpu time.Duration) error {
 	if err := r.ctl.put(int64(cpu), rails[lmt.ReadRail], rails[lmt.WriteRail]); err != nil {
 		return err
 	}
-	return r.ctl.put(rails[lmt.KnemRail], 0, 0)
+	return r.ctl.put(rails[lmt.KnemRail], rails[lmt.RingRail], 0)
 }
 
 // leadSample runs one timed sample from rank 0.
@@ -307,12 +308,12 @@ func (r *rank) leadSample(size, iters int) (Sample, error) {
 	if err != nil {
 		return Sample{}, err
 	}
-	knem, _, _, err := r.ctl.get()
+	knem, ring, _, err := r.ctl.get()
 	if err != nil {
 		return Sample{}, err
 	}
 	return Sample{
-		Rails:      [lmt.NumRails]int64{lmt.ReadRail: read, lmt.WriteRail: write, lmt.KnemRail: knem},
+		Rails:      [lmt.NumRails]int64{lmt.ReadRail: read, lmt.WriteRail: write, lmt.KnemRail: knem, lmt.RingRail: ring},
 		Pollution:  r.pollution,
 		Size:       size,
 		Iterations: iters,

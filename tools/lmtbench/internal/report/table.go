@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -141,20 +142,25 @@ func writeVsReference(w io.Writer, results []Result, mode string) error {
 }
 
 // railsCell shows how a split backend cut the message: the percent of it
-// each rail moved, the receiver's read and the sender's write, and the
-// knem module's copy between them when it had a piece; empty for the
+// each rail moved, the receiver's read, the knem module's copy and the
+// shm ring when they had a piece, and the sender's write; empty for the
 // others.
 func railsCell(r Result) string {
-	read, write, knem := r.Rails[lmt.ReadRail], r.Rails[lmt.WriteRail], r.Rails[lmt.KnemRail]
-	total := read + write + knem
+	var total int64
+	for _, v := range r.Rails {
+		total += v
+	}
 	if total == 0 {
 		return ""
 	}
-	pct := func(v int64) int64 { return (100*v + total/2) / total }
-	if knem == 0 {
-		return fmt.Sprintf("  rails read:write %d:%d", pct(read), pct(write))
+	var names, pcts []string
+	for _, rail := range []lmt.Rail{lmt.ReadRail, lmt.KnemRail, lmt.RingRail, lmt.WriteRail} {
+		if v := r.Rails[rail]; v > 0 || rail == lmt.ReadRail || rail == lmt.WriteRail {
+			names = append(names, rail.String())
+			pcts = append(pcts, strconv.FormatInt((100*v+total/2)/total, 10))
+		}
 	}
-	return fmt.Sprintf("  rails read:knem:write %d:%d:%d", pct(read), pct(knem), pct(write))
+	return "  rails " + strings.Join(names, ":") + " " + strings.Join(pcts, ":")
 }
 
 // singleRails are the one-rail backends a split backend is measured
