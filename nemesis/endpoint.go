@@ -325,6 +325,9 @@ func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
 	}
 	ep.arena.init(s.region(rank))
 	ep.attachStatic()
+	// The first reading of the clock calibrates it, spinning for
+	// milliseconds: here, not in the first send held for its box.
+	holdClock()
 	return ep
 }
 
