@@ -110,6 +110,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		{[]string{"--iters", "x"}, 2, `invalid value "x" for flag -iters`},
 		{[]string{"--iters", "-3"}, 2, "lmtbench: --iters -3: want a positive count"},
 		{[]string{"--samples", "0"}, 2, "lmtbench: --samples 0: want at least 1"},
+		{[]string{"--warmup", "-1s"}, 2, "lmtbench: --warmup -1s: want a duration of 0 or more"},
 		{[]string{"--plot", "out.jpg"}, 2, `lmtbench: --plot "out.jpg": want a file ending in .png or .svg`},
 		{[]string{"--json", "--csv"}, 2, "lmtbench: --json, --csv and --benchfmt each replace the table; pick one"},
 		{[]string{"--cpus", "0,4096"}, 2, "CPU 4096 is not one this process may use"},

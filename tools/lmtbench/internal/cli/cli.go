@@ -109,6 +109,7 @@ type options struct {
 	sizes      string
 	iters      int
 	sampleTime time.Duration
+	warmup     time.Duration
 	samples    int
 	cpus       string
 	procs      int
@@ -171,6 +172,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.sizes, "sizes", "", "sizes: 4K, 64KiB, 1M, 1MiB, ranges lo-hi of powers of two, comma lists (default 4K-64M)")
 	fs.IntVar(&o.iters, "iters", 0, "iterations per sample (default: calibrated to --time)")
 	fs.DurationVar(&o.sampleTime, "time", 15*time.Millisecond, "target duration of one sample")
+	fs.DurationVar(&o.warmup, "warmup", harness.DefaultWarmup, "untimed run of each job's first size before its samples, at least this long: a fresh pair of ranks runs slower for its first tens of milliseconds")
 	fs.IntVar(&o.samples, "samples", 2, "samples per size, each bracketed by the placement probe")
 	fs.StringVar(&o.cpus, "cpus", "apart", "pinning of the two processes: apart (two CPUs), same (one CPU), shared or unshared (a cache), none, or a list like 0,1")
 	fs.IntVar(&o.procs, "procs", 2, "processes in the job (alltoall: also -n)")
@@ -237,6 +239,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.iters == 0 && o.sampleTime <= 0 {
 		return nil, usagef("--time %v: want a positive duration", o.sampleTime)
+	}
+	if o.warmup < 0 {
+		return nil, usagef("--warmup %v: want a duration of 0 or more", o.warmup)
 	}
 	if o.samples < 1 {
 		return nil, usagef("--samples %d: want at least 1", o.samples)

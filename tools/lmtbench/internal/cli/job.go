@@ -108,5 +108,5 @@ func (o *options) jobSpec() (harness.Spec, error) {
 	if err != nil {
 		return harness.Spec{}, err
 	}
-	return harness.Spec{Mode: mode, Backend: "auto", Sizes: sizes, Iters: o.iters, SampleTime: o.sampleTime, Samples: o.samples}, nil
+	return harness.Spec{Mode: mode, Backend: "auto", Sizes: sizes, Iters: o.iters, SampleTime: o.sampleTime, Samples: o.samples, Warmup: o.warmup}, nil
 }

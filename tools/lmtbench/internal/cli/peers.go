@@ -72,7 +72,7 @@ func runPeers(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	for _, shape := range pp.shapes {
 		m := &peerMeasurer{o: o, probe: probe, cpus: pp.cpus, shape: shape, peers: pp.measuring(shape), bar: bar}
 		o.alongside = m
-		spec := harness.Spec{Mode: shape, Iters: o.iters, SampleTime: o.sampleTime, CPUs: pp.cpus, Probe: probe}
+		spec := harness.Spec{Mode: shape, Iters: o.iters, SampleTime: o.sampleTime, CPUs: pp.cpus, Probe: probe, Warmup: o.warmup}
 		results, skipped, err := o.interleave(ctx, spec, pp.backends, pp.sizes, bar)
 		o.alongside = nil
 		if err != nil {

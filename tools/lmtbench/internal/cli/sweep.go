@@ -105,7 +105,7 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 	}
 	bar := newProgress(stderr, o.progress, steps)
 	defer bar.done()
-	spec := harness.Spec{Mode: mode, Iters: p.iters, SampleTime: o.sampleTime, CPUs: p.cpus, Probe: probe, WorkingSet: p.workingSet}
+	spec := harness.Spec{Mode: mode, Iters: p.iters, SampleTime: o.sampleTime, CPUs: p.cpus, Probe: probe, WorkingSet: p.workingSet, Warmup: o.warmup}
 	results, skipped, err := o.interleave(ctx, spec, p.backends, p.sizes, bar)
 	if err != nil {
 		return err
@@ -315,7 +315,7 @@ func runAlltoall(ctx context.Context, o *options, stdout, stderr io.Writer) erro
 		return usagef("alltoall: %s is a two-process reference and has no alltoall", backends[i].Name)
 	}
 	bar := newProgress(stderr, o.progress, len(backends)*len(sizes)*o.samples)
-	spec := harness.Spec{Mode: harness.Alltoall, Iters: o.iters, Procs: o.procs, SampleTime: o.sampleTime, CPUs: cpus, Probe: o.probePath()}
+	spec := harness.Spec{Mode: harness.Alltoall, Iters: o.iters, Procs: o.procs, SampleTime: o.sampleTime, CPUs: cpus, Probe: o.probePath(), Warmup: o.warmup}
 	results, more, err := o.interleave(ctx, spec, backends, sizes, bar)
 	bar.done()
 	if err != nil {

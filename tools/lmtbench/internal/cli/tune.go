@@ -88,7 +88,7 @@ func runTune(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	var done []tuned
 	for _, p := range pairs {
 		cpus := []int{p.cpus[0], p.cpus[1]}
-		spec := harness.Spec{Mode: harness.PingPong, Iters: o.iters, SampleTime: o.sampleTime, CPUs: cpus, Probe: probe}
+		spec := harness.Spec{Mode: harness.PingPong, Iters: o.iters, SampleTime: o.sampleTime, CPUs: cpus, Probe: probe, Warmup: o.warmup}
 		results, more, err := o.interleave(ctx, spec, engines, sizes, bar)
 		if err != nil {
 			bar.done()

@@ -113,6 +113,16 @@ func RewarmIterations(mode string, iters int) int {
 	return max(2, iters/4)
 }
 
+// DefaultWarmup is how long, at least, a job runs its first size untimed
+// before its first sample (Spec.Warmup, settle). A freshly started pair
+// of ranks streams small messages at about half its rate for its first
+// tens of milliseconds, sometimes longer, on the development VM: a 15 ms
+// sample in a fresh job, as every sample of an interleaved run is, timed
+// mostly that (docs/performance.md, "Eighth wave-2 session"). An
+// application pays it once per run; the peers' own benchmarks run their
+// warm-up and their samples in one process.
+const DefaultWarmup = 100 * time.Millisecond
+
 // Spec is what the parent asks a job to measure. It travels to the ranks
 // as JSON in an environment variable.
 type Spec struct {
@@ -126,6 +136,7 @@ type Spec struct {
 	Probe      string        `json:"probe"`       // placement probe path, machine.Builtin, or "" for none
 	WorkingSet int           `json:"working_set"` // pollution: bytes rank 1 re-reads
 	Procs      int           `json:"procs"`       // alltoall: ranks in the job (2 otherwise)
+	Warmup     time.Duration `json:"warmup"`      // least untimed run of the job's first size (settle)
 }
 
 func (s *Spec) procs() int {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -240,6 +241,27 @@ func TestCalibrationFollowsWarmup(t *testing.T) {
 	var s Sample
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil || s.Iterations != 20000 {
 		t.Fatalf("reported sample %+v, %v; want 20000 iterations", s, err)
+	}
+}
+
+// TestSettleWarmsTheFirstSize: a job runs its first size untimed, in
+// rounds of RewarmIterations after the warm-up, until those rounds have
+// lasted Spec.Warmup (1 ms of 25 µs rounds: 40), then re-warms and takes
+// its sample; the second size, in a job already settled, does not.
+func TestSettleWarmsTheFirstSize(t *testing.T) {
+	l := &scriptedLeader{perIter: time.Microsecond}
+	spec := Spec{Mode: PingPong, Backend: "chan", Sizes: []int{64, 128}, Iters: 100, Samples: 1, Warmup: time.Millisecond}
+	if err := lead(spec, l, placer{}, json.NewEncoder(io.Discard)); err != nil {
+		t.Fatal(err)
+	}
+	warm, rewarm := WarmupIterations(PingPong, 100), RewarmIterations(PingPong, 100)
+	want := []int{warm}
+	for range 40 {
+		want = append(want, rewarm)
+	}
+	want = append(want, rewarm, 100, warm, rewarm, 100)
+	if fmt.Sprint(l.samples) != fmt.Sprint(want) {
+		t.Fatalf("runs of %v iterations, want %v (warm-up, 40 settling rounds, re-warm, sample; then the second size without settling)", l.samples, want)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -161,7 +162,7 @@ type follower interface {
 // the placement probe while the other ranks sleep on their pipes (or, the
 // built-in probe, rank 1 takes part).
 func lead(spec Spec, l leader, probe placer, enc encoder) error {
-	for _, size := range spec.Sizes {
+	for i, size := range spec.Sizes {
 		if err := l.tell(cmdVerify, int64(size), 0); err != nil {
 			return err
 		}
@@ -186,6 +187,11 @@ func lead(spec Spec, l leader, probe placer, enc encoder) error {
 			}
 		} else if err := warmUp(l, spec.Mode, size, iters); err != nil {
 			return err
+		}
+		if i == 0 {
+			if err := settle(spec, l, size, iters); err != nil {
+				return err
+			}
 		}
 		before, err := probe.measure()
 		if err != nil {
@@ -224,6 +230,25 @@ func warmUp(l leader, mode string, size, iters int) error {
 		if _, err := l.leadSample(size, warm); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// settle runs untimed rounds of RewarmIterations at size, the job's
+// first, until they have lasted spec.Warmup (DefaultWarmup); the sizes
+// after it follow a job already settled.
+func settle(spec Spec, l leader, size, iters int) error {
+	round := RewarmIterations(spec.Mode, iters)
+	var ran time.Duration
+	for round > 0 && ran < spec.Warmup {
+		s, err := l.leadSample(size, round)
+		if err != nil {
+			return err
+		}
+		if s.Seconds <= 0 {
+			return nil // too fast to time: nothing to settle
+		}
+		ran += time.Duration(math.Round(s.Seconds * 1e9))
 	}
 	return nil
 }
