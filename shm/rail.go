@@ -91,11 +91,7 @@ func (s *shm) RingAbort(t *lmt.Transfer) {
 	if r == nil {
 		return
 	}
-	r.broken = true
-	if r.path != "" {
-		unix.Unlink(r.path)
-		r.path = ""
-	}
+	r.breakOff()
 	if t.Side() == lmt.Sender {
 		s.reclaim(r)
 	}

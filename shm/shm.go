@@ -336,20 +336,25 @@ func (s *shm) peerPool(r *ring) (*pool, error) {
 	return nil, r.corrupt
 }
 
+// breakOff marks r not to be used again and removes its name: nothing
+// will map it any more, so a transfer that failed before the sender's
+// Start (the receiver died before its CTS, say) leaves nothing in
+// /dev/shm.
+func (r *ring) breakOff() {
+	r.broken = true
+	if r.path != "" {
+		unix.Unlink(r.path)
+		r.path = ""
+	}
+}
+
 func (s *shm) Abort(t *lmt.Transfer) {
 	rp, _, _ := s.ringFor(t)
 	r := *rp
 	if r == nil {
 		return
 	}
-	r.broken = true
-	if r.path != "" {
-		// Nothing will map it any more: a transfer that failed
-		// before the sender's Start (the receiver died before its
-		// CTS, say) leaves nothing in /dev/shm.
-		unix.Unlink(r.path)
-		r.path = ""
-	}
+	r.breakOff()
 	if t.Side() == lmt.Sender && t.CheckPeer() != nil {
 		// A dead receiver reads no more: its slots come back now.
 		s.reclaim(r)
