@@ -1,6 +1,7 @@
 package copyprobe_test
 
 import (
+	"errors"
 	"testing"
 
 	_ "github.com/knemesis/knemesis/cma" // registers the CMA backends
@@ -37,7 +38,11 @@ func TestLMTBackendCopies(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					return lmttest.Transfer(ch, eng, c.backend, 0, 1, lmttest.Case{Size: transferSize})
+					err = lmttest.Transfer(ch, eng, c.backend, 0, 1, lmttest.Case{Size: transferSize})
+					// Close drains: a shm or pipe send completes while
+					// its bytes are still in the channel, and a sender
+					// gone before its receiver took them fails the receive.
+					return errors.Join(err, ch.Close())
 				},
 			})
 			if !ok {
