@@ -106,7 +106,11 @@ type peer struct {
 	lnIn           *lineRing
 	lnSent, lnFree uint32
 	lnRecv         uint32
-	heldSince      int64 // holdClock when the send held for the rank's box began to wait (hold.go)
+	// The Poll count and holdClock time at which the send held for
+	// the rank's box began to wait (hold.go): one at a time, the lone
+	// send of the rank's window.
+	heldAt    uint32
+	heldSince int64
 	// released counts the rank's messages consumed here, their fastboxes
 	// emptied: the acknowledgment every fastbox to the rank carries. It
 	// moves only once a message's handler has returned, and no handler

@@ -73,10 +73,10 @@ func (ep *Endpoint) holdForBox(r *Request) bool {
 			p.holdOff--
 			return false
 		}
-		r.held, r.heldAt = true, ep.polls
-		p.heldSince = holdClock()
+		r.held = true
+		p.heldAt, p.heldSince = ep.polls, holdClock()
 	}
-	if ep.polls-r.heldAt < holdPolls || holdClock()-p.heldSince < int64(holdTime) {
+	if ep.polls-p.heldAt < holdPolls || holdClock()-p.heldSince < int64(holdTime) {
 		return true
 	}
 	p.holdOff = holdBackoff

@@ -50,7 +50,7 @@ type Request struct {
 	vec    bool           // the payload is in iov (Isendv, Irecvv) or typ, not buf alone
 	seqd   bool           // send: first cell or fastbox already sent
 	cells  bool           // typed send: the cells carry it whatever its length (lmtTakes)
-	held   bool           // send: waited for its full fastbox since Poll heldAt (hold.go)
+	held   bool           // send: waits for its full fastbox (hold.go; since when: its peer's heldAt)
 	peer   int            // destination, or the source asked for (AnySource) then matched
 	tag    int            // tag (AnyTag until matched for a wildcard receive)
 	buf    [1][]byte      // Isend's or Irecv's buffer: a list of one for Iov
@@ -64,7 +64,6 @@ type Request struct {
 	err    error          // completion status
 	sent   int            // send: payload bytes already put into cells
 	netOut int32          // packets with the network module, not yet reported
-	heldAt uint32         // see held
 	// netSlot: the packet slot (netPath.ctl) of an LMT send's RTS to a
 	// remote rank, from StartSend until the module takes it; of a slot's
 	// own request, its index.
