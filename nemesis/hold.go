@@ -37,10 +37,10 @@ import (
 // UCX's pending sends do, where a cell would have carried it at once.
 //
 // The wait is bounded in time as well as in Polls because a Poll that
-// finds nothing to do costs some tens of nanoseconds: holdPolls of them
-// pass before a receiver behind a stream of line boxes, taking 100 ns or
-// more a message on a slow placement, has consumed the lineRelease
-// messages after which it publishes its count (linebox.go). Bounded in
+// finds nothing to do is cheap: holdPolls of them can pass before a
+// receiver behind a stream of line boxes, slowed by a far placement, has
+// consumed the lineRelease messages after which it publishes its count
+// (linebox.go). Bounded in
 // Polls alone, the wait ran out while the receiver was draining the
 // window; the send took a cell, the line boxes behind it in the pair's
 // sequence waited for the receiver's slower dequeue of that cell, more

@@ -115,10 +115,10 @@ func RewarmIterations(mode string, iters int) int {
 
 // DefaultWarmup is how long, at least, a job runs its first size untimed
 // before its first sample (Spec.Warmup, settle). A freshly started pair
-// of ranks streams small messages at about half its rate for its first
-// tens of milliseconds, sometimes longer, on the development VM: a 15 ms
-// sample in a fresh job, as every sample of an interleaved run is, timed
-// mostly that (docs/performance.md, "Eighth wave-2 session"). An
+// of ranks can stream small messages well below its settled rate for its
+// first tens of milliseconds, and a 15 ms sample in a fresh job, as every
+// sample of an interleaved run is, then times mostly that
+// (docs/performance.md, "Eighth wave-2 session", has the figures). An
 // application pays it once per run; the peers' own benchmarks run their
 // warm-up and their samples in one process.
 const DefaultWarmup = 100 * time.Millisecond
