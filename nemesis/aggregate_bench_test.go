@@ -39,11 +39,11 @@ func joinPair(b *testing.B) [2]*nemesis.Endpoint {
 //	             the cell's return, completion
 //
 // for the straightforward strategy and the aggregate one, with the
-// sender's boxes (line boxes and fastboxes), cells and aggregated
+// sender's boxes (line records and fastboxes), cells and aggregated
 // messages per message. The receiver runs only after the sender is
 // done, so the sender finds every box of the pair full once it filled
 // them (TestAggregateOneWayCounts has the exact counts): 16 × 8 B fits
-// the 16 line boxes and neither strategy aggregates; 32 × 8 B and
+// the line ring and neither strategy aggregates; 48 × 8 B and
 // 16 × 64 B leave 13 segments past the boxes, which aggregate packs into
 // one cell and straightforward sends in a cell each. The two-process run
 // (lmtbench multiseg) overlaps the sides, whose receiver empties boxes
@@ -52,12 +52,12 @@ func joinPair(b *testing.B) [2]*nemesis.Endpoint {
 //
 //	go test -run '^$' -bench MultisegSplit -benchtime 200000x ./nemesis/
 func BenchmarkMultisegSplit(b *testing.B) {
-	shapes := []struct{ segs, size int }{{16, 8}, {32, 8}, {16, 64}}
+	shapes := []struct{ Segs, Size int }{{16, 8}, {48, 8}, {16, 64}}
 	phases := map[string][3]float64{} // post, send, receive: ns a message
 	defer func() {
 		total := func(p [3]float64) float64 { return p[0] + p[1] + p[2] }
 		for _, sh := range shapes {
-			name := fmt.Sprintf("%dx%dB", sh.segs, sh.size)
+			name := fmt.Sprintf("%dx%dB", sh.Segs, sh.Size)
 			s, a := phases[name+"/straightforward"], phases[name+"/aggregate"]
 			if total(s) == 0 || total(a) == 0 {
 				continue // a sub-benchmark failed or was not selected
@@ -68,9 +68,9 @@ func BenchmarkMultisegSplit(b *testing.B) {
 	}()
 	for _, sh := range shapes {
 		for _, strat := range []nemesis.Strategy{nemesis.Straightforward, nemesis.Aggregate} {
-			name := fmt.Sprintf("%dx%dB/%v", sh.segs, sh.size, strat)
+			name := fmt.Sprintf("%dx%dB/%v", sh.Segs, sh.Size, strat)
 			b.Run(name, func(b *testing.B) {
-				phases[name] = multisegSplit(b, strat, sh.segs, sh.size)
+				phases[name] = multisegSplit(b, strat, sh.Segs, sh.Size)
 			})
 		}
 	}

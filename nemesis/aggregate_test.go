@@ -51,7 +51,7 @@ func recvInOrder(t *testing.T, b *Endpoint, src int, msgs [][]byte) {
 }
 
 // TestAggregateBatchOneCell: eight 8-byte sends in a batch leave in one
-// cell with the aggregate strategy, and in eight line boxes without it.
+// cell with the aggregate strategy, and in eight line records without it.
 func TestAggregateBatchOneCell(t *testing.T) {
 	for _, s := range []Strategy{Aggregate, Straightforward} {
 		t.Run(s.String(), func(t *testing.T) {
@@ -83,8 +83,8 @@ func TestAggregateBatchOneCell(t *testing.T) {
 }
 
 // TestAggregateHoldsBehindBusyFastbox: without a batch, Isends to a rank
-// that does not poll fill the pair's line boxes (messages that fit one)
-// and its three fastboxes; the thirteen after them wait in the window
+// that does not poll fill the pair's line ring (messages that fit a
+// record) and its three fastboxes; the thirteen after them wait in the window
 // (not complete) and leave in one cell at the next Poll, which the
 // receiver takes behind the boxes, in order.
 func TestAggregateHoldsBehindBusyFastbox(t *testing.T) {
@@ -95,10 +95,7 @@ func TestAggregateHoldsBehindBusyFastbox(t *testing.T) {
 			if err := a.SetStrategy(Aggregate); err != nil {
 				t.Fatal(err)
 			}
-			boxes := fboxSlots
-			if size <= linePayload {
-				boxes += lineBoxes
-			}
+			boxes := fboxSlots + lineFit(size)
 			msgs := smallMsgs(boxes+13, size, 2)
 			reqs := make([]Request, len(msgs))
 			for i, m := range msgs {
@@ -118,7 +115,7 @@ func TestAggregateHoldsBehindBusyFastbox(t *testing.T) {
 				}
 			}
 			if st := a.Stats(); st.FastboxMsgs != uint64(boxes) || st.LineMsgs != uint64(boxes-fboxSlots) || st.Cells != 1 || st.Aggregated != 13 {
-				t.Fatalf("sender stats %+v: want %d boxes (%d line boxes) and one cell of 13 messages", st, boxes, boxes-fboxSlots)
+				t.Fatalf("sender stats %+v: want %d boxes (%d line records) and one cell of 13 messages", st, boxes, boxes-fboxSlots)
 			}
 			recvInOrder(t, b, 0, msgs)
 		})
@@ -415,16 +412,16 @@ func TestAggregateCarriesControl(t *testing.T) {
 }
 
 // multisegShapes are BenchmarkMultisegSplit's messages: the 16
-// segments of 8 bytes, which the pair's line boxes (16) take whole, so
-// that no segment waits in the window whatever the strategy; 32 of 8
-// bytes, past the line boxes and the fastboxes; 16 of 64 bytes, too long
-// for a line box, past the fastboxes.
-var multisegShapes = []struct{ Segs, Size int }{{16, 8}, {32, 8}, {16, 64}}
+// segments of 8 bytes, which the pair's line ring (32 one-slot records)
+// takes whole, so that no segment waits in the window whatever the
+// strategy; 48 of 8 bytes, past the ring and the fastboxes; 16 of 64
+// bytes, too long for a line record, past the fastboxes.
+var multisegShapes = []struct{ Segs, Size int }{{16, 8}, {48, 8}, {16, 64}}
 
 // TestAggregateOneWayCounts: BenchmarkMultisegSplit's round, exactly:
 // rank 1 posts the receives, rank 0 sends every segment and tests each
 // until complete, then rank 1 tests each. Per round the sender fills the
-// boxes a receiver that has not polled leaves it (line boxes for
+// boxes a receiver that has not polled leaves it (the line ring for
 // segments of up to linePayload bytes, then fastboxes); the aggregate
 // strategy sends the segments after them in one cell, the straightforward
 // one a cell each. Every message arrives intact, and a round allocates
@@ -464,17 +461,14 @@ func oneWayCounts(t *testing.T, s Strategy, segs, size int) {
 		testAll(a, sends)
 		testAll(b, recvs)
 	}
-	// What left, and how: fastbox messages (line boxes included), line
-	// box messages, queue messages, cells, aggregate cells, messages in
+	// What left, and how: fastbox messages (line records included),
+	// line record messages, queue messages, cells, aggregate cells, messages in
 	// them.
 	sent := func() [6]uint64 {
 		st := a.Stats()
 		return [6]uint64{st.FastboxMsgs, st.LineMsgs, st.QueueMsgs, st.Cells, st.AggregateCells, st.Aggregated}
 	}
-	lines := 0
-	if size <= linePayload {
-		lines = min(segs, lineBoxes)
-	}
+	lines := min(segs, lineFit(size))
 	boxes := min(segs, lines+fboxSlots)
 	rest := uint64(segs - boxes)
 	want := [6]uint64{uint64(boxes), uint64(lines), rest, rest, 0, 0}

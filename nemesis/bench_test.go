@@ -224,10 +224,10 @@ func BenchmarkPingPong(b *testing.B) {
 // BenchmarkStream: messages one way between two processes, the sender
 // not waiting for replies (lmtbench's stream shape, Nemesis alone): ns per
 // message, from the first send to the echo of a last one, and the share of
-// messages that left by cells, which the line boxes and the hold exist to
-// avoid (8 B take line boxes, 40 B fastboxes).
+// messages that left by cells, which the line ring and the hold exist to
+// avoid (8 B take one slot of the line ring, 40 B two, 64 B fastboxes).
 func BenchmarkStream(b *testing.B) {
-	for _, size := range []int{8, 40} {
+	for _, size := range []int{8, 40, 64} {
 		b.Run(fmt.Sprint(size), func(b *testing.B) {
 			ep := startEcho(b, Options{}, size)
 			msg := make([]byte, size)
@@ -406,9 +406,10 @@ func reportBlockMedian(b *testing.B, marks []time.Time, blockLen int) {
 // BenchmarkInProcessSendRecv is the software of the small-message path
 // alone: both endpoints of a pair in one goroutine, so no line crosses
 // between cores, each iteration a blocking Send and the Recv that takes
-// it. 8 bytes go by a line box, 40 bytes by a fastbox.
+// it. 8 bytes take one slot of the line ring, 40 bytes two, 64 bytes a
+// fastbox.
 func BenchmarkInProcessSendRecv(b *testing.B) {
-	for _, size := range []int{8, 40} {
+	for _, size := range []int{8, 40, 64} {
 		b.Run(fmt.Sprint(size), func(b *testing.B) {
 			eps := joinLocal(b, 2, nil)
 			a, c := eps[0], eps[1]

@@ -81,14 +81,17 @@
 // fastboxes of the sources their posted receives name at every Poll, and
 // those of every peer with a set attached every 64 Polls.
 //
-// Each set also holds a ring of 16 line boxes, one cache line each, for
-// whole messages of up to 32 bytes (linebox.go). Only the sender writes a
-// line box: its flag is a stamp, the box's index in the ring plus one, so
-// the receiver never clears it, and publishes how many it consumed every
-// 8 messages on a line of its own. A small message then moves one line
-// from the sender's core to the receiver's instead of making a fastbox's
-// line cross three times, which limits a stream of small sends; line
-// boxes take their numbers in the same sequence.
+// Each set also holds a line ring: 16 cache lines cut into 32 slots, for
+// whole messages of up to 44 bytes (linebox.go). A message of up to 16
+// bytes takes one slot, a longer one two, so two of the smallest share a
+// line. Only the sender writes a slot: each begins with a stamp, its
+// running number in the ring plus one, so the receiver never clears it,
+// and publishes how many slots it consumed every 16 on a line of its own.
+// A small message then moves at most one line from the sender's core to
+// the receiver's instead of making a fastbox's line cross three times,
+// which limits a stream of small sends, and a receiver behind a stream
+// takes two messages a line, as Open MPI's vader packs its fastbox ring;
+// line records take their numbers in the same sequence.
 //
 // A small send whose box is still full waits for it, when nothing queues
 // behind it, for a bounded number of Polls before it takes cells (hold.go):

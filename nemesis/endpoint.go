@@ -20,7 +20,7 @@ const (
 	DefaultCells    = 64   // cells per process
 	// DefaultFastboxSize is one fastbox (32-byte header + payload): a 1 KiB
 	// message still fits, and a rank's DefaultFastboxes sets of 3 boxes
-	// and 16 line boxes take 226 KiB.
+	// and a line ring take 226 KiB.
 	DefaultFastboxSize = 2048
 	// DefaultFastboxPayload is the longest message a default fastbox
 	// holds.
@@ -99,9 +99,9 @@ type peer struct {
 	netClosed bool   // (net) said goodbye: its silence is a normal exit
 	sendSeq   uint32 // next sequence number to this rank
 	recvSeq   uint32 // next sequence number expected from this rank
-	// The pair's line boxes (linebox.go): lnOut to the rank, with the
-	// boxes sent (lnSent) and known consumed (lnFree) so far; lnIn from
-	// the rank, with the boxes consumed here (lnRecv).
+	// The pair's line rings (linebox.go): lnOut to the rank, with the
+	// slots filled (lnSent) and known consumed (lnFree) so far; lnIn from
+	// the rank, with the slots consumed here (lnRecv).
 	lnOut          *lineRing
 	lnIn           *lineRing
 	lnSent, lnFree uint32
@@ -202,12 +202,16 @@ type Endpoint struct {
 	stats   Stats
 
 	segOwner int // the rank that created the segment: 0 on one node
+
+	// lineBuf holds the payload of a two-slot line record while it is
+	// split into its slots or joined from them (linebox.go).
+	lineBuf [linePayload]byte
 }
 
 // Stats counts what went which way, for tests and tuning.
 type Stats struct {
 	FastboxMsgs   uint64 // messages sent through a fastbox
-	LineMsgs      uint64 // of FastboxMsgs, those that took a line box (linebox.go)
+	LineMsgs      uint64 // of FastboxMsgs, those that took a line record (linebox.go)
 	AckedBoxes    uint64 // fastboxes known empty by the receiver's acknowledgment, flag unread
 	FastboxRTS    uint64 // LMT RTS sent through a fastbox (also counted in RTS)
 	FastboxCtrl   uint64 // LMT control packets sent through a fastbox

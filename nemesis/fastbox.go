@@ -44,7 +44,7 @@ const (
 	// DefaultFastboxes: a rank sends through fastboxes to at most 32
 	// peers (Open MPI's sm BTL default, btl_sm_max_fbox, is also 32):
 	// the 26 neighbours of a 3D stencil and a few more, for 226 KiB of
-	// 2 KiB boxes and line boxes per rank. See docs/performance.md, "Scaling nemesis to a whole node".
+	// 2 KiB boxes and line rings per rank. See docs/performance.md, "Scaling nemesis to a whole node".
 	DefaultFastboxes = 32
 	// fboxThreshold packets go to a peer through cells before the sender
 	// claims a fastbox set for it (Open MPI: btl_sm_fbox_threshold, 16),
@@ -176,7 +176,7 @@ func (p *peer) outBox(stats *Stats) (*fboxHdr, []byte) {
 // nextInFbox reports whether the box the rank's next message would take
 // is full: a load of a line this core holds until the sender writes it.
 func (p *peer) nextInFbox() bool {
-	if r := p.lnIn; r != nil && r.box[p.lnRecv%lineBoxes].hdr.full.Load() == p.lnRecv+1 {
+	if r := p.lnIn; r != nil && r.stamp(p.lnRecv).Load() == p.lnRecv+1 {
 		return true
 	}
 	fb := p.fbIn[p.recvSeq%fboxSlots]
@@ -193,7 +193,7 @@ func (p *peer) postFbox(fb *fboxHdr, kind uint32, tag, n, total int) {
 	p.announce()
 }
 
-// announce tells the rank that a fastbox or line box holds its next
+// announce tells the rank that a fastbox or line record holds its next
 // packet: it rings the rank's bell unless its bit is still set, and wakes
 // the rank if it sleeps.
 func (p *peer) announce() {

@@ -24,7 +24,7 @@ import (
 // do the next holdBackoff sends to that rank that find their box full: a
 // receiver busy elsewhere costs a sender one bounded wait per holdBackoff
 // messages, not one per message; that back-off ends early once the rank
-// is seen consuming the pair's line boxes again, since a receiver that
+// is seen consuming the pair's line ring again, since a receiver that
 // was late, not busy elsewhere, must not push the next holdBackoff
 // messages that find it behind into the cells. A send that queues behind
 // a held one releases it to the cells at once, so a burst of nonblocking
@@ -38,11 +38,11 @@ import (
 //
 // The wait is bounded in time as well as in Polls because a Poll that
 // finds nothing to do is cheap: holdPolls of them can pass before a
-// receiver behind a stream of line boxes, slowed by a far placement, has
-// consumed the lineRelease messages after which it publishes its count
+// receiver behind a stream of line records, slowed by a far placement, has
+// consumed the lineRelease slots after which it publishes its count
 // (linebox.go). Bounded in
 // Polls alone, the wait ran out while the receiver was draining the
-// window; the send took a cell, the line boxes behind it in the pair's
+// window; the send took a cell, the line records behind it in the pair's
 // sequence waited for the receiver's slower dequeue of that cell, more
 // sends found the ring full, and a stream settled at a rate set by cells
 // (docs/performance.md, "Eighth wave-2 session"). holdTime is far longer

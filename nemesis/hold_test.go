@@ -7,8 +7,8 @@ import (
 )
 
 // boxMsgLen is the length of the messages of these tests: one past a line
-// box's payload, so that they take the fastboxes (line boxes hold their
-// messages as linebox_test.go says).
+// record's payload, so that they take the fastboxes (the line ring holds
+// its messages as linebox_test.go says).
 const boxMsgLen = linePayload + 1
 
 // fillBoxes sends fboxSlots messages of boxMsgLen bytes from a to rank 1,
@@ -219,7 +219,7 @@ func TestHoldBacksOff(t *testing.T) {
 }
 
 // TestHoldBackOffEndsWhenConsumed: a receiver seen consuming the pair's
-// line boxes again ends the back-off a run-out wait began: the next send
+// line ring again ends the back-off a run-out wait began: the next send
 // that finds the ring and its fastbox full waits for them instead of
 // taking a cell, and every message arrives in order.
 func TestHoldBackOffEndsWhenConsumed(t *testing.T) {
@@ -227,7 +227,7 @@ func TestHoldBackOffEndsWhenConsumed(t *testing.T) {
 	holdClockAt(t, &now)
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
-	msgs := smallMsgs(lineBoxes+fboxSlots+2+lineRelease+1, 8, 10)
+	msgs := smallMsgs(lineSlots+fboxSlots+2+lineRelease+1, 8, 10)
 	next := 0
 	send := func() *Request {
 		r := new(Request)
@@ -237,7 +237,7 @@ func TestHoldBackOffEndsWhenConsumed(t *testing.T) {
 		next++
 		return r
 	}
-	for range lineBoxes + fboxSlots {
+	for range lineSlots + fboxSlots {
 		if r := send(); !r.Done() {
 			t.Fatalf("send %d with room in the ring or a fastbox: not done", next-1)
 		}
@@ -252,8 +252,8 @@ func TestHoldBackOffEndsWhenConsumed(t *testing.T) {
 	if r := send(); !held.Done() || !r.Done() {
 		t.Fatalf("after the wait ran out: held send done %v, next done %v; want both gone by cells", held.Done(), r.Done())
 	}
-	if st := a.Stats(); st.LineMsgs != lineBoxes || st.QueueMsgs != 2 {
-		t.Fatalf("sender stats %+v: want %d line boxes and 2 messages by cells", st, lineBoxes)
+	if st := a.Stats(); st.LineMsgs != lineSlots || st.QueueMsgs != 2 {
+		t.Fatalf("sender stats %+v: want %d line records and 2 messages by cells", st, lineSlots)
 	}
 	recvInOrder(t, b, 0, msgs[:lineRelease])
 	for range lineRelease {
@@ -265,8 +265,8 @@ func TestHoldBackOffEndsWhenConsumed(t *testing.T) {
 	if last.Done() {
 		t.Fatal("send to a full ring and fastbox after the receiver consumed: done at once, want it held (back-off over)")
 	}
-	if st := a.Stats(); st.LineMsgs != lineBoxes+lineRelease || st.QueueMsgs != 2 {
-		t.Fatalf("sender stats %+v: want %d line boxes and still 2 messages by cells", st, lineBoxes+lineRelease)
+	if st := a.Stats(); st.LineMsgs != lineSlots+lineRelease || st.QueueMsgs != 2 {
+		t.Fatalf("sender stats %+v: want %d line records and still 2 messages by cells", st, lineSlots+lineRelease)
 	}
 	buf := make([]byte, 16)
 	for i := lineRelease; i < len(msgs); i++ {

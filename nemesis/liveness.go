@@ -233,7 +233,7 @@ func (ep *Endpoint) peerFailed(rank int) {
 // its receive would otherwise be dropped with the rank. A corrupt box
 // fails the endpoint, as it would in Poll.
 func (ep *Endpoint) drainFboxes(rank int) {
-	for range fboxSlots + lineBoxes {
+	for range fboxSlots + lineSlots {
 		if ok, err := ep.pollFbox(rank); !ok || err != nil {
 			return
 		}

@@ -400,7 +400,7 @@ func TestLMTPacketsViaFastbox(t *testing.T) {
 			sends, recvs := make([]Request, n), make([]Request, n)
 			msgs, bufs := make([][]byte, n), make([][]byte, n)
 			for i := range n {
-				size := boxMsgLen // too long for a line box
+				size := boxMsgLen // too long for a line record
 				if i == c.busy {
 					size = 3000 // above the fake LMT's eager limit
 				}

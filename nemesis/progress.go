@@ -113,7 +113,7 @@ func (ep *Endpoint) dropSendDst(i int) {
 
 // pollFboxes consumes what src's fastboxes hold next in its sequence.
 func (ep *Endpoint) pollFboxes(src int) error {
-	for range fboxSlots + lineBoxes {
+	for range fboxSlots + lineSlots {
 		if ep.satisfied() {
 			return nil
 		}
@@ -196,7 +196,7 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 		return errorf(ErrCorrupt, "cell %#x names source %d, owner %d in a job of %d", off, src, owner, ep.size)
 	}
 	p := &ep.peers[src]
-	for range fboxSlots + lineBoxes {
+	for range fboxSlots + lineSlots {
 		if c.seq == p.recvSeq {
 			break
 		}

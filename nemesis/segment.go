@@ -33,7 +33,7 @@ import (
 const (
 	lineSize      = 64
 	segMagic      = 0x5349_5345_4d45_4e4b // "KNEMESIS" read as little-endian
-	layoutVersion = 11
+	layoutVersion = 12
 	headerSize    = 4096
 	// A cell's payload follows its 40-byte header in the same line, so a
 	// message of up to 24 bytes costs the receiver one miss for the cell.
@@ -169,7 +169,7 @@ func (l layout) bellSize() uint64 {
 }
 
 // fboxSetSize is the bytes of one fastbox set: the fboxSlots boxes one
-// ordered pair takes in turn, then its line boxes (linebox.go).
+// ordered pair takes in turn, then its line ring (linebox.go).
 func (l layout) fboxSetSize() uint64 { return fboxSlots*uint64(l.fastboxSize) + lineRingSize }
 
 // segment is one process's mapping of the job's shared memory.
