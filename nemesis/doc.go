@@ -83,10 +83,12 @@
 //
 // Each set also holds a line ring: 16 cache lines cut into 32 slots, for
 // whole messages of up to 44 bytes (linebox.go). A message of up to 16
-// bytes takes one slot, a longer one two, so two of the smallest share a
-// line. Only the sender writes a slot: each begins with a stamp, its
-// running number in the ring plus one, so the receiver never clears it,
-// and publishes how many slots it consumed every 16 on a line of its own.
+// bytes takes one slot, a longer one a whole line, so two of the smallest
+// share a line. Only the sender writes a slot: each holds a stamp, its
+// running number in the ring plus one, at the outer edge of its line, so
+// the receiver never clears it and no payload lies where a stamp is read;
+// the receiver publishes how many slots it consumed every 16 on a line of
+// its own.
 // A small message then moves at most one line from the sender's core to
 // the receiver's instead of making a fastbox's line cross three times,
 // which limits a stream of small sends, and a receiver behind a stream

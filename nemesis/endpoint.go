@@ -202,10 +202,6 @@ type Endpoint struct {
 	stats   Stats
 
 	segOwner int // the rank that created the segment: 0 on one node
-
-	// lineBuf holds the payload of a two-slot line record while it is
-	// split into its slots or joined from them (linebox.go).
-	lineBuf [linePayload]byte
 }
 
 // Stats counts what went which way, for tests and tuning.

@@ -30,15 +30,26 @@ import (
 // in a stream, takes two messages for each line that crosses between the
 // cores, as an Open MPI vader fastbox, a ring of bytes, packs consecutive
 // small messages. That matters most where the two cores sit far apart,
-// and a line costs a message most of its time.
+// and a line costs a message most of its time. A two-slot record always
+// fills a whole line: one whose turn comes in a line's second slot leaves
+// its fields there and lies in the next line. Straddling two lines, it
+// would share each with the records beside it, and the receiver would
+// read lines the sender is still writing.
 //
-// Every slot begins with a stamp, the slot's running number in the ring
-// plus one, which the sender stores last, with release order: the stamp of
-// a record's head after its continuation's. The receiver compares the
-// stamp at its running number with the one it expects, so a slot of the
-// previous lap, a head or a continuation, reads as empty without anyone
-// clearing it, and no payload byte ever sits where a stamp is read: a
-// record's payload is split around its continuation's stamp.
+// Every slot holds a stamp, the slot's running number in the ring plus
+// one, which the sender stores last, with release order: the stamp of a
+// record's first slot after its second's. The receiver compares the stamp
+// at its running number with the one it expects, so a slot of the previous
+// lap reads as empty without anyone clearing it. No payload byte ever lies
+// where a stamp is read: a line's first slot has its stamp at its start,
+// its second at its end,
+//
+//	first slot:  stamp | seq tag len | payload (16 bytes)
+//	second slot: seq tag len | payload (16 bytes) | stamp
+//
+// and a two-slot record runs its payload from the first slot's payload
+// over the second slot's fields and payload, 44 bytes in one piece, up to
+// the second slot's stamp.
 //
 // Records share the pair's sequence numbers with the fastboxes and the
 // cells, so the receiver takes the next message from whichever of the
@@ -46,18 +57,17 @@ import (
 // truncation are as for any message. Only whole eager messages (kindMsg)
 // take them; RTS, LMT control and active messages keep the fastboxes.
 // Unlike a fastbox, a record carries no acknowledgment of the sender's
-// own receives: the header has no room for it beside the sequence number.
+// own receives: the fields have no room for it beside the sequence number.
 const (
-	lineSlotSize = lineSize / 2
-	lineSlots    = 32
-	lineRelease  = lineSlots / 2
-	lineHdrSize  = int(unsafe.Sizeof(lineHdr{}))
-	// lineContHdr: the stamp that begins a continuation slot.
-	lineContHdr = 4
+	lineSlotSize   = lineSize / 2
+	lineSlots      = 32
+	lineRelease    = lineSlots / 2
+	lineStampSize  = 4
+	lineFieldsSize = 12 // lineFields
 	// lineShort: the payload of a one-slot record; linePayload: of a
 	// two-slot one, the most a record holds.
-	lineShort   = lineSlotSize - lineHdrSize
-	linePayload = lineShort + lineSlotSize - lineContHdr
+	lineShort   = lineSlotSize - lineStampSize - lineFieldsSize
+	linePayload = lineSize - 2*lineStampSize - lineFieldsSize
 	// lineRingSize is the bytes of one set's ring and its count.
 	lineRingSize = lineSlots*lineSlotSize + lineSize
 	// linePrefetchAhead is how many slots ahead of the record it writes a
@@ -66,12 +76,11 @@ const (
 	linePrefetchAhead = 8
 )
 
-// lineHdr heads a record; a continuation slot holds only its stamp.
-type lineHdr struct {
-	stamp atomic.Uint32 // the slot's running number + 1
-	seq   uint32
-	tag   int32
-	len   uint32
+// lineFields describe a record's message.
+type lineFields struct {
+	seq uint32
+	tag int32
+	len uint32
 }
 
 type lineSlot [lineSlotSize]byte
@@ -87,6 +96,10 @@ type lineRing struct {
 var (
 	_ [lineRingSize - unsafe.Sizeof(lineRing{})]byte
 	_ [unsafe.Sizeof(lineRing{}) - lineRingSize]byte
+	_ [lineFieldsSize - unsafe.Sizeof(lineFields{})]byte
+	_ [unsafe.Sizeof(lineFields{}) - lineFieldsSize]byte
+	_ [lineShort - 16]byte
+	_ [16 - lineShort]byte
 )
 
 // lineRing returns the line ring of fastbox set set of rank owner. The
@@ -96,14 +109,32 @@ func (s *segment) lineRing(owner, set int) *lineRing {
 	return (*lineRing)(unsafe.Add(s.base, off))
 }
 
-// at returns the slot of running number n.
-func (r *lineRing) at(n uint32) *lineSlot { return &r.slot[n%lineSlots] }
+// The parts of the slot of running number n: where they lie depends on
+// which half of its line the slot is (n&1). They are found by offsets from
+// the ring's base, not by indexing, so that no access checks the base
+// against nil: that check loads the ring's first line, which the other
+// side writes.
 
-// head returns the slot of running number n read as a record's head.
-func (r *lineRing) head(n uint32) *lineHdr { return (*lineHdr)(unsafe.Pointer(r.at(n))) }
+// slotOff is the offset of the slot of running number n in its ring.
+func slotOff(n uint32) uintptr { return uintptr(n%lineSlots) * lineSlotSize }
 
-// stamp returns the stamp that begins the slot of running number n.
-func (r *lineRing) stamp(n uint32) *atomic.Uint32 { return &r.head(n).stamp }
+// stamp returns the slot's stamp.
+func (r *lineRing) stamp(n uint32) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Add(unsafe.Pointer(r), slotOff(n)+uintptr(n&1)*(lineSlotSize-lineStampSize)))
+}
+
+// fields returns the fields of the record whose first slot it is.
+func (r *lineRing) fields(n uint32) *lineFields {
+	return (*lineFields)(unsafe.Add(unsafe.Pointer(r), slotOff(n)+uintptr(n&1^1)*lineStampSize))
+}
+
+// payload returns the first size bytes of the payload of the record whose
+// first slot it is: at most lineShort, or linePayload in a line's first
+// slot.
+func (r *lineRing) payload(n uint32, size int) []byte {
+	off := slotOff(n) + lineStampSize + lineFieldsSize - uintptr(n&1)*lineStampSize
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(r), off)), size)
+}
 
 // lineRecordSlots is the slots of the record of a message of n bytes.
 func lineRecordSlots(n int) uint32 {
@@ -111,6 +142,14 @@ func lineRecordSlots(n int) uint32 {
 		return 1
 	}
 	return 2
+}
+
+// lineSlotsAt is the slots that a message of n bytes takes from running
+// number at on: its record's, and, for a two-slot record whose turn comes
+// in a line's second slot, that slot, which holds its fields.
+func lineSlotsAt(at uint32, n int) uint32 {
+	slots := lineRecordSlots(n)
+	return slots + (slots-1)*(at%2)
 }
 
 // outLine reports whether the ring to the rank has room for a record of
@@ -135,110 +174,122 @@ func (p *peer) outLine(slots uint32) bool {
 	return true
 }
 
-// postLine hands the record of slots slots at the ring's next running
-// number, its payload written, to the rank as the next message of the
-// pair, of tag and n bytes.
-func (p *peer) postLine(slots uint32, tag, n int) {
+// postLine hands the record at running number at, its payload written,
+// to the rank as the next message of the pair, of tag and n bytes; a
+// two-slot record past the ring's next running number has its fields
+// there too, in the second slot of the line before.
+func (p *peer) postLine(at uint32, tag, n int) {
 	r := p.lnOut
-	h := r.head(p.lnSent)
-	h.seq, h.tag, h.len = p.sendSeq, int32(tag), uint32(n)
-	if slots == 2 {
-		lineops.StoreRelease(r.stamp(p.lnSent+1), p.lnSent+2)
+	f := r.fields(at)
+	f.seq, f.tag, f.len = p.sendSeq, int32(tag), uint32(n)
+	if n > lineShort {
+		lineops.StoreRelease(r.stamp(at+1), at+2)
+	}
+	lineops.StoreRelease(r.stamp(at), at+1)
+	if at != p.lnSent {
+		// Stamped last: a receiver that finds these fields finds the
+		// record whole, instead of reading its line early.
+		*r.fields(p.lnSent) = *f
+		lineops.StoreRelease(r.stamp(p.lnSent), p.lnSent+1)
 	}
 	p.sendSeq++
-	lineops.StoreRelease(&h.stamp, p.lnSent+1)
-	p.lnSent += slots
+	p.lnSent = at + lineRecordSlots(n)
 	if p.lnSent+linePrefetchAhead-p.lnFree < lineSlots {
 		// Ask now for the line of a slot linePrefetchAhead ahead,
 		// known free: the transfers of the next lines from the
 		// receiver's core then overlap one another and this one, instead
 		// of each waiting behind the previous store in the store buffer.
-		lineops.PrefetchWrite(unsafe.Pointer(r.at(p.lnSent + linePrefetchAhead)))
+		lineops.PrefetchWrite(unsafe.Add(unsafe.Pointer(r), slotOff(p.lnSent+linePrefetchAhead)))
 	}
 	p.announce()
 }
 
-// inLine returns the head of the record that holds the rank's next
+// inLine returns the fields of the record that holds the rank's next
 // message, or nil.
-func (p *peer) inLine() *lineHdr {
-	r := p.lnIn
+func (p *peer) inLine() *lineFields {
+	r, n := p.lnIn, p.lnRecv
 	if r == nil {
 		return nil
 	}
-	h := r.head(p.lnRecv)
-	if h.stamp.Load() != p.lnRecv+1 || h.seq != p.recvSeq {
+	// stamp(n) and fields(n), from one slot address: the inliner's
+	// budget, on every Poll's path, has no room for both calls.
+	slot, odd := unsafe.Add(unsafe.Pointer(r), slotOff(n)), uintptr(n&1)
+	if (*atomic.Uint32)(unsafe.Add(slot, odd*(lineSlotSize-lineStampSize))).Load() != n+1 {
 		return nil
 	}
-	return h
+	if f := (*lineFields)(unsafe.Add(slot, (odd^1)*lineStampSize)); f.seq == p.recvSeq {
+		return f
+	}
+	return nil
 }
 
-// takeLine delivers the message of record h, src's next, to the receive
+// takeLine delivers the message of record f, src's next, to the receive
 // it matches or as unexpected.
-func (ep *Endpoint) takeLine(src int, h *lineHdr) error {
-	data, err := ep.openLine(src, h)
+func (ep *Endpoint) takeLine(src int, f *lineFields) error {
+	data, next, err := ep.openLine(src, f)
 	if err != nil {
 		return err
 	}
-	err = ep.arrive(src, int(h.tag), kindMsg, len(data), data)
-	ep.peers[src].closeLine(len(data))
+	err = ep.arrive(src, int(f.tag), kindMsg, len(data), data)
+	ep.peers[src].closeLine(next)
 	return err
 }
 
-// takeLineInto delivers the message of record h, the next from r's
+// takeLineInto delivers the message of record f, the next from r's
 // source, to r, which it matches and which no earlier receive precedes.
-func (ep *Endpoint) takeLineInto(r *Request, h *lineHdr) error {
-	data, err := ep.openLine(r.peer, h)
+func (ep *Endpoint) takeLineInto(r *Request, f *lineFields) error {
+	data, next, err := ep.openLine(r.peer, f)
 	if err != nil {
 		ep.finish(r, 0, err)
 		return err
 	}
 	ep.matched++
-	r.tag, r.msgLen = int(h.tag), len(data)
+	r.tag, r.msgLen = int(f.tag), len(data)
 	r.deliver(data)
-	ep.peers[r.peer].closeLine(len(data))
+	ep.peers[r.peer].closeLine(next)
 	ep.finishRecv(r)
 	return nil
 }
 
-// openLine checks record h, src's next message, and moves src's sequence
-// past it; it returns the payload, which stays the sender's (or sits in
-// lineBuf) until closeLine.
-func (ep *Endpoint) openLine(src int, h *lineHdr) ([]byte, error) {
+// openLine checks record f, src's next message, and moves src's sequence
+// past it; it returns the payload, which stays the sender's until
+// closeLine, and the running number after the record.
+func (ep *Endpoint) openLine(src int, f *lineFields) (data []byte, next uint32, err error) {
 	p := &ep.peers[src]
-	n := int(h.len)
-	if n > linePayload {
-		return nil, ep.fail(errorf(ErrCorrupt, "line record from rank %d: %d bytes (max %d)", src, n, linePayload))
+	r := p.lnIn
+	n := int(f.len)
+	at := p.lnRecv
+	if n > lineShort {
+		// The record fills a line, the next one when its fields
+		// lie in this line's second slot. Its stamps were stored
+		// before the ones found, and its payload stays in its line
+		// whatever they say.
+		at += at & 1
+		if n > linePayload {
+			return nil, 0, ep.fail(errorf(ErrCorrupt, "line record from rank %d: %d bytes (max %d)", src, f.len, linePayload))
+		}
 	}
 	if p.asm.req != nil || p.asm.ux != nil {
-		return nil, ep.fail(errorf(ErrCorrupt, "line record from rank %d inside a multi-cell message", src))
-	}
-	head := p.lnIn.at(p.lnRecv)
-	data := head[lineHdrSize:][:min(n, lineShort)]
-	if n > lineShort {
-		if got, want := p.lnIn.stamp(p.lnRecv+1).Load(), p.lnRecv+2; got != want {
-			return nil, ep.fail(errorf(ErrCorrupt, "line record from rank %d: continuation stamped %d, want %d", src, got, want))
-		}
-		copy(ep.lineBuf[:], data)
-		copy(ep.lineBuf[lineShort:n], p.lnIn.at(p.lnRecv + 1)[lineContHdr:])
-		data = ep.lineBuf[:n]
+		return nil, 0, ep.fail(errorf(ErrCorrupt, "line record from rank %d inside a multi-cell message", src))
 	}
 	ep.arrived++
 	p.recvSeq++
-	return data, nil
+	return r.payload(at, n), at + lineRecordSlots(n), nil
 }
 
-// closeLine gives the slots of the n-byte message just delivered back to
-// its sender, publishing the count of consumed slots each time it passes
+// closeLine gives back to the sender the slots up to running number next:
+// those of the record just delivered and of the slot its fields took before
+// it, if any. It publishes the count of consumed slots each time it passes
 // a multiple of lineRelease: the payload has been copied out.
-func (p *peer) closeLine(n int) {
+func (p *peer) closeLine(next uint32) {
 	p.released = p.recvSeq
 	was := p.lnRecv
-	p.lnRecv += lineRecordSlots(n)
-	if p.lnRecv/lineRelease != was/lineRelease {
+	p.lnRecv = next
+	if next/lineRelease != was/lineRelease {
 		// A release store: the payload was copied out before. An XCHG
 		// would wait for the count's line to come back from the sender,
 		// which reads it while the ring looks full.
-		lineops.StoreRelease(&p.lnIn.done, p.lnRecv)
+		lineops.StoreRelease(&p.lnIn.done, next)
 	}
 }
 
@@ -246,19 +297,15 @@ func (p *peer) closeLine(n int) {
 // the pair's line ring if it has room, and reports whether it did.
 func (ep *Endpoint) sendLine(p *peer, r *Request) bool {
 	n := r.msgLen
-	slots := lineRecordSlots(n)
-	if !p.outLine(slots) {
+	if !p.outLine(lineSlotsAt(p.lnSent, n)) {
 		return false
 	}
-	head := p.lnOut.at(p.lnSent)
-	if slots == 1 {
-		r.gatherAll(head[lineHdrSize:][:n])
-	} else {
-		r.gatherAll(ep.lineBuf[:n])
-		copy(head[lineHdrSize:], ep.lineBuf[:lineShort])
-		copy(p.lnOut.at(p.lnSent + 1)[lineContHdr:], ep.lineBuf[lineShort:n])
+	at := p.lnSent
+	if n > lineShort {
+		at += at & 1
 	}
-	p.postLine(slots, r.tag, n)
+	r.gatherAll(p.lnOut.payload(at, n))
+	p.postLine(at, r.tag, n)
 	r.seqd = true
 	ep.stats.FastboxMsgs++
 	ep.stats.LineMsgs++

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unsafe"
@@ -61,32 +62,35 @@ func TestLineRingTakesSmallMessages(t *testing.T) {
 }
 
 // TestLineRingPacksTwoToALine: the records of two messages of up to
-// lineShort bytes share a line; a longer message's record takes two slots
-// and its continuation is stamped with its own running number, so that a
-// stale continuation never reads as a record's head.
+// lineShort bytes share a line; a longer message's record fills a line,
+// the next one when its turn comes in a line's second slot, which then
+// holds its fields; every slot is stamped with its own running number.
 func TestLineRingPacksTwoToALine(t *testing.T) {
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
-	msgs := [][]byte{pattern(8, 1), pattern(lineShort, 2), pattern(40, 3)}
+	msgs := [][]byte{pattern(8, 1), pattern(lineShort, 2), pattern(40, 3), pattern(8, 4), pattern(40, 5)}
 	sendAll(t, a, 1, msgs)
 	r := a.peers[1].lnOut
-	want := []struct {
-		stamp uint32
-		head  bool
-		seq   uint32
-		n     int
-	}{{1, true, 0, 8}, {2, true, 1, lineShort}, {3, true, 2, 40}, {4, false, 0, 0}}
-	for i, w := range want {
-		h := r.head(uint32(i))
-		if got := h.stamp.Load(); got != w.stamp {
-			t.Fatalf("slot %d stamped %d, want %d", i, got, w.stamp)
+	const second = -1
+	// What each slot holds: the fields of a message, or a record's
+	// second slot.
+	for i, what := range []int{0, 1, 2, second, 3, 4, 4, second} {
+		if got := r.stamp(uint32(i)).Load(); got != uint32(i+1) {
+			t.Fatalf("slot %d stamped %d, want %d", i, got, i+1)
 		}
-		if w.head && (h.seq != w.seq || h.tag != int32(w.seq) || int(h.len) != w.n) {
-			t.Fatalf("slot %d heads seq %d, tag %d, %d bytes; want seq %d, %d bytes", i, h.seq, h.tag, h.len, w.seq, w.n)
+		f := r.fields(uint32(i))
+		if what >= 0 && (f.seq != uint32(what) || f.tag != int32(what) || int(f.len) != len(msgs[what])) {
+			t.Fatalf("slot %d has fields seq %d, tag %d, %d bytes; want message %d's", i, f.seq, f.tag, f.len, what)
 		}
 	}
-	if got := uintptr(unsafe.Pointer(r.at(1))) - uintptr(unsafe.Pointer(r.at(0))); got != lineSize/2 {
-		t.Fatalf("two records %d bytes apart, want half a line", got)
+	if got := r.payload(6, 40); !bytes.Equal(got, msgs[4]) || &got[0] != &r.slot[6][lineStampSize+lineFieldsSize] {
+		t.Fatalf("message 4's record: %x, want %x from slot 6's payload on", got, msgs[4])
+	}
+	if got := a.peers[1].lnSent; got != 8 {
+		t.Fatalf("slots filled: %d, want 8", got)
+	}
+	if got := uintptr(unsafe.Pointer(r.fields(1))) - uintptr(unsafe.Pointer(r.fields(0))); got != lineSize/2-lineStampSize {
+		t.Fatalf("two records' fields %d bytes apart, want half a line less a stamp", got)
 	}
 	recvInOrder(t, b, 0, msgs)
 }
@@ -94,8 +98,8 @@ func TestLineRingPacksTwoToALine(t *testing.T) {
 // TestLineRingPublishEveryHalfRing: the receiver publishes its count of
 // consumed slots each time it passes a multiple of lineRelease, not at
 // each message: a sender finding the ring full goes by fastbox until that
-// count moves; a two-slot record that straddles the multiple publishes
-// the count past it.
+// count moves; a two-slot record and the slot of its fields before it,
+// which pass a multiple together, publish the count past both.
 func TestLineRingPublishEveryHalfRing(t *testing.T) {
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
@@ -130,8 +134,9 @@ func TestLineRingPublishEveryHalfRing(t *testing.T) {
 		}
 	}
 
-	// 33 slots consumed, 14 one-slot records, then a two-slot one
-	// at slots 47 and 48, which passes the multiple 48.
+	// 33 slots consumed, 14 one-slot records, then a two-slot one,
+	// whose fields take slot 47 and its record slots 48 and 49: they
+	// pass the multiple 48 together.
 	more := append(smallMsgs(lineRelease-2, 8, 5), pattern(40, 6))
 	for i, m := range more {
 		if err := a.Send(1, i, m); err != nil {
@@ -144,26 +149,36 @@ func TestLineRingPublishEveryHalfRing(t *testing.T) {
 			t.Fatalf("receive %d: %+v %v", i, st, err)
 		}
 	}
-	if got, want := a.peers[1].lnOut.done.Load(), uint32(3*lineRelease+1); got != want {
-		t.Fatalf("count published past a straddling record: %d, want %d", got, want)
+	if got, want := a.peers[1].lnOut.done.Load(), uint32(3*lineRelease+2); got != want {
+		t.Fatalf("count published past a two-slot record and its fields: %d, want %d", got, want)
+	}
+	if got, want := b.peers[0].lnRecv, uint32(3*lineRelease+2); got != want {
+		t.Fatalf("receiver at slot %d, want %d: past the fields and the record", got, want)
 	}
 }
 
 // TestLineRingLaps: over several laps of the ring, with the receiver
-// behind by a few messages, one-slot and two-slot records alternate so
-// that two-slot ones start at every slot, the last included (its
-// continuation wraps to the ring's first slot); every message takes the
-// ring and arrives intact, and the stamps of one lap never read as the
-// next's.
+// behind by a few messages, one-slot and two-slot records mix so that a
+// two-slot record starts at every even slot and the fields of one fall on
+// odd slots before it, the ring's last included; every message takes the
+// ring and arrives intact, the slots counted are exactly the records' and
+// those fields', and the stamps of one lap never read as the next's.
 func TestLineRingLaps(t *testing.T) {
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
 	const laps = 6
 	var msgs [][]byte
-	for slots := 0; slots < laps*lineSlots; {
-		n := []int{8, 24}[len(msgs)%2]
+	slots, ahead := uint32(0), map[uint32]bool{}
+	for slots < laps*lineSlots {
+		n := []int{8, 24, 8, 24, 24}[len(msgs)%5]
+		if n > lineShort && slots%2 == 1 {
+			ahead[slots%lineSlots] = true
+		}
 		msgs = append(msgs, pattern(n, len(msgs)))
-		slots += int(lineRecordSlots(n))
+		slots += lineSlotsAt(slots, n)
+	}
+	if !ahead[lineSlots-1] {
+		t.Fatalf("no fields ahead of a record in the ring's last slot: at %v", ahead)
 	}
 	buf := make([]byte, 24)
 	recvd := 0
@@ -183,8 +198,11 @@ func TestLineRingLaps(t *testing.T) {
 	if st := a.Stats(); st.LineMsgs != uint64(len(msgs)) || st.Cells != 0 {
 		t.Fatalf("sender stats %+v, want %d line records", st, len(msgs))
 	}
-	if got := a.peers[1].lnSent; got != laps*lineSlots {
-		t.Fatalf("slots filled: %d, want %d", got, laps*lineSlots)
+	if got := a.peers[1].lnSent; got != slots {
+		t.Fatalf("slots filled: %d, want %d", got, slots)
+	}
+	if got := b.peers[0].lnRecv; got != slots {
+		t.Fatalf("slots consumed: %d, want %d", got, slots)
 	}
 	if err := b.Poll(); err != nil {
 		t.Fatal(err)
@@ -194,18 +212,19 @@ func TestLineRingLaps(t *testing.T) {
 	}
 }
 
-// TestLineRingStaleContinuation: a receiver waiting at a slot that was a
-// continuation in the previous lap reads it as empty even when the
-// payload it carried is what a head the receiver expects would hold:
-// the payload never lies where a stamp is read.
-func TestLineRingStaleContinuation(t *testing.T) {
+// TestLineRingStaleSecondSlot: a receiver waiting at a slot that was a
+// two-slot record's second in the previous lap reads it as empty, though
+// the payload the record carried there is the fields of the message the
+// receiver expects next: that slot's stamp is of the previous lap.
+func TestLineRingStaleSecondSlot(t *testing.T) {
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
-	// The record at slots 1 and 2 carries, in its bytes 16 on, the
-	// stamp, sequence number, tag and length of the head the receiver
-	// will expect at running number 34, slot 2, 33 messages on.
+	// The record at slots 2 and 3 (its fields also at 1) carries, in
+	// its bytes 16 on, over slot 3's fields, the sequence number, tag
+	// and length of the message the receiver will expect at running
+	// number 35, slot 3, 33 messages on.
 	forged := pattern(linePayload, 0)
-	for i, v := range []uint32{lineSlots + 3, 33, 7, 8} {
+	for i, v := range []uint32{33, 7, 8} {
 		binary.LittleEndian.PutUint32(forged[lineShort+4*i:], v)
 	}
 	batches := [][][]byte{
@@ -217,8 +236,8 @@ func TestLineRingStaleContinuation(t *testing.T) {
 		sendAll(t, a, 1, msgs)
 		recvInOrder(t, b, 0, msgs)
 	}
-	if got := b.peers[0].lnRecv; got != lineSlots+2 {
-		t.Fatalf("receiver at slot %d, want %d", got, lineSlots+2)
+	if got := b.peers[0].lnRecv; got != lineSlots+3 {
+		t.Fatalf("receiver at slot %d, want %d", got, lineSlots+3)
 	}
 	if st, ok, err := b.Iprobe(0, AnyTag); ok || err != nil {
 		t.Fatalf("probe with nothing sent: %v, %+v, %v; want nothing", ok, st, err)
@@ -262,29 +281,21 @@ func TestLineRingInterleave(t *testing.T) {
 	}
 }
 
-// TestCorruptLineRecord: a record whose header lies about its length, or
-// whose continuation bears the wrong stamp, is refused with ErrCorrupt;
+// TestCorruptLineRecord: a record whose fields claim more than a record
+// holds, in either slot of a line, is refused with ErrCorrupt;
 // a consumed count ahead of what was sent reads as a full ring: the
 // sender overwrites no slot its receiver has not consumed.
 func TestCorruptLineRecord(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		n      int
-		mutate func(r *lineRing)
-		says   string
-	}{
-		{"length", 1, func(r *lineRing) { r.head(0).len = uint32(linePayload) + 1 }, "45 bytes (max 44)"},
-		{"continuation", lineShort + 1, func(r *lineRing) { r.stamp(1).Store(lineSlots + 2) }, "continuation stamped 34, want 2"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
+	for _, slot := range []uint32{0, 1} {
+		t.Run(fmt.Sprintf("length in slot %d", slot), func(t *testing.T) {
 			eps := joinLocal(t, 2, nil)
-			if err := eps[0].Send(1, 0, pattern(c.n, 1)); err != nil {
-				t.Fatal(err)
-			}
-			c.mutate(eps[1].peers[0].lnIn)
-			_, err := eps[1].Recv(0, 0, make([]byte, linePayload))
-			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.says) {
-				t.Fatalf("got %v, want ErrCorrupt saying %q", err, c.says)
+			msgs := smallMsgs(int(slot)+1, 1, 1)
+			sendAll(t, eps[0], 1, msgs)
+			recvInOrder(t, eps[1], 0, msgs[:slot])
+			eps[1].peers[0].lnIn.fields(slot).len = uint32(linePayload) + 1
+			_, err := eps[1].Recv(0, AnyTag, make([]byte, linePayload))
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "45 bytes (max 44)") {
+				t.Fatalf("got %v, want ErrCorrupt saying 45 bytes (max 44)", err)
 			}
 		})
 	}
@@ -353,5 +364,81 @@ func TestIrecvTakesLineRecord(t *testing.T) {
 	}
 	if st := b.Stats(); st.Unexpected != 0 || st.FastboxMsgs != 0 {
 		t.Fatalf("receiver stats %+v: want no unexpected message", st)
+	}
+}
+
+// TestLineRingTwoPieces: a two-slot record's payload, split around its
+// continuation's stamp, leaves a list intact and arrives intact in a list,
+// a buffer or a short buffer, whether the receive was posted first (the
+// Poll delivers it) or comes after it (the receive takes it at once).
+func TestLineRingTwoPieces(t *testing.T) {
+	eps := joinLocal(t, 2, nil)
+	a, b := eps[0], eps[1]
+	msg := pattern(linePayload, 9)
+	list := [][]byte{msg[:3], msg[3:23], {}, msg[23:]}
+	for _, posted := range []bool{true, false} {
+		for _, c := range []struct {
+			name string
+			iov  [][]byte
+			want int
+		}{
+			{"list", [][]byte{make([]byte, 10), make([]byte, 30), make([]byte, 8)}, linePayload},
+			{"buffer", [][]byte{make([]byte, linePayload)}, linePayload},
+			{"short", [][]byte{make([]byte, lineShort+3)}, lineShort + 3},
+		} {
+			var r Request
+			if posted {
+				if err := b.Irecvv(&r, 0, 5, c.iov); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Sendv(1, 5, list); err != nil {
+				t.Fatal(err)
+			}
+			if !posted {
+				if err := b.Irecvv(&r, 0, 5, c.iov); err != nil || !r.Done() {
+					t.Fatalf("%s: Irecvv of a waiting record: done %v, %v", c.name, r.Done(), err)
+				}
+			}
+			err := b.Wait(&r)
+			if c.want < linePayload && !errors.Is(err, ErrTruncated) || c.want == linePayload && err != nil {
+				t.Fatalf("%s (posted %v): %v", c.name, posted, err)
+			}
+			if got := bytes.Join(c.iov, nil)[:c.want]; !bytes.Equal(got, msg[:c.want]) || r.Status().Count != c.want {
+				t.Fatalf("%s (posted %v): %d bytes %x, want %x", c.name, posted, r.Status().Count, got, msg[:c.want])
+			}
+		}
+	}
+	if st := a.Stats(); st.LineMsgs != 6 || st.Cells != 0 {
+		t.Fatalf("sender stats %+v: want 6 line records", st)
+	}
+}
+
+// TestLinePayloadCoversNoStamp: the largest payload of a record, in every
+// slot it may start at, writes neither a stamp nor outside its own line,
+// so no payload byte is ever read as a stamp.
+func TestLinePayloadCoversNoStamp(t *testing.T) {
+	var r lineRing
+	for at := range uint32(lineSlots) {
+		size := lineShort
+		if at%2 == 0 {
+			size = linePayload
+		}
+		r = lineRing{}
+		for n := range uint32(lineSlots) {
+			r.stamp(n).Store(0xa5a5_0000 + n)
+		}
+		before := r.slot
+		for i := range r.payload(at, size) {
+			r.payload(at, size)[i] = 0xff
+		}
+		for n := range uint32(lineSlots) {
+			if got := r.stamp(n).Load(); got != 0xa5a5_0000+n {
+				t.Fatalf("payload of %d bytes at slot %d wrote slot %d's stamp: %#x", size, at, n, got)
+			}
+			if n/2 != at/2 && r.slot[n] != before[n] {
+				t.Fatalf("payload of %d bytes at slot %d wrote slot %d, in another line", size, at, n)
+			}
+		}
 	}
 }
