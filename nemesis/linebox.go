@@ -144,12 +144,21 @@ func lineRecordSlots(n int) uint32 {
 	return 2
 }
 
+// lineRecordAt is the running number of the first slot of the record of a
+// message of n bytes whose turn comes at running number at: at, or, for a
+// two-slot record whose turn comes in a line's second slot, the next
+// line's first, the slot at holding its fields.
+func lineRecordAt(at uint32, n int) uint32 {
+	if n > lineShort {
+		return at + at&1
+	}
+	return at
+}
+
 // lineSlotsAt is the slots that a message of n bytes takes from running
-// number at on: its record's, and, for a two-slot record whose turn comes
-// in a line's second slot, that slot, which holds its fields.
+// number at on: its record's and the slot of its fields before it, if any.
 func lineSlotsAt(at uint32, n int) uint32 {
-	slots := lineRecordSlots(n)
-	return slots + (slots-1)*(at%2)
+	return lineRecordAt(at, n) - at + lineRecordSlots(n)
 }
 
 // outLine reports whether the ring to the rank has room for a record of
@@ -258,17 +267,12 @@ func (ep *Endpoint) openLine(src int, f *lineFields) (data []byte, next uint32, 
 	p := &ep.peers[src]
 	r := p.lnIn
 	n := int(f.len)
-	at := p.lnRecv
-	if n > lineShort {
-		// The record fills a line, the next one when its fields
-		// lie in this line's second slot. Its stamps were stored
-		// before the ones found, and its payload stays in its line
-		// whatever they say.
-		at += at & 1
-		if n > linePayload {
-			return nil, 0, ep.fail(errorf(ErrCorrupt, "line record from rank %d: %d bytes (max %d)", src, f.len, linePayload))
-		}
+	if n > linePayload {
+		return nil, 0, ep.fail(errorf(ErrCorrupt, "line record from rank %d: %d bytes (max %d)", src, f.len, linePayload))
 	}
+	// A two-slot record's stamps were stored before the one found, so
+	// they are not read; its payload stays in its line whatever they say.
+	at := lineRecordAt(p.lnRecv, n)
 	if p.asm.req != nil || p.asm.ux != nil {
 		return nil, 0, ep.fail(errorf(ErrCorrupt, "line record from rank %d inside a multi-cell message", src))
 	}
@@ -300,10 +304,7 @@ func (ep *Endpoint) sendLine(p *peer, r *Request) bool {
 	if !p.outLine(lineSlotsAt(p.lnSent, n)) {
 		return false
 	}
-	at := p.lnSent
-	if n > lineShort {
-		at += at & 1
-	}
+	at := lineRecordAt(p.lnSent, n)
 	r.gatherAll(p.lnOut.payload(at, n))
 	p.postLine(at, r.tag, n)
 	r.seqd = true

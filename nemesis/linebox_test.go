@@ -367,11 +367,12 @@ func TestIrecvTakesLineRecord(t *testing.T) {
 	}
 }
 
-// TestLineRingTwoPieces: a two-slot record's payload, split around its
-// continuation's stamp, leaves a list intact and arrives intact in a list,
-// a buffer or a short buffer, whether the receive was posted first (the
-// Poll delivers it) or comes after it (the receive takes it at once).
-func TestLineRingTwoPieces(t *testing.T) {
+// TestLineRingRecordLists: the largest record's payload, which runs over
+// its line's second slot's fields, is gathered from a list and arrives
+// intact in a list, a buffer or a short buffer, whether the receive was
+// posted first (the Poll delivers it) or comes after it (the receive
+// takes it at once).
+func TestLineRingRecordLists(t *testing.T) {
 	eps := joinLocal(t, 2, nil)
 	a, b := eps[0], eps[1]
 	msg := pattern(linePayload, 9)
@@ -429,8 +430,9 @@ func TestLinePayloadCoversNoStamp(t *testing.T) {
 			r.stamp(n).Store(0xa5a5_0000 + n)
 		}
 		before := r.slot
-		for i := range r.payload(at, size) {
-			r.payload(at, size)[i] = 0xff
+		pl := r.payload(at, size)
+		for i := range pl {
+			pl[i] = 0xff
 		}
 		for n := range uint32(lineSlots) {
 			if got := r.stamp(n).Load(); got != 0xa5a5_0000+n {
