@@ -243,7 +243,7 @@ func TestLineRingStaleSecondSlot(t *testing.T) {
 		t.Fatalf("probe with nothing sent: %v, %+v, %v; want nothing", ok, st, err)
 	}
 	if st := b.Stats(); st.Unexpected != 0 {
-		t.Fatalf("receiver stats %+v: a stale continuation read as a message", st)
+		t.Fatalf("receiver stats %+v: a stale second slot read as a message", st)
 	}
 }
 
