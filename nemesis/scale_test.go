@@ -36,7 +36,10 @@ func TestJob192(t *testing.T) {
 	job := launch.NewJobName()
 	launchtest.RunOpts(t, scaleProcs, launchtest.Options{Job: job, Timeout: 4 * time.Minute, ExitEarly: []int{scaleProcs - 1}}, func(p launch.Proc) error {
 		start := time.Now()
-		ep, err := JoinProc(p, nil)
+		// The default geometry, and time for 192 processes started on
+		// a few CPUs to reach Join: under the race detector that can
+		// take more than the default 30 s on a busy machine.
+		ep, err := JoinProc(p, &Options{JoinTimeout: 3 * time.Minute})
 		if err != nil {
 			return err
 		}
