@@ -313,7 +313,11 @@ func (st *stressor) create() error {
 	if st.r.IntN(30) == 0 {
 		prot = Protection(st.r.Uint32())
 	}
-	c, err := sd.d.CreateRegion(st.bufs(), prot, st.flags())
+	// createRegion, not CreateRegion: a flag word that happens to hold
+	// FlagInvalidateStatus watches the slot given, which CreateRegion
+	// would leave at 0, the checked copies' slot; the watch may write
+	// StatusFailed there at any time.
+	c, err := sd.d.createRegion(st.bufs(), prot, st.flags(), st.slot(sd))
 	if err == nil {
 		if c == 0 {
 			return errors.New("CREATE_REGION returned cookie 0")
@@ -434,7 +438,7 @@ func (st *stressor) checked() error {
 		}
 	}
 	if status != StatusSuccess {
-		return fmt.Errorf("checked copy (flags %#x): status %v", flags, status)
+		return fmt.Errorf("checked copy (flags %#x) of %d bytes: status %v; driver: %s", flags, n, status, dmaCounters())
 	}
 	if checksum(dst) != checksum(src) {
 		return fmt.Errorf("checked copy (flags %#x) of %d bytes: checksum %#x, want %#x", flags, n, checksum(dst), checksum(src))
@@ -454,4 +458,20 @@ func summary(m map[string]int) string {
 		fmt.Fprintf(&b, "%s=%d ", k, m[k])
 	}
 	return b.String()
+}
+
+// dmaCounters are the driver's statistics that tell why a copy failed, on
+// one line.
+func dmaCounters() string {
+	text, err := Stats()
+	if err != nil {
+		return err.Error()
+	}
+	var keep []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, "dma") || strings.Contains(l, "failed") {
+			keep = append(keep, strings.TrimSpace(l))
+		}
+	}
+	return strings.Join(keep, "; ")
 }
