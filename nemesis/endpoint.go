@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/knemesis/knemesis/jobkey"
 	"github.com/knemesis/knemesis/nemesis/internal/ilist"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"golang.org/x/sys/unix"
@@ -44,6 +45,9 @@ type Options struct {
 	// (rounded up to pages; 0: none). The job's arena, Size × ArenaSize,
 	// is part of its segment: reserved at Join, gone when the job is.
 	ArenaSize int
+	// JobKey is the job's secret (package jobkey), the same on every rank;
+	// the zero key means the one the launcher put in jobkey.Env.
+	JobKey jobkey.Key
 }
 
 func (o *Options) layout(size int) layout {
