@@ -1,11 +1,14 @@
 package nemesis
 
 import (
+	"context"
+	"errors"
 	"math"
 	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/knemesis/knemesis/internal/await"
 	"github.com/knemesis/knemesis/jobkey"
 	"github.com/knemesis/knemesis/nemesis/internal/ilist"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -37,7 +40,7 @@ type Options struct {
 	Cells            int           // cells per process (its free queue); DefaultCells
 	FastboxSize      int           // bytes per fastbox incl. 32-byte header, multiple of 64; <0 disables; DefaultFastboxSize
 	Fastboxes        int           // fastbox sets per process: the most peers it sends to through fastboxes; DefaultFastboxes, at most size-1
-	JoinTimeout      time.Duration // how long Join waits for the other ranks; 30 s
+	JoinTimeout      time.Duration // how long Join waits with no progress (no rank joining, no segment); 30 s
 	LivenessInterval time.Duration // how often a blocked call checks that peers live; 10 ms
 	Dir              string        // where the segment file lives; /dev/shm
 	Net              *Net          // ranks on other nodes and the module that reaches them; nil: one node (see netmod.go)
@@ -244,7 +247,10 @@ type Stats struct {
 func (ep *Endpoint) Stats() Stats { return ep.stats }
 
 // Join attaches this process to job as rank of size, creating the segment
-// when rank is 0 and waiting (Options.JoinTimeout) for all others to join.
+// when rank is 0 and waiting for all others to join. The wait fails when
+// it stops advancing: no segment, or no rank joining, for
+// Options.JoinTimeout (a slow job still joining is not failed), or at
+// once when the segment's creator dies.
 // o may be nil.
 func Join(job string, rank, size int, o *Options) (*Endpoint, error) {
 	if o == nil {
@@ -278,13 +284,12 @@ func Join(job string, rank, size int, o *Options) (*Endpoint, error) {
 	if opts.Dir == "" {
 		opts.Dir = "/dev/shm"
 	}
-	deadline := time.Now().Add(opts.JoinTimeout)
 	var s *segment
 	segName := segmentName(job, o, node)
 	if rank == owner {
 		s, err = createSegment(opts.Dir, segName, l)
 	} else {
-		s, err = joinSegment(opts.Dir, segName, l, deadline)
+		s, err = joinSegment(opts.Dir, segName, l, rank, owner, opts.JoinTimeout)
 	}
 	if err != nil {
 		return nil, err
@@ -294,7 +299,7 @@ func Join(job string, rank, size int, o *Options) (*Endpoint, error) {
 	for i := range ep.peers {
 		ep.peers[i].net = !local[i]
 	}
-	err = ep.join(deadline)
+	err = ep.join(opts.JoinTimeout)
 	if err == nil && o.Net != nil {
 		err = ep.joinNet()
 	}
@@ -344,27 +349,36 @@ func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
 // The last rank to arrive unlinks the segment's name: from then on the
 // memory lives exactly as long as some rank maps it, and a crash can leave
 // nothing behind in /dev/shm.
-func (ep *Endpoint) join(deadline time.Time) error {
+func (ep *Endpoint) join(stall time.Duration) error {
 	s := ep.seg
 	s.proc(ep.rank).pid.Store(int32(os.Getpid()))
 	if int(s.hdr.joined.Add(1)) == ep.localRanks() {
 		s.unlink()
 	}
-	for sleep := 20 * time.Microsecond; ; sleep = min(2*sleep, 2*time.Millisecond) {
-		missing := -1
+	missing := -1
+	look := func() (uint64, bool, error) {
+		var joined uint64
+		missing = -1
 		for i := range ep.peers {
-			if !ep.peers[i].net && s.proc(i).pid.Load() == 0 {
+			switch {
+			case ep.peers[i].net:
+			case s.proc(i).pid.Load() != 0:
+				joined++
+			case missing < 0:
 				missing = i
-				break
 			}
 		}
-		if missing < 0 {
-			break
+		if missing >= 0 && ep.rank != ep.segOwner && !processAlive(int(s.hdr.creatorPID)) {
+			return joined, false, errorf(ErrPeerDead, "rank %d of job %q: rank %d, which created the segment, died while rank %d had not joined", ep.rank, ep.job, ep.segOwner, missing)
 		}
-		if time.Now().After(deadline) {
-			return errorf(ErrJoinTimeout, "rank %d of job %q never joined", missing, ep.job)
-		}
-		time.Sleep(sleep)
+		return joined, missing < 0, nil
+	}
+	err := await.Poll{Stall: stall, MinSleep: 20 * time.Microsecond, MaxSleep: 2 * time.Millisecond}.Until(context.Background(), look)
+	if se := (*await.StallError)(nil); errors.As(err, &se) {
+		return errorf(ErrJoinTimeout, "rank %d waited for rank %d of job %q to join: %d of %d ranks joined, and none more for %v", ep.rank, missing, ep.job, se.Count, ep.localRanks(), se.Stall)
+	}
+	if err != nil {
+		return err
 	}
 	for i := range ep.peers {
 		ep.peers[i].pid = int(s.proc(i).pid.Load())

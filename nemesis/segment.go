@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/knemesis/knemesis/internal/await"
 	"golang.org/x/sys/unix"
 )
 
@@ -362,26 +364,27 @@ func processAlive(pid int) bool {
 	return err == nil || err == unix.EPERM
 }
 
-// joinSegment maps the segment rank 0 publishes, waiting for it up to the
-// deadline. A segment whose creator is dead is stale: rank 0 of the new job
-// will replace it, so keep waiting (and say so if the wait times out).
-func joinSegment(dir, job string, l layout, deadline time.Time) (*segment, error) {
+// joinSegment maps the segment the job's owner rank publishes, waiting
+// for it until nothing has changed for stall. A segment whose creator is
+// dead is stale: rank 0 of the new job will replace it, so keep waiting
+// (and say so if the wait times out).
+func joinSegment(dir, job string, l layout, rank, owner int, stall time.Duration) (*segment, error) {
 	path := segPath(dir, job)
+	var s *segment
 	var lastErr error
-	for sleep := 50 * time.Microsecond; ; sleep = min(2*sleep, 5*time.Millisecond) {
-		s, err := tryJoin(path, l)
-		if err == nil {
-			return s, nil
-		}
+	err := await.Poll{Stall: stall}.Until(context.Background(), func() (uint64, bool, error) {
+		var err error
+		s, err = tryJoin(path, l)
 		if errors.Is(err, ErrLayout) || errors.Is(err, ErrCorrupt) {
-			return nil, err
+			return 0, false, err
 		}
 		lastErr = err
-		if time.Now().After(deadline) {
-			return nil, errorf(ErrJoinTimeout, "waiting for %s: %v", path, lastErr)
-		}
-		time.Sleep(sleep)
+		return 0, err == nil, nil
+	})
+	if se := (*await.StallError)(nil); errors.As(err, &se) {
+		return nil, errorf(ErrJoinTimeout, "rank %d waited %v for rank %d to create %s: %v", rank, se.Stall, owner, path, lastErr)
 	}
+	return s, err
 }
 
 var errNotYet = errors.New("segment not created yet")

@@ -3,8 +3,9 @@ package shm
 import "github.com/knemesis/knemesis/lmt"
 
 // Footprint is the shared memory the shm backend takes, from its
-// configuration alone: exact figures (what fstat counts in blocks), not
-// estimates.
+// configuration alone: the most the file system allocates for it (fstat's
+// blocks; a tmpfs may count fewer, never more), not estimates. A ring's
+// file is created Ring+FixedRing bytes long, its fixed slots sparse.
 type Footprint struct {
 	// Pool is each rank's pool of slots, a memfd allocated in full when
 	// its Engine is created (not in /dev/shm).
