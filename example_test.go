@@ -1,42 +1,65 @@
 package knemesis_test
 
 import (
-	"log"
+	"fmt"
+	"hash/crc32"
 	"os"
 
 	"github.com/knemesis/knemesis"
 	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 )
 
 // Each rank joins with the automatic choice; Send and Recv then move
-// messages of any size, large ones by the backend chosen for the pair.
+// messages of any size, large ones by the backend chosen for the pair. A
+// program starts its ranks with launch.Run; here launchtest.RunExample
+// starts this example as a job of two ranks and checks that each ran
+// joinRank to its end.
 func ExampleJoin() {
-	p, ok := launch.Self()
-	if !ok {
-		return // not started by launch.Run
+	if err := launchtest.RunExample("ExampleJoin", 2, joinRank); err != nil {
+		fmt.Println(err)
+		return
 	}
+	fmt.Println("8 MiB sent and received intact")
+	// Output: 8 MiB sent and received intact
+}
+
+func joinRank(p launch.Proc) error {
 	ep, err := knemesis.JoinProc(p, nil)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer ep.Close()
 	big := make([]byte, 8<<20)
+	for i := range big {
+		big[i] = byte(i % 251)
+	}
+	want := crc32.ChecksumIEEE(big)
 	if p.Rank != 0 {
+		clear(big)
 		if _, err := ep.Recv(0, 0, big); err != nil {
-			log.Fatal(err)
+			return err
 		}
-		return
+		if got := crc32.ChecksumIEEE(big); got != want {
+			return fmt.Errorf("received 8 MiB with CRC %#x, sent with %#x", got, want)
+		}
+		return nil
 	}
 	_ = ep.Selection.Describe(os.Stderr) // what was chosen, and why
 	var r nemesis.Request
 	if err := ep.Isend(&r, 1, 0, big); err != nil {
-		log.Fatal(err)
+		return err
 	}
 	if err := ep.Wait(&r); err != nil {
-		log.Fatal(err)
+		return err
 	}
+	// The backend depends on the machine; the bytes it moved do not.
 	st, _ := attach.Stats(&r)
-	log.Printf("%d bytes via %s", st.Bytes, st.Backend)
+	fmt.Fprintf(os.Stderr, "%d bytes via %s\n", st.Bytes, st.Backend)
+	if st.Bytes != int64(len(big)) || st.Backend == "" {
+		return fmt.Errorf("%d bytes via %q, want %d via some backend", st.Bytes, st.Backend, len(big))
+	}
+	return nil
 }

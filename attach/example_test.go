@@ -1,37 +1,23 @@
 package attach_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"os"
-	"time"
 
 	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 	_ "github.com/knemesis/knemesis/vmsplice" // registers the vmsplice backend
 )
 
 // Each rank of a job joins the endpoint and attaches the LMT; from then on
-// Send and Recv move large messages through it without further ado. Run
-// outside a job, the example starts itself as a job of two ranks; each
-// rank, and then the launcher, says what moved.
+// Send and Recv move large messages through it without further ado. A
+// program starts its ranks with launch.Run; here launchtest.RunExample
+// starts this example as a job of two ranks and checks that each ran
+// exampleRank to its end.
 func Example() {
-	p, ok := launch.Self()
-	if !ok {
-		var out bytes.Buffer // the ranks' lines: the launcher prints its own
-		err := launch.Run(context.Background(), launch.Options{Procs: 2, Args: []string{"-test.run=^Example$"},
-			Timeout: time.Minute, Stdout: &out, Stderr: os.Stderr})
-		if err != nil {
-			fmt.Printf("%v\n%s", err, out.String())
-			return
-		}
-		fmt.Println("16 MiB moved by the default backend, 16 MiB by vmsplice")
-		return
-	}
-	if err := exampleRank(p); err != nil {
-		fmt.Printf("rank %d: %v\n", p.Rank, err)
+	if err := launchtest.RunExample("Example", 2, exampleRank); err != nil {
+		fmt.Println(err)
 		return
 	}
 	fmt.Println("16 MiB moved by the default backend, 16 MiB by vmsplice")

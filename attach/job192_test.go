@@ -39,7 +39,7 @@ func TestJob192LMT(t *testing.T) {
 	}
 	const procs = 192
 	job := launch.NewJobName()
-	launchtest.RunOpts(t, procs, launchtest.Options{Job: job, Timeout: 4 * time.Minute}, func(p launch.Proc) error {
+	launchtest.RunOpts(t, procs, launchtest.Options{Job: job}, func(p launch.Proc) error {
 		ep, err := nemesis.JoinProc(p, nil)
 		if err != nil {
 			return err
@@ -76,6 +76,7 @@ func allToAllLMT(ep *nemesis.Endpoint, size int) error {
 	want := make([]byte, size)
 	sends, recvs := make([]nemesis.Request, window), make([]nemesis.Request, window)
 	for k := 1; k < n; k += window {
+		launchtest.Progress() // the job advances: see launchtest.Options.Timeout
 		w := min(window, n-k)
 		for j := range w {
 			src, dst := (me-k-j+2*n)%n, (me+k+j)%n

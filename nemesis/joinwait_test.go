@@ -68,3 +68,46 @@ func TestJoinStallNamesRankAndWait(t *testing.T) {
 		t.Errorf("segment after a failed join: %v, want it gone", err)
 	}
 }
+
+// TestCreatorWatch: a rank waiting for the segment sees the creator's CPU
+// time grow while it works on the segment's ".init-<pid>" file, and
+// nothing of a creator that is gone.
+func TestCreatorWatch(t *testing.T) {
+	dir := t.TempDir()
+	path := segPath(dir, "watch")
+	w := creatorWatch{path: path}
+	if got := w.progress(); got != 0 {
+		t.Fatalf("no creator file: progress %d, want 0", got)
+	}
+	if err := os.WriteFile(fmt.Sprintf("%s.init-%d", path, os.Getpid()), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.looked = time.Time{}
+	first := w.progress()
+	for w.looked = (time.Time{}); w.progress() == first; w.looked = (time.Time{}) {
+		spin() // work, as a creator filling the segment
+	}
+	if first == 0 {
+		t.Fatalf("a live creator shows no CPU time")
+	}
+	dead := fmt.Sprintf("%s.init-%d", path, os.Getpid())
+	os.Remove(dead)
+	if err := os.WriteFile(path+".init-999999999", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.looked = time.Time{}
+	if got := w.progress(); got != 0 {
+		t.Fatalf("a creator that is gone: progress %d, want 0", got)
+	}
+}
+
+var spinSink uint64
+
+// spin burns about a clock tick of CPU time.
+func spin() {
+	x := spinSink
+	for i := range uint64(1e7) {
+		x = x*6364136223846793005 + i
+	}
+	spinSink = x
+}

@@ -34,7 +34,7 @@ const scaleProcs = 192
 // checks that the job left nothing in /dev/shm.
 func TestJob192(t *testing.T) {
 	job := launch.NewJobName()
-	launchtest.RunOpts(t, scaleProcs, launchtest.Options{Job: job, Timeout: 4 * time.Minute, ExitEarly: []int{scaleProcs - 1}}, func(p launch.Proc) error {
+	launchtest.RunOpts(t, scaleProcs, launchtest.Options{Job: job, ExitEarly: []int{scaleProcs - 1}}, func(p launch.Proc) error {
 		start := time.Now()
 		// The default geometry and JoinTimeout: Join waits as long as
 		// ranks keep joining, however long 192 processes started on a
@@ -60,6 +60,7 @@ func TestJob192(t *testing.T) {
 			{"dead rank", deadRank},
 		}
 		for _, s := range steps {
+			launchtest.Progress()
 			t0 := time.Now()
 			if err := s.fn(ep); err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
@@ -323,6 +324,7 @@ func allToAll64K(ep *Endpoint) error {
 	want := make([]byte, size)
 	sends, recvs := make([]Request, window), make([]Request, window)
 	for k := 1; k < n; k += window {
+		launchtest.Progress() // the job advances: see launchtest.Options.Timeout
 		w := min(window, n-k)
 		for j := range w {
 			src, dst := (me-k-j+2*n)%n, (me+k+j)%n

@@ -364,14 +364,15 @@ func processAlive(pid int) bool {
 	return err == nil || err == unix.EPERM
 }
 
-// joinSegment maps the segment the job's owner rank publishes, waiting
-// for it until nothing has changed for stall. A segment whose creator is
-// dead is stale: rank 0 of the new job will replace it, so keep waiting
-// (and say so if the wait times out).
+// joinSegment maps the segment the job's owner rank publishes, waiting for
+// it as long as its creator works (creatorWatch), until nothing changed for
+// stall. A segment whose creator is dead is stale: rank 0 of the new job
+// will replace it, so keep waiting (and say so if the wait times out).
 func joinSegment(dir, job string, l layout, rank, owner int, stall time.Duration) (*segment, error) {
 	path := segPath(dir, job)
 	var s *segment
 	var lastErr error
+	creator := creatorWatch{path: path}
 	err := await.Poll{Stall: stall}.Until(context.Background(), func() (uint64, bool, error) {
 		var err error
 		s, err = tryJoin(path, l)
@@ -379,7 +380,7 @@ func joinSegment(dir, job string, l layout, rank, owner int, stall time.Duration
 			return 0, false, err
 		}
 		lastErr = err
-		return 0, err == nil, nil
+		return creator.progress(), err == nil, nil
 	})
 	if se := (*await.StallError)(nil); errors.As(err, &se) {
 		return nil, errorf(ErrJoinTimeout, "rank %d waited %v for rank %d to create %s: %v", rank, se.Stall, owner, path, lastErr)

@@ -7,6 +7,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
@@ -151,6 +154,133 @@ func TestJobsInSequence(t *testing.T) {
 	launchtest.Run(t, 3, func(p launch.Proc) error {
 		if p.Size != 3 {
 			return fmt.Errorf("second job's function run in a job of %d", p.Size)
+		}
+		return nil
+	})
+}
+
+// killAfterPeerBegan kills this rank with SIGKILL once every other rank of
+// the job has begun its function (each marks it with a file in the job's
+// directory), as Options.Killed requires.
+func killAfterPeerBegan(p launch.Proc) error {
+	dir := launch.JobDir(p.Job)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if p.Rank != 1 {
+		return os.WriteFile(fmt.Sprintf("%s/began-%d", dir, p.Rank), nil, 0o600)
+	}
+	for r := 0; r < p.Size; r++ {
+		for r != 1 {
+			if _, err := os.Stat(fmt.Sprintf("%s/began-%d", dir, r)); err == nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	unix.Kill(os.Getpid(), unix.SIGKILL)
+	select {}
+}
+
+// A rank named in Killed may die by SIGKILL; the launcher kills the rest.
+func TestKilledRankMayDie(t *testing.T) {
+	launchtest.RunOpts(t, 2, launchtest.Options{Killed: []int{1}}, func(p launch.Proc) error {
+		if err := killAfterPeerBegan(p); err != nil {
+			return err
+		}
+		if p.Rank == 0 {
+			time.Sleep(time.Minute) // killed by the launcher
+		}
+		return nil
+	})
+}
+
+// A job whose Killed rank lived fails: the test meant it to die.
+func TestKilledRankLivingFailsParent(t *testing.T) {
+	if !fixture() {
+		observeFailure(t, "the job ended with no rank failed, but Options.Killed says rank [1] dies by SIGKILL")
+		return
+	}
+	launchtest.RunOpts(t, 2, launchtest.Options{Killed: []int{1}}, ok)
+}
+
+// Killed accepts no other way to fail: a rank that fails before the
+// killed one dies fails the test, with its error.
+func TestKilledJobWithFailingRankFailsParent(t *testing.T) {
+	if !fixture() {
+		observeFailure(t, "launch: rank 0 failed: exit status 1", "but Options.Killed says rank [1] dies by SIGKILL", "rank 0: fixture: rank 0 fails")
+		return
+	}
+	launchtest.RunOpts(t, 2, launchtest.Options{Killed: []int{1}}, func(p launch.Proc) error {
+		if p.Rank == 0 {
+			return errors.New("fixture: rank 0 fails")
+		}
+		time.Sleep(time.Minute) // killed by the launcher
+		return nil
+	})
+}
+
+// A Killed rank must have begun its function: one killed before it (here,
+// before launchtest.Run) proves nothing, and the reports catch it.
+func TestKilledRankNeverBeginningFailsParent(t *testing.T) {
+	if !fixture() {
+		observeFailure(t, "rank 1 never began the job's function in TestKilledRankNeverBeginningFailsParent")
+		return
+	}
+	if p, child := launch.Self(); child && p.Rank == 1 {
+		unix.Kill(os.Getpid(), unix.SIGKILL)
+	}
+	launchtest.RunOpts(t, 2, launchtest.Options{Killed: []int{1}}, func(p launch.Proc) error {
+		time.Sleep(time.Minute) // killed by the launcher
+		return nil
+	})
+}
+
+// RunExample judges an example's ranks by their reports too: ranks that
+// run no example (here, a name that matches none) fail it.
+func TestExampleMatchingNothingFails(t *testing.T) {
+	err := launchtest.RunExample("ExampleNoSuchExample", 2, ok)
+	if err == nil || !strings.Contains(err.Error(), "rank 0 never began the job's function in ExampleNoSuchExample") {
+		t.Fatalf("RunExample of an example that does not exist: %v, want an error saying rank 0 never began", err)
+	}
+}
+
+// RunExample runs an example's ranks and returns nil once each has run
+// its function to the end.
+func ExampleRunExample() {
+	err := launchtest.RunExample("ExampleRunExample", 2, func(p launch.Proc) error {
+		if p.Size != 2 {
+			return fmt.Errorf("a job of %d", p.Size)
+		}
+		return nil
+	})
+	fmt.Println(err)
+	// Output: <nil>
+}
+
+// A job that stops reporting is stopped once Timeout has passed with no
+// report, and every rank's stack shows where it waited.
+func TestStalledJobFailsWithStacks(t *testing.T) {
+	if !fixture() {
+		observeFailure(t, "launchtest: no rank reported progress for 1s", "goroutine ", "waitForever")
+		return
+	}
+	launchtest.RunOpts(t, 2, launchtest.Options{Timeout: time.Second}, func(p launch.Proc) error {
+		waitForever()
+		return nil
+	})
+}
+
+func waitForever() { time.Sleep(time.Hour) }
+
+// A job that reports progress runs past its Timeout: only a stall fails
+// it.
+func TestProgressKeepsJobAlive(t *testing.T) {
+	const timeout = 2 * time.Second
+	launchtest.RunOpts(t, 2, launchtest.Options{Timeout: timeout}, func(p launch.Proc) error {
+		for start := time.Now(); time.Since(start) < 3*timeout; {
+			time.Sleep(timeout / 20)
+			launchtest.Progress()
 		}
 		return nil
 	})

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,6 +32,9 @@ const (
 	eventBegin = "begin" // fn is about to run
 	eventEnd   = "end"   // the test ended, neither failed nor skipped
 	eventSkip  = "skip"  // the test ended skipped
+	// eventProgress: the rank advanced (Progress); it only re-arms the
+	// job's deadline.
+	eventProgress = "progress"
 )
 
 // record is one line a rank writes on the report socket, as one packet:
@@ -61,7 +64,7 @@ func parseRecord(line string) (record, error) {
 		return record{}, fmt.Errorf("malformed report %q: %w", line, err)
 	}
 	switch f[1] {
-	case eventBegin, eventEnd, eventSkip:
+	case eventBegin, eventEnd, eventSkip, eventProgress:
 	default:
 		return record{}, fmt.Errorf("report %q: unknown event %q", line, f[1])
 	}
@@ -70,10 +73,11 @@ func parseRecord(line string) (record, error) {
 
 // reports is the parent's end of the report socket.
 type reports struct {
-	r, w *os.File
-	done chan struct{}
-	buf  bytes.Buffer
-	err  error
+	r, w    *os.File
+	done    chan struct{}
+	buf     bytes.Buffer
+	err     error
+	packets atomic.Uint64 // reports received so far, progress included
 }
 
 func newReports() (*reports, error) {
@@ -98,7 +102,12 @@ func newReports() (*reports, error) {
 		pkt := make([]byte, 64<<10) // a whole packet, however long the test name
 		for {
 			n, err := r.Read(pkt)
-			rep.buf.Write(pkt[:n])
+			if n > 0 {
+				rep.packets.Add(1)
+			}
+			if n > 0 && !strings.HasPrefix(string(pkt[:n]), recordPrefix+" "+eventProgress+" ") {
+				rep.buf.Write(pkt[:n])
+			}
 			if err != nil {
 				if err != io.EOF {
 					rep.err = err
@@ -177,16 +186,19 @@ func reporter() (rankReporter, error) {
 	return child.rep, child.err
 }
 
-func (r rankReporter) send(t testing.TB, rec record) {
+func (r rankReporter) send(rec record) error {
 	if _, err := r.f.WriteString(rec.String()); err != nil {
-		t.Errorf("launchtest: rank %d cannot report %q to the parent: %v", rec.rank, rec.event, err)
+		return fmt.Errorf("launchtest: rank %d cannot report %q to the parent: %w", rec.rank, rec.event, err)
 	}
+	return nil
 }
 
 // judge checks that every rank began fn and ended its test neither failed
-// nor skipped, except the ranks of exitEarly, which must begin and must not
-// end. It names every rank that did not, with what the output suggests.
-func judge(recs []record, procs, call int, test string, exitEarly []int, output string) error {
+// nor skipped, except the ranks of o.ExitEarly and o.Killed, which must
+// begin and must not end; in a job with killed ranks, where the launcher
+// kills the others, those need not end either. It names every rank that
+// did not, with what the output suggests.
+func judge(recs []record, procs, call int, test string, o Options, output string) error {
 	type progress struct{ begin, end, skip int }
 	ranks := make([]progress, procs)
 	var errs []error
@@ -204,13 +216,22 @@ func judge(recs []record, procs, call int, test string, exitEarly []int, output 
 			ranks[r.rank].skip++
 		}
 	}
-	for _, e := range exitEarly {
-		if e < 0 || e >= procs {
-			errs = append(errs, fmt.Errorf("launchtest: Options.ExitEarly names rank %d of a job of %d", e, procs))
+	for name, list := range map[string][]int{"ExitEarly": o.ExitEarly, "Killed": o.Killed} {
+		for _, e := range list {
+			if e < 0 || e >= procs {
+				errs = append(errs, fmt.Errorf("launchtest: Options.%s names rank %d of a job of %d", name, e, procs))
+			}
 		}
 	}
 	for rank, p := range ranks {
-		early := slices.Contains(exitEarly, rank)
+		opt := ""
+		switch {
+		case slices.Contains(o.ExitEarly, rank):
+			opt = "ExitEarly"
+		case slices.Contains(o.Killed, rank):
+			opt = "Killed"
+		}
+		early := opt != ""
 		switch {
 		case p.begin > 1:
 			errs = append(errs, fmt.Errorf("rank %d began %s %d times", rank, test, p.begin))
@@ -219,8 +240,8 @@ func judge(recs []record, procs, call int, test string, exitEarly []int, output 
 		case p.begin == 0:
 			errs = append(errs, fmt.Errorf("rank %d never began the job's function in %s: it skipped before launchtest.Run, its -test.run matched no test, or it exited first", rank, test))
 		case early && p.end > 0:
-			errs = append(errs, fmt.Errorf("rank %d finished %s, but Options.ExitEarly says it exits before fn returns", rank, test))
-		case !early && p.end == 0:
+			errs = append(errs, fmt.Errorf("rank %d finished %s, but Options.%s says it exits before fn returns", rank, test, opt))
+		case !early && p.end == 0 && len(o.Killed) == 0:
 			errs = append(errs, fmt.Errorf("rank %d began %s but never finished it: it exited, with status 0, before its test ended", rank, test))
 		}
 	}
