@@ -223,8 +223,9 @@ func TestArenaCopyReusesSlots(t *testing.T) {
 		if s.Err() != nil || r.Err() != nil {
 			t.Fatalf("send: %v, receive: %v", s.Err(), r.Err())
 		}
-		_ = p.eng[0].Release(s)
-		_ = p.eng[1].Release(r)
+		if err := errors.Join(p.eng[0].Release(s), p.eng[1].Release(r)); err != nil {
+			t.Fatalf("releasing the transfers: %v", err)
+		}
 	}
 	for range 10 {
 		one()
@@ -340,8 +341,9 @@ func BenchmarkArenaCopy(b *testing.B) {
 		for !r.Done() || p.eng[0].InChannel() > 0 {
 			p.deliver(b)
 		}
-		_ = p.eng[0].Release(s)
-		_ = p.eng[1].Release(r)
+		if err := errors.Join(s.Err(), r.Err(), p.eng[0].Release(s), p.eng[1].Release(r)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -398,8 +400,8 @@ func sendCopies(ep *nemesis.Endpoint, l *attach.LMT) error {
 		if err := ep.Wait(&reqs[i]); err != nil {
 			return fmt.Errorf("%d bytes: %w", n, err)
 		}
-		if st, _ := attach.Stats(&reqs[i]); st.Backend != lmt.ArenaCopy || st.Syscalls != 0 {
-			return fmt.Errorf("%d bytes: sender stats %+v, want %s and no system call", n, st, lmt.ArenaCopy)
+		if st, ok := attach.Stats(&reqs[i]); !ok || st.Backend != lmt.ArenaCopy || st.Syscalls != 0 {
+			return fmt.Errorf("%d bytes: sender stats %+v (recorded: %v), want %s and no system call", n, st, ok, lmt.ArenaCopy)
 		}
 		fill(b, 100+i) // the buffer is the program's again
 	}
@@ -436,9 +438,9 @@ func recvCopies(ep *nemesis.Endpoint) error {
 		if err := ep.Wait(&r); err != nil {
 			return fmt.Errorf("%d bytes: %w", n, err)
 		}
-		st, _ := attach.Stats(&r)
-		if sha256.Sum256(buf) != sum(n, i) || st.Backend != lmt.ArenaCopy || st.Syscalls != 0 || st.Bytes != int64(n) {
-			return fmt.Errorf("%d bytes: checksum equal %v, stats %+v; want the message as sent, by %s, no system call", n, sha256.Sum256(buf) == sum(n, i), st, lmt.ArenaCopy)
+		st, ok := attach.Stats(&r)
+		if !ok || sha256.Sum256(buf) != sum(n, i) || st.Backend != lmt.ArenaCopy || st.Syscalls != 0 || st.Bytes != int64(n) {
+			return fmt.Errorf("%d bytes: checksum equal %v, stats %+v (recorded: %v); want the message as sent, by %s, no system call", n, sha256.Sum256(buf) == sum(n, i), st, ok, lmt.ArenaCopy)
 		}
 	}
 	buf := make([]byte, 300<<10)
@@ -449,7 +451,7 @@ func recvCopies(ep *nemesis.Endpoint) error {
 	if err := ep.Wait(&r); err != nil {
 		return err
 	}
-	if st, _ := attach.Stats(&r); sha256.Sum256(buf) != sum(300<<10, 9) || st.Backend == lmt.ArenaCopy || st.Backend == "" {
+	if st, ok := attach.Stats(&r); !ok || sha256.Sum256(buf) != sum(300<<10, 9) || st.Backend == lmt.ArenaCopy || st.Backend == "" {
 		return fmt.Errorf("300 KiB with arena-copy selected: checksum equal %v, backend %q; want it intact by the preference list", sha256.Sum256(buf) == sum(300<<10, 9), st.Backend)
 	}
 	_, err := ep.Recv(0, 11, nil)

@@ -110,7 +110,7 @@ func newLoopConfig(t *testing.T, cfg lmt.Config) *loop {
 
 // newLoopConfigEach is newLoopConfig with each (if not nil) adjusting the
 // Config of each rank.
-func newLoopConfigEach(t *testing.T, cfg lmt.Config, each func(rank int, cfg *lmt.Config)) *loop {
+func newLoopConfigEach(t testing.TB, cfg lmt.Config, each func(rank int, cfg *lmt.Config)) *loop {
 	t.Helper()
 	l := &loop{}
 	cfg.Size, cfg.Job = 2, launch.NewJobName()

@@ -158,8 +158,8 @@ func TestJobManyProducers(t *testing.T) {
 }
 
 // TestJobDeadPeer: rank 1 dies without closing; rank 0's receive from it,
-// wildcard receive and blocked send all fail naming rank 1, in bounded
-// time (the job timeout would catch a hang).
+// wildcard receive and blocked send all fail naming rank 1 (a hang would
+// stall the job's reports, and launchtest would stop it with its stacks).
 func TestJobDeadPeer(t *testing.T) {
 	launchtest.RunOpts(t, 2, launchtest.Options{Timeout: 60 * time.Second, ExitEarly: []int{1}}, func(p launch.Proc) error {
 		ep, err := JoinProc(p, &Options{CellSize: 256, Cells: 2, FastboxSize: -1})
@@ -182,12 +182,8 @@ func TestJobDeadPeer(t *testing.T) {
 		}
 		// More than its 2 cells and the fastbox-less queue hold: this send
 		// blocks until the liveness check notices that rank 1 is gone.
-		start := time.Now()
 		if err := check("Send(1)", ep.Send(1, 0, make([]byte, 10000))); err != nil {
 			return err
-		}
-		if d := time.Since(start); d > 20*time.Second {
-			return fmt.Errorf("dead peer noticed after %v", d)
 		}
 		_, err = ep.Recv(1, 0, nil)
 		if err := check("Recv(1)", err); err != nil {

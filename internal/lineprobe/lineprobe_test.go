@@ -30,6 +30,11 @@ type result struct {
 	ok    bool
 }
 
+// unhurried is a deadline no machine misses while both sides run: the
+// tests wait for the probe however slow an oversubscribed machine makes
+// it (TestMeasureAbsentPeer tests the deadline itself).
+func unhurried() time.Time { return time.Now().Add(time.Hour) }
+
 func measureBoth(lead, follow Run) (l, f result) {
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -47,7 +52,7 @@ func measureBoth(lead, follow Run) (l, f result) {
 func TestMeasure(t *testing.T) {
 	var w words
 	for call := uint16(1); call <= 3; call++ {
-		lead, follow := pair(&w, call, 256, time.Now().Add(10*time.Second))
+		lead, follow := pair(&w, call, 256, unhurried())
 		l, f := measureBoth(lead, follow)
 		if !l.ok || !f.ok {
 			t.Fatalf("probe %d: leader %+v, follower %+v; want both ok", call, l, f)
@@ -65,44 +70,85 @@ func TestMeasure(t *testing.T) {
 }
 
 // TestMeasureOneCPU: two sides whose threads share one CPU still finish
-// (they yield to each other instead of spinning out their time slices),
-// and the line they measure is the context switch's, well above what any
-// two CPUs sharing a cache show.
+// (they yield to each other instead of spinning out their time slices)
+// and time every batch. How long the line takes there, against two CPUs,
+// is BenchmarkMeasureOneCPU's figure, not a test's.
 func TestMeasureOneCPU(t *testing.T) {
+	l, f, cpu := measureOnOneCPU(t, unhurried())
+	if !l.ok || !f.ok || l.d <= 0 || f.d <= 0 {
+		t.Fatalf("on cpu%d alone: leader %+v, follower %+v; want both ok, with positive times", cpu, l, f)
+	}
+	if l.timed < 255 || l.timed > 256 || f.timed != 255 {
+		t.Fatalf("on cpu%d alone: leader timed %d batches, follower %d; want 255-256 and 255", cpu, l.timed, f.timed)
+	}
+	t.Logf("cpu%d alone: %v one way", cpu, l.d)
+}
+
+// measureOnOneCPU runs a probe of 2048 rounds with both sides pinned to
+// the first CPU this process may use.
+func measureOnOneCPU(tb testing.TB, deadline time.Time) (l, f result, cpu int) {
 	var mask unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &mask); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	cpu := 0
 	for !mask.IsSet(cpu) {
 		cpu++
 	}
 	var one unix.CPUSet
 	one.Set(cpu)
-	pinned := func(r Run, res *result, done *sync.WaitGroup) {
+	var errs [2]error
+	pinned := func(r Run, res *result, err *error, done *sync.WaitGroup) {
 		defer done.Done()
 		runtime.LockOSThread() // the thread ends with the goroutine
-		if err := unix.SchedSetaffinity(0, &one); err != nil {
-			res.d = -1
+		if *err = unix.SchedSetaffinity(0, &one); *err != nil {
 			return
 		}
 		res.d, res.timed, res.ok = r.Measure()
 	}
 	var w words
-	lead, follow := pair(&w, 1, 2048, time.Now().Add(2*time.Second))
-	var l, f result
+	lead, follow := pair(&w, 1, 2048, deadline)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go pinned(lead, &l, &wg)
-	go pinned(follow, &f, &wg)
+	go pinned(lead, &l, &errs[0], &wg)
+	go pinned(follow, &f, &errs[1], &wg)
 	wg.Wait()
-	if !l.ok || !f.ok {
-		t.Fatalf("on cpu%d alone: leader %+v, follower %+v; want both ok within the deadline", cpu, l, f)
+	for _, err := range errs {
+		if err != nil {
+			tb.Fatalf("pinning a side to cpu%d: %v", cpu, err)
+		}
 	}
-	t.Logf("cpu%d alone: %v one way", cpu, l.d)
-	if l.d < time.Microsecond/2 {
-		t.Fatalf("on cpu%d alone the line took %v one way; a context switch each way takes far longer than a cache line", cpu, l.d)
-	}
+	return l, f, cpu
+}
+
+// BenchmarkMeasureOneCPU: the one-way time a probe measures with both
+// sides on one CPU (a context switch each way), beside the same probe on
+// whatever CPUs the scheduler gives (two, on an idle machine with two):
+// compare the two ns/oneway figures as a ratio.
+func BenchmarkMeasureOneCPU(b *testing.B) {
+	b.Run("one-cpu", func(b *testing.B) {
+		var sum time.Duration
+		for range b.N {
+			l, f, cpu := measureOnOneCPU(b, unhurried())
+			if !l.ok || !f.ok {
+				b.Fatalf("on cpu%d alone: leader %+v, follower %+v", cpu, l, f)
+			}
+			sum += l.d
+		}
+		b.ReportMetric(float64(sum.Nanoseconds())/float64(b.N), "ns/oneway")
+	})
+	b.Run("any-cpus", func(b *testing.B) {
+		var sum time.Duration
+		for i := range b.N {
+			var w words
+			lead, follow := pair(&w, uint16(i%60000+1), 2048, unhurried())
+			l, f := measureBoth(lead, follow)
+			if !l.ok || !f.ok {
+				b.Fatalf("leader %+v, follower %+v", l, f)
+			}
+			sum += l.d
+		}
+		b.ReportMetric(float64(sum.Nanoseconds())/float64(b.N), "ns/oneway")
+	})
 }
 
 // TestMeasureAbsentPeer: a side whose partner never comes returns not ok
