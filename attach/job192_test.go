@@ -35,7 +35,7 @@ import (
 // left in /dev/shm.
 func TestJob192LMT(t *testing.T) {
 	if unix.Geteuid() != 0 {
-		t.Skip("needs root (CAP_SYS_ADMIN) to stat mapped, unlinked files through /proc/self/map_files")
+		t.Skip("lacks root: needs CAP_SYS_ADMIN to stat mapped, unlinked files through /proc/self/map_files")
 	}
 	const procs = 192
 	job := launch.NewJobName()

@@ -365,7 +365,7 @@ func TestOptionErrors(t *testing.T) {
 // vmsplice is ruled out for everyone through Options.
 func TestPeersOwnSelectors(t *testing.T) {
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil || strings.TrimSpace(string(b)) == "0" {
-		t.Skip("user namespaces are disabled here (user.max_user_namespaces)")
+		t.Skip("lacks user-namespaces: user namespaces are disabled here (user.max_user_namespaces)")
 	}
 	setup := func(rank int, cmd *exec.Cmd) error {
 		if rank == 2 {
@@ -559,10 +559,10 @@ const envPinned = "AUTO_TEST_PINNED"
 func TestPlacement(t *testing.T) {
 	taskset, err := exec.LookPath("taskset")
 	if err != nil {
-		t.Skip("taskset (util-linux) is not installed: it stands for the launcher pinning the ranks")
+		t.Skip("lacks taskset: taskset (util-linux) is not installed: it stands for the launcher pinning the ranks")
 	}
 	if _, ok := launch.Self(); !ok && len(mask(t)) < 2 {
-		t.Skip("this process may run on one CPU only: two ranks cannot be pinned apart")
+		t.Skip("lacks two-cpus: this process may run on one CPU only: two ranks cannot be pinned apart")
 	}
 	// This machine's own caches, no tuning file.
 	here := func(t *testing.T) auto.Options {
@@ -987,7 +987,7 @@ func TestArenaCopyIsLearned(t *testing.T) {
 // the receiver's read and the sender's write together moved it whole.
 func TestMultiRailIsLearned(t *testing.T) {
 	if why := yamaRefusesSiblings(); why != "" {
-		t.Skip(why)
+		t.Skip("lacks cma-between-siblings: " + why)
 	}
 	launchtest.Run(t, 2, func(p launch.Proc) error {
 		ep, sel, done, err := join(p, measuring(options(filepath.Join(t.TempDir(), "none.json"), 0, 1), true))

@@ -5,7 +5,7 @@
 # the modules against its installed headers, pack an initramfs with busybox,
 # the modules and the Go test binaries of ci/guest-tests.txt, boot it in QEMU
 # (TCG, 2 vCPUs), and read the verdict the guest's /init prints on the serial
-# console. Prints one line per kernel:
+# console. The kernels boot concurrently. Prints one line per kernel:
 #
 #	PASS <release> (<n> tests)
 #	FAIL <release>: <why>
@@ -318,27 +318,41 @@ main() {
 		{ echo "FAIL all: no kernel listed in ci/kernels.txt (nor in KCI_KERNELS)"; exit 1; }
 	rm -rf "$testdir"
 	build_tests "$testdir" || { echo "FAIL all: cannot build the Go test binaries"; exit 1; }
+	make_disk "$out/disk.img" || { echo "FAIL all: $why"; exit 1; }
+	# The kernels boot at once, each guest one host thread (single-threaded
+	# TCG), each with its own directory and console; their verdicts are
+	# printed in the order of ci/kernels.txt once all are done.
 	for rel in $kernels; do
-		local dir=$out/$rel
-		why=
-		mkdir -p "$dir"
-		if fetch_image "$rel" && fetch_fs_modules "$rel" "$dir/fsmods" &&
-			make_disk "$out/disk.img" && build_modules "$rel" "$dir/modules" &&
-			pack_initramfs "$dir/root" "$dir/modules" "$testdir" "$dir/initrd.gz"; then
-			log "booting $rel"
-			boot_guest "$rel" "$dir/initrd.gz" "$dir/console.log"
-			verdict "$rel" "$dir/console.log" "$testdir"
-		else
-			why=${why:-cannot prepare the guest}
-		fi
-		if [ -n "$why" ]; then
-			echo "FAIL $rel: $why"
-			failed=1
-		else
-			echo "PASS $rel ($ntests tests)"
-		fi
+		test_kernel "$rel" "$testdir" >"$out/$rel.verdict" 2>&1 &
+	done
+	wait
+	for rel in $kernels; do
+		cat "$out/$rel.verdict"
+		grep -q "^PASS $rel " "$out/$rel.verdict" || failed=1
 	done
 	return $failed
+}
+
+# test_kernel RELEASE TESTDIR: prepares and boots one guest and prints its
+# PASS or FAIL line.
+test_kernel() {
+	local rel=$1 dir=$out/$1
+	why=
+	mkdir -p "$dir"
+	if fetch_image "$rel" && fetch_fs_modules "$rel" "$dir/fsmods" &&
+		build_modules "$rel" "$dir/modules" &&
+		pack_initramfs "$dir/root" "$dir/modules" "$2" "$dir/initrd.gz"; then
+		log "booting $rel"
+		boot_guest "$rel" "$dir/initrd.gz" "$dir/console.log"
+		verdict "$rel" "$dir/console.log" "$2"
+	else
+		why=${why:-cannot prepare the guest}
+	fi
+	if [ -n "$why" ]; then
+		echo "FAIL $rel: $why"
+	else
+		echo "PASS $rel ($ntests tests)"
+	fi
 }
 
 # run_main BINARY [-- ARGS...]: see the header.

@@ -56,7 +56,7 @@ func oneMessage(ch *lmttest.Channel, eng *lmt.Engine, src, dst int) (string, err
 // its preference is refused by rank 1, which falls back to shm in its CTS.
 func TestCMAUserNamespace(t *testing.T) {
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil || strings.TrimSpace(string(b)) == "0" {
-		t.Skip("user namespaces are disabled here (user.max_user_namespaces)")
+		t.Skip("lacks user-namespaces: user namespaces are disabled here (user.max_user_namespaces)")
 	}
 	job := lmttest.NewJob(2)
 	job.Extra = func(rank int, cmd *exec.Cmd) error {
@@ -120,7 +120,7 @@ func dropPtraceCap() error {
 // messages fall back to shm.
 func TestCMANonDumpable(t *testing.T) {
 	if unix.Geteuid() != 0 {
-		t.Skip("needs root: the test compares CMA with and without CAP_SYS_PTRACE")
+		t.Skip("lacks root: the test compares CMA with and without CAP_SYS_PTRACE")
 	}
 	for _, drop := range []bool{false, true} {
 		t.Run(fmt.Sprintf("drop-CAP_SYS_PTRACE=%v", drop), func(t *testing.T) {
@@ -205,7 +205,7 @@ func TestCheckErrors(t *testing.T) {
 // both directions fall back to shm.
 func TestCMAPIDNamespace(t *testing.T) {
 	if unix.Geteuid() != 0 {
-		t.Skip("needs root (CAP_SYS_ADMIN) to start a rank in a new PID namespace")
+		t.Skip("lacks root: needs CAP_SYS_ADMIN to start a rank in a new PID namespace")
 	}
 	job := lmttest.NewJob(2)
 	job.Extra = func(rank int, cmd *exec.Cmd) error {

@@ -146,7 +146,7 @@ func needMemory(t *testing.T, bytes int) {
 				t.Fatal(err)
 			}
 			if kib<<10 < bytes {
-				t.Skipf("%d MiB of available memory, %d MiB needed for a message past the kernel's per-call limit", kib>>10, bytes>>20)
+				t.Skipf("lacks memory: %d MiB of available memory, %d MiB needed for a message past the kernel's per-call limit", kib>>10, bytes>>20)
 			}
 			return
 		}

@@ -17,10 +17,10 @@ TEST_TARGETS += test-netmod
 NETMOD_TAGS := ofi pmix
 
 .PHONY: test-netmod
-test-netmod:
+test-netmod: $(TESTLOG)
 	$(GO) vet -tags "$(NETMOD_TAGS)" ./netmod/... ./tools/lmtbench/...
-	GOEXPERIMENT=cgocheck2 $(GO) test -count=1 -timeout 10m -tags "$(NETMOD_TAGS)" ./netmod/...
-	GOEXPERIMENT=cgocheck2 $(GO) test -count=1 -timeout 10m -tags "$(NETMOD_TAGS)" -run '^TestAcrossNodes$$' ./tools/lmtbench
+	export GOEXPERIMENT=cgocheck2; $(call go_test,test-netmod,-count=1 -timeout 10m -tags "$(NETMOD_TAGS)" ./netmod/...)
+	export GOEXPERIMENT=cgocheck2; $(call go_test,test-netmod-lmtbench,-count=1 -timeout 10m -tags "$(NETMOD_TAGS)" -run '^TestAcrossNodes$$' ./tools/lmtbench)
 
 # make lmtbench-net: the multi-node lmtbench on two simulated nodes of this
 # machine (KNEMESIS_NODE_MAP=0,0,1, the loopback): rank 0 with rank 2 over

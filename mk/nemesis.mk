@@ -8,5 +8,5 @@ TEST_TARGETS += test-model test-race-nemesis
 test-model:
 	@nemesis/model/check.sh
 
-test-race-nemesis:
-	$(GO) test -race -count=1 -timeout 5m ./nemesis/...
+test-race-nemesis: $(TESTLOG)
+	$(call go_test,test-race-nemesis,-race -count=1 -timeout 10m ./nemesis/...)

@@ -162,7 +162,7 @@ func cref(b *testing.B) string {
 		return bin
 	}
 	if _, err := exec.LookPath("gcc"); err != nil {
-		b.Skip("gcc absent: the C reference cannot be built")
+		b.Skip("lacks gcc: gcc absent: the C reference cannot be built")
 	}
 	if out, err := exec.Command("gcc", "-O2", "-Wall", "-o", bin, "testdata/cref.c").CombinedOutput(); err != nil {
 		b.Fatalf("gcc testdata/cref.c: %v\n%s", err, out)

@@ -18,7 +18,7 @@ import (
 // Nemesis packet crosses then, so every byte counted is the operation's.
 func TestCopyCounts(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: loading BPF programs takes CAP_BPF and CAP_PERFMON")
+		t.Skip("lacks root: loading BPF programs takes CAP_BPF and CAP_PERFMON")
 	}
 	for _, k := range kinds(t) {
 		if k.Mech == rma.AM {

@@ -134,7 +134,7 @@ func TestFallbackSeccomp(t *testing.T) {
 // namespace.
 func TestFallbackUserNamespace(t *testing.T) {
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil || strings.TrimSpace(string(b)) == "0" {
-		t.Skip("user namespaces are disabled here (user.max_user_namespaces)")
+		t.Skip("lacks user-namespaces: user namespaces are disabled here (user.max_user_namespaces)")
 	}
 	launchtest.RunOpts(t, 2, launchtest.Options{Setup: func(rank int, cmd *exec.Cmd) error {
 		if rank == 1 {

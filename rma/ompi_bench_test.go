@@ -130,7 +130,7 @@ func buildOSC(b *testing.B) string {
 	b.Helper()
 	for _, p := range []string{"mpirun.openmpi", "mpicc.openmpi"} {
 		if _, err := exec.LookPath(p); err != nil {
-			b.Skipf("%s absent: Open MPI cannot be measured (apt-get install openmpi-bin libopenmpi-dev; mk/rma.mk)", p)
+			b.Skipf("lacks openmpi: %s absent: Open MPI cannot be measured (apt-get install openmpi-bin libopenmpi-dev; mk/rma.mk)", p)
 		}
 	}
 	bin := filepath.Join(b.TempDir(), "osc")

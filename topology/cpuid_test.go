@@ -197,7 +197,7 @@ func TestCPUIDGroupSizeMismatch(t *testing.T) {
 func TestHostCPUID(t *testing.T) {
 	sys, err := ReadSysfs(os.DirFS(SysfsCPURoot))
 	if err != nil {
-		t.Skipf("host sysfs has no cache topology to compare with: %v", err)
+		t.Skipf("lacks sysfs-cache-topology: host sysfs has no cache topology to compare with: %v", err)
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -210,7 +210,7 @@ func TestHostCPUID(t *testing.T) {
 		t.Errorf("ReadCPUID changed the caller's affinity: %v → %v (%v)", before.Count(), after.Count(), err)
 	}
 	if errors.Is(err, ErrNoCPUID) {
-		t.Skip("CPUID instruction not available on this architecture")
+		t.Skip("lacks cpuid: CPUID instruction not available on this architecture")
 	}
 	if err != nil {
 		t.Fatal(err)

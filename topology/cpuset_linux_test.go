@@ -68,7 +68,7 @@ func TestReadCPUIDLeavesProcessMask(t *testing.T) {
 	}
 	for range 20 {
 		if _, err := ReadCPUID(before); errors.Is(err, ErrNoCPUID) {
-			t.Skip("no CPUID instruction on this architecture")
+			t.Skip("lacks cpuid: no CPUID instruction on this architecture")
 		} else if err != nil {
 			t.Fatal(err)
 		}

@@ -234,7 +234,7 @@ func TestForeignDirectoryRefused(t *testing.T) {
 // away takes CAP_CHOWN (root in CI, which runs this test).
 func TestForeignOwnerRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("not root: making a directory owned by another uid needs CAP_CHOWN")
+		t.Skip("lacks root: making a directory owned by another uid needs CAP_CHOWN")
 	}
 	theirs := filepath.Join(t.TempDir(), "theirs")
 	if err := os.Mkdir(theirs, 0o700); err != nil {

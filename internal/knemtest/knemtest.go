@@ -24,7 +24,7 @@ func Open(tb testing.TB) *knem.Device {
 	tb.Helper()
 	d, err := knem.Open()
 	if errors.Is(err, knem.ErrNoDevice) && !InGuest() {
-		tb.Skipf("needs the knem module (%s absent): make test-kernel runs these tests in QEMU guests", knem.DevicePath)
+		tb.Skipf("lacks knem-device: needs the knem module (%s absent): make test-kernel runs these tests in QEMU guests", knem.DevicePath)
 	}
 	if err != nil {
 		tb.Fatalf("opening the knem device: %v", err)

@@ -82,7 +82,7 @@ func TestCopyOverlapping(t *testing.T) {
 // bulkCopy directly.
 func TestBulkCopy(t *testing.T) {
 	if !bulkCopyWorks {
-		t.Skip("no REP MOVSB bulk copy in this build or on this CPU (needs amd64 with ERMS, no race detector)")
+		t.Skip("lacks erms: no REP MOVSB bulk copy in this build or on this CPU (needs amd64 with ERMS, no race detector)")
 	}
 	src := pattern(100003, 0x77)
 	mem := bytes.Repeat([]byte{0xee}, len(src)+2)

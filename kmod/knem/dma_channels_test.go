@@ -361,7 +361,7 @@ func TestDMAChannels(t *testing.T) {
 		if inGuest {
 			t.Fatalf("the guest's init sets no %s: it must say how to load softdma again", envSoftdmaReload)
 		}
-		t.Skipf("loading softdma again with other channel counts needs %s (set by the CI guests' init)", envSoftdmaReload)
+		t.Skipf("lacks softdma-reload: loading softdma again with other channel counts needs %s (set by the CI guests' init)", envSoftdmaReload)
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("loading modules needs root")

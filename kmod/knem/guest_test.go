@@ -23,7 +23,7 @@ import (
 	"github.com/knemesis/knemesis/kmod/knem/internal/pins"
 )
 
-const noDevice = "needs the knem module (/dev/knem absent): make test-kernel runs these tests in QEMU guests"
+const noDevice = "lacks knem-device: needs the knem module (/dev/knem absent): make test-kernel runs these tests in QEMU guests"
 
 // inGuest is true in the CI guests, where every capability the tests need
 // is there by construction: nothing may skip.
@@ -56,7 +56,7 @@ func needDMA(t testing.TB, d *Device) {
 		if inGuest {
 			t.Fatal("GET_INFO reports no DMA feature although softdma is loaded")
 		}
-		t.Skip("no DMA_MEMCPY channel on this machine (GET_INFO features lack DMA)")
+		t.Skip("lacks knem-dma: no DMA_MEMCPY channel on this machine (GET_INFO features lack DMA)")
 	}
 }
 

@@ -238,7 +238,7 @@ func TestBindOffload(t *testing.T) {
 	d := open(t)
 	s := mapStatus(t, d)
 	if runtime.NumCPU() < 2 {
-		t.Skip("BIND_OFFLOAD CURRENT_REVERSED needs 2 CPUs")
+		t.Skip("lacks two-cpus: BIND_OFFLOAD CURRENT_REVERSED needs 2 CPUs")
 	}
 	// Bind this thread to CPU 0, so that CURRENT is {0} and
 	// CURRENT_REVERSED the other CPUs.

@@ -35,7 +35,7 @@ func job(t *testing.T, procs int, asNobody []int, fn func(p launch.Proc, b board
 			if inGuest {
 				t.Fatal("the guest tests run as root")
 			}
-			t.Skip("running a rank as another user needs root")
+			t.Skip("lacks root: running a rank as another user needs root")
 		}
 	}
 	b := newBoard(t)

@@ -31,10 +31,10 @@ func TestTwoNamespaces(t *testing.T) {
 		return
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("creating network namespaces needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
+		t.Skip("lacks root: creating network namespaces needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("ip (Debian package iproute2) is not installed: cannot create network namespaces")
+		t.Skip("lacks iproute2: ip (Debian package iproute2) is not installed: cannot create network namespaces")
 	}
 	nodes := netnstest.TwoNodes(t, "ofi")
 	a := startChild(t, []string{"ip", "netns", "exec", nodes[0].NS}, envRole+"=send", envNode+"="+nodes[0].Addr)

@@ -91,10 +91,10 @@ func TestCannotStart(t *testing.T) {
 // namespaces, and checks how each ended.
 func runNetns(t *testing.T, scenario string) {
 	if os.Geteuid() != 0 {
-		t.Skip("creating network namespaces needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
+		t.Skip("lacks root: creating network namespaces needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("ip (Debian package iproute2) is not installed: cannot create network namespaces")
+		t.Skip("lacks iproute2: ip (Debian package iproute2) is not installed: cannot create network namespaces")
 	}
 	nodes := netnstest.TwoNodes(t, "net")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

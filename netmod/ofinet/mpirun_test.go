@@ -30,7 +30,7 @@ func TestUnderMpirun(t *testing.T) {
 	}
 	mpirun, err := exec.LookPath("mpirun")
 	if err != nil {
-		t.Skip("mpirun (Debian package openmpi-bin) is not installed: no PMIx launcher to test under")
+		t.Skip("lacks mpirun: mpirun (Debian package openmpi-bin) is not installed: no PMIx launcher to test under")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -56,7 +56,7 @@ func TestUnderSrun(t *testing.T) {
 	}
 	for _, tool := range []string{"srun", "slurmctld", "slurmd"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed (Debian packages slurm-client, slurmctld, slurmd): no Slurm to launch under", tool)
+			t.Skipf("lacks slurm: %s is not installed (Debian packages slurm-client, slurmctld, slurmd): no Slurm to launch under", tool)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

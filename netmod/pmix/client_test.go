@@ -35,7 +35,7 @@ func TestNodeMap(t *testing.T) {
 // singleton without a server).
 func TestInitAlone(t *testing.T) {
 	if Launched() {
-		t.Skip("needs a process started without a PMIx launcher (PMIX_NAMESPACE and PMIX_RANK are set: this one runs under one)")
+		t.Skip("lacks no-pmix-launcher: needs a process started without a PMIx launcher (PMIX_NAMESPACE and PMIX_RANK are set: this one runs under one)")
 	}
 	c, err := Init()
 	if err == nil {

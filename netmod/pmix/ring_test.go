@@ -39,7 +39,7 @@ func TestRingUnderMpirun(t *testing.T) {
 	}
 	mpirun, err := exec.LookPath("mpirun")
 	if err != nil {
-		t.Skip("mpirun (Debian package openmpi-bin) is not installed: no PMIx launcher to test under")
+		t.Skip("lacks mpirun: mpirun (Debian package openmpi-bin) is not installed: no PMIx launcher to test under")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -70,7 +70,7 @@ func sharedProbes(t *testing.T) [2]*copyprobe.Probe {
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: loading BPF programs takes CAP_BPF and CAP_PERFMON")
+		t.Skip("lacks root: loading BPF programs takes CAP_BPF and CAP_PERFMON")
 	}
 }
 
@@ -229,7 +229,7 @@ func checkModes(t *testing.T, m measured, want expect) {
 			if inGuest {
 				t.Fatalf("fentry refused in the KCI guest, which must allow it: %v", m.FentryErr)
 			}
-			t.Skipf("kernel refused fentry, so only tracepoint mode ran: %v", m.FentryErr)
+			t.Skipf("lacks fentry: kernel refused fentry, so only tracepoint mode ran: %v", m.FentryErr)
 		}
 		check(t, *m.Fentry, copyprobe.ModeFentry, want)
 		tp, fe := m.Tracepoint.CopiesPerByte(transferSize), m.Fentry.CopiesPerByte(transferSize)

@@ -30,7 +30,7 @@ func needKnem(t *testing.T, dma bool) {
 		return
 	}
 	if d := knemtest.Open(t); dma && !knemtest.HasDMA(t, d) {
-		t.Skip("knem reports no DMA channel on this machine (GET_INFO features lack DMA)")
+		t.Skip("lacks knem-dma: knem reports no DMA channel on this machine (GET_INFO features lack DMA)")
 	}
 }
 

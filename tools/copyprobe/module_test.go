@@ -85,7 +85,7 @@ func TestParseFormatRejectsGarbage(t *testing.T) {
 func openTracepoint(t *testing.T) *Probe {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: loading BPF programs takes CAP_BPF and CAP_PERFMON")
+		t.Skip("lacks root: loading BPF programs takes CAP_BPF and CAP_PERFMON")
 	}
 	p, err := Open(Options{Kernel: KernelTracepoint})
 	if err != nil {
@@ -128,7 +128,7 @@ func TestModuleAbsentIsReportedNotZero(t *testing.T) {
 func TestModuleProgramCountsByEngineAndEventPid(t *testing.T) {
 	p := openTracepoint(t)
 	if _, err := eventFormat(p.tracefs, "syscalls", "sys_enter_kcmp"); err != nil {
-		t.Skipf("stand-in tracepoint syscalls:sys_enter_kcmp absent (kernel without CONFIG_KCMP): %v", err)
+		t.Skipf("lacks tracepoint-kcmp: stand-in tracepoint syscalls:sys_enter_kcmp absent (kernel without CONFIG_KCMP): %v", err)
 	}
 	p.dma = p.attachModuleAt("syscalls", "sys_enter_kcmp",
 		map[string]uint32{"knem_pid_off": 16, "knem_engine_off": 32, "knem_length_off": 40})

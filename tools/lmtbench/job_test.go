@@ -38,7 +38,7 @@ type jobRow struct {
 func TestAcrossNodes(t *testing.T) {
 	mpirun, err := exec.LookPath("mpirun")
 	if err != nil {
-		t.Skip("mpirun (Debian package openmpi-bin) is not installed: no PMIx launcher to run lmtbench under")
+		t.Skip("lacks mpirun: mpirun (Debian package openmpi-bin) is not installed: no PMIx launcher to run lmtbench under")
 	}
 	bin := filepath.Join(t.TempDir(), "lmtbench")
 	if out, err := exec.Command("go", "build", "-tags", "ofi pmix", "-o", bin, ".").CombinedOutput(); err != nil {

@@ -142,7 +142,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 // loaded, as on a host whose kernel cannot load modules.
 func TestUnavailableBackendSaysWhyAndHow(t *testing.T) {
 	if _, err := os.Stat("/dev/knem"); err == nil {
-		t.Skip("needs a machine without the knem module: /dev/knem exists here, so knem is available")
+		t.Skip("lacks no-knem-device: needs a machine without the knem module: /dev/knem exists here, so knem is available")
 	}
 	r := run(t, "--backends", "knem")
 	want := "lmtbench: --backends: knem: /dev/knem missing — load the module with modprobe knem"
@@ -401,7 +401,7 @@ func TestCPUsByCacheSharing(t *testing.T) {
 // and, in the kernel, only the harness's few control bytes.
 func TestCopiesOfTheReference(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("the copy probes need root (CAP_BPF and CAP_PERFMON) to load")
+		t.Skip("lacks root: the copy probes need root (CAP_BPF and CAP_PERFMON) to load")
 	}
 	r := run(t, "copies", "--backends", "memcpy", "--sizes", "64K,4M", "--csv")
 	if r.code != 0 {
@@ -546,7 +546,7 @@ func TestTuneSplitsPlacements(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, _, hasShared, hasUnshared := topo.Pairs(); !hasShared || hasUnshared {
-		t.Skipf("tune splits placements only where every pair of CPUs shares a cache (here: a sharing pair %v, a pair sharing none %v)", hasShared, hasUnshared)
+		t.Skipf("lacks cpus-all-share-a-cache: tune splits placements only where every pair of CPUs shares a cache (here: a sharing pair %v, a pair sharing none %v)", hasShared, hasUnshared)
 	}
 	dir := t.TempDir()
 	probe, path := filepath.Join(dir, "probe"), filepath.Join(dir, "tuning.json")

@@ -13,7 +13,7 @@ import (
 // straightforward strategy and to Open MPI.
 func TestMultiseg(t *testing.T) {
 	if _, err := exec.LookPath("mpicc.openmpi"); err != nil {
-		t.Skip("needs Open MPI's mpicc.openmpi (openmpi-bin, libopenmpi-dev: installed by make test, mk/peers.mk)")
+		t.Skip("lacks openmpi: needs Open MPI's mpicc.openmpi (openmpi-bin, libopenmpi-dev: installed by make test, mk/peers.mk)")
 	}
 	r := run(t, "multiseg", "--segs", "1,16", "--sizes", "8,512", "--iters", "20", "--samples", "1", "--cpus", "none")
 	if r.code != 0 {

@@ -29,7 +29,7 @@ func TestPeersEveryInstalledPeerGivesARow(t *testing.T) {
 		installed = append(installed, p)
 	}
 	if len(installed) == 0 {
-		t.Skipf("no peer stack installed (make deps installs them): %s", strings.Join(missing, "; "))
+		t.Skipf("lacks peer-stack: no peer stack installed (make deps installs them): %s", strings.Join(missing, "; "))
 	}
 	for _, m := range missing {
 		t.Logf("not measured here: %s", m)
@@ -108,7 +108,7 @@ func TestPeersEveryInstalledPeerGivesARow(t *testing.T) {
 // in no class).
 func TestPeersFiledInAutosPlacement(t *testing.T) {
 	if _, err := exec.LookPath("ucx_perftest"); err != nil {
-		t.Skip("ucx_perftest not installed (apt-get install ucx-utils; make deps installs it)")
+		t.Skip("lacks ucx-perftest: ucx_perftest not installed (apt-get install ucx-utils; make deps installs it)")
 	}
 	probe := filepath.Join(t.TempDir(), "probe")
 	if err := os.WriteFile(probe, []byte("#!/bin/sh\necho near 0.05\n"), 0o755); err != nil {
@@ -150,7 +150,7 @@ func TestPeersFiledInAutosPlacement(t *testing.T) {
 func TestPeersNotInstalledNamesThePackage(t *testing.T) {
 	ucx, err := exec.LookPath("ucx_perftest")
 	if err != nil {
-		t.Skip("ucx_perftest not installed (apt-get install ucx-utils; make deps installs it)")
+		t.Skip("lacks ucx-perftest: ucx_perftest not installed (apt-get install ucx-utils; make deps installs it)")
 	}
 	dir := t.TempDir()
 	if err := os.Symlink(ucx, filepath.Join(dir, "ucx_perftest")); err != nil {

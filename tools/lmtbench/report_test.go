@@ -49,7 +49,7 @@ func renderReport(t *testing.T, dir string) (map[string]renderedFigure, string) 
 	t.Helper()
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium not installed (apt-get install chromium; make deps installs it through mk/report.mk)")
+		t.Skip("lacks chromium: chromium not installed (apt-get install chromium; make deps installs it through mk/report.mk)")
 	}
 	page, err := os.ReadFile(filepath.Join(dir, report.ReportFile))
 	if err != nil {

@@ -38,15 +38,15 @@ func firstKernel(t *testing.T) string {
 // guest's ranks verified the pattern of every byte at that size.
 func TestVMRunsKnemInTheGuest(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short leaves no time to boot a QEMU guest (about a minute); make test runs it")
+		t.Skip("lacks long-tests: -short leaves no time to boot a QEMU guest (about a minute); make test runs it")
 	}
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skip("qemu-system-x86_64 is not installed")
+		t.Skip("lacks qemu: qemu-system-x86_64 is not installed")
 	}
 	rel := firstKernel(t)
 	if _, err := os.Stat(filepath.Join("/usr/src/linux-headers-"+rel, "Makefile")); err != nil {
 		if _, err := os.Stat(filepath.Join("/lib/modules", rel, "build", "Makefile")); err != nil {
-			t.Skipf("kernel headers for %s are not installed (linux-headers-%s)", rel, rel)
+			t.Skipf("lacks guest-kernel-headers: kernel headers for %s are not installed (linux-headers-%s)", rel, rel)
 		}
 	}
 	start := time.Now()

@@ -44,13 +44,13 @@ func withScope(t *testing.T, scope int) {
 		if inGuest {
 			t.Fatal("no Yama LSM in the guest kernel: /proc/sys/kernel/yama absent (Debian kernels build CONFIG_SECURITY_YAMA)")
 		}
-		t.Skip("no Yama LSM: /proc/sys/kernel/yama absent")
+		t.Skip("lacks yama: no Yama LSM: /proc/sys/kernel/yama absent")
 	}
 	if os.Geteuid() != 0 {
 		if inGuest {
 			t.Fatal("the guest tests run as root")
 		}
-		t.Skip("needs root: sets kernel.yama.ptrace_scope and runs the ranks as uid 65534")
+		t.Skip("lacks root: sets kernel.yama.ptrace_scope and runs the ranks as uid 65534")
 	}
 	b, err := os.ReadFile(cma.YamaScopeFile)
 	if err != nil {
@@ -59,7 +59,7 @@ func withScope(t *testing.T, scope int) {
 	prev := strings.TrimSpace(string(b))
 	if prev == "3" {
 		// Scope 3 is final until reboot: no test can lower it.
-		t.Skip("kernel.yama.ptrace_scope is 3 here, which cannot be lowered before a reboot")
+		t.Skip("lacks yama-scope-lowerable: kernel.yama.ptrace_scope is 3 here, which cannot be lowered before a reboot")
 	}
 	setScope(t, strconv.Itoa(scope))
 	t.Cleanup(func() { setScope(t, prev) })

@@ -115,7 +115,7 @@ func benchMessage(b *testing.B, send [][]byte, n int) {
 func benchDevice(b *testing.B) *knem.Device {
 	d, err := knem.Open()
 	if err != nil {
-		b.Skipf("needs the knem module: %v (make kmod-bench-knemlmt runs this in a QEMU guest)", err)
+		b.Skipf("lacks knem-device: needs the knem module: %v (make kmod-bench-knemlmt runs this in a QEMU guest)", err)
 	}
 	b.Cleanup(func() { d.Close() })
 	return d

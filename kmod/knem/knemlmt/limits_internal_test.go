@@ -29,7 +29,7 @@ func limitsSetup(t *testing.T) (c *regionCache, rcv *knem.Device) {
 	t.Helper()
 	snd := knemtest.Open(t)
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: lowers a knem module parameter or gives up CAP_IPC_LOCK (the QEMU guests run as root)")
+		t.Skip("lacks root: lowers a knem module parameter or gives up CAP_IPC_LOCK (the QEMU guests run as root)")
 	}
 	rcv = knemtest.Open(t)
 	status, err := snd.MapStatus(regionCacheLen)

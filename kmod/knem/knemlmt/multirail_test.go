@@ -174,7 +174,7 @@ func waitVmPin(want uint64) error {
 // any page; and the next message over the same engines arrives whole.
 func TestMultiRailKnemFails(t *testing.T) {
 	if !needDevice(t) {
-		t.Skip("needs a DMA channel (the guests load softdma, whose failure injection this test uses)")
+		t.Skip("lacks knem-dma: needs a DMA channel (the guests load softdma, whose failure injection this test uses)")
 	}
 	knemlmt.SetPolicy(knemlmt.Policy{AsyncMin: 1, DMA: func(int) bool { return true }, NoCache: true})
 	defer knemlmt.SetPolicy(knemlmt.Policy{})

@@ -354,7 +354,7 @@ func benchRaw(b *testing.B, shape, backend string, size int) {
 // benchmarks.
 func TestReference(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not installed: cannot build the C reference")
+		t.Skip("lacks gcc: gcc not installed: cannot build the C reference")
 	}
 	for _, m := range []string{"pipe", "vmsplice", "cma", "cma-write", "cma-split", "cma-split-preset", "shm"} {
 		for _, pp := range []bool{false, true} {

@@ -81,7 +81,7 @@ func TestKnemDefaultRoute(t *testing.T) {
 func TestKnemCopyCounts(t *testing.T) {
 	needKnem(t)
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: loading BPF programs takes CAP_BPF and CAP_PERFMON")
+		t.Skip("lacks root: loading BPF programs takes CAP_BPF and CAP_PERFMON")
 	}
 	for _, k := range kinds {
 		t.Run(k.Name, func(t *testing.T) {

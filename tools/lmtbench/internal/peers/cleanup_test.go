@@ -17,7 +17,7 @@ import (
 func TestKilledSampleLeavesNothingInDevShm(t *testing.T) {
 	p := peer(t, "ompi-copy")
 	if err := p.Missing(); err != nil {
-		t.Skipf("%v (make deps installs it)", err)
+		t.Skipf("lacks netpipe-openmpi: %v (make deps installs it)", err)
 	}
 	// Far more iterations than fit in the deadline, which still leaves
 	// mpirun time to start both ranks and map their segments.
