@@ -26,9 +26,9 @@ type event struct {
 	Action     string
 	Package    string
 	ImportPath string // of build-output and build-fail events
-	Test    string
-	Elapsed float64
-	Output  string
+	Test       string
+	Elapsed    float64
+	Output     string
 }
 
 // logLine is a line a test logged: "    file_test.go:12: message".
