@@ -723,7 +723,7 @@ int knem_dma_copy(struct knem_xfer *x, bool killable)
 		return knem_dma_by_cpu(x);
 	max = knem_dma_pieces(x) * 2;
 	map = kvzalloc(struct_size(map, ent, max),
-		       GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+		       KNEM_GFP);
 	if (!map)
 		return knem_dma_by_cpu(x);
 	map->max = max;
