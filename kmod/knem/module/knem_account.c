@@ -27,6 +27,7 @@
  */
 #include <linux/capability.h>
 #include <linux/cred.h>
+#include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/user.h>
 #include <linux/slab.h>
@@ -75,6 +76,23 @@ void knem_lock_uncharge(struct user_struct *user, unsigned long pages)
 		return;
 	atomic_long_sub(pages, &user->locked_vm);
 	free_uid(user);
+}
+
+/*
+ * Show @pages pinned pages in @mm's pinned_vm (VmPin in /proc/PID/status)
+ * until knem_mm_unaccount(), as io_uring does: what a process pinned is
+ * seen there, but the limit is the user's (knem_lock_charge()).
+ */
+void knem_mm_account(struct mm_struct *mm, unsigned long pages)
+{
+	mmgrab(mm);
+	atomic64_add(pages, &mm->pinned_vm);
+}
+
+void knem_mm_unaccount(struct mm_struct *mm, unsigned long pages)
+{
+	atomic64_sub(pages, &mm->pinned_vm);
+	mmdrop(mm);
 }
 
 static struct knem_user *knem_user_find(kuid_t uid)

@@ -139,6 +139,7 @@ struct knem_pinned {
 	bool writable;
 	struct knem_ctx *charged;	/* per-file statistics, referenced */
 	struct user_struct *locked;	/* locked_vm charged, referenced */
+	struct mm_struct *mm;		/* pinned_vm shown, mmgrab'ed */
 };
 
 struct knem_user;
@@ -238,6 +239,8 @@ void knem_watch_free(struct knem_watch *w);
 /* knem_account.c */
 int knem_lock_charge(unsigned long pages, struct user_struct **userp);
 void knem_lock_uncharge(struct user_struct *user, unsigned long pages);
+void knem_mm_account(struct mm_struct *mm, unsigned long pages);
+void knem_mm_unaccount(struct mm_struct *mm, unsigned long pages);
 struct knem_user *knem_user_charge(kuid_t uid);
 void knem_user_uncharge(struct knem_user *user);
 void knem_users_exit(void);

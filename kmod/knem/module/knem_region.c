@@ -318,6 +318,8 @@ int knem_pin_watched(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 		goto out_free;
 	pin->nr_pages = npages;
 	pin->length = total;
+	pin->mm = current->mm;
+	knem_mm_account(pin->mm, npages);
 	pin->charged = ctx;
 	knem_ctx_get(ctx);
 	knem_ctx_pinned_add(ctx, npages);
@@ -348,6 +350,7 @@ void knem_unpin(struct knem_pinned *pin)
 		return;
 	knem_unpin_pages(pin->pages, pin->nr_pages, pin->writable);
 	knem_lock_uncharge(pin->locked, pin->nr_pages);
+	knem_mm_unaccount(pin->mm, pin->nr_pages);
 	knem_ctx_pinned_add(pin->charged, -(long)pin->nr_pages);
 	knem_ctx_put(pin->charged);
 	kvfree(pin->pages);
