@@ -229,10 +229,10 @@ func TestUnavailableWithoutDevice(t *testing.T) {
 // at Debian's default RLIMIT_MEMLOCK of 8 MiB, which the driver charges
 // to the user, all eight together. First every rank sends 1 MiB to the
 // next at once (eight pins that cannot all fit with the receivers' own:
-// some go through knem, the others fall back), then each rank in turn
-// sends 64 MiB, eight times the limit: the sender cannot pin it, says so
-// in its handle, and the receiver settles on cma-write. Every message
-// arrives intact.
+// some go through knem, the others fall back), then rank 0 sends 64 MiB,
+// eight times the limit, to rank 1 (one such message: the guests emulate
+// their CPU): the sender cannot pin it, says so in its handle, and the
+// receiver settles on cma-write. Every message arrives intact.
 func TestMemlockSharedByUser(t *testing.T) {
 	needDevice(t)
 	if os.Geteuid() != 0 {
@@ -259,16 +259,10 @@ func TestMemlockSharedByUser(t *testing.T) {
 		if err := ringRound(ch, eng, next, prev, 1<<20, true, true); err != nil {
 			return fmt.Errorf("1 MiB from every rank at once: %w", err)
 		}
-		for s := range ranks {
-			err := ringRound(ch, eng, next, prev, 64<<20, p.Rank == s, p.Rank == (s+1)%ranks)
-			if err != nil {
-				return fmt.Errorf("64 MiB from rank %d: %w", s, err)
-			}
-			if err := ch.Barrier(); err != nil {
-				return err
-			}
+		if err := ringRound(ch, eng, next, prev, 64<<20, p.Rank == 0, p.Rank == 1); err != nil {
+			return fmt.Errorf("64 MiB from rank 0: %w", err)
 		}
-		return nil
+		return ch.Barrier()
 	})
 }
 
