@@ -6,7 +6,7 @@
 #   make build-kmod   build both modules against every installed Debian
 #                     header set (KMOD_KDIRS), warnings are errors
 #   make kmod-guest-tests  static C test programs for a guest, in
-#                     $(KMOD_OUT)/tests: abi_smoke, semantics, attach, invalidate,
+#                     $(KMOD_OUT)/tests: abi_smoke, semantics, attach, invalidate, trust,
 #                     ioctl_stress, copy_bench, attach_bench
 #   make kmod-bench-attach  one guest boot running attach_bench: memcpy from
 #                     a cached attachment against INLINE_COPY per message,
@@ -37,7 +37,7 @@ KMOD_OUT ?= kmod/out
 .PHONY: check-uapi build-kmod kmod-guest-tests kmod-bench-attach kmod-bench-knemlmt \
 	kmod-bench-dma kmod-bench-multirail
 
-KMOD_GUEST_TESTS := abi_smoke semantics attach invalidate ioctl_stress copy_bench attach_bench
+KMOD_GUEST_TESTS := abi_smoke semantics attach invalidate ioctl_stress trust copy_bench attach_bench
 
 # The guest programs are compiled here too, so that a header change that
 # breaks them fails on the host, before any guest boots.

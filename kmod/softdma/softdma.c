@@ -27,6 +27,9 @@
  *    dmaengine_terminate_sync(), which drops what was queued);
  *  - max_queued=N: prep fails once that many descriptors are outstanding
  *    on a channel;
+ *  - refuse_terminate=1: dmaengine_terminate_*() fails (-EBUSY) and drops
+ *    nothing, as an engine that cannot be stopped: what was queued runs
+ *    once the channel does;
  *  - fault_channel=K: fail_every and stall act on channel K only (-1, the
  *    default: on every channel), so that one lane of a copy split over
  *    several channels fails or stalls while the others run.
@@ -80,6 +83,10 @@ static const struct kernel_param_ops softdma_stall_ops = {
 };
 module_param_cb(stall, &softdma_stall_ops, &stall, 0644);
 MODULE_PARM_DESC(stall, "Stop executing descriptors while set (0)");
+
+static bool refuse_terminate;
+module_param(refuse_terminate, bool, 0644);
+MODULE_PARM_DESC(refuse_terminate, "Fail dmaengine_terminate_*() and keep the queue, as an engine that cannot be stopped (0)");
 
 static unsigned int max_queued = 1U << 20;
 module_param(max_queued, uint, 0644);
@@ -345,6 +352,8 @@ static int softdma_terminate_all(struct dma_chan *chan)
 	unsigned long flags;
 	LIST_HEAD(dead);
 
+	if (READ_ONCE(refuse_terminate))
+		return -EBUSY;
 	spin_lock_irqsave(&sc->lock, flags);
 	list_splice_tail_init(&sc->submitted, &dead);
 	list_splice_tail_init(&sc->issued, &dead);

@@ -256,6 +256,15 @@ func slotOf(t *lmt.Transfer) (knem.Slot, bool) {
 // is cached (not single-use): the receiver may attach it.
 const cachedBit = 1 << 63
 
+// unpinnedBit, in the handle's length field with cookie 0, says that the
+// sender could not pin the message: the driver charges pinned pages to
+// the user, against RLIMIT_MEMLOCK, and all processes of a user share it
+// (8 MiB by default on Debian, less than one large message of an 8-rank
+// job). The receiver then settles on a backend that pins nothing (the
+// lmt fallback of a refused handle: cma-write, or a stream backend), so
+// the message still crosses, by another way.
+const unpinnedBit = 1 << 62
+
 // Handle declares the sender's buffers as a read region: a cached one when
 // the cache is on and has room, else single-use.
 func (b *backend) Handle(t *lmt.Transfer, dst []byte) (int, error) {
@@ -263,12 +272,24 @@ func (b *backend) Handle(t *lmt.Transfer, dst []byte) (int, error) {
 		return 0, fmt.Errorf("knemlmt: RTS room of %d bytes, need %d", len(dst), handleLen)
 	}
 	c, cached, err := b.declare(t)
+	if errors.Is(err, unix.ENOMEM) {
+		// Over the user's RLIMIT_MEMLOCK: the receiver falls back.
+		b.setStateCached(t, 0, false, 0)
+		putUnpinned(dst, t)
+		return handleLen, nil
+	}
 	if err != nil {
 		return 0, err
 	}
 	b.setStateCached(t, c, cached, 0)
 	putHandle(dst, t, c, cached)
 	return handleLen, nil
+}
+
+// putUnpinned writes the handle of a message the sender could not pin.
+func putUnpinned(dst []byte, t *lmt.Transfer) {
+	binary.LittleEndian.PutUint64(dst, 0)
+	binary.LittleEndian.PutUint64(dst[8:], uint64(t.Len())|unpinnedBit)
 }
 
 // declare declares t's buffers as a read region: a cached one when the
@@ -323,6 +344,17 @@ func decodeHandle(rank int, h []byte, msgLen int64) (c knem.Cookie, cached bool,
 	c = knem.Cookie(binary.LittleEndian.Uint64(h))
 	raw := binary.LittleEndian.Uint64(h[8:])
 	cached = raw&cachedBit != 0
+	if raw&unpinnedBit != 0 && c == 0 && !cached {
+		if n := int64(raw &^ unpinnedBit); n != msgLen {
+			return 0, false, lmt.Corrupt(rank, "message length of a knem handle", "%d bytes, the RTS says %d", n, msgLen)
+		}
+		return 0, false, &lmt.Unavailable{
+			Backend: Name, Peer: rank,
+			Reason: fmt.Sprintf("rank %d could not pin its %d-byte message (over its user's RLIMIT_MEMLOCK, which all of the user's processes share)", rank, msgLen),
+			Fix:    "raise RLIMIT_MEMLOCK (ulimit -l), or prefer a backend that pins nothing (cma, cma-write, shm) after knem",
+			Err:    unix.ENOMEM,
+		}
+	}
 	if n := int64(raw &^ cachedBit); n != msgLen {
 		return 0, false, lmt.Corrupt(rank, "message length of a knem handle", "%d bytes, the RTS says %d", n, msgLen)
 	}
@@ -390,6 +422,17 @@ func (b *backend) startCopy(t *lmt.Transfer, bufs [][]byte, c knem.Cookie, off i
 	}
 	st, err := b.dev.InlineCopy(knem.Read, bufs, c, uint64(off), uint64(n), flags, slot)
 	t.CountSyscalls(1)
+	if errors.Is(err, unix.ENOMEM) && flags != 0 {
+		// An asynchronous or DMA copy pins this side too, charged to the
+		// user's RLIMIT_MEMLOCK with the sender's region: over it, copy
+		// now with the CPU, which pins nothing here.
+		if async {
+			b.status.Free(slot)
+			async = false
+		}
+		st, err = b.dev.InlineCopy(knem.Read, bufs, c, uint64(off), uint64(n), 0, 0)
+		t.CountSyscalls(1)
+	}
 	if st == knem.StatusPending && err == nil {
 		b.inflight++
 		return slot, true, nil

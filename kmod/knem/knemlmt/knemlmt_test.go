@@ -6,8 +6,10 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -221,4 +223,110 @@ func TestUnavailableWithoutDevice(t *testing.T) {
 	if !errors.As(err, &u) || !strings.Contains(u.Reason, "not loaded") || u.Fix == "" {
 		t.Fatalf("Check without the module: %v, want an Unavailable naming the missing module and the fix", err)
 	}
+}
+
+// TestMemlockSharedByUser: eight ranks of one user without CAP_IPC_LOCK,
+// at Debian's default RLIMIT_MEMLOCK of 8 MiB, which the driver charges
+// to the user, all eight together. First every rank sends 1 MiB to the
+// next at once (eight pins that cannot all fit with the receivers' own:
+// some go through knem, the others fall back), then rank 0 sends 64 MiB,
+// eight times the limit, to rank 1 (one such message: the guests emulate
+// their CPU): the sender cannot pin it, says so in its handle, and the
+// receiver settles on cma-write. Every message arrives intact.
+func TestMemlockSharedByUser(t *testing.T) {
+	needDevice(t)
+	if os.Geteuid() != 0 {
+		t.Skip("lacks root: the test gives up CAP_IPC_LOCK (the QEMU guests run as root)")
+	}
+	const ranks, limit = 8, 8 << 20
+	job := lmttest.NewJob(ranks)
+	opts := launchtest.Options{Setup: job.Setup, Timeout: 5 * time.Minute}
+	launchtest.RunOpts(t, ranks, opts, func(p launch.Proc) error {
+		if err := dropIPCLockAllThreads(); err != nil {
+			return err
+		}
+		if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: limit, Max: limit}); err != nil {
+			return fmt.Errorf("RLIMIT_MEMLOCK of 8 MiB: %w", err)
+		}
+		ch, eng, err := lmttest.Open(p, "", func(c *lmt.Config) {
+			c.Prefer = []string{knemlmt.Name, lmt.CMAWrite}
+		})
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		next, prev := (p.Rank+1)%ranks, (p.Rank+ranks-1)%ranks
+		if err := ringRound(ch, eng, next, prev, 1<<20, true, true); err != nil {
+			return fmt.Errorf("1 MiB from every rank at once: %w", err)
+		}
+		if err := ringRound(ch, eng, next, prev, 64<<20, p.Rank == 0, p.Rank == 1); err != nil {
+			return fmt.Errorf("64 MiB from rank 0: %w", err)
+		}
+		return ch.Barrier()
+	})
+}
+
+// ringRound sends n bytes to next (when send) and receives n bytes from
+// prev (when recv), checking the data; a 64 MiB message must have fallen
+// back to cma-write.
+func ringRound(ch *lmttest.Channel, eng *lmt.Engine, next, prev, n int, send, recv bool) error {
+	var st *lmt.Transfer
+	if send {
+		rts := make([]byte, 4096)
+		b := lmttest.NewBuffer(n, 0, false)
+		b.FillMessage()
+		tr, k, err := eng.StartSend(next, b.Iov, knemlmt.Name, rts)
+		if err != nil {
+			return fmt.Errorf("StartSend: %w", err)
+		}
+		if err := ch.SendRTS(next, rts[:k]); err != nil {
+			return err
+		}
+		st = tr
+	}
+	if recv {
+		r, err := ch.NextRTS(prev)
+		if err != nil {
+			return err
+		}
+		b := lmttest.NewBuffer(n, 0, false)
+		tr, err := eng.StartRecv(prev, r, b.Iov)
+		if err != nil {
+			return fmt.Errorf("StartRecv: %w", err)
+		}
+		if err := ch.Wait(tr); err != nil {
+			return fmt.Errorf("receive: %w", err)
+		}
+		if err := b.Verify(n); err != nil {
+			return err
+		}
+		if got := tr.Stats().Backend; n > 8<<20 && got != lmt.CMAWrite {
+			return fmt.Errorf("a %d-byte message over the user's limit went through %s, want the fallback %s", n, got, lmt.CMAWrite)
+		}
+	}
+	if st != nil {
+		if err := ch.Wait(st); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+	}
+	return nil
+}
+
+// dropIPCLockAllThreads removes CAP_IPC_LOCK from the effective set of
+// every thread of the process (capabilities are per thread), so that the
+// driver charges its pins to the user's RLIMIT_MEMLOCK as for a non-root
+// rank.
+func dropIPCLockAllThreads() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	data[unix.CAP_IPC_LOCK/32].Effective &^= 1 << (unix.CAP_IPC_LOCK % 32)
+	_, _, errno := syscall.AllThreadsSyscall(unix.SYS_CAPSET,
+		uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
+	if errno != 0 {
+		return fmt.Errorf("capset without CAP_IPC_LOCK on every thread: %w", errno)
+	}
+	return nil
 }

@@ -18,6 +18,11 @@
  * mapping never points to freed memory; it shows the region's pages as
  * they are, the creator's later writes included.
  *
+ * mmap checks the caller's euid against the region again (EPERM), as a
+ * copy does: an attachment made by one user and mapped through the same
+ * descriptor by another (a descriptor passed over a socket, or kept
+ * across setuid()) maps nothing.
+ *
  * The mapping gets at most the attachment's protection: PROT_WRITE needs a
  * PROT_WRITE attachment (of a PROT_WRITE region), VM_MAYWRITE is cleared
  * otherwise so mprotect() cannot add it, and PROT_EXEC is never allowed.
@@ -66,13 +71,13 @@ static int knem_attach_add(struct knem_ctx *ctx, struct knem_region *region,
 	struct knem_attach *att;
 	int err;
 
-	att = kmalloc(sizeof(*att), GFP_KERNEL_ACCOUNT);
+	att = kmalloc(sizeof(*att), KNEM_GFP);
 	if (!att)
 		return -ENOMEM;
 	att->region = region;
 	att->prot = prot;
 	err = xa_alloc(&ctx->attachments, id, att,
-		       XA_LIMIT(1, KNEM_ATTACH_MAX_ID), GFP_KERNEL_ACCOUNT);
+		       XA_LIMIT(1, KNEM_ATTACH_MAX_ID), KNEM_GFP);
 	if (err) {
 		kfree(att);
 		return err == -EBUSY ? -ENOSPC : err;
@@ -202,6 +207,13 @@ int knem_attach_mmap(struct knem_ctx *ctx, struct vm_area_struct *vma)
 	xa_unlock(&ctx->attachments);
 	if (!region)
 		return -EINVAL;
+	/*
+	 * The caller now, not the one who attached: the descriptor may have
+	 * been passed on, or its process may have dropped privileges since.
+	 */
+	err = knem_region_access(region);
+	if (err)
+		goto out_put;
 	err = -EACCES;
 	if ((vma->vm_flags & VM_EXEC) ||
 	    ((vma->vm_flags & VM_WRITE) && !(prot & PROT_WRITE)))

@@ -59,10 +59,10 @@ static void knem_xfer_free(struct knem_xfer *xfer)
 }
 
 /*
- * Completion of an asynchronous copy, in process context (a worker of the
- * offload workqueues).
+ * Result of an asynchronous copy, in process context (a worker of the
+ * offload workqueues): its status slot, its NOTIFY_FD index, statistics.
  */
-void knem_xfer_finish(struct knem_xfer *xfer, int err, enum knem_engine eng)
+void knem_xfer_report(struct knem_xfer *xfer, int err, enum knem_engine eng)
 {
 	struct knem_ctx *ctx = xfer->ctx;
 
@@ -72,6 +72,13 @@ void knem_xfer_finish(struct knem_xfer *xfer, int err, enum knem_engine eng)
 		knem_notify_push(ctx, xfer->status_index);
 	if (xfer->length)
 		knem_xfer_account(xfer, eng, err);
+}
+
+/* The end of a reported asynchronous copy: pages, counts, the file. */
+void knem_xfer_release(struct knem_xfer *xfer)
+{
+	struct knem_ctx *ctx = xfer->ctx;
+
 	knem_xfer_free(xfer);
 	if (atomic_dec_and_test(&ctx->inflight))
 		wake_up(&ctx->inflight_wq);
@@ -172,7 +179,9 @@ static bool knem_notify_flags_ok(u32 flags)
 
 /*
  * Hand @sync_x, both sides pinned, to a worker: the ioctl returns PENDING.
- * Nothing can fail once the copy is queued.
+ * A file queues at most max_queued_copies copies (EBUSY beyond: a client
+ * that never waits must not fill the kernel with requests).  Nothing can
+ * fail once the copy is queued.
  */
 static int knem_xfer_start_async(struct knem_ctx *ctx,
 				 struct knem_xfer *sync_x, bool use_dma)
@@ -181,27 +190,37 @@ static int knem_xfer_start_async(struct knem_ctx *ctx,
 	struct knem_xfer *x;
 	int err;
 
+	/* No ioctl runs once release began: nobody waits for zero here. */
+	if (atomic_inc_return(&ctx->inflight) >
+	    (int)READ_ONCE(knem_max_queued_copies)) {
+		err = -EBUSY;
+		goto out_inflight;
+	}
 	if (notify) {
 		err = knem_notify_reserve(ctx);
 		if (err)
-			return err;
+			goto out_inflight;
 	}
 	/* No pointer into sync_x remains: the user_iter side is unused. */
-	x = kmemdup(sync_x, sizeof(*x), GFP_KERNEL_ACCOUNT);
-	if (!x) {
-		if (notify)
-			knem_notify_unreserve(ctx);
-		return -ENOMEM;
-	}
+	err = -ENOMEM;
+	x = kmemdup(sync_x, sizeof(*x), KNEM_GFP);
+	if (!x)
+		goto out_notify;
 	x->on_heap = true;
 	/* The references to the sides now belong to x. */
 	sync_x->src = NULL;
 	sync_x->dst = NULL;
 	knem_status_set(ctx, x->status_index, KNEM_STATUS_PENDING);
 	knem_ctx_get(ctx);
-	atomic_inc(&ctx->inflight);
 	knem_offload_submit(x, use_dma);
 	return 0;
+
+out_notify:
+	if (notify)
+		knem_notify_unreserve(ctx);
+out_inflight:
+	atomic_dec(&ctx->inflight);
+	return err;
 }
 
 static int knem_do_copy(struct knem_ctx *ctx, struct knem_copy_args *a)
@@ -255,7 +274,9 @@ static int knem_do_copy(struct knem_ctx *ctx, struct knem_copy_args *a)
 		knem_status_set(ctx, a->status_index, a->current_status);
 	if (x->length)
 		knem_xfer_account(x, x->engine, err);
-	err = 0;
+	/* A copy stopped by a fatal signal: the dying caller gets EINTR. */
+	if (err != -EINTR)
+		err = 0;
 out_free:
 	knem_xfer_free(x);
 	return err;

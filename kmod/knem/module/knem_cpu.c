@@ -5,6 +5,11 @@
  * PINLOCAL) is reached through an iov_iter, which keeps the caller's own
  * page faults and access checks in the usual user-copy helpers.
  *
+ * Every copy loop stops between pages when it should (knem_xfer_stop()):
+ * in the caller, at a fatal signal (-EINTR), so that kill -9 ends a copy
+ * of gigabytes at once; on a worker, when the file is being closed
+ * (-ECANCELED).  A stopped copy has copied a prefix and fails.
+ *
  * Asynchronous copies (MEMCPYTHREAD, and the DMA copies waited for off
  * the caller: DMATHREAD and ASYNCDMACOMPLETE) run on two workqueues shared
  * by every file, not on a kernel thread per open file: an unbound one, and
@@ -14,17 +19,40 @@
  * on.  Buti, Goglin et al., "Cache-efficient,
  * intranode, large-message MPI communication with MPICH2-Nemesis" (2009)
  * place the copy on the receiver's core for its cache; the mask says where.
+ *
+ * A file's asynchronous copies run one at a time, in submission order, as
+ * KNEM's per-file kernel thread runs them: each copy is a work item of its
+ * own (on the CPU chosen at submission), and the one that finishes queues
+ * the next after it has written its status and NOTIFY_FD index, so those
+ * arrive in submission order.  Files still copy in parallel.  Close marks
+ * the file closing: the copy in flight stops at its next page and each
+ * queued one fails (status FAILED) without copying, so close waits for one
+ * page of copying, or one DMA wait (dma_timeout_ms), not for the queue.
  */
 #include <linux/highmem.h>
 #include <linux/slab.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
 
 #include "knem_priv.h"
 
+/*
+ * Should the copy @x stop now?  In the caller (a synchronous copy, on the
+ * stack) at a fatal signal; on a worker once its file is closing.
+ */
+int knem_xfer_stop(const struct knem_xfer *x)
+{
+	if (!x->on_heap)
+		return fatal_signal_pending(current) ? -EINTR : 0;
+	return READ_ONCE(x->ctx->closing) ? -ECANCELED : 0;
+}
+
 static int knem_copy_pinned(struct knem_xfer *x)
 {
+	int err;
+
 	struct knem_cursor src, dst;
 	struct page *spage, *dpage;
 	unsigned int soff, slen, doff, dlen;
@@ -48,6 +76,9 @@ static int knem_copy_pinned(struct knem_xfer *x)
 		kunmap_local(from);
 		if (done < slen)
 			return -EIO;	/* lists shorter than x->length */
+		err = knem_xfer_stop(x);
+		if (err)
+			return err;
 		cond_resched();
 	}
 	return 0;
@@ -61,6 +92,7 @@ static int knem_copy_user(struct knem_xfer *x)
 	struct page *page;
 	unsigned int poff, len;
 	size_t done;
+	int err;
 
 	knem_cursor_init(&cur, &pinned->pin, off, x->length);
 	while (knem_cursor_next(&cur, PAGE_SIZE, &page, &poff, &len)) {
@@ -72,6 +104,9 @@ static int knem_copy_user(struct knem_xfer *x)
 						   &x->user_iter);
 		if (done != len)
 			return -EFAULT;
+		err = knem_xfer_stop(x);
+		if (err)
+			return err;
 		cond_resched();
 	}
 	return 0;
@@ -108,12 +143,35 @@ void knem_offload_exit(void)
 	destroy_workqueue(knem_wq_unbound);
 }
 
+static void knem_queue_work(struct knem_xfer *x)
+{
+	if (x->cpu < nr_cpu_ids)
+		queue_work_on(x->cpu, knem_wq_percpu, &x->work);
+	else
+		queue_work(knem_wq_unbound, &x->work);
+}
+
+/* @x, the head of its file's queue, is done: start the next copy. */
+static void knem_queue_next(struct knem_xfer *x)
+{
+	struct knem_ctx *ctx = x->ctx;
+	struct knem_xfer *next;
+
+	spin_lock(&ctx->queue_lock);
+	list_del(&x->queued);
+	next = list_first_entry_or_null(&ctx->queue, struct knem_xfer, queued);
+	spin_unlock(&ctx->queue_lock);
+	/* Only this work starts next: it stays allocated until it runs. */
+	if (next)
+		knem_queue_work(next);
+}
+
 static void knem_offload_work(struct work_struct *work)
 {
 	struct knem_xfer *x = container_of(work, struct knem_xfer, work);
-	int err = 0;
+	int err = knem_xfer_stop(x);
 
-	if (!x->length) {
+	if (err || !x->length) {
 		x->engine = KNEM_ENGINE_THREAD;
 	} else if (x->thread_dma) {
 		/* The worker waits for the engine, not the caller. */
@@ -122,7 +180,10 @@ static void knem_offload_work(struct work_struct *work)
 		x->engine = KNEM_ENGINE_THREAD;
 		err = knem_copy_pinned(x);
 	}
-	knem_xfer_finish(x, err, x->engine);
+	/* Status and notification before the next copy may write its own. */
+	knem_xfer_report(x, err, x->engine);
+	knem_queue_next(x);
+	knem_xfer_release(x);
 }
 
 /*
@@ -153,23 +214,33 @@ out:
 }
 
 /*
- * Queue @x, which the work owns from now on; @dma selects a DMA copy
- * waited for by the worker (DMATHREAD, ASYNCDMACOMPLETE).  Queueing
- * cannot fail, so a copy reported PENDING always completes.
+ * Queue @x behind its file's other copies; the work owns it from now on.
+ * @dma selects a DMA copy waited for by the worker (DMATHREAD,
+ * ASYNCDMACOMPLETE).  The CPU is chosen now, in the submitter's context.
+ * Queueing cannot fail, so a copy reported PENDING always completes.
  */
 void knem_offload_submit(struct knem_xfer *x, bool dma)
 {
 	struct knem_ctx *ctx = x->ctx;
-	unsigned int cpu = nr_cpu_ids;
+	bool first;
 
 	x->thread_dma = dma;
+	x->cpu = nr_cpu_ids;
 	INIT_WORK(&x->work, knem_offload_work);
 	if (READ_ONCE(ctx->offload_bound))
-		cpu = knem_offload_cpu(ctx);
-	if (cpu < nr_cpu_ids)
-		queue_work_on(cpu, knem_wq_percpu, &x->work);
-	else
-		queue_work(knem_wq_unbound, &x->work);
+		x->cpu = knem_offload_cpu(ctx);
+	spin_lock(&ctx->queue_lock);
+	first = list_empty(&ctx->queue);
+	list_add_tail(&x->queued, &ctx->queue);
+	spin_unlock(&ctx->queue_lock);
+	if (first)
+		knem_queue_work(x);
+}
+
+/* Close: the copy in flight stops, the queued ones fail without copying. */
+void knem_offload_cancel(struct knem_ctx *ctx)
+{
+	WRITE_ONCE(ctx->closing, true);
 }
 
 /*
@@ -236,7 +307,7 @@ int knem_bind_offload(struct knem_ctx *ctx, void __user *arg)
 
 	if (copy_from_user(&bind, arg, sizeof(bind)))
 		return -EFAULT;
-	if (!zalloc_cpumask_var(&mask, GFP_KERNEL))
+	if (!zalloc_cpumask_var(&mask, KNEM_GFP))
 		return -ENOMEM;
 	err = knem_bind_mask(&bind, mask);
 	if (err)

@@ -43,7 +43,13 @@
  * the engine wrote could be taken back - hence no engine-written status.
  * The wait has a timeout (dma_timeout_ms) shared by the lanes: the lanes
  * not done then are stopped with dmaengine_terminate_sync() before any
- * page is unmapped or unpinned, and the copy fails.
+ * page is unmapped or unpinned, and the copy fails (-ETIMEDOUT, or -EINTR
+ * for a killed caller) at once.  An engine that refuses to stop may still
+ * write the pages: the copy fails all the same, but its mapping is
+ * abandoned to the lanes' callbacks, holding both regions (so their pages
+ * stay pinned and mapped) until the last descriptor completes; a worker
+ * then unmaps and drops them.  Nothing waits for such an engine but the
+ * module's unload.
  *
  * If an engine cannot take a descriptor, what was submitted on every lane
  * is waited for and the whole copy is redone by the CPU (counted as a DMA
@@ -67,8 +73,11 @@ struct knem_dma_ent {
 	enum dma_data_direction dir;
 };
 
+struct knem_dma_map;
+
 /* The part of a copy one channel moves: ent[first .. first + nr). */
 struct knem_dma_lane {
+	struct knem_dma_map *map;
 	struct dma_chan *chan;
 	struct device *dev;
 	int slot;		/* in the channel table (statistics), or -1 */
@@ -81,6 +90,13 @@ struct knem_dma_lane {
 };
 
 struct knem_dma_map {
+	/* Lanes done, and whether the waiter left; any context. */
+	spinlock_t lock;
+	unsigned int lanes_done;
+	bool abandoned;
+	/* Held while abandoned: the pages the engine may still write. */
+	struct knem_region *src, *dst;
+	struct work_struct reap;
 	unsigned int nr_lanes;
 	unsigned int nr;	/* entries mapped, all lanes */
 	unsigned int max;
@@ -99,8 +115,16 @@ static bool knem_dma_client;
 static struct knem_dma_table __rcu *knem_dma_table;
 static DEFINE_MUTEX(knem_dma_table_lock);
 
+/* Copies abandoned to an engine that would not stop (knem_dma_abandon()). */
+static struct workqueue_struct *knem_dma_reap_wq;
+static atomic_t knem_dma_abandoned = ATOMIC_INIT(0);
+static DECLARE_WAIT_QUEUE_HEAD(knem_dma_abandoned_wq);
+
 int knem_dma_init(void)
 {
+	knem_dma_reap_wq = alloc_workqueue("knem_dma_reap", WQ_UNBOUND, 0);
+	if (!knem_dma_reap_wq)
+		return -ENOMEM;
 	if (knem_dma_enable) {
 		dmaengine_get();
 		knem_dma_client = true;
@@ -110,6 +134,12 @@ int knem_dma_init(void)
 
 void knem_dma_exit(void)
 {
+	/*
+	 * An engine that would not stop may still write abandoned pages:
+	 * they stay pinned, and the module loaded, until it is done.
+	 */
+	wait_event(knem_dma_abandoned_wq, !atomic_read(&knem_dma_abandoned));
+	destroy_workqueue(knem_dma_reap_wq);
 	/* No file is open: no copy reads the table. */
 	kfree(rcu_dereference_protected(knem_dma_table, true));
 	if (knem_dma_client)
@@ -316,9 +346,11 @@ void knem_dma_ctx_sync(struct knem_ctx *ctx)
 		dmaengine_synchronize(ctx->dma_chans[i]);
 }
 
-static void knem_dma_lane_set(struct knem_dma_lane *lane,
+static void knem_dma_lane_set(struct knem_dma_map *map,
+			      struct knem_dma_lane *lane,
 			      struct dma_chan *chan, int slot)
 {
+	lane->map = map;
 	lane->chan = chan;
 	lane->dev = chan->device->dev;
 	lane->slot = slot;
@@ -353,7 +385,7 @@ static bool knem_dma_lanes_pick(struct knem_ctx *ctx, struct knem_dma_map *map,
 			unsigned int slot = (start + i) % t->nr;
 
 			if (knem_dma_track(ctx, t->chan[slot]))
-				knem_dma_lane_set(&map->lane[nr++],
+				knem_dma_lane_set(map, &map->lane[nr++],
 						  t->chan[slot], slot);
 		}
 	}
@@ -371,7 +403,7 @@ static bool knem_dma_lanes(struct knem_ctx *ctx, struct knem_dma_map *map,
 		if (!knem_dma_lanes_pick(ctx, map, first, length) &&
 		    knem_dma_track(ctx, first)) {
 			/* A provider came or went meanwhile: this CPU's one. */
-			knem_dma_lane_set(&map->lane[0], first, -1);
+			knem_dma_lane_set(map, &map->lane[0], first, -1);
 			map->nr_lanes = 1;
 		}
 	}
@@ -554,6 +586,42 @@ static int knem_dma_map_data(struct knem_xfer *x, struct knem_dma_map *map)
 	return knem_dma_run_flush(map, &map->lane[l], &run);
 }
 
+/*
+ * An abandoned copy's last descriptor completed: the engine is done with
+ * its pages.  Unmap them, then unpin (the regions' last references).
+ */
+static void knem_dma_reap(struct work_struct *work)
+{
+	struct knem_dma_map *map = container_of(work, struct knem_dma_map,
+						reap);
+
+	knem_region_put(map->src);
+	knem_region_put(map->dst);
+	knem_dma_unmap(map);
+	if (atomic_dec_and_test(&knem_dma_abandoned))
+		wake_up(&knem_dma_abandoned_wq);
+}
+
+/*
+ * @lane has nothing outstanding any more.  The lock orders this against
+ * knem_dma_abandon(): once the waiter left, the last lane done hands the
+ * map to a worker; before, the waiter owns it and takes the lock once
+ * before freeing it (knem_dma_settle()).
+ */
+static void knem_dma_lane_done(struct knem_dma_lane *lane)
+{
+	struct knem_dma_map *map = lane->map;
+	unsigned long flags;
+	bool reap;
+
+	spin_lock_irqsave(&map->lock, flags);
+	complete(&lane->done);
+	reap = ++map->lanes_done == map->nr_lanes && map->abandoned;
+	spin_unlock_irqrestore(&map->lock, flags);
+	if (reap)
+		queue_work(knem_dma_reap_wq, &map->reap);
+}
+
 /* Called once per descriptor, possibly in softirq context. */
 static void knem_dma_desc_done(void *param,
 			       const struct dmaengine_result *result)
@@ -563,7 +631,7 @@ static void knem_dma_desc_done(void *param,
 	if (result && result->result != DMA_TRANS_NOERROR)
 		atomic_set(&lane->failed, 1);
 	if (atomic_dec_and_test(&lane->pending))
-		complete(&lane->done);
+		knem_dma_lane_done(lane);
 }
 
 /*
@@ -612,6 +680,8 @@ static int knem_dma_submit(struct knem_dma_map *map)
 	unsigned int l;
 	int err = 0;
 
+	spin_lock_init(&map->lock);
+	INIT_WORK(&map->reap, knem_dma_reap);
 	for (l = 0; l < map->nr_lanes; l++) {
 		lane = &map->lane[l];
 		atomic_set(&lane->pending, 1);
@@ -620,18 +690,52 @@ static int knem_dma_submit(struct knem_dma_map *map)
 		if (!err)
 			err = knem_dma_submit_lane(map, lane);
 		if (atomic_dec_and_test(&lane->pending))
-			complete(&lane->done);
+			knem_dma_lane_done(lane);
 	}
 	return err;
 }
 
 /*
- * Stop the lanes not done.  A provider that cannot be stopped is waited
- * for without limit: its pages must stay pinned while it may write them.
+ * Leave @map to its lanes' callbacks, holding @x's regions, unless every
+ * lane is done meanwhile.  Returns true when the map is theirs now.
  */
-static void knem_dma_terminate(struct knem_dma_map *map, int err)
+static bool knem_dma_abandon(struct knem_dma_map *map, struct knem_xfer *x)
+{
+	unsigned long flags;
+	bool left;
+
+	spin_lock_irqsave(&map->lock, flags);
+	left = map->lanes_done < map->nr_lanes;
+	if (left) {
+		map->abandoned = true;
+		map->src = x->src;
+		map->dst = x->dst;
+		kref_get(&x->src->kref);
+		kref_get(&x->dst->kref);
+		atomic_inc(&knem_dma_abandoned);
+	}
+	spin_unlock_irqrestore(&map->lock, flags);
+	return left;
+}
+
+/* Every lane is done: let the last callback leave the lock. */
+static void knem_dma_settle(struct knem_dma_map *map)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&map->lock, flags);
+	spin_unlock_irqrestore(&map->lock, flags);
+}
+
+/*
+ * Stop the lanes not done.  Returns false when an engine refused: it may
+ * still write the pages, which must stay pinned and mapped until it is
+ * done (knem_dma_abandon()).
+ */
+static bool knem_dma_terminate(struct knem_dma_map *map, int err)
 {
 	struct knem_dma_lane *lane;
+	bool stopped = true;
 	unsigned int l;
 
 	for (l = 0; l < map->nr_lanes; l++) {
@@ -641,17 +745,26 @@ static void knem_dma_terminate(struct knem_dma_map *map, int err)
 		pr_warn_ratelimited("knem: DMA copy on %s %s, terminating the channel\n",
 				    dma_chan_name(lane->chan),
 				    err == -EINTR ? "interrupted" : "timed out");
-		if (dmaengine_terminate_sync(lane->chan))
-			wait_for_completion(&lane->done);
+		if (dmaengine_terminate_sync(lane->chan)) {
+			pr_warn_ratelimited("knem: %s would not stop, its pages stay pinned until it is done\n",
+					    dma_chan_name(lane->chan));
+			stopped = false;
+		} else if (!completion_done(&lane->done)) {
+			/* Dropped descriptors call back no more. */
+			knem_dma_lane_done(lane);
+		}
 	}
+	return stopped;
 }
 
 /*
  * Wait for the lanes, all within one dma_timeout_ms: 0, -EIO when a
  * descriptor failed, or, after the timeout or a fatal signal,
- * -ETIMEDOUT / -EINTR once the lanes not done are stopped.
+ * -ETIMEDOUT / -EINTR once the lanes not done are stopped.  *@stuck says
+ * that an engine would not stop.
  */
-static int knem_dma_wait(struct knem_dma_map *map, bool killable)
+static int knem_dma_wait(struct knem_dma_map *map, bool killable,
+			 bool *stuck)
 {
 	unsigned long deadline = jiffies +
 		msecs_to_jiffies(READ_ONCE(knem_dma_timeout_ms));
@@ -672,7 +785,7 @@ static int knem_dma_wait(struct knem_dma_map *map, bool killable)
 	if (left <= 0) {
 		err = left < 0 ? -EINTR : -ETIMEDOUT;
 		knem_stat_add(KNEM_STAT_DMA_TIMEOUTS, 1);
-		knem_dma_terminate(map, err);
+		*stuck = !knem_dma_terminate(map, err);
 		return err;
 	}
 	for (l = 0; l < map->nr_lanes; l++)
@@ -715,6 +828,7 @@ int knem_dma_copy(struct knem_xfer *x, bool killable)
 {
 	struct dma_chan *chan = dma_find_channel(DMA_MEMCPY);
 	struct knem_dma_map *map;
+	bool stuck = false;
 	unsigned int max;
 	int err, werr;
 
@@ -723,7 +837,7 @@ int knem_dma_copy(struct knem_xfer *x, bool killable)
 		return knem_dma_by_cpu(x);
 	max = knem_dma_pieces(x) * 2;
 	map = kvzalloc(struct_size(map, ent, max),
-		       GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+		       KNEM_GFP);
 	if (!map)
 		return knem_dma_by_cpu(x);
 	map->max = max;
@@ -738,7 +852,10 @@ int knem_dma_copy(struct knem_xfer *x, bool killable)
 		return knem_dma_by_cpu(x);
 	}
 	err = knem_dma_submit(map);
-	werr = knem_dma_wait(map, killable);
+	werr = knem_dma_wait(map, killable, &stuck);
+	if (stuck && knem_dma_abandon(map, x))
+		return werr;
+	knem_dma_settle(map);
 	if (!err && !werr)
 		knem_dma_account(map);
 	knem_dma_unmap(map);

@@ -25,10 +25,20 @@ unsigned int knem_max_iovecs = 1024;
 module_param_named(max_iovecs, knem_max_iovecs, uint, 0644);
 MODULE_PARM_DESC(max_iovecs, "Most iovecs in one region or local list (1024)");
 
-unsigned long knem_max_user_regions = 1UL << 20;
+/*
+ * Registration caches keep tens of thousands of regions per process (the
+ * ABI's clients); an empty region pins nothing, so this is what bounds a
+ * user that floods the table with them.
+ */
+unsigned long knem_max_user_regions = 1UL << 17;
 module_param_named(max_user_regions, knem_max_user_regions, ulong, 0644);
 MODULE_PARM_DESC(max_user_regions,
-		 "Most live regions of one user, all files together (1048576)");
+		 "Most live regions of one user, all files together (131072)");
+
+unsigned int knem_max_queued_copies = 1U << 16;
+module_param_named(max_queued_copies, knem_max_queued_copies, uint, 0644);
+MODULE_PARM_DESC(max_queued_copies,
+		 "Most asynchronous copies one file has queued or in flight (65536)");
 
 unsigned long knem_max_status_slots = 1UL << 24;
 module_param_named(max_status_slots, knem_max_status_slots, ulong, 0644);
@@ -99,12 +109,12 @@ MODULE_PARM_DESC(dma, "Use dmaengine DMA_MEMCPY channels when asked (1)");
  */
 static int knem_open(struct inode *inode, struct file *file)
 {
-	struct knem_ctx *ctx = kzalloc(sizeof(*ctx), GFP_KERNEL_ACCOUNT);
+	struct knem_ctx *ctx = kzalloc(sizeof(*ctx), KNEM_GFP);
 
 	if (!ctx)
 		return -ENOMEM;
 	if ((file->f_mode & FMODE_WRITE) &&
-	    !zalloc_cpumask_var(&ctx->offload_cpus, GFP_KERNEL_ACCOUNT)) {
+	    !zalloc_cpumask_var(&ctx->offload_cpus, KNEM_GFP)) {
 		kfree(ctx);
 		return -ENOMEM;
 	}
@@ -118,6 +128,8 @@ static int knem_open(struct inode *inode, struct file *file)
 	ctx->offload_last = -1;
 	atomic_set(&ctx->inflight, 0);
 	init_waitqueue_head(&ctx->inflight_wq);
+	spin_lock_init(&ctx->queue_lock);
+	INIT_LIST_HEAD(&ctx->queue);
 	spin_lock_init(&ctx->dma_chans_lock);
 	xa_init_flags(&ctx->attachments, XA_FLAGS_ALLOC1);
 	knem_notify_init(ctx);
@@ -126,15 +138,17 @@ static int knem_open(struct inode *inode, struct file *file)
 }
 
 /*
- * Close (also at process exit): unpublish this file's regions, then wait
- * for its asynchronous copies (DMA waits are bounded by dma_timeout_ms),
- * so that nothing it pinned outlives it except pages another file's copy
- * still has in flight.
+ * Close (also at process exit): unpublish this file's regions, cancel its
+ * queued asynchronous copies and wait for the one in flight, which stops
+ * at its next page (a DMA wait is bounded by dma_timeout_ms), so that
+ * nothing it pinned outlives it except pages another file's copy still
+ * has in flight.
  */
 static int knem_release(struct inode *inode, struct file *file)
 {
 	struct knem_ctx *ctx = file->private_data;
 
+	knem_offload_cancel(ctx);
 	knem_attachments_release(ctx);
 	knem_regions_release(ctx);
 	wait_event(ctx->inflight_wq, !atomic_read(&ctx->inflight));

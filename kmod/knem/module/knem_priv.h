@@ -6,9 +6,10 @@
  *   knem_region.c  pinned regions, the global cookie table, lifetimes
  *   knem_attach.c  region attach: mmap of a region's pages
  *   knem_watch.c   invalidation status: a slot failed when a range changes
- *   knem_account.c pinned_vm / RLIMIT_MEMLOCK and per-user region counts
+ *   knem_account.c locked_vm / RLIMIT_MEMLOCK and per-user region counts
  *   knem_copy.c    copy commands: argument checks, length, engine choice
- *   knem_cpu.c     CPU copy engine, in the caller or on a shared workqueue
+ *   knem_cpu.c     CPU copy engine, in the caller or on a shared workqueue;
+ *                  a file's queue of asynchronous copies
  *   knem_dma.c     dmaengine copy engine: lanes over several channels,
  *                  per-descriptor results, timeouts
  *   knem_status.c  the mmap'ed status array and NOTIFY_FD completions
@@ -48,10 +49,18 @@ enum knem_engine {
 #define KNEM_MAX_DMA_CHANS	32
 #define KNEM_FAST_IOVECS	8	/* iovec lists this short stay on the stack */
 
+/*
+ * Every allocation made on a caller's behalf: charged to its memory cgroup,
+ * and allowed to fail there (ENOMEM to the caller) rather than wake the
+ * OOM killer, which __GFP_RETRY_MAYFAIL keeps away from memcg charges.
+ */
+#define KNEM_GFP	(GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | __GFP_NOWARN)
+
 /* Module parameters (knem_main.c). */
 extern unsigned int knem_max_iovecs;
 extern unsigned long knem_max_user_regions;
 extern unsigned long knem_max_status_slots;
+extern unsigned int knem_max_queued_copies;
 extern unsigned int knem_dma_timeout_ms;
 extern unsigned int knem_dma_channels;
 extern unsigned int knem_dma_split_min;
@@ -69,7 +78,8 @@ struct knem_ctx {
 	atomic_long_t pinned_pages;
 
 	struct mutex lock;		/* status array and notify queue setup */
-	knem_status_t *status;		/* vmalloc_user'ed, set once by mmap */
+	struct page **status_pages;	/* the array, set once by mmap */
+	unsigned long status_nr_pages;
 	unsigned long status_slots;
 
 	/* BIND_OFFLOAD: CPUs offloaded copies run on, when bound. */
@@ -81,6 +91,16 @@ struct knem_ctx {
 	/* Asynchronous copies not yet finished; release waits for zero. */
 	atomic_t inflight;
 	wait_queue_head_t inflight_wq;
+
+	/*
+	 * Asynchronous copies run one at a time, in submission order (as
+	 * KNEM's per-file thread runs them): the head of the queue is the
+	 * copy in flight.  Release sets closing: the copy in flight stops at
+	 * its next chunk and the queued ones fail without copying.
+	 */
+	spinlock_t queue_lock;
+	struct list_head queue;
+	bool closing;
 
 	/* Region attachments: id (mmap offset >> 32) -> knem_attach. */
 	struct xarray attachments;
@@ -118,7 +138,8 @@ struct knem_pinned {
 	u64 length;
 	bool writable;
 	struct knem_ctx *charged;	/* per-file statistics, referenced */
-	struct mm_struct *mm;		/* pinned_vm charged, mmgrab'ed */
+	struct user_struct *locked;	/* locked_vm charged, referenced */
+	struct mm_struct *mm;		/* pinned_vm shown, mmgrab'ed */
 };
 
 struct knem_user;
@@ -168,6 +189,8 @@ struct knem_xfer {
 	u32 flags;
 	u32 status_index;
 	pid_t tgid;
+	int cpu;			/* where it runs, nr_cpu_ids: unbound */
+	struct list_head queued;	/* in ctx->queue */
 	struct work_struct work;	/* offloaded copies */
 };
 
@@ -192,6 +215,7 @@ int knem_region_destroy(struct knem_ctx *ctx, knem_cookie_t cookie);
 struct knem_region *knem_region_lookup(knem_cookie_t cookie, u32 need_prot);
 struct knem_region *knem_region_get(knem_cookie_t cookie, u32 need_prot);
 void knem_region_put(struct knem_region *region);
+int knem_region_access(const struct knem_region *region);
 void knem_regions_release(struct knem_ctx *ctx);
 void knem_cursor_init(struct knem_cursor *cur, const struct knem_pinned *pin,
 		      u64 offset, u64 length);
@@ -213,8 +237,10 @@ bool knem_watch_arm(struct knem_watch *w, unsigned long seq, int tries);
 void knem_watch_free(struct knem_watch *w);
 
 /* knem_account.c */
-int knem_mm_charge(struct mm_struct *mm, unsigned long pages);
-void knem_mm_uncharge(struct mm_struct *mm, unsigned long pages);
+int knem_lock_charge(unsigned long pages, struct user_struct **userp);
+void knem_lock_uncharge(struct user_struct *user, unsigned long pages);
+void knem_mm_account(struct mm_struct *mm, unsigned long pages);
+void knem_mm_unaccount(struct mm_struct *mm, unsigned long pages);
 struct knem_user *knem_user_charge(kuid_t uid);
 void knem_user_uncharge(struct knem_user *user);
 void knem_users_exit(void);
@@ -222,13 +248,16 @@ void knem_users_exit(void);
 /* knem_copy.c */
 long knem_ioctl_copy(struct knem_ctx *ctx, unsigned int cmd,
 		     void __user *arg);
-void knem_xfer_finish(struct knem_xfer *xfer, int err, enum knem_engine eng);
+void knem_xfer_report(struct knem_xfer *xfer, int err, enum knem_engine eng);
+void knem_xfer_release(struct knem_xfer *xfer);
 
 /* knem_cpu.c */
 int knem_offload_init(void);
 void knem_offload_exit(void);
 int knem_cpu_copy(struct knem_xfer *xfer);
+int knem_xfer_stop(const struct knem_xfer *xfer);
 void knem_offload_submit(struct knem_xfer *xfer, bool dma);
+void knem_offload_cancel(struct knem_ctx *ctx);
 int knem_bind_offload(struct knem_ctx *ctx, void __user *arg);
 
 /* knem_dma.c */
@@ -246,6 +275,7 @@ int knem_dma_chan_name(unsigned int slot, char *buf, size_t size);
 int knem_status_mmap(struct knem_ctx *ctx, struct vm_area_struct *vma);
 int knem_status_check(struct knem_ctx *ctx, u32 index);
 void knem_status_set(struct knem_ctx *ctx, u32 index, knem_status_t value);
+void knem_status_store(struct knem_ctx *ctx, u32 index, knem_status_t value);
 int knem_notify_reserve(struct knem_ctx *ctx);
 void knem_notify_unreserve(struct knem_ctx *ctx);
 void knem_notify_push(struct knem_ctx *ctx, u32 index);

@@ -95,7 +95,7 @@ int knem_iovecs_import(u64 uptr, u32 nr, struct iovec *fast,
 		return -EINVAL;
 	iov = fast;
 	if (nr > KNEM_FAST_IOVECS)
-		iov = kvmalloc_array(nr, sizeof(*iov), GFP_KERNEL_ACCOUNT);
+		iov = kvmalloc_array(nr, sizeof(*iov), KNEM_GFP);
 	if (!iov)
 		return -ENOMEM;
 	for (i = 0; i < nr; i++) {
@@ -266,8 +266,9 @@ static int knem_pin_checked(const struct iovec *iov, u32 nr,
 
 /*
  * Pin the user iovec list at @uptr for the lifetime of @pin, charging the
- * pages to the caller's pinned_vm (RLIMIT_MEMLOCK, ENOMEM beyond it) and
- * to @ctx's statistics.  Read-only or unmapped memory fails with EFAULT.
+ * pages to the calling user's locked_vm (RLIMIT_MEMLOCK, ENOMEM beyond it,
+ * charged before the first page is pinned and held until the last one is
+ * unpinned) and to @ctx's statistics.  Read-only or unmapped memory fails with EFAULT.
  * A @watch starts watching the list's range before anything is pinned
  * (knem_watch.c); the caller frees it, also on failure.
  */
@@ -275,7 +276,6 @@ int knem_pin_watched(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 		     struct knem_pinned *pin, struct knem_watch *watch)
 {
 	struct iovec fast[KNEM_FAST_IOVECS], *iov;
-	struct mm_struct *mm = current->mm;
 	unsigned long npages = 0;
 	unsigned int nsegs = 0;
 	u64 total;
@@ -302,16 +302,14 @@ int knem_pin_watched(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 		if (err)
 			goto out_iov;
 	}
-	err = knem_mm_charge(mm, npages);
+	err = knem_lock_charge(npages, &pin->locked);
 	if (err)
 		goto out_iov;
 	err = -ENOMEM;
 	pin->pages = kvmalloc_array(max_t(unsigned long, npages, 1),
-				    sizeof(*pin->pages),
-				    GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+				    sizeof(*pin->pages), KNEM_GFP);
 	pin->segs = kvmalloc_array(max_t(unsigned int, nsegs, 1),
-				   sizeof(*pin->segs),
-				   GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+				   sizeof(*pin->segs), KNEM_GFP);
 	if (!pin->pages || !pin->segs)
 		goto out_free;
 	pin->writable = writable;
@@ -320,7 +318,8 @@ int knem_pin_watched(struct knem_ctx *ctx, u64 uptr, u32 nr, bool writable,
 		goto out_free;
 	pin->nr_pages = npages;
 	pin->length = total;
-	pin->mm = mm;
+	pin->mm = current->mm;
+	knem_mm_account(pin->mm, npages);
 	pin->charged = ctx;
 	knem_ctx_get(ctx);
 	knem_ctx_pinned_add(ctx, npages);
@@ -332,7 +331,8 @@ out_free:
 	kvfree(pin->segs);
 	pin->pages = NULL;
 	pin->segs = NULL;
-	knem_mm_uncharge(mm, npages);
+	knem_lock_uncharge(pin->locked, npages);
+	pin->locked = NULL;
 out_iov:
 	knem_iovecs_free(iov, fast);
 	return err;
@@ -349,7 +349,8 @@ void knem_unpin(struct knem_pinned *pin)
 	if (!pin->charged)
 		return;
 	knem_unpin_pages(pin->pages, pin->nr_pages, pin->writable);
-	knem_mm_uncharge(pin->mm, pin->nr_pages);
+	knem_lock_uncharge(pin->locked, pin->nr_pages);
+	knem_mm_unaccount(pin->mm, pin->nr_pages);
 	knem_ctx_pinned_add(pin->charged, -(long)pin->nr_pages);
 	knem_ctx_put(pin->charged);
 	kvfree(pin->pages);
@@ -362,7 +363,7 @@ struct knem_region *knem_region_alloc(struct knem_ctx *ctx, u32 flags,
 {
 	struct knem_region *region;
 
-	region = kzalloc(sizeof(*region), GFP_KERNEL_ACCOUNT);
+	region = kzalloc(sizeof(*region), KNEM_GFP);
 	if (!region)
 		return NULL;
 	kref_init(&region->kref);
@@ -525,6 +526,22 @@ int knem_region_destroy(struct knem_ctx *ctx, knem_cookie_t cookie)
 }
 
 /*
+ * May the current task use @region?  Its euid now must be the creator's,
+ * unless the region has ANY_USER_ACCESS: EPERM otherwise.  Every use
+ * checks it at that time (copy, attach, mmap of an attachment), so a
+ * descriptor, an attachment or a cookie handed to another user, or kept
+ * across setuid(), grants nothing.  uid and flags never change after
+ * publication.
+ */
+int knem_region_access(const struct knem_region *region)
+{
+	if (uid_eq(region->uid, current_euid()) ||
+	    (region->flags & KNEM_FLAG_ANY_USER_ACCESS))
+		return 0;
+	return -EPERM;
+}
+
+/*
  * Take a reference to the region named by @cookie for the current task.
  * Errors in the order clients expect: unknown cookie EINVAL, another euid
  * without ANY_USER_ACCESS EPERM, protection EACCES.  The euid is the
@@ -545,10 +562,8 @@ static struct knem_region *knem_region_find(knem_cookie_t cookie,
 					    knem_regions_params) : NULL;
 	if (!region)
 		goto fail;
-	/* uid, flags and prot never change after publication. */
-	err = -EPERM;
-	if (!uid_eq(region->uid, current_euid()) &&
-	    !(region->flags & KNEM_FLAG_ANY_USER_ACCESS))
+	err = knem_region_access(region);
+	if (err)
 		goto fail;
 	err = -EACCES;
 	if ((region->prot & need_prot) != need_prot)

@@ -82,7 +82,7 @@ ssize_t knem_stats_read(struct knem_ctx *ctx, char __user *buf, size_t count,
 	char *text;
 	int i;
 
-	text = kmalloc(size, GFP_KERNEL_ACCOUNT);
+	text = kmalloc(size, KNEM_GFP);
 	if (!text)
 		return -ENOMEM;
 	len += scnprintf(text + len, size - len, "knem ABI 0x%x\n",

@@ -5,6 +5,12 @@
  * report completion with a store the user polls.  One mapping per file;
  * its length (page-rounded) is the slot count.
  *
+ * Up to max_status_slots bytes per file are the caller's memory: each page
+ * comes from alloc_page(KNEM_GFP), charged to its memory cgroup (ENOMEM
+ * over the limit, no OOM kill), and is mapped with vm_insert_pages().
+ * vmalloc_user() would map as easily, but charges nobody.  The kernel
+ * writes a slot through its page's linear address.
+ *
  * NOTIFY_FD, as KNEM 1.1 defines it: completed slot indexes of flagged
  * asynchronous copies are also queued on the file, in a ring of as many
  * entries as there are status slots (allocated at the first NOTIFY_FD
@@ -16,7 +22,6 @@
  * short or empty read.  poll() reports POLLIN while an index is queued and
  * POLLERR while no status array is mapped.
  */
-#include <linux/vmalloc.h>
 #include <linux/mm.h>
 #include <linux/uaccess.h>
 #include <linux/fs.h>
@@ -25,10 +30,39 @@
 #include "knem_priv.h"
 #include "knem_compat.h"
 
+static void knem_status_pages_free(struct page **pages, unsigned long nr)
+{
+	unsigned long i;
+
+	for (i = 0; i < nr; i++)
+		__free_page(pages[i]);
+	kvfree(pages);
+}
+
+/* @nr zeroed pages (every slot PENDING), charged to the caller. */
+static struct page **knem_status_pages_alloc(unsigned long nr)
+{
+	struct page **pages;
+	unsigned long i;
+
+	pages = kvmalloc_array(nr, sizeof(*pages), KNEM_GFP);
+	if (!pages)
+		return NULL;
+	for (i = 0; i < nr; i++) {
+		pages[i] = alloc_page(KNEM_GFP | __GFP_ZERO);
+		if (!pages[i]) {
+			knem_status_pages_free(pages, i);
+			return NULL;
+		}
+	}
+	return pages;
+}
+
 int knem_status_mmap(struct knem_ctx *ctx, struct vm_area_struct *vma)
 {
 	unsigned long size = vma->vm_end - vma->vm_start;
-	knem_status_t *status;
+	unsigned long nr = size >> PAGE_SHIFT, left = nr;
+	struct page **pages;
 	int err;
 
 	if (vma->vm_pgoff || !(vma->vm_flags & VM_SHARED))
@@ -40,20 +74,24 @@ int knem_status_mmap(struct knem_ctx *ctx, struct vm_area_struct *vma)
 
 	mutex_lock(&ctx->lock);
 	err = -EBUSY;
-	if (ctx->status)
+	if (ctx->status_pages)
 		goto out;
 	err = -ENOMEM;
-	status = vmalloc_user(size);
-	if (!status)
+	pages = knem_status_pages_alloc(nr);
+	if (!pages)
 		goto out;
-	err = remap_vmalloc_range(vma, status, 0);
+	knem_vma_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	/* The mapping takes its own page references. */
+	err = vm_insert_pages(vma, vma->vm_start, pages, &left);
 	if (err) {
-		vfree(status);
+		/* mmap fails: the caller unmaps what was inserted. */
+		knem_status_pages_free(pages, nr);
 		goto out;
 	}
 	ctx->status_slots = size / sizeof(knem_status_t);
+	ctx->status_nr_pages = nr;
 	/* Pairs with the acquire in knem_status_check(). */
-	smp_store_release(&ctx->status, status);
+	smp_store_release(&ctx->status_pages, pages);
 out:
 	mutex_unlock(&ctx->lock);
 	return err;
@@ -62,21 +100,34 @@ out:
 int knem_status_check(struct knem_ctx *ctx, u32 index)
 {
 	/* Pairs with the release in knem_status_mmap(): slots is set. */
-	if (!smp_load_acquire(&ctx->status) || index >= ctx->status_slots)
+	if (!smp_load_acquire(&ctx->status_pages) ||
+	    index >= ctx->status_slots)
 		return -EINVAL;
 	return 0;
+}
+
+/* Write slot @index (checked by knem_status_check()); any context. */
+void knem_status_store(struct knem_ctx *ctx, u32 index, knem_status_t value)
+{
+	unsigned long byte = (unsigned long)index * sizeof(knem_status_t);
+	knem_status_t *page = page_address(ctx->status_pages[byte >>
+							    PAGE_SHIFT]);
+
+	WRITE_ONCE(page[offset_in_page(byte) / sizeof(knem_status_t)], value);
 }
 
 void knem_status_set(struct knem_ctx *ctx, u32 index, knem_status_t value)
 {
 	/* The data written before must be visible before the status. */
 	smp_wmb();
-	WRITE_ONCE(ctx->status[index], value);
+	knem_status_store(ctx, index, value);
 }
 
 void knem_status_free(struct knem_ctx *ctx)
 {
-	vfree(ctx->status);
+	if (ctx->status_pages)
+		knem_status_pages_free(ctx->status_pages,
+				       ctx->status_nr_pages);
 	kvfree(ctx->notify_ring);
 }
 
@@ -100,7 +151,7 @@ static int knem_notify_ring(struct knem_ctx *ctx)
 	mutex_lock(&ctx->lock);
 	if (!ctx->notify_ring) {
 		ring = kvmalloc_array(ctx->status_slots, sizeof(*ring),
-				      GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+				      KNEM_GFP);
 		if (!ring)
 			err = -ENOMEM;
 		/* Pairs with the acquire above (NULL is stored harmlessly). */
@@ -189,7 +240,7 @@ ssize_t knem_notify_read(struct knem_ctx *ctx, struct file *file,
 	if (count % sizeof(u32))
 		return -EINVAL;
 	/* Pairs with knem_status_mmap(): status_slots is valid after it. */
-	if (!smp_load_acquire(&ctx->status))
+	if (!smp_load_acquire(&ctx->status_pages))
 		return -EINVAL;
 	if (!count)
 		return 0;
@@ -222,7 +273,7 @@ __poll_t knem_notify_poll(struct knem_ctx *ctx, struct file *file,
 {
 	poll_wait(file, &ctx->notify_wq, wait);
 	/* Pairs with the release in knem_status_mmap(). */
-	if (!smp_load_acquire(&ctx->status))
+	if (!smp_load_acquire(&ctx->status_pages))
 		return EPOLLERR;
 	return knem_notify_queued(ctx) ? EPOLLIN | EPOLLRDNORM : 0;
 }

@@ -66,7 +66,7 @@ static bool knem_watch_invalidate(struct mmu_interval_notifier *sub,
 	spin_lock(&w->lock);
 	mmu_interval_set_seq(sub, cur_seq);
 	if (w->armed)
-		WRITE_ONCE(w->ctx->status[w->index], KNEM_STATUS_FAILED);
+		knem_status_store(w->ctx, w->index, KNEM_STATUS_FAILED);
 	spin_unlock(&w->lock);
 	return true;
 }
@@ -109,7 +109,7 @@ struct knem_watch *knem_watch_alloc(struct knem_ctx *ctx, u32 index)
 	err = knem_status_check(ctx, index);
 	if (err)
 		return ERR_PTR(err);
-	w = kzalloc(sizeof(*w), GFP_KERNEL_ACCOUNT);
+	w = kzalloc(sizeof(*w), KNEM_GFP);
 	if (!w)
 		return ERR_PTR(-ENOMEM);
 	w->ctx = ctx;

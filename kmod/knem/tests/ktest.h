@@ -288,10 +288,53 @@ struct tcase {
 	void (*fn)(void);
 };
 
+/*
+ * The kernel log from now on: /dev/kmsg read from its end, so that a case
+ * sees only the records written while it ran.  -1 without /dev/kmsg.
+ */
+static int kmsg_open(void)
+{
+	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+
+	if (fd >= 0)
+		lseek(fd, 0, SEEK_END);
+	return fd;
+}
+
+/*
+ * The first record since kmsg_open() that reports a kernel bug (what
+ * ci/test-kernel.sh fails a whole guest for), or NULL.
+ */
+static const char *kmsg_trouble(int fd)
+{
+	static const char *const bad[] = {
+		"BUG", "WARNING", "Oops", "Call Trace", "leak", "refcount",
+		"general protection", "UBSAN", "blocked for more than",
+	};
+	static char rec[8192];
+	ssize_t n;
+	size_t i;
+
+	if (fd < 0)
+		return NULL;
+	for (;;) {
+		n = read(fd, rec, sizeof(rec) - 1);
+		if (n < 0 && errno == EPIPE)	/* overwritten: read on */
+			continue;
+		if (n <= 0)
+			return NULL;
+		rec[n] = 0;
+		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			if (strstr(rec, bad[i]))
+				return rec;
+	}
+}
+
 static __attribute__((unused)) void run(const struct tcase *t)
 {
 	long pinned_before = stat_value("pinned pages"), pinned_after = -2;
-	int i;
+	int i, kmsg = kmsg_open();
+	const char *trouble;
 
 	case_name = t->name;
 	case_failed = 0;
@@ -311,6 +354,13 @@ static __attribute__((unused)) void run(const struct tcase *t)
 		       pinned_before, pinned_after);
 		case_failed = 1;
 	}
+	trouble = kmsg_trouble(kmsg);
+	if (trouble) {
+		printf("    kernel log: %s", trouble);
+		case_failed = 1;
+	}
+	if (kmsg >= 0)
+		close(kmsg);
 	if (case_failed) {
 		printf("--- FAIL: %s\n", t->name);
 		failures++;
