@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/knemesis/knemesis/peerfault"
 	"golang.org/x/sys/unix"
 )
 
@@ -212,7 +213,7 @@ func (ep *Endpoint) peerGone(rank int) error {
 	if ep.seg.proc(rank).closed.Load() != 0 {
 		how = "closed its endpoint and exited"
 	}
-	return &PeerError{Rank: rank, Err: fmt.Errorf("%w (pid %d %s)", ErrPeerDead, ep.peers[rank].pid, how)}
+	return peerfault.Dead(rank, int(ep.peers[rank].pid), how, nil)
 }
 
 // peerFailed fails every request that waits on rank. Wildcard receives fail

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/knemesis/knemesis/peerfault"
 	"time"
 )
 
@@ -450,7 +451,7 @@ func (e *netEvents) PeerFailed(rank int, err error) {
 	if p.netClosed {
 		how = "closed its endpoint and left"
 	}
-	ep.failPeer(rank, &PeerError{Rank: rank, Err: fmt.Errorf("%w (on another node, %s: %w)", ErrPeerDead, how, err)}, !p.netClosed)
+	ep.failPeer(rank, peerfault.Dead(rank, 0, "on another node, "+how, err), !p.netClosed)
 }
 
 // probeRemote is a blocked call's liveness check of the ranks whose

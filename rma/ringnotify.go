@@ -119,8 +119,8 @@ func (w *Window) heldByGone() error {
 			gone = append(gone, r)
 		}
 	}
-	return &TargetError{Rank: gone[0], Err: fmt.Errorf("position %d of rank %d's notification ring of window %d was taken and not written for %v, and ranks %v are gone: %w",
-		w.ring.pos, e.rank, w.id, heldGrace, gone, e.dead[gone[0]])}
+	return targetGone(gone[0], fmt.Errorf("position %d of rank %d's notification ring of window %d was taken and not written for %v, and ranks %v are gone: %w",
+		w.ring.pos, e.rank, w.id, heldGrace, gone, e.dead[gone[0]]))
 }
 
 // heldGrace is how long a ring may stay stuck at a position taken and not
