@@ -292,9 +292,9 @@ func (ep *Endpoint) arrivePacked(src, tag int, kind uint32, total int, data []by
 		if ep.lmt == nil {
 			return errorf(ErrNoLMT, "control packet from rank %d", src)
 		}
-		return ep.lmt.HandleControl(src, data)
+		return ep.lmt.HandleControl(src, ep.private(data))
 	case kindAM:
-		return ep.handleAM(src, data)
+		return ep.handleAM(src, ep.private(data))
 	}
 	return ep.arrive(src, tag, kind, total, data)
 }
