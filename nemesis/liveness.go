@@ -176,8 +176,8 @@ func (ep *Endpoint) reapGone() error {
 	}
 	me := int32(ep.rank + 1)
 	for i := range ep.peers {
-		if ep.peers[i].dead == nil {
-			continue
+		if ep.peers[i].dead == nil || ep.peers[i].distrusted() {
+			continue // alive, or failed for a corrupt value and still alive
 		}
 		pb := ep.seg.proc(i)
 		if !pb.reaper.CompareAndSwap(0, me) && pb.reaper.Load() != me {
@@ -192,10 +192,7 @@ func (ep *Endpoint) reapGone() error {
 			if off == 0 {
 				break
 			}
-			owner := int(c.owner)
-			if owner >= ep.size {
-				return ep.fail(errorf(ErrCorrupt, "cell %#x in the queue of gone rank %d names owner %d", off, i, owner))
-			}
+			owner := ep.seg.cellOwner(off) // where it lies, not what it says
 			if err := ep.peers[owner].freeQ.enqueue(ep.seg, off, c); err != nil {
 				return ep.fail(err)
 			}
