@@ -390,10 +390,10 @@ func (ep *Endpoint) continueMsg(src int, data []byte) error {
 	case a.ux != nil:
 		total = a.ux.total
 	default:
-		return errorf(ErrCorrupt, "continuation cell from rank %d without a message", src)
+		return ep.distrust(peerfault.Corrupt(src, "kind of a continuation", "no message to continue"))
 	}
 	if len(data) > total-a.got {
-		return errorf(ErrCorrupt, "rank %d sent %d bytes past its %d-byte message", src, a.got+len(data)-total, total)
+		return ep.distrust(peerfault.OutOfBounds(src, "length of a continuation", uint64(len(data)), uint64(total-a.got)))
 	}
 	if r := a.req; r != nil {
 		r.deliver(data)
