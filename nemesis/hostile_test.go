@@ -29,7 +29,7 @@ const (
 	// with values a correct rank writes, or with an adversarial value
 	// put back at once, a pulse that only a second read would see.
 	honestRounds = hostileRounds / 2
-	honestMsgs                          = 300
+	honestMsgs   = 300
 )
 
 // TestHostileRank: rank 1 writes random and adversarial values into every

@@ -19,9 +19,9 @@ var (
 
 // Error is a peer's fault, as it reaches the requests that involve it.
 type Error struct {
-	Kind  error // ErrCorrupt or ErrDead
-	Rank  int   // the peer
-	PID   int   // its process, 0 when not known
+	Kind  error  // ErrCorrupt or ErrDead
+	Rank  int    // the peer
+	PID   int    // its process, 0 when not known
 	Field string // what it wrote, such as "total of a fastbox"; empty for a death
 	// Value is what was read of Field and Limit the protocol's bound it
 	// broke, when the fault is a number out of bounds (Limit > 0).
