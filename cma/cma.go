@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/peerfault"
 )
 
 const (
@@ -133,7 +134,7 @@ func (c *cma) Step(t *lmt.Transfer, max int) (int, error) {
 	case err == unix.EINTR:
 		return 0, nil
 	case err == unix.ESRCH:
-		return 0, &lmt.PeerError{Rank: t.Peer(), PID: pid, Err: err}
+		return 0, peerfault.Dead(t.Peer(), pid, "", err)
 	case err == unix.EPERM:
 		return 0, checkCMA(c.Name(), lmt.Peer{Rank: t.Peer(), PID: pid})
 	}

@@ -118,7 +118,7 @@ func TestStartBadInput(t *testing.T) {
 		{"rank = size", 2, s.rts, "lmt: source rank 2 is not a peer"},
 		{"own rank", 1, s.rts, "lmt: source rank 1 is not a peer"},
 		{"not an RTS", 0, cts, "lmt: StartRecv given a CTS packet, not an RTS"},
-		{"short RTS", 0, s.rts[:20], "lmt: rank 0 wrote a corrupt control packet: 20 bytes, shorter than the 32-byte header"},
+		{"short RTS", 0, s.rts[:20], "knemesis: rank 0 wrote a corrupt control packet: 20 bytes, shorter than the 32-byte header"},
 	} {
 		tr, err := r.StartRecv(tc.src, tc.rts, [][]byte{make([]byte, 100)})
 		if tr != nil || err == nil || err.Error() != tc.want {

@@ -9,6 +9,7 @@ import (
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
+	"github.com/knemesis/knemesis/peerfault"
 	_ "github.com/knemesis/knemesis/pipe"
 )
 
@@ -139,7 +140,7 @@ func TestBufferedReceiverFails(t *testing.T) {
 	if !snd.Done() || snd.Err() != nil {
 		t.Fatalf("sender done %v (%v), want handed back", snd.Done(), snd.Err())
 	}
-	l.engs[0].PeerFailed(1, &lmt.PeerError{Rank: 1, PID: 1, Err: lmt.ErrPeerGone})
+	l.engs[0].PeerFailed(1, peerfault.Dead(1, 1, "", nil))
 	if err := l.engs[0].Progress(); err != nil { // sweeps the completed
 		t.Fatal(err)
 	}

@@ -36,13 +36,13 @@ func (e *Engine) arrived(t *Transfer) error {
 	return e.truncation(t)
 }
 
-// fail completes t with err and tells the peer, unless the peer is gone.
+// fail completes t with err and tells the peer, unless the peer is gone
+// (a peer that wrote a corrupt value is told: its side fails too).
 func (e *Engine) fail(t *Transfer, err error) {
 	if t.state == stDone || t.state == stFailing {
 		return
 	}
-	var pe *PeerError
-	if !errors.As(err, &pe) {
+	if !errors.Is(err, ErrPeerGone) {
 		msg := err.Error()
 		p := t.packet()[hdrLen:]
 		n := copy(p, msg)

@@ -27,15 +27,15 @@ func TestParseHeaderCorrupt(t *testing.T) {
 		p    []byte
 		want string
 	}{
-		{"short", make([]byte, hdrLen-1), "lmt: rank 3 wrote a corrupt control packet: 31 bytes, shorter than the 32-byte header"},
-		{"type 0", pkt(0, 1, 0, 0, 0, 1, nil), "lmt: rank 3 wrote a corrupt control packet type: 0, not 1 (RTS), 2 (CTS) or 3 (DONE)"},
-		{"type 4", pkt(4, 1, 0, 0, 0, 1, nil), "lmt: rank 3 wrote a corrupt control packet type: 4, not 1 (RTS), 2 (CTS) or 3 (DONE)"},
-		{"reserved", pkt(1, 1, 0, 9, 0, 1, nil), "lmt: rank 3 wrote a corrupt reserved byte of a control packet: 9, not 0"},
-		{"status", pkt(3, 1, 2, 0, 0, 1, nil), "lmt: rank 3 wrote a corrupt DONE status: 2, not 0 (ok) or 1 (failed)"},
-		{"payload past the packet", pkt(1, 1, 0, 0, 17, 1, make([]byte, 16)), "lmt: rank 3 wrote a corrupt RTS payload length: 17 bytes, but 16 follow the header"},
-		{"payload 2^32-1", pkt(2, 1, 0, 0, math.MaxUint32, 1, nil), "lmt: rank 3 wrote a corrupt CTS payload length: 4294967295 bytes, but 0 follow the header"},
-		{"negative length", pkt(1, 1, 0, 0, 0, 1<<63, nil), "lmt: rank 3 wrote a corrupt RTS length: -9223372036854775808, negative"},
-		{"length -1", pkt(2, 1, 0, 0, 0, math.MaxUint64, nil), "lmt: rank 3 wrote a corrupt CTS length: -1, negative"},
+		{"short", make([]byte, hdrLen-1), "knemesis: rank 3 wrote a corrupt control packet: 31 bytes, shorter than the 32-byte header"},
+		{"type 0", pkt(0, 1, 0, 0, 0, 1, nil), "knemesis: rank 3 wrote a corrupt control packet type: 0, not 1 (RTS), 2 (CTS) or 3 (DONE)"},
+		{"type 4", pkt(4, 1, 0, 0, 0, 1, nil), "knemesis: rank 3 wrote a corrupt control packet type: 4, not 1 (RTS), 2 (CTS) or 3 (DONE)"},
+		{"reserved", pkt(1, 1, 0, 9, 0, 1, nil), "knemesis: rank 3 wrote a corrupt reserved byte of a control packet: 9, not 0"},
+		{"status", pkt(3, 1, 2, 0, 0, 1, nil), "knemesis: rank 3 wrote a corrupt DONE status: 2, not 0 (ok) or 1 (failed)"},
+		{"payload past the packet", pkt(1, 1, 0, 0, 17, 1, make([]byte, 16)), "knemesis: rank 3 wrote a corrupt RTS payload length: 17 bytes, but 16 follow the header"},
+		{"payload 2^32-1", pkt(2, 1, 0, 0, math.MaxUint32, 1, nil), "knemesis: rank 3 wrote a corrupt CTS payload length: 4294967295 bytes, but 0 follow the header"},
+		{"negative length", pkt(1, 1, 0, 0, 0, 1<<63, nil), "knemesis: rank 3 wrote a corrupt RTS length: -9223372036854775808, negative"},
+		{"length -1", pkt(2, 1, 0, 0, 0, math.MaxUint64, nil), "knemesis: rank 3 wrote a corrupt CTS length: -1, negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var h header
@@ -85,18 +85,18 @@ func TestDecodeSegmentsCorrupt(t *testing.T) {
 		h    []byte
 		want string
 	}{
-		{"short handle", make([]byte, 15), "lmt: rank 3 wrote a corrupt segment handle: 15 bytes, shorter than its 16-byte header"},
-		{"pid 0", handleOf(0, 1, Segment{0x1000, 100}), "lmt: rank 3 wrote a corrupt pid in a segment handle: 0, outside 1..4194304"},
-		{"pid past PID_MAX_LIMIT", handleOf(1<<22+1, 1, Segment{0x1000, 100}), "lmt: rank 3 wrote a corrupt pid in a segment handle: 4194305, outside 1..4194304"},
-		{"too many segments", handleOf(9, 5, Segment{0x1000, 100}), "lmt: rank 3 wrote a corrupt segment count of a segment handle: 5, above Config.MaxSegments 4"},
-		{"2^32-2 segments", handleOf(9, math.MaxUint32-1), "lmt: rank 3 wrote a corrupt segment count of a segment handle: 4294967294, above Config.MaxSegments 4"},
+		{"short handle", make([]byte, 15), "knemesis: rank 3 wrote a corrupt segment handle: 15 bytes, shorter than its 16-byte header"},
+		{"pid 0", handleOf(0, 1, Segment{0x1000, 100}), "knemesis: rank 3 wrote a corrupt pid in a segment handle: 0, outside 1..4194304"},
+		{"pid past PID_MAX_LIMIT", handleOf(1<<22+1, 1, Segment{0x1000, 100}), "knemesis: rank 3 wrote a corrupt pid in a segment handle: 4194305, outside 1..4194304"},
+		{"too many segments", handleOf(9, 5, Segment{0x1000, 100}), "knemesis: rank 3 wrote a corrupt segment count of a segment handle: 5, above Config.MaxSegments 4"},
+		{"2^32-2 segments", handleOf(9, math.MaxUint32-1), "knemesis: rank 3 wrote a corrupt segment count of a segment handle: 4294967294, above Config.MaxSegments 4"},
 		// The count 2^32-1 says that a datatype description follows.
-		{"typed without its base", handleOf(9, math.MaxUint32), "lmt: rank 3 wrote a corrupt typed handle: 16 bytes, shorter than its 40-byte header"},
-		{"short buffer", handleOf(9, 2, Segment{0x1000, 100}), "lmt: rank 3 wrote a corrupt segment handle: 32 bytes, 2 segments need 48"},
-		{"wraps the address space", handleOf(9, 1, Segment{math.MaxUint64 - 10, 100}), "lmt: rank 3 wrote a corrupt segment 0 of a segment handle: 100 bytes at 0xfffffffffffffff5 wrap around the address space"},
+		{"typed without its base", handleOf(9, math.MaxUint32), "knemesis: rank 3 wrote a corrupt typed handle: 16 bytes, shorter than its 40-byte header"},
+		{"short buffer", handleOf(9, 2, Segment{0x1000, 100}), "knemesis: rank 3 wrote a corrupt segment handle: 32 bytes, 2 segments need 48"},
+		{"wraps the address space", handleOf(9, 1, Segment{math.MaxUint64 - 10, 100}), "knemesis: rank 3 wrote a corrupt segment 0 of a segment handle: 100 bytes at 0xfffffffffffffff5 wrap around the address space"},
 		{"total overflows", handleOf(9, 3, Segment{0x1000, big}, Segment{0x1000, big}, Segment{0x1000, 2}),
-			"lmt: rank 3 wrote a corrupt segment 2 of a segment handle: 2 bytes after 18446744073709551614 overflow a 64-bit total"},
-		{"shorter than the message", handleOf(9, 2, Segment{0x1000, 40}, Segment{0x9000, 59}), "lmt: rank 3 wrote a corrupt segment handle: its 2 segments hold 99 bytes, shorter than the 100 to move"},
+			"knemesis: rank 3 wrote a corrupt segment 2 of a segment handle: 2 bytes after 18446744073709551614 overflow a 64-bit total"},
+		{"shorter than the message", handleOf(9, 2, Segment{0x1000, 40}, Segment{0x9000, 59}), "knemesis: rank 3 wrote a corrupt segment handle: its 2 segments hold 99 bytes, shorter than the 100 to move"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := decodeTarget(100)

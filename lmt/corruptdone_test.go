@@ -32,8 +32,8 @@ func TestCorruptDone(t *testing.T) {
 		length int64
 		want   string
 	}{
-		{"length past the message", 1, n + 1, "lmt: rank 1 wrote a corrupt DONE length: 1001 bytes moved, the message has 1000"},
-		{"negative time", 1 << 63, n, "lmt: rank 1 wrote a corrupt DONE time: -9223372036854775808 ns, negative"},
+		{"length past the message", 1, n + 1, "knemesis: rank 1 wrote a corrupt DONE length: 1001 bytes moved, the message has 1000"},
+		{"negative time", 1 << 63, n, "knemesis: rank 1 wrote a corrupt DONE time: -9223372036854775808 ns, negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLoop(t, "pipe")
@@ -66,7 +66,7 @@ func TestCMAHandleNamesAnotherProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("lmt: rank 0 wrote a corrupt cma handle's pid: 1, but rank 0 is process %d", os.Getpid())
+	want := fmt.Sprintf("knemesis: rank 0 wrote a corrupt cma handle's pid: 1, but rank 0 is process %d", os.Getpid())
 	var ce *lmt.CorruptError
 	if !tr.Done() || !errors.As(tr.Err(), &ce) || tr.Err().Error() != want || tr.Moved() != 0 {
 		t.Fatalf("receive: done %v, moved %d, error %v\nwant done, 0, %s", tr.Done(), tr.Moved(), tr.Err(), want)

@@ -3,6 +3,7 @@ package lmt
 import (
 	"errors"
 
+	"github.com/knemesis/knemesis/peerfault"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,7 +32,7 @@ func (e *Engine) PeerFailed(rank int, err error) {
 	}
 	var pe *PeerError
 	if !errors.As(err, &pe) {
-		err = &PeerError{Rank: rank, PID: e.peerPID(rank), Err: err}
+		err = peerfault.Dead(rank, e.peerPID(rank), "", err)
 	}
 	if e.peers[rank].gone == nil {
 		e.peers[rank].gone = err
@@ -75,7 +76,7 @@ func exited(rank, pid int) error {
 	defer unix.Close(fd)
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	if n, err := unix.Poll(pfd, 0); err == nil && n == 1 && pfd[0].Revents&unix.POLLIN != 0 {
-		return &PeerError{Rank: rank, PID: pid, Err: errors.New("process exited")}
+		return peerfault.Dead(rank, pid, "process exited", nil)
 	}
 	return nil
 }

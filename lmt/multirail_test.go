@@ -293,7 +293,7 @@ func TestSplitDoneWrongPiece(t *testing.T) {
 	if err := l.engs[0].HandleControl(1, donePkt(5, s.ID(), cut+1)); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("lmt: rank 1 wrote a corrupt DONE length of a split piece: %d bytes, the receiver's rails' pieces have %d", cut+1, cut)
+	want := fmt.Sprintf("knemesis: rank 1 wrote a corrupt DONE length of a split piece: %d bytes, the receiver's rails' pieces have %d", cut+1, cut)
 	var ce *lmt.CorruptError
 	if !s.Done() || !errors.As(s.Err(), &ce) || ce.Rank != 1 || s.Err().Error() != want {
 		t.Fatalf("send done %v with %v, want %s", s.Done(), s.Err(), want)

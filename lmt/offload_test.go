@@ -307,7 +307,7 @@ func TestOffloadRailCorruptCut(t *testing.T) {
 	if err := l.engs[0].HandleControl(1, cts); err != nil {
 		t.Fatal(err)
 	}
-	want := "lmt: rank 1 wrote a corrupt cut of a split CTS: a 32768-byte piece for the knem rail, which this sender did not offer"
+	want := "knemesis: rank 1 wrote a corrupt cut of a split CTS: a 32768-byte piece for the knem rail, which this sender did not offer"
 	var ce *lmt.CorruptError
 	if !s.Done() || !errors.As(s.Err(), &ce) || s.Err().Error() != want {
 		t.Fatalf("send done %v with %v, want %s", s.Done(), s.Err(), want)

@@ -126,14 +126,14 @@ func TestReadBoundsCorrupt(t *testing.T) {
 		in   railSet
 		want string
 	}{
-		{"short", make([]byte, 23), three, "lmt: rank 3 wrote a corrupt split CTS: 23 bytes of payload, shorter than its 24-byte cut"},
-		{"past the end", cts(bounds{101, 101, 101}, 16), three, "lmt: rank 3 wrote a corrupt cut of a split CTS: the read rail's piece ends at byte 101, outside the 100-byte message"},
-		{"negative", cts(bounds{-1, 0, 100}, 16), three, "lmt: rank 3 wrote a corrupt cut of a split CTS: the read rail's piece ends at byte -1, outside the 100-byte message"},
-		{"knem past the end", cts(bounds{10, 1 << 62, 100}, 16), three, "lmt: rank 3 wrote a corrupt cut of a split CTS: the knem rail's piece ends at byte 4611686018427387904, outside the 100-byte message"},
-		{"backwards", cts(bounds{60, 40, 100}, 16), three, "lmt: rank 3 wrote a corrupt cut of a split CTS: the knem rail's piece ends at byte 40, before it begins at byte 60"},
-		{"knem not offered", cts(bounds{40, 60, 60}, 16), twoRails, "lmt: rank 3 wrote a corrupt cut of a split CTS: a 20-byte piece for the knem rail, which this sender did not offer"},
-		{"ring not offered", cts(bounds{40, 40, 60}, 16), three, "lmt: rank 3 wrote a corrupt cut of a split CTS: a 40-byte piece for the ring rail, which this sender did not offer"},
-		{"write past the end", cts(bounds{40, 40, 101}, 16), ring, "lmt: rank 3 wrote a corrupt cut of a split CTS: the write rail's piece ends at byte 101, outside the 100-byte message"},
+		{"short", make([]byte, 23), three, "knemesis: rank 3 wrote a corrupt split CTS: 23 bytes of payload, shorter than its 24-byte cut"},
+		{"past the end", cts(bounds{101, 101, 101}, 16), three, "knemesis: rank 3 wrote a corrupt cut of a split CTS: the read rail's piece ends at byte 101, outside the 100-byte message"},
+		{"negative", cts(bounds{-1, 0, 100}, 16), three, "knemesis: rank 3 wrote a corrupt cut of a split CTS: the read rail's piece ends at byte -1, outside the 100-byte message"},
+		{"knem past the end", cts(bounds{10, 1 << 62, 100}, 16), three, "knemesis: rank 3 wrote a corrupt cut of a split CTS: the knem rail's piece ends at byte 4611686018427387904, outside the 100-byte message"},
+		{"backwards", cts(bounds{60, 40, 100}, 16), three, "knemesis: rank 3 wrote a corrupt cut of a split CTS: the knem rail's piece ends at byte 40, before it begins at byte 60"},
+		{"knem not offered", cts(bounds{40, 60, 60}, 16), twoRails, "knemesis: rank 3 wrote a corrupt cut of a split CTS: a 20-byte piece for the knem rail, which this sender did not offer"},
+		{"ring not offered", cts(bounds{40, 40, 60}, 16), three, "knemesis: rank 3 wrote a corrupt cut of a split CTS: a 40-byte piece for the ring rail, which this sender did not offer"},
+		{"write past the end", cts(bounds{40, 40, 101}, 16), ring, "knemesis: rank 3 wrote a corrupt cut of a split CTS: the write rail's piece ends at byte 101, outside the 100-byte message"},
 	} {
 		b, h, err := readBounds(decodeTarget(100), tc.p, tc.in)
 		if b != (bounds{}) || h != nil || !errors.Is(err, ErrCorrupt) || err.Error() != tc.want {

@@ -176,7 +176,7 @@ func TestRingRailCorruptChunk(t *testing.T) {
 	if err := l.engs[1].Progress(); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("lmt: the ring rail's piece [%d, %d) with rank 0: lmt: rank 0 wrote a corrupt written counter of the shm rail ring from rank 0 to rank 1: %d with %d read: not within the ring's %d slots ahead of it",
+	want := fmt.Sprintf("lmt: the ring rail's piece [%d, %d) with rank 0: knemesis: rank 0 wrote a corrupt written counter of the shm rail ring from rank 0 to rank 1: %d with %d read: not within the ring's %d slots ahead of it",
 		ringFrom, n, uint64(bogus), rd, ringSlots)
 	var ce *lmt.CorruptError
 	if !r.Done() || !errors.As(r.Err(), &ce) || ce.Rank != 0 || r.Err().Error() != want {
@@ -506,7 +506,7 @@ func TestRingRailCorruptCut(t *testing.T) {
 	s, r := start(128<<10, msg)
 	p := cts()
 	binary.LittleEndian.PutUint64(p[48:], 96<<10)
-	refused(s, p, "lmt: rank 1 wrote a corrupt cut of a split CTS: a 32768-byte piece for the ring rail, which this sender did not offer")
+	refused(s, p, "knemesis: rank 1 wrote a corrupt cut of a split CTS: a 32768-byte piece for the ring rail, which this sender did not offer")
 	l.wait(t, r)
 
 	// 1 MiB twice: the first holds the ring (thirds), the second is
@@ -520,7 +520,7 @@ func TestRingRailCorruptCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	binary.LittleEndian.PutUint64(p2[48:], 768<<10)
-	refused(s2, p2, "lmt: rank 1 wrote a corrupt cut of a split CTS: a 262144-byte piece for the ring rail, which another message to rank 1 holds")
+	refused(s2, p2, "knemesis: rank 1 wrote a corrupt cut of a split CTS: a 262144-byte piece for the ring rail, which another message to rank 1 holds")
 	l.wait(t, s1, r1, r2)
 	if s1.Err() != nil || r1.Err() != nil || r1.Stats().Rails[lmt.RingRail] != 1<<20-696320 {
 		t.Fatalf("the message holding the ring: send %v, receive %v, rails %v", s1.Err(), r1.Err(), r1.Stats().Rails)
@@ -554,7 +554,7 @@ func TestRingRailCorruptOffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "lmt: rank 0 wrote a corrupt ring offer of a split RTS: 2, neither 0 nor 1"
+	want := "knemesis: rank 0 wrote a corrupt ring offer of a split RTS: 2, neither 0 nor 1"
 	var ce *lmt.CorruptError
 	if !r.Done() || !errors.As(r.Err(), &ce) || ce.Rank != 0 || r.Err().Error() != want {
 		t.Fatalf("receive done %v with %v, want %s", r.Done(), r.Err(), want)

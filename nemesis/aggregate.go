@@ -36,6 +36,7 @@ import (
 	"encoding/binary"
 
 	"github.com/knemesis/knemesis/internal/memcopy"
+	"github.com/knemesis/knemesis/peerfault"
 )
 
 const (
@@ -244,13 +245,13 @@ func putAggHdr(b []byte, seq uint32, tag, n int, kind uint32, total int) {
 func (ep *Endpoint) arriveAggregate(src int, seq uint32, count uint64, pl []byte) error {
 	p := &ep.peers[src]
 	if count == 0 || count > uint64(len(pl)/aggHdrSize) {
-		return errorf(ErrCorrupt, "aggregate cell from rank %d: %d messages in %d bytes", src, count, len(pl))
+		return ep.distrust(peerfault.Corrupt(src, "count of an aggregate cell", "%d messages in %d bytes", count, len(pl)))
 	}
 	at := 0
 	for i := range uint32(count) {
 		at = alignAgg(at)
 		if at+aggHdrSize > len(pl) {
-			return errorf(ErrCorrupt, "aggregate cell from rank %d: message %d of %d starts past its %d bytes", src, i, count, len(pl))
+			return ep.distrust(peerfault.Corrupt(src, "count of an aggregate cell", "message %d of %d starts past its %d bytes", i, count, len(pl)))
 		}
 		h := pl[at : at+aggHdrSize]
 		mseq, tag := binary.LittleEndian.Uint32(h), int32(binary.LittleEndian.Uint32(h[4:]))
@@ -259,8 +260,8 @@ func (ep *Endpoint) arriveAggregate(src int, seq uint32, count uint64, pl []byte
 		whole := kind == kindMsg || kind == kindControl || kind == kindAM
 		sized := whole && total == uint64(n) || kind == kindRTS && total <= uint64(maxInt)
 		if mseq != seq+i || !sized || tag < 0 || uint64(n) > uint64(len(pl)-at-aggHdrSize) {
-			return errorf(ErrCorrupt, "aggregate cell from rank %d: message %d of %d has sequence %d (want %d), kind %d, tag %d, %d bytes of %d left for a %d-byte message",
-				src, i, count, mseq, seq+i, kind, tag, n, len(pl)-at-aggHdrSize, total)
+			return ep.distrust(peerfault.Corrupt(src, "entry of an aggregate cell", "message %d of %d has sequence %d (want %d), kind %d, tag %d, %d bytes of %d left for a %d-byte message",
+				i, count, mseq, seq+i, kind, tag, n, len(pl)-at-aggHdrSize, total))
 		}
 		if i > 0 {
 			p.recvSeq++
@@ -273,13 +274,13 @@ func (ep *Endpoint) arriveAggregate(src int, seq uint32, count uint64, pl []byte
 		} else {
 			err = ep.arrivePacked(src, int(tag), kind, int(total), pl[at:at+int(n)])
 		}
-		if err != nil {
-			return err
+		if err != nil || p.dead != nil {
+			return err // failed by what a handler found
 		}
 		at += int(n)
 	}
 	if at != len(pl) {
-		return errorf(ErrCorrupt, "aggregate cell from rank %d: %d messages end at byte %d of %d", src, count, at, len(pl))
+		return ep.distrust(peerfault.Corrupt(src, "length of an aggregate cell", "%d messages end at byte %d of %d", count, at, len(pl)))
 	}
 	return nil
 }
@@ -292,9 +293,9 @@ func (ep *Endpoint) arrivePacked(src, tag int, kind uint32, total int, data []by
 		if ep.lmt == nil {
 			return errorf(ErrNoLMT, "control packet from rank %d", src)
 		}
-		return ep.lmt.HandleControl(src, data)
+		return ep.lmt.HandleControl(src, ep.private(data))
 	case kindAM:
-		return ep.handleAM(src, data)
+		return ep.handleAM(src, ep.private(data))
 	}
 	return ep.arrive(src, tag, kind, total, data)
 }

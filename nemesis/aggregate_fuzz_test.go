@@ -7,9 +7,10 @@ import (
 
 // FuzzAggregateCell hands arbitrary aggregate cells to the receiving code:
 // it must deliver what a well-formed prefix holds (messages as unexpected
-// ones, active messages held for a handler) or fail with ErrCorrupt (or
-// ErrNoLMT for a control packet: this endpoint has no LMT), never read
-// past the cell, panic, or take a sequence number it was not given.
+// ones, active messages held for a handler) and either the whole cell or
+// fail its sender with a *peerfault.Error naming it and the field (or
+// return ErrNoLMT for a control packet: this endpoint has no LMT), never
+// read past the cell, panic, or take a sequence number it was not given.
 func FuzzAggregateCell(f *testing.F) {
 	good := make([]byte, 2*aggHdrSize+16)
 	putAggHdr(good, 0, 1, 8, kindMsg, 8)
@@ -26,8 +27,13 @@ func FuzzAggregateCell(f *testing.F) {
 		p := &b.peers[0]
 		p.recvSeq = 1 // as handleCell leaves it for a cell numbered 0
 		err := b.arriveAggregate(0, 0, count, pl)
-		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNoLMT) {
-			t.Fatalf("error %v, want ErrCorrupt, ErrNoLMT or none", err)
+		if err != nil && !errors.Is(err, ErrNoLMT) {
+			t.Fatalf("error %v, want ErrNoLMT or none", err)
+		}
+		failed := p.dead != nil
+		if failed {
+			wantCorrupt(t, p.dead, 0)
+			forgive(b, 0)
 		}
 		delivered := len(b.amHeld)
 		b.amHeld = b.amHeld[:0]
@@ -36,11 +42,12 @@ func FuzzAggregateCell(f *testing.F) {
 			b.freeUnexpected(u)
 			delivered++
 		}
-		if err == nil && uint64(delivered) != count {
+		whole := err == nil && !failed
+		if whole && uint64(delivered) != count {
 			t.Fatalf("%d messages delivered of a cell of %d", delivered, count)
 		}
-		if got := p.recvSeq - 1; got > uint32(delivered) || err == nil && got != uint32(count)-1 {
-			t.Fatalf("sequence advanced by %d after %d messages (count %d, err %v)", got, delivered, count, err)
+		if got := p.recvSeq - 1; got > uint32(delivered) || whole && got != uint32(count)-1 {
+			t.Fatalf("sequence advanced by %d after %d messages (count %d, err %v, failed %v)", got, delivered, count, err, failed)
 		}
 	})
 }

@@ -59,6 +59,7 @@ import (
 
 	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/internal/memcopy"
+	"github.com/knemesis/knemesis/peerfault"
 )
 
 // LMTArena is implemented by an LMT that takes some messages from arena
@@ -288,26 +289,26 @@ func (ep *Endpoint) releaseArena(src, slot int, v uint64) {
 func (ep *Endpoint) arenaDesc(src, total int, d []byte) (slot int, gen uint64, pieces []byte, err error) {
 	region := ep.seg.region(src)
 	if region == nil || ep.peers[src].net || len(d) < arenaDescHdr {
-		return -1, 0, nil, errorf(ErrCorrupt, "arena descriptor of %d bytes from rank %d, which shares no arena with this rank or sent less than a descriptor's %d-byte header", len(d), src, arenaDescHdr)
+		return -1, 0, nil, peerfault.Corrupt(src, "arena descriptor", "%d bytes from a rank that shares no arena with this rank or sent less than a descriptor's %d-byte header", len(d), arenaDescHdr)
 	}
 	gen, s, count := le.Uint64(d), le.Uint32(d[8:]), le.Uint32(d[12:])
 	if s >= arenaSlots || gen == 0 || gen&arenaRefused != 0 {
-		return -1, 0, nil, errorf(ErrCorrupt, "arena descriptor from rank %d names completion slot %d (of %d) and generation %#x", src, s, arenaSlots, gen)
+		return -1, 0, nil, peerfault.Corrupt(src, "slot of an arena descriptor", "names completion slot %d (of %d) and generation %#x", s, arenaSlots, gen)
 	}
 	slot, pieces = int(s), d[arenaDescHdr:]
 	if uint64(len(pieces)) != uint64(count)*arenaPieceSize {
-		return slot, gen, nil, errorf(ErrCorrupt, "arena descriptor from rank %d announces %d pieces in %d bytes", src, count, len(pieces))
+		return slot, gen, nil, peerfault.Corrupt(src, "piece count of an arena descriptor", "announces %d pieces in %d bytes", count, len(pieces))
 	}
 	size, sum := uint64(len(region)), uint64(0)
 	for i := 0; i < len(pieces); i += arenaPieceSize {
 		off, n := le.Uint64(pieces[i:]), le.Uint64(pieces[i+8:])
 		if off > size || n > size-off {
-			return slot, gen, nil, errorf(ErrCorrupt, "arena descriptor from rank %d: piece %d is %d bytes at offset %d, outside the rank's %d-byte region", src, i/arenaPieceSize, n, off, size)
+			return slot, gen, nil, peerfault.Corrupt(src, "piece of an arena descriptor", "piece %d is %d bytes at offset %d, outside the rank's %d-byte region", i/arenaPieceSize, n, off, size)
 		}
 		sum += n
 	}
 	if sum != uint64(total) {
-		return slot, gen, nil, errorf(ErrCorrupt, "arena descriptor from rank %d: its pieces hold %d bytes of a %d-byte message", src, sum, total)
+		return slot, gen, nil, peerfault.Corrupt(src, "length of an arena descriptor", "its pieces hold %d bytes of a %d-byte message", sum, total)
 	}
 	return slot, gen, pieces, nil
 }

@@ -187,6 +187,7 @@ type Endpoint struct {
 	am       AMHandler // one-sided layer (package rma), see am.go
 	amMeter  AMMeter   // am, when it makes progress that comes in no packet
 	amHeld   []heldAM  // active messages that came before the handler
+	scratch  []byte    // private copies of peer-written packets for their parsers (trust.go)
 	eagerMax int
 	// chooser, when the LMT is one, decides for messages of more than
 	// chooseAbove bytes up to eagerMax (chooseAbove == eagerMax: never).
@@ -228,6 +229,7 @@ type Stats struct {
 	Dozes         uint64 // times a blocked call slept until woken (or a timeout)
 	Woken         uint64 // dozes that a waker ended before their timeout
 	Reaped        uint64 // cells taken back from the queues of gone ranks
+	Distrusted    uint64 // ranks failed here for writing a corrupt value (trust.go)
 	Yields        uint64 // times a blocked call gave its CPU away
 	// AggregateCells and Aggregated: cells that carried several whole
 	// messages (the Aggregate strategy), and the messages they carried.

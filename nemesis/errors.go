@@ -3,6 +3,8 @@ package nemesis
 import (
 	"errors"
 	"fmt"
+
+	"github.com/knemesis/knemesis/peerfault"
 )
 
 // Errors returned by the package, to be tested with errors.Is. The returned
@@ -12,8 +14,8 @@ var (
 	ErrInvalidRank   = errors.New("nemesis: invalid rank")
 	ErrInvalidTag    = errors.New("nemesis: invalid tag")
 	ErrTruncated     = errors.New("nemesis: message truncated")
-	ErrPeerDead      = errors.New("nemesis: peer process died")
-	ErrCorrupt       = errors.New("nemesis: shared segment corrupted")
+	ErrPeerDead      = peerfault.ErrDead    // a *peerfault.Error names the rank
+	ErrCorrupt       = peerfault.ErrCorrupt // a *peerfault.Error names the rank and field, when one wrote it
 	ErrLayout        = errors.New("nemesis: shared segment layout mismatch")
 	ErrStaleSegment  = errors.New("nemesis: stale shared segment")
 	ErrJoinTimeout   = errors.New("nemesis: timed out joining job")
@@ -27,14 +29,11 @@ var (
 	errInternalState = errors.New("nemesis: internal state")
 )
 
-// PeerError says which rank's death failed an operation.
-type PeerError struct {
-	Rank int
-	Err  error // wraps ErrPeerDead
-}
-
-func (e *PeerError) Error() string { return fmt.Sprintf("rank %d: %v", e.Rank, e.Err) }
-func (e *PeerError) Unwrap() error { return e.Err }
+// PeerError says which rank's death or corrupt data failed an operation.
+//
+// Deprecated: it is [peerfault.Error], the same type in every layer; the
+// name stays for the code that names it.
+type PeerError = peerfault.Error
 
 func errorf(kind error, format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{kind}, args...)...)

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/knemesis/knemesis/internal/lineops"
+	"github.com/knemesis/knemesis/peerfault"
 )
 
 // Fastboxes for the peers that talk (§3.2: "fastboxes can be used only
@@ -142,7 +143,7 @@ func (ep *Endpoint) claimSet(dst int) bool {
 func (ep *Endpoint) attachSet(src int, set uint64) error {
 	p := &ep.peers[src]
 	if set >= uint64(ep.seg.fastboxes) || src == ep.rank || p.fbIn[0] != nil {
-		return errorf(ErrCorrupt, "rank %d announced fastbox set %d (pool of %d, attached already: %v)", src, set, ep.seg.fastboxes, p.fbIn[0] != nil)
+		return ep.distrust(peerfault.Corrupt(src, "set of a fastbox announcement", "%d (pool of %d, attached already: %v)", set, ep.seg.fastboxes, p.fbIn[0] != nil))
 	}
 	ep.setIn(src, int(set))
 	return nil

@@ -1,10 +1,12 @@
 package nemesis
 
 import (
+	"cmp"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/knemesis/knemesis/internal/lineops"
+	"github.com/knemesis/knemesis/peerfault"
 )
 
 // Line rings: the fastboxes of the smallest messages. Beside its
@@ -213,30 +215,29 @@ func (p *peer) postLine(at uint32, tag, n int) {
 	p.announce()
 }
 
-// inLine returns the fields of the record that holds the rank's next
-// message, or nil.
-func (p *peer) inLine() *lineFields {
+// inLine returns a private copy of the fields of the record that holds
+// the rank's next message, and whether one does: the sender may rewrite
+// them, so they are read once, here (trust.go).
+func (p *peer) inLine() (lineFields, bool) {
 	r, n := p.lnIn, p.lnRecv
 	if r == nil {
-		return nil
+		return lineFields{}, false
 	}
 	// stamp(n) and fields(n), from one slot address: the inliner's
 	// budget, on every Poll's path, has no room for both calls.
 	slot, odd := unsafe.Add(unsafe.Pointer(r), slotOff(n)), uintptr(n&1)
 	if (*atomic.Uint32)(unsafe.Add(slot, odd*(lineSlotSize-lineStampSize))).Load() != n+1 {
-		return nil
+		return lineFields{}, false
 	}
-	if f := (*lineFields)(unsafe.Add(slot, (odd^1)*lineStampSize)); f.seq == p.recvSeq {
-		return f
-	}
-	return nil
+	f := *(*lineFields)(unsafe.Add(slot, (odd^1)*lineStampSize))
+	return f, f.seq == p.recvSeq
 }
 
 // takeLine delivers the message of record f, src's next, to the receive
 // it matches or as unexpected.
-func (ep *Endpoint) takeLine(src int, f *lineFields) error {
+func (ep *Endpoint) takeLine(src int, f lineFields) error {
 	data, next, err := ep.openLine(src, f)
-	if err != nil {
+	if err != nil || data == nil {
 		return err
 	}
 	err = ep.arrive(src, int(f.tag), kindMsg, len(data), data)
@@ -246,10 +247,10 @@ func (ep *Endpoint) takeLine(src int, f *lineFields) error {
 
 // takeLineInto delivers the message of record f, the next from r's
 // source, to r, which it matches and which no earlier receive precedes.
-func (ep *Endpoint) takeLineInto(r *Request, f *lineFields) error {
+func (ep *Endpoint) takeLineInto(r *Request, f lineFields) error {
 	data, next, err := ep.openLine(r.peer, f)
-	if err != nil {
-		ep.finish(r, 0, err)
+	if err != nil || data == nil {
+		ep.finish(r, 0, cmp.Or(err, ep.peers[r.peer].dead))
 		return err
 	}
 	ep.matched++
@@ -262,19 +263,20 @@ func (ep *Endpoint) takeLineInto(r *Request, f *lineFields) error {
 
 // openLine checks record f, src's next message, and moves src's sequence
 // past it; it returns the payload, which stays the sender's until
-// closeLine, and the running number after the record.
-func (ep *Endpoint) openLine(src int, f *lineFields) (data []byte, next uint32, err error) {
+// closeLine, and the running number after the record. A record out of
+// bounds fails src (nil data, nil error).
+func (ep *Endpoint) openLine(src int, f lineFields) (data []byte, next uint32, err error) {
 	p := &ep.peers[src]
 	r := p.lnIn
 	n := int(f.len)
-	if n > linePayload {
-		return nil, 0, ep.fail(errorf(ErrCorrupt, "line record from rank %d: %d bytes (max %d)", src, f.len, linePayload))
+	if f.len > linePayload {
+		return nil, 0, ep.distrust(peerfault.OutOfBounds(src, "length of a line record", uint64(f.len), linePayload))
 	}
 	// A two-slot record's stamps were stored before the one found, so
 	// they are not read; its payload stays in its line whatever they say.
 	at := lineRecordAt(p.lnRecv, n)
 	if p.asm.req != nil || p.asm.ux != nil {
-		return nil, 0, ep.fail(errorf(ErrCorrupt, "line record from rank %d inside a multi-cell message", src))
+		return nil, 0, ep.distrust(peerfault.Corrupt(src, "sequence of a line record", "message %d inside a multi-cell message", f.seq))
 	}
 	ep.arrived++
 	p.recvSeq++

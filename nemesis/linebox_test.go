@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
+	"github.com/knemesis/knemesis/peerfault"
 	"testing"
 	"unsafe"
 )
@@ -294,8 +294,12 @@ func TestCorruptLineRecord(t *testing.T) {
 			recvInOrder(t, eps[1], 0, msgs[:slot])
 			eps[1].peers[0].lnIn.fields(slot).len = uint32(linePayload) + 1
 			_, err := eps[1].Recv(0, AnyTag, make([]byte, linePayload))
-			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "45 bytes (max 44)") {
-				t.Fatalf("got %v, want ErrCorrupt saying 45 bytes (max 44)", err)
+			var pe *peerfault.Error
+			if !errors.As(err, &pe) || !errors.Is(err, ErrCorrupt) || pe.Rank != 0 || pe.Field != "length of a line record" || pe.Value != linePayload+1 || pe.Limit != linePayload {
+				t.Fatalf("got %v, want rank 0's corrupt length of a line record, 45 above 44", err)
+			}
+			if err := eps[1].Poll(); err != nil {
+				t.Fatalf("Poll after rank 0 was failed: %v, want the endpoint to go on", err)
 			}
 		})
 	}

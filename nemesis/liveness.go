@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/knemesis/knemesis/peerfault"
 	"golang.org/x/sys/unix"
 )
 
@@ -175,8 +176,8 @@ func (ep *Endpoint) reapGone() error {
 	}
 	me := int32(ep.rank + 1)
 	for i := range ep.peers {
-		if ep.peers[i].dead == nil {
-			continue
+		if ep.peers[i].dead == nil || ep.peers[i].distrusted() {
+			continue // alive, or failed for a corrupt value and still alive
 		}
 		pb := ep.seg.proc(i)
 		if !pb.reaper.CompareAndSwap(0, me) && pb.reaper.Load() != me {
@@ -191,10 +192,7 @@ func (ep *Endpoint) reapGone() error {
 			if off == 0 {
 				break
 			}
-			owner := int(c.owner)
-			if owner >= ep.size {
-				return ep.fail(errorf(ErrCorrupt, "cell %#x in the queue of gone rank %d names owner %d", off, i, owner))
-			}
+			owner := ep.seg.cellOwner(off) // where it lies, not what it says
 			if err := ep.peers[owner].freeQ.enqueue(ep.seg, off, c); err != nil {
 				return ep.fail(err)
 			}
@@ -212,7 +210,7 @@ func (ep *Endpoint) peerGone(rank int) error {
 	if ep.seg.proc(rank).closed.Load() != 0 {
 		how = "closed its endpoint and exited"
 	}
-	return &PeerError{Rank: rank, Err: fmt.Errorf("%w (pid %d %s)", ErrPeerDead, ep.peers[rank].pid, how)}
+	return peerfault.Dead(rank, int(ep.peers[rank].pid), how, nil)
 }
 
 // peerFailed fails every request that waits on rank. Wildcard receives fail

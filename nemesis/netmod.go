@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/knemesis/knemesis/peerfault"
 	"time"
 )
 
@@ -348,10 +349,16 @@ func (e *netEvents) Arrived(hdr, payload []byte) error {
 	tag := int(int32(binary.LittleEndian.Uint32(hdr[12:])))
 	n := int(binary.LittleEndian.Uint32(hdr[16:]))
 	total := binary.LittleEndian.Uint64(hdr[24:])
-	if src >= ep.size || !ep.peers[src].net || n != len(payload) {
-		return ep.fail(errorf(ErrCorrupt, "network packet from rank %d (job of %d): %d bytes, %d arrived", src, ep.size, n, len(payload)))
+	if src >= ep.size || !ep.peers[src].net {
+		return ep.fail(errorf(ErrCorrupt, "network packet from rank %d (job of %d), not a rank on another node", src, ep.size))
 	}
 	p := &ep.peers[src]
+	if p.dead != nil && p.distrusted() {
+		return nil
+	}
+	if n != len(payload) {
+		return ep.distrust(peerfault.Corrupt(src, "length of a network packet", "%d bytes, %d arrived", n, len(payload)))
+	}
 	ep.net.moved++
 	ep.net.unanswered[src] = 0
 	switch kind {
@@ -369,23 +376,41 @@ func (e *netEvents) Arrived(hdr, payload []byte) error {
 		e.PeerFailed(src, errNetBye)
 		return nil
 	}
-	if seq != p.recvSeq {
-		return ep.fail(errorf(ErrCorrupt, "network packet from rank %d has sequence %d, expected %d", src, seq, p.recvSeq))
+	if perr := ep.checkNet(src, kind, seq, n, total); perr != nil {
+		return ep.distrust(perr)
 	}
 	p.recvSeq++
 	var err error
-	switch {
-	case kind == kindMsg && total <= uint64(maxInt) && uint64(n) <= total && p.asm.req == nil && p.asm.ux == nil:
-		err = ep.arrive(src, tag, kind, int(total), payload)
-	case kind == kindCont:
+	if kind == kindCont {
 		err = ep.continueMsg(src, payload)
-	case kind == kindRTS && total <= uint64(maxInt) && p.asm.req == nil && p.asm.ux == nil:
+	} else {
 		err = ep.arrive(src, tag, kind, int(total), payload)
-	default:
-		err = errorf(ErrCorrupt, "network packet from rank %d: kind %d, %d bytes of %d", src, kind, n, total)
 	}
 	if err != nil {
 		return ep.fail(err)
+	}
+	return nil
+}
+
+// checkNet checks the fields of a sequenced network packet from src: n
+// payload bytes of a total-byte message. A total reaches no allocation:
+// an unexpected message's buffer grows as its packets arrive.
+func (ep *Endpoint) checkNet(src int, kind, seq uint32, n int, total uint64) *peerfault.Error {
+	p := &ep.peers[src]
+	inMsg := p.asm.req != nil || p.asm.ux != nil
+	switch {
+	case seq != p.recvSeq:
+		return peerfault.Corrupt(src, "sequence of a network packet", "%d, expected %d", seq, p.recvSeq)
+	case kind == kindCont:
+		return nil
+	case kind != kindMsg && kind != kindRTS:
+		return peerfault.Corrupt(src, "kind of a network packet", "%d, which no sequenced packet carries", kind)
+	case total > uint64(maxInt):
+		return peerfault.OutOfBounds(src, "total of a network packet", total, uint64(maxInt))
+	case kind == kindMsg && uint64(n) > total:
+		return peerfault.OutOfBounds(src, "length of a network packet", uint64(n), total)
+	case inMsg:
+		return peerfault.Corrupt(src, "kind of a network packet", "a new message (kind %d) before the end of the previous one", kind)
 	}
 	return nil
 }
@@ -450,7 +475,7 @@ func (e *netEvents) PeerFailed(rank int, err error) {
 	if p.netClosed {
 		how = "closed its endpoint and left"
 	}
-	ep.failPeer(rank, &PeerError{Rank: rank, Err: fmt.Errorf("%w (on another node, %s: %w)", ErrPeerDead, how, err)}, !p.netClosed)
+	ep.failPeer(rank, peerfault.Dead(rank, 0, "on another node, "+how, err), !p.netClosed)
 }
 
 // probeRemote is a blocked call's liveness check of the ranks whose

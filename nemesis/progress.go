@@ -3,6 +3,8 @@ package nemesis
 import (
 	"unsafe"
 
+	"github.com/knemesis/knemesis/peerfault"
+
 	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/internal/memcopy"
 	"github.com/knemesis/knemesis/nemesis/internal/ilist"
@@ -138,66 +140,130 @@ func (ep *Endpoint) satisfied() bool {
 // pollFbox consumes the fastbox from src where the next message in src's
 // sequence would be, if it is full and holds that message; a message with a
 // later number waits there until the queue has delivered those before it
-// (§3.2).
+// (§3.2). Its header is copied once and only the copy is used (trust.go).
 func (ep *Endpoint) pollFbox(src int) (bool, error) {
 	p := &ep.peers[src]
-	if l := p.inLine(); l != nil {
+	if p.dead != nil && p.distrusted() {
+		return false, nil
+	}
+	if l, ok := p.inLine(); ok {
 		return true, ep.takeLine(src, l)
 	}
 	k := p.recvSeq % fboxSlots
 	fb := p.fbIn[k]
-	if fb == nil || fb.full.Load() == 0 || fb.seq != p.recvSeq {
+	if fb == nil || fb.full.Load() == 0 {
+		return false, nil
+	}
+	h := fb.load()
+	if h.seq != p.recvSeq {
 		return false, nil
 	}
 	pl := p.fbInPl[k]
-	if fb.len > lineSize-fboxHdrSize {
+	if h.len > lineSize-fboxHdrSize && h.len <= uint32(len(pl)) {
 		// The payload runs into the box's second line (an RTS with
 		// its handle, or a CTS with one): ask for it now, while the
 		// packet is handled.
 		lineops.Prefetch(unsafe.Pointer(&pl[lineSize-fboxHdrSize]))
 	}
-	seq := fb.seq
-	p.acked = fb.ack
+	if err := ep.checkFbox(src, &h, len(pl)); err != nil {
+		return false, ep.distrust(err)
+	}
+	p.acked = h.ack
 	ep.arrived++
-	if p.asm.req != nil || p.asm.ux != nil {
-		return false, ep.fail(errorf(ErrCorrupt, "fastbox message from rank %d inside a multi-cell message", src))
+	n := int(h.len)
+	p.recvSeq++
+	var err error
+	switch h.kind {
+	case kindMsg, kindRTS, kindArena:
+		err = ep.arrive(src, int(h.tag), h.kind, int(h.total), pl[:n])
+	case kindControl:
+		err = ep.lmt.HandleControl(src, ep.private(pl[:n]))
+	case kindAM:
+		err = ep.handleAM(src, ep.private(pl[:n]))
 	}
-	n, kind := int(fb.len), fb.kind
+	lineops.StoreRelease(&fb.full, 0)
+	p.released = h.seq + 1
+	return true, err
+}
+
+// checkFbox checks h, the copy of a full fastbox's header from src whose
+// payload area holds room bytes.
+func (ep *Endpoint) checkFbox(src int, h *fboxFields, room int) *peerfault.Error {
+	p := &ep.peers[src]
 	switch {
-	case n > len(pl):
-	case kind == kindMsg && uint64(n) == fb.total, (kind == kindRTS || kind == kindArena) && fb.total <= uint64(maxInt):
-		p.recvSeq++
-		err := ep.arrive(src, int(fb.tag), kind, int(fb.total), pl[:n])
-		lineops.StoreRelease(&fb.full, 0)
-		p.released = seq + 1
-		return true, err
-	case kind == kindControl && ep.lmt != nil:
-		p.recvSeq++
-		err := ep.lmt.HandleControl(src, pl[:n])
-		lineops.StoreRelease(&fb.full, 0)
-		p.released = seq + 1
-		return true, err
-	case kind == kindAM:
-		p.recvSeq++
-		err := ep.handleAM(src, pl[:n])
-		lineops.StoreRelease(&fb.full, 0)
-		p.released = seq + 1
-		return true, err
+	case h.len > uint32(room):
+		return peerfault.OutOfBounds(src, "length of a fastbox", uint64(h.len), uint64(room))
+	case h.ack-p.acked > p.sendSeq-p.acked:
+		return peerfault.Corrupt(src, "acknowledgment of a fastbox", "%d, after %d, with %d messages sent to it: goes backwards or past them", h.ack, p.acked, p.sendSeq)
+	case p.asm.req != nil || p.asm.ux != nil:
+		return peerfault.Corrupt(src, "sequence of a fastbox", "message %d inside a multi-cell message", h.seq)
 	}
-	return false, ep.fail(errorf(ErrCorrupt, "fastbox from rank %d: kind %d, %d bytes of %d (max %d)", src, kind, n, fb.total, len(pl)))
+	switch h.kind {
+	case kindMsg:
+		if h.total != uint64(h.len) {
+			return peerfault.Corrupt(src, "total of a fastbox", "%d for a %d-byte message, which a fastbox holds whole", h.total, h.len)
+		}
+	case kindRTS, kindArena:
+		if h.total > uint64(maxInt) {
+			return peerfault.OutOfBounds(src, "total of a fastbox", h.total, uint64(maxInt))
+		}
+	case kindControl:
+		if ep.lmt == nil {
+			return peerfault.Corrupt(src, "kind of a fastbox", "an LMT control packet, and this rank has no LMT")
+		}
+	case kindAM:
+	default:
+		return peerfault.Corrupt(src, "kind of a fastbox", "%d, which no fastbox carries", h.kind)
+	}
+	return nil
 }
 
 // handleCell delivers one cell taken from the receive queue and returns it
-// to the free queue of the rank that owns it.
+// to the free queue of the rank that owns it. Its header is copied once and
+// only the copy is used; the owner is where the cell lies, which the
+// header's owner field must agree with (trust.go).
 func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 	s := ep.seg
-	src, owner := int(c.src), int(c.owner)
-	if src >= ep.size || owner >= ep.size {
-		return errorf(ErrCorrupt, "cell %#x names source %d, owner %d in a job of %d", off, src, owner, ep.size)
+	h := c.load()
+	if !s.ownsCell(h.owner, off) {
+		owner := s.cellOwner(off)
+		ep.distrust(peerfault.Corrupt(owner, "owner of a cell", "%d for its cell %#x", h.owner, off))
+		return ep.giveBack(owner, off, c)
 	}
+	src := int(h.owner)
+	p := &ep.peers[src]
+	if p.dead != nil && p.distrusted() {
+		return ep.giveBack(src, off, c)
+	}
+	err := ep.takeCell(src, off, &h)
+	if qerr := ep.giveBack(src, off, c); qerr != nil {
+		return qerr
+	}
+	if err == nil && ep.wildcards > 0 && p.fbIn[0] != nil {
+		// src's next message may wait in its fastbox behind this cell,
+		// its bell rung while the cell was not yet taken.
+		err = ep.pollFboxes(src)
+	}
+	return err
+}
+
+// giveBack returns the cell at off to its owner's free queue.
+func (ep *Endpoint) giveBack(owner int, off uint64, c *cellHdr) error {
+	o := &ep.peers[owner]
+	if err := o.freeQ.enqueue(ep.seg, off, c); err != nil {
+		return err
+	}
+	o.wake()
+	return nil
+}
+
+// takeCell delivers the packet of the cell at off from src, whose header
+// h is the copy handleCell made.
+func (ep *Endpoint) takeCell(src int, off uint64, h *cellFields) error {
+	s := ep.seg
 	p := &ep.peers[src]
 	for range fboxSlots + lineSlots {
-		if c.seq == p.recvSeq {
+		if h.seq == p.recvSeq {
 			break
 		}
 		// The messages before this one went through the fastboxes,
@@ -212,58 +278,67 @@ func (ep *Endpoint) handleCell(off uint64, c *cellHdr) error {
 		}
 		ep.stats.SeqFromFbox++
 	}
-	seq := c.seq
-	if seq != p.recvSeq {
-		return errorf(ErrCorrupt, "cell from rank %d has sequence %d, expected %d", src, seq, p.recvSeq)
+	if p.dead != nil && p.distrusted() {
+		return nil // failed for what its fastboxes held
+	}
+	if perr := ep.checkCell(src, h); perr != nil {
+		return ep.distrust(perr)
 	}
 	p.recvSeq++
-	n := int(c.len)
-	if n > s.payloadSize {
-		return errorf(ErrCorrupt, "cell from rank %d carries %d bytes, more than a cell's %d", src, n, s.payloadSize)
-	}
-	pl := s.payload(off)[:n]
+	pl := s.payload(off)[:h.len]
 	var err error
-	switch c.kind {
+	switch h.kind {
 	case kindMsg, kindRTS, kindArena:
-		if c.total > uint64(maxInt) || c.kind == kindMsg && uint64(n) > c.total {
-			return errorf(ErrCorrupt, "cell from rank %d: %d bytes of a %d-byte message", src, n, c.total)
-		}
-		if p.asm.req != nil || p.asm.ux != nil {
-			return errorf(ErrCorrupt, "rank %d started a message before finishing the previous one", src)
-		}
-		err = ep.arrive(src, int(c.tag), c.kind, int(c.total), pl)
+		err = ep.arrive(src, int(h.tag), h.kind, int(h.total), pl)
 	case kindCont:
 		err = ep.continueMsg(src, pl)
 	case kindControl:
 		if ep.lmt == nil {
 			err = errorf(ErrNoLMT, "control packet from rank %d", src)
 		} else {
-			err = ep.lmt.HandleControl(src, pl)
+			err = ep.lmt.HandleControl(src, ep.private(pl))
 		}
 	case kindFboxSetup:
-		err = ep.attachSet(src, c.total)
+		err = ep.attachSet(src, h.total)
 	case kindAM:
-		err = ep.handleAM(src, pl)
+		err = ep.handleAM(src, ep.private(pl))
 	case kindAgg:
-		if p.asm.req != nil || p.asm.ux != nil {
-			return errorf(ErrCorrupt, "rank %d sent an aggregate cell inside a multi-cell message", src)
-		}
-		err = ep.arriveAggregate(src, seq, c.total, pl)
-	default:
-		return errorf(ErrCorrupt, "cell from rank %d has unknown kind %d", src, c.kind)
+		err = ep.arriveAggregate(src, h.seq, h.total, pl)
 	}
 	p.released = p.recvSeq // past every message of an aggregate cell
-	o := &ep.peers[owner]
-	if qerr := o.freeQ.enqueue(s, off, c); qerr != nil {
-		return qerr
-	}
-	o.wake()
-	if err == nil && ep.wildcards > 0 && p.fbIn[0] != nil {
-		// src's next message may wait in its fastbox behind this cell,
-		// its bell rung while the cell was not yet taken.
-		err = ep.pollFboxes(src)
-	}
 	return err
+}
+
+// checkCell checks h, the copy of a cell's header from src.
+func (ep *Endpoint) checkCell(src int, h *cellFields) *peerfault.Error {
+	p := &ep.peers[src]
+	switch {
+	case h.src != uint32(src):
+		return peerfault.Corrupt(src, "source of a cell", "%d in a cell of rank %d", h.src, src)
+	case h.seq != p.recvSeq:
+		return peerfault.Corrupt(src, "sequence of a cell", "%d, expected %d", h.seq, p.recvSeq)
+	case h.len > uint32(ep.seg.payloadSize):
+		return peerfault.OutOfBounds(src, "length of a cell", uint64(h.len), uint64(ep.seg.payloadSize))
+	}
+	inMsg := p.asm.req != nil || p.asm.ux != nil
+	switch h.kind {
+	case kindMsg, kindRTS, kindArena:
+		if h.total > uint64(maxInt) {
+			return peerfault.OutOfBounds(src, "total of a cell", h.total, uint64(maxInt))
+		}
+		if h.kind == kindMsg && uint64(h.len) > h.total {
+			return peerfault.OutOfBounds(src, "length of a cell", uint64(h.len), h.total)
+		}
+	case kindCont, kindControl, kindFboxSetup, kindAM:
+		return nil
+	case kindAgg:
+	default:
+		return peerfault.Corrupt(src, "kind of a cell", "%d, which no cell carries", h.kind)
+	}
+	if inMsg {
+		return peerfault.Corrupt(src, "kind of a cell", "a new message (kind %d) before the end of the previous one", h.kind)
+	}
+	return nil
 }
 
 // arrive matches the first piece of a message (all of it when total ==
@@ -278,9 +353,9 @@ func (ep *Endpoint) arrive(src, tag int, kind uint32, total int, data []byte) er
 			r.peer, r.tag, r.msgLen = src, tag, total
 			switch kind {
 			case kindRTS:
-				return ep.startLMTRecv(r, data)
+				return ep.startLMTRecv(r, ep.private(data))
 			case kindArena:
-				return ep.recvArena(r, data)
+				return ep.recvArena(r, ep.private(data))
 			}
 			// deliver, by hand: too big to inline, and this is
 			// every small message's path.
@@ -315,15 +390,15 @@ func (ep *Endpoint) continueMsg(src int, data []byte) error {
 	case a.ux != nil:
 		total = a.ux.total
 	default:
-		return errorf(ErrCorrupt, "continuation cell from rank %d without a message", src)
+		return ep.distrust(peerfault.Corrupt(src, "kind of a continuation", "no message to continue"))
 	}
 	if len(data) > total-a.got {
-		return errorf(ErrCorrupt, "rank %d sent %d bytes past its %d-byte message", src, a.got+len(data)-total, total)
+		return ep.distrust(peerfault.OutOfBounds(src, "length of a continuation", uint64(len(data)), uint64(total-a.got)))
 	}
 	if r := a.req; r != nil {
 		r.deliver(data)
 	} else {
-		memcopy.Copy(a.ux.data[a.got:], data)
+		memcopy.Copy(a.ux.grow(a.got, len(data)), data)
 	}
 	a.got += len(data)
 	if a.got < total {
@@ -383,7 +458,7 @@ func (ep *Endpoint) takeUnexpected(r *Request, u *uxMsg) error {
 		a.ux, a.req = nil, r
 		return nil
 	}
-	r.deliver(u.data[:u.total])
+	r.deliver(u.data)
 	ep.finishRecv(r)
 	return nil
 }
@@ -429,10 +504,10 @@ func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []b
 	} else {
 		u = &uxMsg{small: make([]byte, max(ep.seg.payloadSize, ep.seg.fboxPayload))}
 	}
-	size := total
-	if kind == kindRTS || kind == kindArena {
-		size = len(data) // the handle or descriptor, not the message
-	}
+	// What came, not what the sender announced: a multi-cell
+	// message's buffer grows as its cells arrive (grow), so that no
+	// rank makes this one allocate what it does not send.
+	size := len(data)
 	switch {
 	case size <= len(u.small):
 		u.data = u.small[:size]
@@ -449,6 +524,25 @@ func (ep *Endpoint) newUnexpected(src, tag int, kind uint32, total int, data []b
 	u.complete = kind == kindRTS || kind == kindArena || total == len(data)
 	ep.unexp.PushBack(u, &u.links)
 	return u
+}
+
+// grow makes room in u's buffer for n more bytes after the first got,
+// and returns it: the recycled buffer when it is long enough, else one
+// twice as long, up to the message's total, which continueMsg has checked
+// the bytes against.
+func (u *uxMsg) grow(got, n int) []byte {
+	if need := got + n; need > cap(u.data) {
+		b := u.big[:0]
+		if need > cap(b) {
+			b = make([]byte, 0, min(max(2*cap(u.data), need), u.total))
+			if cap(b) <= maxKeptUnexpected {
+				u.big = b
+			}
+		}
+		u.data = append(b, u.data[:got]...) // what came so far, moved once per doubling
+	}
+	u.data = u.data[:got+n]
+	return u.data[got:]
 }
 
 func (ep *Endpoint) freeUnexpected(u *uxMsg) {

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"bytes"
 	"errors"
+	"github.com/knemesis/knemesis/peerfault"
 	"io"
 	"os"
 	"os/exec"
@@ -257,19 +258,26 @@ func TestInvalidArguments(t *testing.T) {
 	}
 }
 
-// TestCorruptCell: a cell whose header was scribbled over is reported by
-// Poll, and the endpoint stays failed.
+// TestCorruptCell: a cell whose header its sender scribbled over fails the
+// receive from that sender with a *peerfault.Error naming it and the field,
+// and the cell goes home; the endpoint goes on. A broken link of the
+// receive queue, which every sender shares, fails the endpoint.
 func TestCorruptCell(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		mutate func(c *cellHdr)
+		field  string // "": the endpoint fails
 	}{
-		{"source", func(c *cellHdr) { c.src = 7 }},
-		{"owner", func(c *cellHdr) { c.owner = 1 << 20 }},
-		{"length", func(c *cellHdr) { c.len = 1 << 20 }},
-		{"kind", func(c *cellHdr) { c.kind = 77 }},
-		{"sequence", func(c *cellHdr) { c.seq += 5 }},
-		{"next", func(c *cellHdr) { c.next.Store(3) }},
+		{"source", func(c *cellHdr) { c.src = 7 }, "source of a cell"},
+		{"owner", func(c *cellHdr) { c.owner = 1 << 20 }, "owner of a cell"},
+		{"length", func(c *cellHdr) { c.len = 1 << 20 }, "length of a cell"},
+		{"kind", func(c *cellHdr) { c.kind = 77 }, "kind of a cell"},
+		{"sequence", func(c *cellHdr) { c.seq += 5 }, "sequence of a cell"},
+		// A one-cell message announced as 1<<62 bytes: nothing is
+		// allocated for it, and the next message, which comes before
+		// its end, fails the pair.
+		{"total", func(c *cellHdr) { c.total = 1 << 62 }, "kind of a cell"},
+		{"next", func(c *cellHdr) { c.next.Store(3) }, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			eps := joinLocal(t, 2, &Options{CellSize: 512, Cells: 4, FastboxSize: -1})
@@ -289,14 +297,35 @@ func TestCorruptCell(t *testing.T) {
 			var r Request
 			b.Irecv(&r, 0, 0, make([]byte, 8))
 			var perr error
-			for i := 0; i < 10 && perr == nil; i++ {
+			for i := 0; i < 10 && perr == nil && (c.field == "" || !r.Done()); i++ {
 				perr = b.Poll()
 			}
-			if !errors.Is(perr, ErrCorrupt) {
-				t.Fatalf("Poll after corrupting the %s: %v, want ErrCorrupt", c.name, perr)
+			if c.field == "" {
+				if !errors.Is(perr, ErrCorrupt) {
+					t.Fatalf("Poll after corrupting the %s: %v, want ErrCorrupt", c.name, perr)
+				}
+				if _, err := b.Recv(0, 0, make([]byte, 8)); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("Recv on a corrupted endpoint: %v", err)
+				}
+				return
 			}
-			if _, err := b.Recv(0, 0, make([]byte, 8)); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("Recv on a corrupted endpoint: %v", err)
+			var pe *peerfault.Error
+			if err := b.Wait(&r); perr != nil || !errors.As(err, &pe) || !errors.Is(err, ErrCorrupt) || pe.Rank != 0 || pe.Field != c.field {
+				t.Fatalf("receive after corrupting the %s: %v (Poll: %v), want rank 0's corrupt %s", c.name, err, perr, c.field)
+			}
+			if err := b.Poll(); err != nil {
+				t.Fatalf("Poll after rank 0 was failed: %v, want the endpoint to go on", err)
+			}
+			free := 0
+			for {
+				off, _, err := a.freeQ.dequeue(a.seg)
+				if err != nil || off == 0 {
+					break
+				}
+				free++
+			}
+			if free != 4 {
+				t.Fatalf("rank 0 has %d free cells of 4 once rank 1 polled: its cells did not come home", free)
 			}
 		})
 	}

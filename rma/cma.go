@@ -49,7 +49,7 @@ func (w *Window) copyCMA(op *Op) (bool, error) {
 	case unix.EINTR:
 		return true, nil
 	case unix.ESRCH:
-		return false, &TargetError{Rank: op.target, Err: fmt.Errorf("no process %d: %w", p.pid, errno)}
+		return false, targetGone(op.target, fmt.Errorf("no process %d: %w", p.pid, errno))
 	default:
 		return false, fmt.Errorf("rma: cma with rank %d (pid %d): %w", op.target, p.pid, errno)
 	}

@@ -156,7 +156,7 @@ func (e *engine) PeerFailed(rank int, err error) {
 	}
 	e.dead[rank] = err
 	e.nDead++
-	terr := &TargetError{Rank: rank, Err: err}
+	terr := targetGone(rank, err)
 	for op := e.tx[rank].pop(); op != nil; op = e.tx[rank].pop() {
 		e.txN--
 		if op.async {
@@ -189,7 +189,7 @@ func (e *engine) PeerFailed(rank int, err error) {
 func (e *engine) start(op *Op) {
 	t := op.target
 	if err := e.dead[t]; err != nil {
-		op.w.finish(op, &TargetError{Rank: t, Err: err})
+		op.w.finish(op, targetGone(t, err))
 		return
 	}
 	q := &e.tx[t]
@@ -318,7 +318,7 @@ func (e *engine) flushOwed(s int) error {
 func (e *engine) waitSend(dst int, h *header, data []byte) error {
 	return e.ep.WaitUntil(func() (bool, error) {
 		if err := e.dead[dst]; err != nil {
-			return false, &TargetError{Rank: dst, Err: err}
+			return false, targetGone(dst, err)
 		}
 		return e.send(dst, h, data)
 	})

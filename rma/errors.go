@@ -3,6 +3,8 @@ package rma
 import (
 	"errors"
 	"fmt"
+
+	"github.com/knemesis/knemesis/peerfault"
 )
 
 // Errors to be tested with errors.Is; the error returned wraps one of them
@@ -13,7 +15,7 @@ var (
 	ErrInFlight   = errors.New("rma: window has operations in flight")
 	ErrFreed      = errors.New("rma: window freed")
 	ErrAlignment  = errors.New("rma: atomic on a word that is not 8-byte aligned")
-	ErrCorrupt    = errors.New("rma: malformed active message")
+	ErrCorrupt    = peerfault.ErrCorrupt // a malformed packet or notification; a *peerfault.Error names the rank
 )
 
 // RangeError is an access outside a rank's part of a window. Nothing was
@@ -29,18 +31,22 @@ func (e *RangeError) Error() string {
 	return fmt.Sprintf("rma: %d bytes at offset %d lie outside the %d-byte window of rank %d", e.Len, e.Offset, e.Size, e.Target)
 }
 
-// TargetError fails an operation whose target is gone. Err is what found
-// it gone: a *nemesis.PeerError, or the system error of a copy into a
-// process that no longer exists.
-type TargetError struct {
-	Rank int
-	Err  error
-}
+// TargetError fails an operation whose target is gone or wrote corrupt
+// data.
+//
+// Deprecated: it is [peerfault.Error], the same type in every layer; the
+// name stays for the code that names it.
+type TargetError = peerfault.Error
 
-func (e *TargetError) Error() string {
-	return fmt.Sprintf("rma: target rank %d is gone: %v", e.Rank, e.Err)
+// targetGone is the error of an operation with rank, found gone by err: err
+// itself when it already names rank (a death nemesis or the LMT reported).
+func targetGone(rank int, err error) error {
+	var pe *peerfault.Error
+	if errors.As(err, &pe) && pe.Rank == rank {
+		return err
+	}
+	return peerfault.Dead(rank, 0, "", err)
 }
-func (e *TargetError) Unwrap() error { return e.Err }
 
 func errorf(kind error, format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{kind}, args...)...)

@@ -92,7 +92,7 @@ func (w *Window) WaitNotification(src, tag int) (Notification, error) {
 func (e *engine) silent(src int) error {
 	if src != nemesis.AnySource {
 		if src >= 0 && src < e.size && e.dead[src] != nil {
-			return &TargetError{Rank: src, Err: e.dead[src]}
+			return targetGone(src, e.dead[src])
 		}
 		return nil
 	}
@@ -104,7 +104,7 @@ func (e *engine) silent(src int) error {
 		if err == nil {
 			return nil
 		}
-		last = &TargetError{Rank: r, Err: err}
+		last = targetGone(r, err)
 	}
 	return last
 }

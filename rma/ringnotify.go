@@ -2,6 +2,7 @@ package rma
 
 import (
 	"fmt"
+	"github.com/knemesis/knemesis/peerfault"
 	"time"
 	"unsafe"
 
@@ -119,8 +120,8 @@ func (w *Window) heldByGone() error {
 			gone = append(gone, r)
 		}
 	}
-	return &TargetError{Rank: gone[0], Err: fmt.Errorf("position %d of rank %d's notification ring of window %d was taken and not written for %v, and ranks %v are gone: %w",
-		w.ring.pos, e.rank, w.id, heldGrace, gone, e.dead[gone[0]])}
+	return targetGone(gone[0], fmt.Errorf("position %d of rank %d's notification ring of window %d was taken and not written for %v, and ranks %v are gone: %w",
+		w.ring.pos, e.rank, w.id, heldGrace, gone, e.dead[gone[0]]))
 }
 
 // heldGrace is how long a ring may stay stuck at a position taken and not
@@ -167,9 +168,13 @@ func (w *Window) nextNote(src, tag int) (Notification, bool, error) {
 // checkNote refuses a record naming bytes outside this rank's part, or no
 // rank of the job: nothing in the ring is trusted blindly.
 func (w *Window) checkNote(n *Notification) error {
-	if n.Source >= w.e.size || n.Source == w.e.rank || n.Tag < 0 || n.Tag > nemesis.MaxTag ||
-		!w.inside(uint64(n.Offset), uint64(n.Len)) {
-		return errorf(ErrCorrupt, "notification ring of window %d holds %+v, window of %d bytes in a job of %d", w.id, *n, len(w.local), w.e.size)
+	if n.Source >= w.e.size || n.Source == w.e.rank {
+		// No rank to blame: the stamp that names the writer is wrong.
+		return errorf(ErrCorrupt, "notification ring of window %d holds %+v, in a job of %d", w.id, *n, w.e.size)
+	}
+	if n.Tag < 0 || n.Tag > nemesis.MaxTag || !w.inside(uint64(n.Offset), uint64(n.Len)) {
+		return peerfault.Corrupt(n.Source, "notification record", "tag %d, %d bytes at offset %d of window %d, whose part here has %d bytes",
+			n.Tag, n.Len, n.Offset, w.id, len(w.local))
 	}
 	return nil
 }

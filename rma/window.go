@@ -195,17 +195,17 @@ func (e *engine) alive(target int) error {
 		return nil
 	}
 	if err := e.dead[target]; err != nil {
-		return &TargetError{Rank: target, Err: err}
+		return targetGone(target, err)
 	}
 	if err := e.ep.PeerFailure(target); err != nil {
-		return &TargetError{Rank: target, Err: err}
+		return targetGone(target, err)
 	}
 	pid, err := e.ep.PeerPID(target)
 	if err != nil {
 		return err
 	}
 	if err := unix.Kill(pid, 0); err == unix.ESRCH {
-		return &TargetError{Rank: target, Err: fmt.Errorf("no process %d: %w", pid, err)}
+		return targetGone(target, fmt.Errorf("no process %d: %w", pid, err))
 	}
 	return nil
 }
@@ -301,7 +301,7 @@ func (w *Window) allgather(mine []byte, all [][collLen]byte) error {
 		}
 		for r, err := range e.dead {
 			if err != nil {
-				return false, &TargetError{Rank: r, Err: err}
+				return false, targetGone(r, err)
 			}
 		}
 		return false, nil

@@ -85,7 +85,7 @@ func pollUntil(ch *lmttest.Channel, tr *lmt.Transfer, rank int, want string) err
 func TestCorruptWritten(t *testing.T) {
 	for _, w := range []uint64{lmt.DefaultShmSlots + 1, 1 << 40, math.MaxUint64} {
 		t.Run(fmt.Sprint(w), func(t *testing.T) {
-			want := fmt.Sprintf("lmt: rank 0 wrote a corrupt written counter of the shm ring from rank 0 to rank 1: %d with 0 read: not within the ring's 16 slots ahead of it", w)
+			want := fmt.Sprintf("knemesis: rank 0 wrote a corrupt written counter of the shm ring from rank 0 to rank 1: %d with 0 read: not within the ring's 16 slots ahead of it", w)
 			job := lmttest.NewJob(2)
 			name := launch.NewJobName()
 			launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Job: name, Timeout: time.Minute}, func(p launch.Proc) error {
@@ -194,7 +194,7 @@ func corruptWrittenSender(p launch.Proc, ch *lmttest.Channel, eng *lmt.Engine, w
 func TestCorruptRead(t *testing.T) {
 	for _, rd := range []uint64{1, 1 << 40} {
 		t.Run(fmt.Sprint(rd), func(t *testing.T) {
-			want := fmt.Sprintf("lmt: rank 1 wrote a corrupt read counter of the shm ring from rank 0 to rank 1: %d with 0 written: not within the ring's 16 slots behind it", rd)
+			want := fmt.Sprintf("knemesis: rank 1 wrote a corrupt read counter of the shm ring from rank 0 to rank 1: %d with 0 written: not within the ring's 16 slots behind it", rd)
 			job := lmttest.NewJob(2)
 			name := launch.NewJobName()
 			launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Job: name, Timeout: time.Minute}, func(p launch.Proc) error {

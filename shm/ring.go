@@ -131,10 +131,13 @@ func (s *shm) open(src, dst int, kind string) (*ring, error) {
 	}
 	geom := s.slots<<48 | uint64(s.poolSlots)<<32 | uint64(s.slotSize)
 	g := (*atomic.Uint64)(unsafe.Pointer(&mem[offGeom]))
-	if !g.CompareAndSwap(0, geom) && g.Load() != geom {
-		unix.Munmap(mem)
-		return nil, fmt.Errorf("lmt: shm ring %s has %d entries, pools of %d slots of %d bytes; this rank wants %d, %d of %d (lmt.Config differs between ranks)",
-			path, g.Load()>>48, uint16(g.Load()>>32), uint32(g.Load()), s.slots, s.poolSlots, s.slotSize)
+	if !g.CompareAndSwap(0, geom) {
+		// Read once, before the unmap: the error reports the copy.
+		if got := g.Load(); got != geom {
+			unix.Munmap(mem)
+			return nil, fmt.Errorf("lmt: shm ring %s has %d entries, pools of %d slots of %d bytes; this rank wants %d, %d of %d (lmt.Config differs between ranks)",
+				path, got>>48, uint16(got>>32), uint32(got), s.slots, s.poolSlots, s.slotSize)
+		}
 	}
 	r := &ring{
 		mem:     mem,

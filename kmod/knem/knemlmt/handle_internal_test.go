@@ -26,11 +26,11 @@ func TestDecodeHandleCorrupt(t *testing.T) {
 		msgLen int64
 		want   string
 	}{
-		{"short", make([]byte, handleLen-1), 1, "lmt: rank 2 wrote a corrupt knem handle: 15 bytes, want 16"},
-		{"long", make([]byte, handleLen+1), 1, "lmt: rank 2 wrote a corrupt knem handle: 17 bytes, want 16"},
-		{"length differs", knemHandle(7, 4096), 4095, "lmt: rank 2 wrote a corrupt message length of a knem handle: 4096 bytes, the RTS says 4095"},
-		{"negative length", knemHandle(7, math.MaxUint64), 4095, "lmt: rank 2 wrote a corrupt message length of a knem handle: 9223372036854775807 bytes, the RTS says 4095"},
-		{"no cookie", knemHandle(0, 4096), 4096, "lmt: rank 2 wrote a corrupt cookie of a knem handle: 0 for 4096 bytes"},
+		{"short", make([]byte, handleLen-1), 1, "knemesis: rank 2 wrote a corrupt knem handle: 15 bytes, want 16"},
+		{"long", make([]byte, handleLen+1), 1, "knemesis: rank 2 wrote a corrupt knem handle: 17 bytes, want 16"},
+		{"length differs", knemHandle(7, 4096), 4095, "knemesis: rank 2 wrote a corrupt message length of a knem handle: 4096 bytes, the RTS says 4095"},
+		{"negative length", knemHandle(7, math.MaxUint64), 4095, "knemesis: rank 2 wrote a corrupt message length of a knem handle: 9223372036854775807 bytes, the RTS says 4095"},
+		{"no cookie", knemHandle(0, 4096), 4096, "knemesis: rank 2 wrote a corrupt cookie of a knem handle: 0 for 4096 bytes"},
 	} {
 		c, _, err := decodeHandle(2, tc.h, tc.msgLen)
 		var ce *lmt.CorruptError
