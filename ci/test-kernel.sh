@@ -27,6 +27,7 @@
 #	KCI_KMOD        the module source tree to test (the repository's kmod/)
 #	KCI_MODULES     module dirs in it, in load order (softdma knem/module)
 #	KCI_BOOT_TIMEOUT  seconds one guest may run (900)
+#	KCI_SERIAL      set: boot the kernels one after another
 #	KCI_TEST_ARGS   extra test binary flags, comma-separated
 #	                (e.g. -test.run=Copy,-test.bench=.)
 set -uo pipefail
@@ -323,7 +324,11 @@ main() {
 	# TCG), each with its own directory and console; their verdicts are
 	# printed in the order of ci/kernels.txt once all are done.
 	for rel in $kernels; do
-		test_kernel "$rel" "$testdir" >"$out/$rel.verdict" 2>&1 &
+		if [ -n "${KCI_SERIAL:-}" ]; then
+			test_kernel "$rel" "$testdir" >"$out/$rel.verdict" 2>&1
+		else
+			test_kernel "$rel" "$testdir" >"$out/$rel.verdict" 2>&1 &
+		fi
 	done
 	wait
 	for rel in $kernels; do
