@@ -155,7 +155,7 @@ func TestMalformed(t *testing.T) {
 		"reserved byte": append([]byte{3, 1, 0, 7}, make([]byte, 28)...),
 	}
 	for name, p := range bad {
-		if err := e.HandleControl(0, p); err == nil || !strings.Contains(err.Error(), "lmt:") {
+		if err := e.HandleControl(0, p); !errors.Is(err, lmt.ErrCorrupt) {
 			t.Errorf("%s: HandleControl = %v, want an error", name, err)
 		}
 		if _, err := e.StartRecv(0, p, nil); err == nil {

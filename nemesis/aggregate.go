@@ -30,7 +30,8 @@ package nemesis
 // ordering, wildcard matching, Probe and truncation see separate
 // messages. Everything in an aggregate cell is checked before use: a
 // header that runs past len, a wrong sequence number or kind, or a count
-// that does not end at len fails the endpoint with ErrCorrupt.
+// that does not end at len fails the sender (trust.go), after the
+// well-formed messages before it were delivered.
 
 import (
 	"encoding/binary"

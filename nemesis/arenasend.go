@@ -285,7 +285,7 @@ func (ep *Endpoint) releaseArena(src, slot int, v uint64) {
 // and returns its slot (-1 when even that cannot be trusted), its
 // generation and its pieces. Every piece lies inside src's region as
 // mapped here, and the pieces hold total bytes; anything else is an
-// error wrapping ErrCorrupt that names the field.
+// *peerfault.Error of kind ErrCorrupt that names the field.
 func (ep *Endpoint) arenaDesc(src, total int, d []byte) (slot int, gen uint64, pieces []byte, err error) {
 	region := ep.seg.region(src)
 	if region == nil || ep.peers[src].net || len(d) < arenaDescHdr {

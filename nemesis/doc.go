@@ -43,6 +43,15 @@
 // cell before it is used: a corrupted link fails the endpoint with
 // ErrCorrupt instead of reading or writing outside the cells.
 //
+// What a sender writes for its receiver (a cell's header, a fastbox's, a
+// line record's fields, an aggregate cell's entries, an arena descriptor,
+// an LMT or active-message packet) is read once into private memory,
+// checked against the protocol's bounds, and only the copy is used. A
+// value out of bounds fails the requests with that sender, with a
+// *peerfault.Error naming it and the field; the other pairs go on. No
+// buffer is sized by a total a sender announced: an unexpected message's
+// grows as its cells arrive.
+//
 // The algorithm is model-checked: model/queue.pml (Promela, checked by
 // `make test-model` with spin) has two and three producers, cells reused
 // after the consumer hands them back, and asserts that nothing is lost or
