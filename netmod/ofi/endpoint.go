@@ -29,6 +29,10 @@ type Addr uint64
 // AnyAddr receives from any peer (FI_ADDR_UNSPEC).
 const AnyAddr = Addr(C.FI_ADDR_UNSPEC)
 
+// UnknownAddr is the source of a message from an address never inserted,
+// or from anyone when the provider does not say (FI_ADDR_NOTAVAIL).
+const UnknownAddr = Addr(C.FI_ADDR_NOTAVAIL)
+
 // Config chooses the provider and sizes an endpoint. Provider and Node are
 // required; zero values elsewhere give the defaults.
 type Config struct {
@@ -132,6 +136,10 @@ func startError(cfg Config, call string, err Errno, node *C.char) error {
 
 // Provider names the provider fi_getinfo chose, such as "tcp;ofi_rxm".
 func (e *Endpoint) Provider() string { return e.provider }
+
+// Sources reports whether the provider gives each received message's
+// source address (FI_SOURCE; Request.Src).
+func (e *Endpoint) Sources() bool { return e.c != nil && e.c.source != 0 }
 
 // MaxPayloadIov is how many payload entries a message may have.
 func (e *Endpoint) MaxPayloadIov() int { return e.payIov }

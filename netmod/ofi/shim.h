@@ -46,7 +46,9 @@ struct kn_ep {
 	struct kn_slot *slots;
 	int nslots;
 	struct fi_cq_tagged_entry *comp;
+	fi_addr_t *src;	/* source of each of comp, when source is set */
 	int ncomp;
+	int source;	/* the provider gives message sources (FI_SOURCE) */
 	struct fi_cq_err_entry err;
 	uint64_t mr_mode;
 	size_t tx_iov_limit;
