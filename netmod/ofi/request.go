@@ -16,15 +16,15 @@ import (
 // Request is one operation in flight; the caller owns it (var r Request),
 // so that posting allocates nothing. It may be reused once done.
 type Request struct {
-	Len   int             // payload bytes moved (a receive: the message's, header excluded)
-	Tag   uint64          // the received message's tag
-	Hdr   [HeaderMax]byte // the received message's header, Config.HeaderSize bytes
+	Len int             // payload bytes moved (a receive: the message's, header excluded)
+	Tag uint64          // the received message's tag
+	Hdr [HeaderMax]byte // the received message's header, Config.HeaderSize bytes
 	// Src is where the received message came from, as the provider
 	// says (FI_SOURCE): the Addr of an inserted peer, or UnknownAddr
 	// for a sender never inserted or a provider without FI_SOURCE
 	// (Endpoint.Sources). It is the address the sender declared, not
 	// proof of who sent it: tcp;ofi_rxm takes the peer's word for it.
-	Src Addr
+	Src   Addr
 	err   error
 	peer  Addr
 	state uint8
