@@ -203,7 +203,8 @@ func TestOutsider(t *testing.T) {
 		m.captured = nil
 	}
 
-	attack(t, eps, out, to, captured, Refused{Source: 4 + len(captured[0]), Malformed: 1}, Refused{Source: len(captured[1])})
+	n0, n1 := uint64(len(captured[0])), uint64(len(captured[1]))
+	attack(t, eps, out, to, captured, Refused{Source: 4 + n0, Malformed: 1}, Refused{Source: n1})
 	for _, m := range mods {
 		m.g.sources = false
 	}
@@ -212,9 +213,9 @@ func TestOutsider(t *testing.T) {
 	out, to = outsider(t, mods)
 	before := [2]Refused{mods[0].Refused(), mods[1].Refused()}
 	attack(t, eps, out, to, captured,
-		plus(before[1], Refused{Forged: 4 + len(captured[0]), Malformed: 1}), plus(before[0], Refused{Forged: len(captured[1])}))
+		plus(before[1], Refused{Forged: 4 + n0, Malformed: 1}), plus(before[0], Refused{Forged: n1}))
 	sendOversize(t, eps, out, to[1])
-	awaitRefused(t, eps, mods[1], plus(before[1], Refused{Forged: 4 + len(captured[0]), Malformed: 1, Oversize: 1}))
+	awaitRefused(t, eps, mods[1], plus(before[1], Refused{Forged: 4 + n0, Malformed: 1, Oversize: 1}))
 	for r, ep := range eps {
 		if st, ok, err := ep.Iprobe(nemesis.AnySource, nemesis.AnyTag); ok || err != nil {
 			t.Fatalf("rank %d after the attacks: a message from rank %d (%d bytes, tag %d) waits, error %v", r, st.Source, st.Len, st.Tag, err)
