@@ -9,9 +9,12 @@ import "C"
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits and defaults.
@@ -54,7 +57,7 @@ type Endpoint struct {
 	backlog  ring    // slots the provider refused with FI_EAGAIN, in post order
 	peers    []peerInfo
 	regions  *Region // registered, for Close
-	nextKey  uint64
+	keys     *rand.ChaCha8 // draws the regions' keys (Register)
 	payIov   int // payload entries a message may have
 	provider string
 	closed   bool
@@ -84,8 +87,13 @@ func Open(cfg Config) (*Endpoint, error) {
 		free:     make([]int32, cfg.Slots),
 		backlog:  ring{buf: make([]int32, cfg.Slots)},
 		provider: C.GoString(c.info.fabric_attr.prov_name),
-		nextKey:  1,
 	}
+	var seed [32]byte
+	if _, err := unix.Getrandom(seed[:], 0); err != nil {
+		C.kn_close(c)
+		return nil, fmt.Errorf("ofi: seeding the regions' keys: getrandom: %w", err)
+	}
+	e.keys = rand.NewChaCha8(seed)
 	for i := range e.free {
 		e.free[i] = int32(cfg.Slots - 1 - i)
 	}
