@@ -56,9 +56,9 @@ type Endpoint struct {
 	free     []int32 // indexes of idle slots, a stack
 	backlog  ring    // slots the provider refused with FI_EAGAIN, in post order
 	peers    []peerInfo
-	regions  *Region // registered, for Close
+	regions  *Region       // registered, for Close
 	keys     *rand.ChaCha8 // draws the regions' keys (Register)
-	payIov   int // payload entries a message may have
+	payIov   int           // payload entries a message may have
 	provider string
 	closed   bool
 }

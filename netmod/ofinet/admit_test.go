@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"strconv"
 	"testing"
 
 	"github.com/knemesis/knemesis/jobkey"
@@ -344,5 +345,27 @@ func pairTraffic(t *testing.T, eps [2]*nemesis.Endpoint, seed int) {
 					n, from, to, serr, rerr, r.Status().Count, crc32.ChecksumIEEE(buf) != crc32.ChecksumIEEE(msg))
 			}
 		}
+	}
+}
+
+// BenchmarkMAC: signing a packet at the sender and admitting it at the
+// receiver, for an 8-byte payload and a full packet.
+func BenchmarkMAC(b *testing.B) {
+	for _, n := range []int{8, DefaultPacket} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			gs := guards(b, fixedKey, 2, 1)
+			payload := pattern(n, 1)
+			hdr := netHdr(kindMsg, 0, 0, 7, n, uint64(n))
+			iov := [][]byte{payload}
+			b.SetBytes(int64(n))
+			b.ReportAllocs()
+			for b.Loop() {
+				gs[0].sign(1, hdr, iov)
+				gs[0].sent(1)
+				if _, ok := gs[1].admit(0, packetTag, hdr, payload); !ok {
+					b.Fatal("a signed packet was refused")
+				}
+			}
+		})
 	}
 }
