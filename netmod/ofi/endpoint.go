@@ -45,6 +45,12 @@ type Config struct {
 	Slots       int           // operations in flight at most; DefaultSlots
 	Batch       int           // completions one Poll reads at most; DefaultBatch
 	PeerTimeout time.Duration // see Wait; DefaultPeerTimeout
+	// Sources asks for each received message's source address
+	// (FI_SOURCE, Request.Src), where the provider has it. Ask only
+	// when messages stay within the provider's eager size: with it,
+	// tcp;ofi_rxm (libfabric 1.17) stalls or crashes large tagged
+	// messages between processes (TestTwoProcesses fails).
+	Sources bool
 }
 
 // Endpoint is one process's network module: an RDM endpoint with its
@@ -77,7 +83,11 @@ func Open(cfg Config) (*Endpoint, error) {
 	defer C.free(unsafe.Pointer(node))
 	var c *C.struct_kn_ep
 	var stage *C.char
-	if ret := C.kn_open(prov, node, C.int(cfg.Slots), C.int(cfg.Batch), &c, &stage); ret != 0 {
+	sources := C.int(0)
+	if cfg.Sources {
+		sources = 1
+	}
+	if ret := C.kn_open(prov, node, C.int(cfg.Slots), C.int(cfg.Batch), sources, &c, &stage); ret != 0 {
 		return nil, startError(cfg, C.GoString(stage), Errno(-ret), node)
 	}
 	e := &Endpoint{
@@ -146,7 +156,8 @@ func startError(cfg Config, call string, err Errno, node *C.char) error {
 func (e *Endpoint) Provider() string { return e.provider }
 
 // Sources reports whether the provider gives each received message's
-// source address (FI_SOURCE; Request.Src).
+// source address (FI_SOURCE; Request.Src): Config.Sources asked for it,
+// and the provider has it.
 func (e *Endpoint) Sources() bool { return e.c != nil && e.c.source != 0 }
 
 // MaxPayloadIov is how many payload entries a message may have.

@@ -15,7 +15,11 @@ import (
 // and in its sender's order.
 func TestInbox(t *testing.T) {
 	const senders, msgs, size = 3, 300, 512
-	rx := open(t, 0)
+	rx, err := Open(Config{Provider: testProvider, Node: testNode, HeaderSize: testHdr, Sources: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rx.Close() })
 	eps := []*Endpoint{rx}
 	var to [senders]Addr
 	for k := range senders {

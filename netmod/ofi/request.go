@@ -21,8 +21,8 @@ type Request struct {
 	Hdr [HeaderMax]byte // the received message's header, Config.HeaderSize bytes
 	// Src is where the received message came from, as the provider
 	// says (FI_SOURCE): the Addr of an inserted peer, or UnknownAddr
-	// for a sender never inserted or a provider without FI_SOURCE
-	// (Endpoint.Sources). It is the address the sender declared, not
+	// for a sender never inserted, or when the endpoint does not get
+	// sources (Endpoint.Sources). It is the address the sender declared, not
 	// proof of who sent it: tcp;ofi_rxm takes the peer's word for it.
 	Src   Addr
 	err   error

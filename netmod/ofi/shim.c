@@ -124,7 +124,7 @@ static int kn_setup(struct kn_ep *e, const char **stage)
 }
 
 int kn_open(const char *prov, const char *node, int nslots, int ncomp,
-	    struct kn_ep **out, const char **stage)
+	    int sources, struct kn_ep **out, const char **stage)
 {
 	struct fi_info *h;
 	struct kn_ep *e;
@@ -139,9 +139,9 @@ int kn_open(const char *prov, const char *node, int nslots, int ncomp,
 	e->slots = calloc(nslots, sizeof(*e->slots));
 	e->comp = calloc(ncomp, sizeof(*e->comp));
 	e->src = calloc(ncomp, sizeof(*e->src));
-	/* FI_SOURCE, where the provider has it: a message's source address,
-	 * which the module checks against the rank its header names. */
-	h = kn_hints(prov, FI_SOURCE);
+	/* FI_SOURCE, when asked and the provider has it: a message's source
+	 * address, which a module checks against the rank its header names. */
+	h = kn_hints(prov, sources ? FI_SOURCE : 0);
 	if (!e->slots || !e->comp || !e->src || !h) {
 		ret = -FI_ENOMEM;
 		goto err;
@@ -150,7 +150,7 @@ int kn_open(const char *prov, const char *node, int nslots, int ncomp,
 		e->slots[i].index = i;
 	*stage = "fi_getinfo";
 	ret = fi_getinfo(KN_FI_VERSION, node, NULL, FI_SOURCE, h, &e->info);
-	if (ret == -FI_ENODATA) {
+	if (ret == -FI_ENODATA && sources) {
 		fi_freeinfo(h);
 		h = kn_hints(prov, 0);
 		if (!h) {

@@ -59,7 +59,7 @@ struct kn_ep {
 };
 
 int kn_open(const char *prov, const char *node, int nslots, int ncomp,
-	    struct kn_ep **out, const char **stage);
+	    int sources, struct kn_ep **out, const char **stage);
 void kn_close(struct kn_ep *e);
 int kn_providers(const char *node, char *buf, size_t len);
 int64_t kn_av_insert(struct kn_ep *e, const void *name, uint64_t *addr);

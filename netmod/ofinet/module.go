@@ -80,16 +80,18 @@ func Open(cfg Config) (*Module, error) {
 		return nil, fmt.Errorf("%w: ofinet: Packet %d, Receives %d, Slots %d: want positive sizes and more slots than receives",
 			ofi.ErrInvalidArg, cfg.Packet, cfg.Receives, cfg.Slots)
 	}
-	g, err := newGuard(cfg.JobKey)
-	if err != nil {
-		return nil, err
-	}
 	cfg.HeaderSize = headerSize
-	cfg.JobKey = jobkey.Key{} // the guard keeps what it needs
+	cfg.Sources = true // packets stay within tcp;ofi_rxm's eager size
 	e, err := ofi.Open(cfg.Config)
 	if err != nil {
 		return nil, err
 	}
+	g, err := newGuard(cfg.JobKey)
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	cfg.JobKey = jobkey.Key{} // the guard keeps what it needs
 	g.sources = e.Sources()
 	m := &Module{e: e, g: g, cfg: cfg, sends: make([]send, cfg.Slots-cfg.Receives)}
 	for i := range m.sends {
