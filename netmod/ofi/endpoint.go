@@ -46,10 +46,7 @@ type Config struct {
 	Batch       int           // completions one Poll reads at most; DefaultBatch
 	PeerTimeout time.Duration // see Wait; DefaultPeerTimeout
 	// Sources asks for each received message's source address
-	// (FI_SOURCE, Request.Src), where the provider has it. Ask only
-	// when messages stay within the provider's eager size: with it,
-	// tcp;ofi_rxm (libfabric 1.17) stalls or crashes large tagged
-	// messages between processes (TestTwoProcesses fails).
+	// (FI_SOURCE, Request.Src), where the provider has it.
 	Sources bool
 }
 

@@ -81,7 +81,7 @@ func Open(cfg Config) (*Module, error) {
 			ofi.ErrInvalidArg, cfg.Packet, cfg.Receives, cfg.Slots)
 	}
 	cfg.HeaderSize = headerSize
-	cfg.Sources = true // packets stay within tcp;ofi_rxm's eager size
+	cfg.Sources = true // admit.go checks them
 	e, err := ofi.Open(cfg.Config)
 	if err != nil {
 		return nil, err
