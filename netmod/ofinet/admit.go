@@ -33,9 +33,12 @@ import (
 // dropped and counted (Refused), before nemesis sees it: it is not
 // received, marks no one dead and moves no sequence number.
 //
-// Where the provider gives sources (FI_SOURCE), the address a packet came
-// from must be the one the rank its header names published: a cheap
-// first filter, not proof. A MAC truncated to 128 bits leaves a forger
+// Where the provider gives sources (FI_SOURCE), a packet that comes from
+// another rank's address than the one its header names is refused: a
+// cheap first filter, not proof. One from an address the provider does
+// not know goes on to the MAC: a rank's connection may come up before its
+// address is inserted, and refusing a genuine packet would stop its pair
+// for good (the sequence would never move again). A MAC truncated to 128 bits leaves a forger
 // one chance in 2^128 per packet.
 
 // MACPurpose is the purpose the module's MAC key is derived for
@@ -52,7 +55,7 @@ const (
 // Refused counts the packets the module dropped before nemesis saw them.
 type Refused struct {
 	Forged    uint64 // the MAC did not verify: made without the job's key, or replayed
-	Source    uint64 // came from an address that is not the one of the rank its header names
+	Source    uint64 // came from another rank's address than the one its header names
 	Malformed uint64 // not a packet of this module: another tag, or no rank of the job named
 	Oversize  uint64 // longer than a receive buffer (Config.Packet): dropped by the provider
 }
@@ -156,7 +159,7 @@ func (g *guard) admit(src ofi.Addr, tag uint64, hdr, payload []byte) (int, bool)
 	case tag != packetTag || len(hdr) != headerSize || rank < 0 || rank >= len(g.recvSeq) || rank == g.rank:
 		g.refused.Malformed++
 		return -1, false
-	case g.sources && (uint64(src) >= uint64(len(g.rankOf)) || g.rankOf[src] != rank):
+	case g.sources && src != ofi.UnknownAddr && (uint64(src) >= uint64(len(g.rankOf)) || g.rankOf[src] != rank):
 		g.refused.Source++
 		return -1, false
 	}

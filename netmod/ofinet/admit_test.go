@@ -118,7 +118,7 @@ func TestAdmit(t *testing.T) {
 	}{
 		{"replay of packet 1", 0, packetTag, pkts[1], payload, Refused{Forged: 1}},
 		{"from rank 2's address", 2, packetTag, next, payload, Refused{Source: 1}},
-		{"from an address never inserted", ofi.UnknownAddr, packetTag, next, payload, Refused{Source: 1}},
+		{"replayed from an address never inserted", ofi.UnknownAddr, packetTag, pkts[1], payload, Refused{Forged: 1}},
 		{"of another tag", 0, packetTag + 1, next, payload, Refused{Malformed: 1}},
 		{"naming rank 9", 0, packetTag, netHdr(kindMsg, 9, 0, 7, 0, 0), nil, Refused{Malformed: 1}},
 		{"naming rank 1 itself", 1, packetTag, selfHdr, payload, Refused{Malformed: 1}},
@@ -167,7 +167,7 @@ func FuzzAdmit(f *testing.F) {
 		r, ok := g.admit(ofi.Addr(src), tag, hdr, payload)
 		refused := g.refused.Forged + g.refused.Source + g.refused.Malformed + g.refused.Oversize
 		if ok {
-			if r != 0 || src != 0 || tag != packetTag || !bytes.Equal(hdr, want) || !bytes.Equal(payload, pattern(24, 2)) || g.recvSeq[0] != 1 || refused != 0 {
+			if r != 0 || src != 0 && ofi.Addr(src) != ofi.UnknownAddr || tag != packetTag || !bytes.Equal(hdr, want) || !bytes.Equal(payload, pattern(24, 2)) || g.recvSeq[0] != 1 || refused != 0 {
 				t.Fatalf("admitted a packet rank 0 never signed: rank %d, src %d, tag %#x, header %x, %d bytes", r, src, tag, hdr, len(payload))
 			}
 			return
@@ -183,9 +183,9 @@ func FuzzAdmit(f *testing.F) {
 // forged messages, a forged goodbye and ping, huge totals, packets of
 // another tag, replays of every packet rank 0 sent it and, last, a packet
 // longer than the receive buffers; rank 0 gets the replays of rank 1's.
-// First with the provider's sources checked, where the outsider's address
-// gives it away, then as if it had declared rank 0's address (the module
-// told the provider gives no sources), where only the MAC stands between.
+// First with the provider's sources checked (the outsider's address is
+// unknown to it, which leaves the MAC to decide), then as if the provider
+// gave no sources.
 // Nothing is received, every packet is counted as refused, no rank is
 // taken for dead, and the job's own traffic in both directions, before
 // and after, arrives whole.
@@ -205,7 +205,7 @@ func TestOutsider(t *testing.T) {
 	}
 
 	n0, n1 := uint64(len(captured[0])), uint64(len(captured[1]))
-	attack(t, eps, out, to, captured, Refused{Source: 4 + n0, Malformed: 1}, Refused{Source: n1})
+	attack(t, eps, out, to, captured, Refused{Forged: 4 + n0, Malformed: 1}, Refused{Forged: n1})
 	for _, m := range mods {
 		m.g.sources = false
 	}
