@@ -9,9 +9,12 @@ import "C"
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits and defaults.
@@ -29,6 +32,10 @@ type Addr uint64
 // AnyAddr receives from any peer (FI_ADDR_UNSPEC).
 const AnyAddr = Addr(C.FI_ADDR_UNSPEC)
 
+// UnknownAddr is the source of a message from an address never inserted,
+// or from anyone when the provider does not say (FI_ADDR_NOTAVAIL).
+const UnknownAddr = Addr(C.FI_ADDR_NOTAVAIL)
+
 // Config chooses the provider and sizes an endpoint. Provider and Node are
 // required; zero values elsewhere give the defaults.
 type Config struct {
@@ -38,6 +45,9 @@ type Config struct {
 	Slots       int           // operations in flight at most; DefaultSlots
 	Batch       int           // completions one Poll reads at most; DefaultBatch
 	PeerTimeout time.Duration // see Wait; DefaultPeerTimeout
+	// Sources asks for each received message's source address
+	// (FI_SOURCE, Request.Src), where the provider has it.
+	Sources bool
 }
 
 // Endpoint is one process's network module: an RDM endpoint with its
@@ -49,9 +59,9 @@ type Endpoint struct {
 	free     []int32 // indexes of idle slots, a stack
 	backlog  ring    // slots the provider refused with FI_EAGAIN, in post order
 	peers    []peerInfo
-	regions  *Region // registered, for Close
-	nextKey  uint64
-	payIov   int // payload entries a message may have
+	regions  *Region       // registered, for Close
+	keys     *rand.ChaCha8 // draws the regions' keys (Register)
+	payIov   int           // payload entries a message may have
 	provider string
 	closed   bool
 }
@@ -70,7 +80,11 @@ func Open(cfg Config) (*Endpoint, error) {
 	defer C.free(unsafe.Pointer(node))
 	var c *C.struct_kn_ep
 	var stage *C.char
-	if ret := C.kn_open(prov, node, C.int(cfg.Slots), C.int(cfg.Batch), &c, &stage); ret != 0 {
+	sources := C.int(0)
+	if cfg.Sources {
+		sources = 1
+	}
+	if ret := C.kn_open(prov, node, C.int(cfg.Slots), C.int(cfg.Batch), sources, &c, &stage); ret != 0 {
 		return nil, startError(cfg, C.GoString(stage), Errno(-ret), node)
 	}
 	e := &Endpoint{
@@ -80,8 +94,13 @@ func Open(cfg Config) (*Endpoint, error) {
 		free:     make([]int32, cfg.Slots),
 		backlog:  ring{buf: make([]int32, cfg.Slots)},
 		provider: C.GoString(c.info.fabric_attr.prov_name),
-		nextKey:  1,
 	}
+	var seed [32]byte
+	if _, err := unix.Getrandom(seed[:], 0); err != nil {
+		C.kn_close(c)
+		return nil, fmt.Errorf("ofi: seeding the regions' keys: getrandom: %w", err)
+	}
+	e.keys = rand.NewChaCha8(seed)
 	for i := range e.free {
 		e.free[i] = int32(cfg.Slots - 1 - i)
 	}
@@ -132,6 +151,11 @@ func startError(cfg Config, call string, err Errno, node *C.char) error {
 
 // Provider names the provider fi_getinfo chose, such as "tcp;ofi_rxm".
 func (e *Endpoint) Provider() string { return e.provider }
+
+// Sources reports whether the provider gives each received message's
+// source address (FI_SOURCE; Request.Src): Config.Sources asked for it,
+// and the provider has it.
+func (e *Endpoint) Sources() bool { return e.c != nil && e.c.source != 0 }
 
 // MaxPayloadIov is how many payload entries a message may have.
 func (e *Endpoint) MaxPayloadIov() int { return e.payIov }

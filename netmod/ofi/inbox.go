@@ -55,14 +55,15 @@ func (in *Inbox) post(i int) error {
 }
 
 // Drain hands every message that has arrived, in matching order, to
-// deliver (header and payload, valid only during the call) and posts its
+// deliver (its source as Request.Src says, its tag, header and payload,
+// valid only during the call) and posts its
 // buffer again. Call it after Endpoint.Poll. A receive that failed stops
 // Drain with its error, its buffer posted again; an error from deliver
 // stops Drain too, the message consumed. A message longer than the
 // inbox's buffers (ErrTruncated) is a protocol error: every sender must
 // keep within them, as tcp;ofi_rxm (libfabric 1.17) delivers nothing more
 // from that peer afterwards.
-func (in *Inbox) Drain(deliver func(hdr, payload []byte) error) (int, error) {
+func (in *Inbox) Drain(deliver func(src Addr, tag uint64, hdr, payload []byte) error) (int, error) {
 	if in.broken != nil {
 		return 0, in.broken
 	}
@@ -73,7 +74,7 @@ func (in *Inbox) Drain(deliver func(hdr, payload []byte) error) (int, error) {
 		in.head = (in.head + 1) % len(in.reqs)
 		var err error
 		if r.err == nil {
-			err = deliver(r.Hdr[:in.e.cfg.HeaderSize], in.bufs[i][:r.Len])
+			err = deliver(r.Src, r.Tag, r.Hdr[:in.e.cfg.HeaderSize], in.bufs[i][:r.Len])
 		} else {
 			err = r.err
 		}

@@ -15,7 +15,11 @@ import (
 // and in its sender's order.
 func TestInbox(t *testing.T) {
 	const senders, msgs, size = 3, 300, 512
-	rx := open(t, 0)
+	rx, err := Open(Config{Provider: testProvider, Node: testNode, HeaderSize: testHdr, Sources: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rx.Close() })
 	eps := []*Endpoint{rx}
 	var to [senders]Addr
 	for k := range senders {
@@ -35,10 +39,16 @@ func TestInbox(t *testing.T) {
 	}
 	next := make([]int, senders)
 	got := 0
-	deliver := func(hdr, payload []byte) error {
+	if !rx.Sources() {
+		t.Fatalf("provider %s gives no message sources (FI_SOURCE)", rx.Provider())
+	}
+	deliver := func(from Addr, tag uint64, hdr, payload []byte) error {
 		src, seq := int(hdr[0]), int(binary.LittleEndian.Uint32(hdr[4:]))
 		if src >= senders || seq != next[src] {
 			return fmt.Errorf("message %d from sender %d, expected %d", seq, src, next[src])
+		}
+		if from != Addr(src) || tag != 5 {
+			return fmt.Errorf("message %d from sender %d (Addr %d) came from Addr %d with tag %d", seq, src, src, from, tag)
 		}
 		if len(payload) != seq%size || crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(hdr[8:]) {
 			return fmt.Errorf("message %d from sender %d: %d bytes, checksum differs", seq, src, len(payload))
@@ -74,7 +84,7 @@ func TestInbox(t *testing.T) {
 	in.Close()
 }
 
-func pollDrain(t *testing.T, eps []*Endpoint, in *Inbox, deliver func(hdr, payload []byte) error) {
+func pollDrain(t *testing.T, eps []*Endpoint, in *Inbox, deliver func(Addr, uint64, []byte, []byte) error) {
 	t.Helper()
 	for _, e := range eps {
 		if _, err := e.Poll(); err != nil {
@@ -111,7 +121,7 @@ func TestInboxTooLong(t *testing.T) {
 		}
 		a.Poll()
 		b.Poll()
-		_, err = in.Drain(func(hdr, p []byte) error { delivered++; return nil })
+		_, err = in.Drain(func(Addr, uint64, []byte, []byte) error { delivered++; return nil })
 	}
 	if !errors.Is(err, ErrTruncated) || delivered != 0 {
 		t.Fatalf("Drain: %v after %d messages, want ErrTruncated and none delivered", err, delivered)
@@ -137,7 +147,7 @@ func TestInboxNoAllocation(t *testing.T) {
 	var s Request
 	h, p := header(0, 0), [][]byte{make([]byte, 32)}
 	got := 0
-	deliver := func(hdr, payload []byte) error { got++; return nil }
+	deliver := func(Addr, uint64, []byte, []byte) error { got++; return nil }
 	round := func() {
 		want := got + 1
 		if err := a.Isend(&s, 0, 1, h, p); err != nil {

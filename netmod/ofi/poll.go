@@ -23,9 +23,17 @@ func (e *Endpoint) Poll() (int, error) {
 	switch {
 	case n > 0:
 		comps := unsafe.Slice(e.c.comp, n)
+		var srcs []C.fi_addr_t
+		if e.c.source != 0 {
+			srcs = unsafe.Slice(e.c.src, n)
+		}
 		for k := range comps {
 			c := &comps[k]
-			e.complete((*C.struct_kn_slot)(c.op_context), int(c.len), uint64(c.tag))
+			src := UnknownAddr
+			if srcs != nil {
+				src = Addr(srcs[k])
+			}
+			e.complete((*C.struct_kn_slot)(c.op_context), int(c.len), uint64(c.tag), src)
 		}
 		e.retry()
 		return int(n), nil
@@ -40,10 +48,13 @@ func (e *Endpoint) Poll() (int, error) {
 	return 0, fmt.Errorf("ofi: fi_cq_read: %w", Errno(-n))
 }
 
-func (e *Endpoint) complete(cs *C.struct_kn_slot, n int, tag uint64) {
+func (e *Endpoint) complete(cs *C.struct_kn_slot, n int, tag uint64, src Addr) {
 	i := int32(cs.index)
 	switch e.slots[i].op {
 	case opRecv:
+		if r := e.slots[i].req; r != nil {
+			r.Src = src
+		}
 		n -= e.cfg.HeaderSize
 		if n < 0 {
 			e.finish(i, 0, tag, errorf(ErrTruncated, "message of %d bytes is shorter than the %d-byte header", n+e.cfg.HeaderSize, e.cfg.HeaderSize))

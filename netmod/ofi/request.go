@@ -16,9 +16,15 @@ import (
 // Request is one operation in flight; the caller owns it (var r Request),
 // so that posting allocates nothing. It may be reused once done.
 type Request struct {
-	Len   int             // payload bytes moved (a receive: the message's, header excluded)
-	Tag   uint64          // the received message's tag
-	Hdr   [HeaderMax]byte // the received message's header, Config.HeaderSize bytes
+	Len int             // payload bytes moved (a receive: the message's, header excluded)
+	Tag uint64          // the received message's tag
+	Hdr [HeaderMax]byte // the received message's header, Config.HeaderSize bytes
+	// Src is where the received message came from, as the provider
+	// says (FI_SOURCE): the Addr of an inserted peer, or UnknownAddr
+	// for a sender never inserted, or when the endpoint does not get
+	// sources (Endpoint.Sources). It is the address the sender declared, not
+	// proof of who sent it: tcp;ofi_rxm takes the peer's word for it.
+	Src   Addr
 	err   error
 	peer  Addr
 	state uint8
@@ -78,7 +84,7 @@ func (e *Endpoint) take(r *Request, op opKind, peer Addr) (int32, *C.struct_kn_s
 	e.free = e.free[:len(e.free)-1]
 	s := &e.slots[i]
 	s.req, s.op, s.cap, s.busy, s.peer = r, op, 0, true, peer
-	r.state, r.err, r.peer, r.Len, r.Tag = reqPending, nil, peer, 0, 0
+	r.state, r.err, r.peer, r.Len, r.Tag, r.Src = reqPending, nil, peer, 0, 0, UnknownAddr
 	return i, e.cslot(i), nil
 }
 

@@ -52,7 +52,12 @@ type Region struct {
 }
 
 // Register registers buf so that peers may Read it, under a key unique in
-// the endpoint. buf stays pinned until reg.Close.
+// the endpoint. buf stays pinned until reg.Close. The key is drawn at
+// random (regionKey), where the provider takes the key it is asked for
+// (tcp;ofi_rxm does): anyone who can reach the endpoint can issue reads,
+// and a key counted from 1 would let a process outside the job read a
+// buffer while it is exposed. A provider that chooses its keys itself
+// (FI_MR_PROV_KEY) keeps its own.
 func (e *Endpoint) Register(reg *Region, buf []byte) error {
 	if e.closed {
 		return ErrClosed
@@ -65,17 +70,29 @@ func (e *Endpoint) Register(reg *Region, buf []byte) error {
 	}
 	p := unsafe.Pointer(unsafe.SliceData(buf))
 	reg.pin.Pin(p)
-	ret := C.kn_mr_reg(e.c, p, C.size_t(len(buf)), C.FI_REMOTE_READ, C.uint64_t(e.nextKey), &reg.mr, &reg.key, &reg.addr)
+	var ret C.int
+	for range 4 { // a key already taken (FI_ENOKEY): one in 2^64 / regions
+		ret = C.kn_mr_reg(e.c, p, C.size_t(len(buf)), C.FI_REMOTE_READ, C.uint64_t(e.regionKey()), &reg.mr, &reg.key, &reg.addr)
+		if ret != -C.FI_ENOKEY {
+			break
+		}
+	}
 	if ret != 0 {
 		reg.pin.Unpin()
 		reg.mr = nil
 		return errorf(ErrInvalidArg, "fi_mr_reg of %d bytes: %v", len(buf), Errno(-ret))
 	}
-	e.nextKey++
 	reg.ep, reg.remote = e, RemoteRegion{Addr: uint64(reg.addr), Key: uint64(reg.key), Len: uint64(len(buf))}
 	reg.next, e.regions = e.regions, reg
 	return nil
 }
+
+// regionKey draws a region's key: 47 random bits (ChaCha8 seeded from
+// getrandom), odd. Not 64: with keys that use the high bits, tcp;ofi_rxm
+// (libfabric 1.17) crashes the reading process (TestTwoProcesses). A
+// guess costs the guesser its connection (TestReadBadKey), and a region is
+// exposed only while its message moves.
+func (e *Endpoint) regionKey() uint64 { return e.keys.Uint64()>>17 | 1 }
 
 // Remote describes the region for a peer's Read.
 func (reg *Region) Remote() RemoteRegion { return reg.remote }

@@ -98,3 +98,47 @@ func TestReadBadKey(t *testing.T) {
 		t.Fatalf("send after the connection dropped: %v, want ErrPeerLost naming endpoint a", s.Err())
 	}
 }
+
+// TestReadKeyUnguessable: a process that can reach an endpoint but was
+// never told a region's key cannot read it by guessing the keys a counter
+// would have given (1, 2, 3): each read fails, while a peer told the key
+// reads the region whole.
+func TestReadKeyUnguessable(t *testing.T) {
+	a, b := pair(t)
+	src := make([]byte, 4096)
+	fill(src, 7)
+	regs := make([]Region, 3)
+	for i := range regs {
+		if err := a.Register(&regs[i], src); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { regs[i].Close() })
+	}
+	dst := make([]byte, len(src))
+	var rd Request
+	if err := b.Read(&rd, 0, dst, regs[0].Remote(), 0); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, []*Endpoint{a, b}, &rd)
+	if rd.Err() != nil || crc32.Checksum(dst, castagnoli) != crc32.Checksum(src, castagnoli) {
+		t.Fatalf("read with the region's key: %v, or the data differ", rd.Err())
+	}
+	out := open(t, 0)
+	to, err := out.Insert(a.Name(), "endpoint a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := uint64(1); key <= 3; key++ {
+		guess := regs[0].Remote()
+		guess.Key = key
+		clear(dst)
+		var g Request
+		if err := out.Read(&g, to, dst, guess, 0); err != nil {
+			continue // refused at once: nothing read
+		}
+		waitAll(t, []*Endpoint{a, out}, &g)
+		if g.Err() == nil {
+			t.Fatalf("an outsider read %d bytes with the guessed key %d", g.Len, key)
+		}
+	}
+}

@@ -7,13 +7,13 @@
 
 #define KN_FI_VERSION FI_VERSION(1, 9)
 
-static struct fi_info *kn_hints(const char *prov)
+static struct fi_info *kn_hints(const char *prov, uint64_t extra)
 {
 	struct fi_info *h = fi_allocinfo();
 
 	if (!h)
 		return NULL;
-	h->caps = FI_TAGGED | FI_MSG | FI_RMA;
+	h->caps = FI_TAGGED | FI_MSG | FI_RMA | extra;
 	h->mode = FI_CONTEXT | FI_CONTEXT2;
 	h->ep_attr->type = FI_EP_RDM;
 	h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
@@ -50,7 +50,7 @@ static int kn_listed(const char *list, const char *name)
  * provider name, for the error of a module that cannot start. */
 int kn_providers(const char *node, char *buf, size_t len)
 {
-	struct fi_info *h = kn_hints(NULL), *info = NULL, *i;
+	struct fi_info *h = kn_hints(NULL, 0), *info = NULL, *i;
 	size_t used = 0;
 	int ret;
 
@@ -124,7 +124,7 @@ static int kn_setup(struct kn_ep *e, const char **stage)
 }
 
 int kn_open(const char *prov, const char *node, int nslots, int ncomp,
-	    struct kn_ep **out, const char **stage)
+	    int sources, struct kn_ep **out, const char **stage)
 {
 	struct fi_info *h;
 	struct kn_ep *e;
@@ -138,8 +138,11 @@ int kn_open(const char *prov, const char *node, int nslots, int ncomp,
 	e->ncomp = ncomp;
 	e->slots = calloc(nslots, sizeof(*e->slots));
 	e->comp = calloc(ncomp, sizeof(*e->comp));
-	h = kn_hints(prov);
-	if (!e->slots || !e->comp || !h) {
+	e->src = calloc(ncomp, sizeof(*e->src));
+	/* FI_SOURCE, when asked and the provider has it: a message's source
+	 * address, which a module checks against the rank its header names. */
+	h = kn_hints(prov, sources ? FI_SOURCE : 0);
+	if (!e->slots || !e->comp || !e->src || !h) {
 		ret = -FI_ENOMEM;
 		goto err;
 	}
@@ -147,8 +150,18 @@ int kn_open(const char *prov, const char *node, int nslots, int ncomp,
 		e->slots[i].index = i;
 	*stage = "fi_getinfo";
 	ret = fi_getinfo(KN_FI_VERSION, node, NULL, FI_SOURCE, h, &e->info);
+	if (ret == -FI_ENODATA && sources) {
+		fi_freeinfo(h);
+		h = kn_hints(prov, 0);
+		if (!h) {
+			ret = -FI_ENOMEM;
+			goto err;
+		}
+		ret = fi_getinfo(KN_FI_VERSION, node, NULL, FI_SOURCE, h, &e->info);
+	}
 	if (ret)
 		goto err;
+	e->source = (e->info->caps & FI_SOURCE) != 0;
 	e->mr_mode = e->info->domain_attr->mr_mode;
 	e->tx_iov_limit = e->info->tx_attr->iov_limit;
 	e->rx_iov_limit = e->info->rx_attr->iov_limit;
@@ -180,6 +193,7 @@ void kn_close(struct kn_ep *e)
 	if (e->info)
 		fi_freeinfo(e->info);
 	free(e->comp);
+	free(e->src);
 	free(e->slots);
 	free(e);
 }
@@ -245,7 +259,8 @@ ssize_t kn_read(struct kn_ep *e, struct kn_slot *s, fi_addr_t src,
  * when there are none, or -FI_EAVAIL with the failed one in e->err. */
 ssize_t kn_poll(struct kn_ep *e)
 {
-	ssize_t n = fi_cq_read(e->cq, e->comp, e->ncomp);
+	ssize_t n = e->source ? fi_cq_readfrom(e->cq, e->comp, e->ncomp, e->src) :
+				fi_cq_read(e->cq, e->comp, e->ncomp);
 
 	if (n == -FI_EAGAIN)
 		return 0;

@@ -46,7 +46,9 @@ struct kn_ep {
 	struct kn_slot *slots;
 	int nslots;
 	struct fi_cq_tagged_entry *comp;
+	fi_addr_t *src;	/* source of each of comp, when source is set */
 	int ncomp;
+	int source;	/* the provider gives message sources (FI_SOURCE) */
 	struct fi_cq_err_entry err;
 	uint64_t mr_mode;
 	size_t tx_iov_limit;
@@ -57,7 +59,7 @@ struct kn_ep {
 };
 
 int kn_open(const char *prov, const char *node, int nslots, int ncomp,
-	    struct kn_ep **out, const char **stage);
+	    int sources, struct kn_ep **out, const char **stage);
 void kn_close(struct kn_ep *e);
 int kn_providers(const char *node, char *buf, size_t len);
 int64_t kn_av_insert(struct kn_ep *e, const void *name, uint64_t *addr);

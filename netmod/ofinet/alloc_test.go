@@ -8,20 +8,25 @@ import (
 
 	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/internal/jobtest"
+	"github.com/knemesis/knemesis/jobkey"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/netmod/ofi"
 )
 
 // joinPair joins a job of two ranks on two nodes in this process, both
-// modules on 127.0.0.1.
+// modules on 127.0.0.1, with a fresh job key.
 func joinPair(t *testing.T) [2]*nemesis.Endpoint {
 	t.Helper()
+	key, err := jobkey.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var addrs [2][]byte
 	var ex sync.WaitGroup
 	ex.Add(2)
 	eps := jobtest.InProcess(t, 2, func(job string, r int) (*nemesis.Endpoint, error) {
-		m, err := Open(Config{Config: ofi.Config{Provider: provider, Node: "127.0.0.1"}})
+		m, err := Open(Config{Config: ofi.Config{Provider: provider, Node: "127.0.0.1"}, JobKey: key})
 		if err != nil {
 			ex.Done()
 			return nil, err
@@ -32,7 +37,7 @@ func joinPair(t *testing.T) [2]*nemesis.Endpoint {
 			ex.Wait()
 			return addrs[:], nil
 		}
-		return nemesis.Join(job, r, 2, &nemesis.Options{Net: &nemesis.Net{Module: m, Nodes: []int{0, 1}, Exchange: exchange}})
+		return nemesis.Join(job, r, 2, &nemesis.Options{JobKey: key, Net: &nemesis.Net{Module: m, Nodes: []int{0, 1}, Exchange: exchange}})
 	}, func(ep *nemesis.Endpoint) {
 		if ep != nil {
 			ep.Close()

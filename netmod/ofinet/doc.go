@@ -14,8 +14,14 @@
 // # The contract
 //
 // Every packet is one tagged libfabric message: nemesis's 32-byte header
-// (source, tag, kind, sequence, lengths) then its payload, at most Packet
-// bytes. An ofi.Inbox keeps Receives receives posted from any peer on
+// (source, tag, kind, sequence, lengths), a 16-byte MAC, then its payload,
+// at most Packet bytes. A packet counts only if its MAC, keyed from the
+// job's key (Config.JobKey, jobkey.Env, or PMIx under Join), verifies for
+// its source rank, this rank, this module's session and the next packet
+// number from that rank; where the provider gives sources (FI_SOURCE),
+// the address it came from must also be that rank's. Any other packet is
+// dropped and counted (Module.Refused): see admit.go and
+// docs/security.md, "Processes on the network". An ofi.Inbox keeps Receives receives posted from any peer on
 // bounce buffers of Packet bytes, so the provider never truncates; packets
 // are handed to nemesis in the order the provider matched them, which per
 // peer is the order they were sent (FI_ORDER_SAS). Matching, any-source,

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/jobkey"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -100,11 +101,16 @@ func runNetns(t *testing.T, scenario string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	job := launch.NewJobName()
+	key, err := jobkey.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	kids := make([]*kid, jobSize)
 	for r := range kids {
 		n := nodes[nodeOf[r]]
 		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", n.NS, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envRank+"="+strconv.Itoa(r), envScenario+"="+scenario, envJob+"="+job, envNode+"="+n.Addr)
+		cmd.Env = append(os.Environ(), envRank+"="+strconv.Itoa(r), envScenario+"="+scenario, envJob+"="+job, envNode+"="+n.Addr,
+			jobkey.Env+"="+key.Encode())
 		k, err := start(cmd)
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/knemesis/knemesis/jobkey"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/netmod/ofi"
 )
@@ -26,23 +27,32 @@ type Config struct {
 	ofi.Config     // Provider and Node required; HeaderSize is set here
 	Packet     int // payload bytes a packet carries at most; DefaultPacket
 	Receives   int // receives kept posted; DefaultReceives
+	// JobKey is the job's secret, the same on every rank, that packets
+	// are signed with (admit.go); the zero key means the one the
+	// launcher put in jobkey.Env. Join sets it from PMIx.
+	JobKey jobkey.Key
 }
 
 // Module is a nemesis.NetModule over one libfabric endpoint.
 type Module struct {
 	e         *ofi.Endpoint
 	in        ofi.Inbox
+	g         *guard
+	hdr       [headerSize]byte // the packet being sent: nemesis's header, then its MAC
 	cfg       Config
 	sends     []send
 	free      []int32 // idle entries of sends
 	busy      []int32 // entries of sends in flight, oldest first
 	addrs     []ofi.Addr
 	ev        nemesis.NetEvents // during Poll
-	deliver   func(hdr, payload []byte) error
+	deliver   func(src ofi.Addr, tag uint64, hdr, payload []byte) error
 	regions   []*ofi.Region // exposed for reads (read.go), by slot
 	regFree   []int32
 	jobFree   []*readJob
 	exposures uint64
+	// captured, when set (by tests), sees every packet handed to the
+	// provider: what a process that sniffs the wire would see.
+	captured func(dst int, hdr []byte, payload [][]byte)
 }
 
 type send struct {
@@ -70,18 +80,29 @@ func Open(cfg Config) (*Module, error) {
 		return nil, fmt.Errorf("%w: ofinet: Packet %d, Receives %d, Slots %d: want positive sizes and more slots than receives",
 			ofi.ErrInvalidArg, cfg.Packet, cfg.Receives, cfg.Slots)
 	}
-	cfg.HeaderSize = nemesis.NetHeaderSize
+	cfg.HeaderSize = headerSize
+	cfg.Sources = true // admit.go checks them
 	e, err := ofi.Open(cfg.Config)
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{e: e, cfg: cfg, sends: make([]send, cfg.Slots-cfg.Receives)}
+	g, err := newGuard(cfg.JobKey)
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	cfg.JobKey = jobkey.Key{} // the guard keeps what it needs
+	g.sources = e.Sources()
+	m := &Module{e: e, g: g, cfg: cfg, sends: make([]send, cfg.Slots-cfg.Receives)}
 	for i := range m.sends {
 		m.free = append(m.free, int32(i))
 	}
 	m.busy = make([]int32, 0, len(m.sends))
-	m.deliver = func(hdr, payload []byte) error { return m.ev.Arrived(hdr, payload) }
-	if err := m.in.Open(e, cfg.Receives, cfg.Packet, packetTag, 0); err != nil {
+	m.deliver = m.admit
+	// Every tag matches: a message of another tag, which no one here
+	// would ever receive, is dropped rather than left to pile up in the
+	// provider's unexpected queue.
+	if err := m.in.Open(e, cfg.Receives, cfg.Packet, packetTag, ^uint64(0)); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -91,24 +112,42 @@ func Open(cfg Config) (*Module, error) {
 // Provider names the libfabric provider, as fi_getinfo gave it.
 func (m *Module) Provider() string { return "ofi " + m.e.Provider() }
 
-// Address is the endpoint's libfabric address, to publish.
-func (m *Module) Address() []byte { return m.e.Name() }
+// Address is what to publish: the endpoint's libfabric address, then the
+// module's session (admit.go).
+func (m *Module) Address() []byte { return append(m.e.Name(), m.g.session[:]...) }
 
 // MaxPacket is the payload of the largest packet: the receives' buffers.
 func (m *Module) MaxPacket() int { return m.cfg.Packet }
 
 // Connect inserts every rank's address in rank order, so that rank r is
-// the address vector's Addr(r).
+// the address vector's Addr(r), and learns their sessions.
 func (m *Module) Connect(addrs [][]byte) error {
-	m.addrs = make([]ofi.Addr, len(addrs))
-	for r, a := range addrs {
+	names, err := m.g.connect(m.Address(), addrs)
+	if err != nil {
+		return err
+	}
+	m.addrs = make([]ofi.Addr, len(names))
+	for r, a := range names {
 		ad, err := m.e.Insert(a, fmt.Sprintf("rank %d", r))
 		if err != nil {
 			return fmt.Errorf("ofinet: address of rank %d: %w", r, err)
 		}
 		m.addrs[r] = ad
+		m.g.inserted(r, ad)
 	}
 	return nil
+}
+
+// Refused counts the packets dropped because they did not prove that
+// they come from the job (admit.go).
+func (m *Module) Refused() Refused { return m.g.refused }
+
+// admit hands a received packet to nemesis if it comes from the job.
+func (m *Module) admit(src ofi.Addr, tag uint64, hdr, payload []byte) error {
+	if _, ok := m.g.admit(src, tag, hdr, payload); !ok {
+		return nil
+	}
+	return m.ev.Arrived(hdr[:nemesis.NetHeaderSize], payload)
 }
 
 // Send posts one packet; false when every send slot is in flight.
@@ -121,12 +160,18 @@ func (m *Module) Send(r *nemesis.Request, dst int, hdr []byte, payload [][]byte)
 	if len(payload) > m.e.MaxPayloadIov() {
 		payload = s.pack(payload, m.cfg.Packet)
 	}
-	err := m.e.Isend(&s.req, m.addrs[dst], packetTag, hdr, payload)
+	copy(m.hdr[:], hdr)
+	m.g.sign(dst, m.hdr[:], payload)
+	err := m.e.Isend(&s.req, m.addrs[dst], packetTag, m.hdr[:], payload)
 	if errors.Is(err, ofi.ErrNoSlot) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
+	}
+	m.g.sent(dst)
+	if m.captured != nil {
+		m.captured(dst, m.hdr[:], payload)
 	}
 	m.free = m.free[:len(m.free)-1]
 	s.nreq, s.dst = r, dst
@@ -192,6 +237,9 @@ func (m *Module) drain() error {
 		_, err := m.in.Drain(m.deliver)
 		if err == nil || !failedReceive(err) {
 			return err
+		}
+		if errors.Is(err, ofi.ErrTruncated) {
+			m.g.refused.Oversize++
 		}
 	}
 }
