@@ -52,3 +52,28 @@ func (ep *Endpoint) validateLib(r *Request, peer, tag int, wildcard bool) error 
 	}
 	return ep.checkRank(peer, wildcard)
 }
+
+// IprobeLib is Iprobe of a message with a library tag (no wildcard) from
+// src (or AnySource): a layer looks with it for a notice it posts no
+// receive for, such as another rank's report that a collective failed.
+func (ep *Endpoint) IprobeLib(src, tag int) (Status, bool, error) {
+	if tag < MinLibTag || tag > MaxLibTag {
+		return Status{}, false, errorf(ErrInvalidTag, "library tag %d, want %d..%d", tag, MinLibTag, MaxLibTag)
+	}
+	if err := ep.checkRank(src, true); err != nil {
+		return Status{}, false, err
+	}
+	if u := ep.matchUnexpected(src, tag); u != nil {
+		return u.status(), true, nil
+	}
+	ep.expect(src, +1)
+	err := ep.Poll()
+	ep.expect(src, -1)
+	if err != nil {
+		return Status{}, false, err
+	}
+	if u := ep.matchUnexpected(src, tag); u != nil {
+		return u.status(), true, nil
+	}
+	return Status{}, false, nil
+}

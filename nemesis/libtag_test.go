@@ -46,6 +46,10 @@ func TestLibTagsApartFromApplication(t *testing.T) {
 		if _, ok, err := b.Iprobe(AnySource, AnyTag); ok || err != nil {
 			t.Fatalf("%d bytes: a wildcard probe found the library message (%v)", n, err)
 		}
+		st, ok, err := b.IprobeLib(AnySource, MaxLibTag)
+		if !ok || err != nil || st.Tag != MaxLibTag || st.Len != n {
+			t.Fatalf("%d bytes: IprobeLib found %v (%+v, %v)", n, ok, st, err)
+		}
 		libGot := make([]byte, n)
 		if err := b.IrecvvLib(&lr, AnySource, MaxLibTag, [][]byte{libGot}); err != nil {
 			t.Fatal(err)
