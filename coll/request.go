@@ -296,4 +296,3 @@ func (q *Request) watch() {
 		}
 	}
 }
-

@@ -21,7 +21,9 @@ type Ordered interface{ Integer | Float }
 // values have no pointers and the same layout in every rank of a job (one
 // machine, one build), so a slice of them travels as its bytes, with no
 // encoding: unsafe.Slice over the element type.
-type Number interface{ Integer | Float | ~complex64 | ~complex128 }
+type Number interface {
+	Integer | Float | ~complex64 | ~complex128
+}
 
 // asBytes is the memory of s, as bytes.
 func asBytes[T Number](s []T) []byte {
