@@ -40,7 +40,11 @@ type Error struct {
 	Peer int    // the peer's rank in the communicator, or -1
 	// WorldPeer is the peer's rank in the job (the endpoint's), or -1.
 	WorldPeer int
-	Err       error
+	// Origin is the job rank where the failure began, as far as this
+	// rank knows: a rank that died, the rank that first reported a
+	// disagreement (this one, when it found it), or this rank.
+	Origin int
+	Err    error
 }
 
 func (e *Error) Error() string {

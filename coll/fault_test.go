@@ -16,18 +16,10 @@ import (
 )
 
 // namesRank reports whether err says that job rank w is where the
-// collective failed: the endpoint's error for w's death, or another rank's
-// notice whose origin is w.
+// collective failed.
 func namesRank(err error, w int) bool {
-	var pe *nemesis.PeerError
-	var ae *coll.AbortError
-	switch {
-	case errors.As(err, &ae):
-		return ae.Origin == w
-	case errors.As(err, &pe):
-		return pe.Rank == w
-	}
-	return false
+	var e *coll.Error
+	return errors.As(err, &e) && e.Origin == w
 }
 
 // TestRankDiesMidCollective: rank 2 of 5 starts a 1 MiB Allreduce (its

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 )
 
@@ -215,39 +216,54 @@ func (q *Request) fail(peer int, err error) {
 		return
 	}
 	c := q.c
-	e := &Error{Op: collName(q.coll), Seq: q.seq, Comm: c.cid, Rank: c.rank, Peer: -1, WorldPeer: -1, Err: err}
+	origin, cause := c.members[c.rank], causeError
+	if w, crashed, ok := deadRank(err); ok {
+		origin, cause = w, causeExit
+		if crashed {
+			cause = causeCrash
+		}
+	}
+	var ae *AbortError
+	switch {
+	case errors.As(err, &ae):
+		origin, cause = ae.Origin, ae.cause
+	case errors.Is(err, ErrMismatch), errors.Is(err, ErrInvalidArg):
+		cause = causeMismatch
+	}
+	e := &Error{Op: collName(q.coll), Seq: q.seq, Comm: c.cid, Rank: c.rank, Peer: -1, WorldPeer: -1, Origin: origin, Err: err}
+	if peer < 0 && cause != causeError && cause != causeMismatch {
+		peer = c.rankOf(origin)
+	}
 	if peer >= 0 {
 		e.Peer, e.WorldPeer = peer, c.members[peer]
-	}
-	var pe *nemesis.PeerError
-	if errors.As(err, &pe) && e.Peer < 0 {
-		e.WorldPeer, e.Peer = pe.Rank, c.rankOf(pe.Rank)
 	}
 	q.finish(e)
 	if c.broken == nil {
 		c.broken = e
 	}
-	q.tell(err)
+	q.tell(origin, cause)
+}
+
+// deadRank finds in err the job rank whose death it reports, from the
+// endpoint or from the LMT, and whether that rank crashed (rather than
+// closed its endpoint).
+func deadRank(err error) (rank int, crashed, ok bool) {
+	var pe *nemesis.PeerError
+	var le *lmt.PeerError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Rank, pe.Crashed, true
+	case errors.As(err, &le):
+		return le.Rank, true, true
+	}
+	return -1, false, false
 }
 
 // tell sends every other rank of the communicator a failure notice for q,
-// naming where the failure began.
-func (q *Request) tell(err error) {
+// naming the job rank where the failure began and what happened there.
+func (q *Request) tell(origin int, cause uint8) {
 	c := q.c
-	h := hdr{seq: q.seq, coll: q.coll, elem: q.el.kind, op: q.op, notice: 1, origin: int32(c.members[c.rank]), cause: causeError}
-	var pe *nemesis.PeerError
-	var ae *AbortError
-	switch {
-	case errors.As(err, &ae):
-		h.origin, h.cause = int32(ae.Origin), ae.cause
-	case errors.As(err, &pe):
-		h.origin, h.cause = int32(pe.Rank), causeExit
-		if pe.Crashed {
-			h.cause = causeCrash
-		}
-	case errors.Is(err, ErrMismatch), errors.Is(err, ErrInvalidArg):
-		h.cause = causeMismatch
-	}
+	h := hdr{seq: q.seq, coll: q.coll, elem: q.el.kind, op: q.op, notice: 1, origin: int32(origin), cause: cause}
 	h.put(q.notice[:])
 	ep := c.lib.ep
 	q.notices = make([]nemesis.Request, len(c.members))
