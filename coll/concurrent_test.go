@@ -2,6 +2,7 @@ package coll_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -13,8 +14,16 @@ import (
 )
 
 // input is rank r's i-th element of case k: every rank computes every
-// other's, so that results are checked without an exchange.
-func input(k, r, i int) float64 { return float64((k+1)*1000003+r*7919+i*104729%65537) / 3 }
+// other's, so that results are checked without an exchange. The values
+// spread over 40 binary orders of magnitude, so that a sum in another
+// order than the ranks' rounds differently.
+func input(k, r, i int) float64 {
+	h := uint64(k+1)*0x9e3779b97f4a7c15 ^ uint64(r+1)*0xbf58476d1ce4e5b9 ^ uint64(i+1)*0x94d049bb133111eb
+	h ^= h >> 31
+	h *= 0xd6e8feb86659fd39
+	h ^= h >> 29
+	return math.Ldexp(float64(h>>11)/(1<<53)-0.5, int(h%40)-20)
+}
 
 func inputs(k, r, n int) []float64 {
 	s := make([]float64, n)
