@@ -375,9 +375,12 @@ func b2i(b bool) int64 {
 }
 
 // sizeClasses are the element counts of float64 checked: 8 B (a line
-// record), 1 KiB (a fastbox), 64 KiB (cells or the LMT), 1 MiB and 3 MiB
-// (the LMT); the all-to-all shapes keep each rank's n blocks within 1 MiB.
-var sizeClasses = []int{1, 128, 8 << 10, 128 << 10, 384 << 10}
+// record, the shared lines), 1 KiB (a fastbox), 64 KiB (cells or the
+// LMT), 1 MiB (the LMT), and on communicators of up to 3 ranks 3 MiB; the
+// all-to-all shapes keep each rank's n blocks within 1 MiB.
+var sizeClasses = []int{1, 128, 8 << 10, 128 << 10}
+
+const bigClass, bigRanks = 384 << 10, 3
 
 func blockFor(k, n int) int { return max(1, min(k, (128<<10)/n)) }
 
@@ -408,7 +411,11 @@ func TestAgainstReference(t *testing.T) {
 			if want := part[color]; c.Size() != want || c.Rank() != key {
 				return fmt.Errorf("partition %v: rank %d got a communicator of %d as its rank %d, want %d as %d", part, p.Rank, c.Size(), c.Rank(), want, key)
 			}
-			for _, k := range sizeClasses {
+			sizes := sizeClasses
+			if c.Size() <= bigRanks {
+				sizes = append(sizes[:len(sizes):len(sizes)], bigClass)
+			}
+			for _, k := range sizes {
 				if err := checkAll(c, k, blockFor(k, c.Size()), uint64(pi*100+k)); err != nil {
 					return fmt.Errorf("communicator of %d (partition %v), %d elements: %w", c.Size(), part, k, err)
 				}

@@ -7,7 +7,9 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/knemesis/knemesis/internal/fastclock"
 	"github.com/knemesis/knemesis/nemesis"
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +33,7 @@ type Comm struct {
 	pending int
 	broken  error
 	freed   bool
+	shm     shmState // the shared lines of small collectives (shm.go)
 }
 
 // library is what every communicator of one endpoint shares: the context
@@ -41,6 +44,8 @@ type library struct {
 	active []*Request
 	world  *Comm
 	tick   uint32
+	// watched is when progress last looked for failures (fastclock).
+	watched int64
 }
 
 var (
@@ -190,6 +195,7 @@ func (c *Comm) Free() error {
 		return argErr("communicator %d has %d collectives outstanding: wait for them first", c.cid, c.pending)
 	}
 	c.freed = true
+	c.freeShm()
 	c.lib.used[c.cid/64] &^= 1 << (c.cid % 64)
 	return nil
 }
@@ -227,6 +233,10 @@ func (c *Comm) start(coll uint8, el elem, op uint8) (*Request, error) {
 	case c.pending >= maxPending:
 		return nil, fmt.Errorf("%w: %d", ErrTooManyPending, c.pending)
 	}
+	if c.shm.state == shmUnset {
+		// The first collective on c, whichever it is, on every rank.
+		c.setupShm()
+	}
 	q := &Request{c: c, seq: c.seq, coll: coll, el: el, op: op}
 	c.seq++
 	c.pending++
@@ -257,10 +267,16 @@ func (q *Request) refuse(err error) (*Request, error) {
 // for ever.
 func (l *library) progress() {
 	l.tick++
+	watch := l.tick%16 == 0
+	if now := fastclock.Nanotime(); now-l.watched > int64(time.Millisecond) {
+		// A blocked call dozes between ticks once idle: count time too,
+		// or a failure would wait for 16 naps.
+		watch, l.watched = true, now
+	}
 	for i := 0; i < len(l.active); {
 		q := l.active[i]
 		q.step()
-		if !q.done && l.tick%16 == 0 {
+		if !q.done && watch {
 			q.watch()
 		}
 		if i < len(l.active) && l.active[i] == q {

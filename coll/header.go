@@ -86,6 +86,7 @@ const (
 	causeExit     uint8 = 2 // the origin closed its endpoint and exited
 	causeMismatch uint8 = 3 // the origin found ranks disagreeing, or a bad argument
 	causeError    uint8 = 4 // another error at the origin
+	causePeerData uint8 = 5 // the origin wrote an impossible value in its shared lines
 )
 
 func causeName(c uint8) string {
@@ -98,6 +99,8 @@ func causeName(c uint8) string {
 		return "a disagreement between ranks (count, type, operation or argument)"
 	case causeError:
 		return "a failure"
+	case causePeerData:
+		return "an impossible value in its shared lines"
 	}
 	return fmt.Sprintf("unknown cause %d", c)
 }

@@ -26,8 +26,9 @@ type xfer struct {
 
 type round struct {
 	xfers  []xfer
-	before func()       // local work as the round starts (a rank's copy to itself)
-	after  func() error // local work once the transfers are done
+	before func()               // local work as the round starts (a rank's copy to itself)
+	ready  func() (bool, error) // besides the transfers, what the round waits for (shared lines)
+	after  func() error         // local work once the transfers are done
 }
 
 func (rd *round) send(peer int, buf []byte) {
@@ -58,6 +59,7 @@ type Request struct {
 	notices []nemesis.Request
 	notice  [hdrSize]byte
 	probe   [hdrSize]byte
+	viaShm  bool // runs on the communicator's shared lines (shm.go)
 }
 
 func (q *Request) round() *round {
@@ -135,6 +137,17 @@ func (q *Request) step() {
 			if !q.complete(&rd.xfers[i]) {
 				return
 			}
+		}
+		if rd.ready != nil {
+			ok, err := rd.ready()
+			if err != nil {
+				q.fail(-1, err)
+				return
+			}
+			if !ok {
+				return
+			}
+			rd.ready = nil
 		}
 		if rd.after != nil {
 			if err := rd.after(); err != nil {
@@ -224,9 +237,12 @@ func (q *Request) fail(peer int, err error) {
 		}
 	}
 	var ae *AbortError
+	var de *PeerDataError
 	switch {
 	case errors.As(err, &ae):
 		origin, cause = ae.Origin, ae.cause
+	case errors.As(err, &de):
+		origin, cause = de.Rank, causePeerData
 	case errors.Is(err, ErrMismatch), errors.Is(err, ErrInvalidArg):
 		cause = causeMismatch
 	}
@@ -304,6 +320,15 @@ func (q *Request) watch() {
 		q.fail(c.rankOf(st.Source), &AbortError{From: st.Source, Origin: int(h.origin), Cause: causeName(h.cause), cause: h.cause})
 		return
 	}
+	if q.viaShm {
+		// A rank that took the message path (it passed more than a
+		// slot's bytes) sends where this one never receives.
+		st, ok, err := ep.IprobeLib(nemesis.AnySource, collTag(c.cid, q.seq))
+		if err == nil && ok {
+			q.failMessaged(st)
+			return
+		}
+	}
 	for i, w := range c.members {
 		var pe *nemesis.PeerError
 		if i != c.rank && errors.As(ep.PeerFailure(w), &pe) && pe.Crashed {
@@ -311,4 +336,21 @@ func (q *Request) watch() {
 			return
 		}
 	}
+}
+
+// failMessaged fails q, which runs in shared memory, for the message a
+// rank sent with q's tag: that rank called another operation, or one
+// whose size takes messages. The message's header says which, when it
+// came whole (its payload is dropped: the communicator is broken).
+func (q *Request) failMessaged(st nemesis.Status) {
+	c := q.c
+	err := error(&MismatchError{"payload bytes", "over " + strconv.Itoa(shmSlot) + " (sent as messages)", "at most " + strconv.Itoa(shmSlot) + " (in shared memory)"})
+	var r nemesis.Request
+	if c.lib.ep.IrecvvLib(&r, st.Source, st.Tag, [][]byte{q.probe[:]}) == nil && r.Done() && r.Status().Count == hdrSize {
+		h := getHdr(q.probe[:])
+		if h.notice == 0 && (h.coll != q.coll || h.elem != q.el.kind || h.op != q.op) {
+			err = q.check(h, st.Len, st.Len-hdrSize)
+		}
+	}
+	q.fail(c.rankOf(st.Source), err)
 }

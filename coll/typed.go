@@ -73,7 +73,11 @@ func Ibarrier(c *Comm) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	q.barrier()
+	if c.shmUsable(0) {
+		q.shmOp(0, 0, nil, nil, nil)
+	} else {
+		q.barrier()
+	}
 	return q.run()
 }
 
@@ -82,14 +86,23 @@ func Bcast[T Number](c *Comm, buf []T, root int) error { return wait(Ibcast(c, b
 
 // Ibcast is Bcast's nonblocking form.
 func Ibcast[T Number](c *Comm, buf []T, root int) (*Request, error) {
+	b := asBytes(buf)
 	q, err := c.start(collBcast, elemOf[T](), opNone)
 	if err != nil {
 		return nil, err
 	}
+	shm := c.shmUsable(len(b))
 	if err := q.checkRoot(root); err != nil {
 		return q.refuse(err)
 	}
-	q.bcast(asBytes(buf), root)
+	switch {
+	case shm && c.rank == root:
+		q.shmOp(root, len(b), func(slot []byte) { memcopy.Copy(slot, b) }, nil, nil)
+	case shm:
+		q.shmOp(root, len(b), nil, nil, func(slot []byte) { memcopy.Copy(b, slot) })
+	default:
+		q.bcast(b, root)
+	}
 	return q.run()
 }
 
@@ -105,6 +118,7 @@ func Ireduce[T Number](c *Comm, send, recv []T, op Op[T], root int) (*Request, e
 	if err != nil {
 		return nil, err
 	}
+	shm := c.shmUsable(len(asBytes(send)))
 	if err := q.checkRoot(root); err != nil {
 		return q.refuse(err)
 	}
@@ -119,7 +133,11 @@ func Ireduce[T Number](c *Comm, send, recv []T, op Op[T], root int) (*Request, e
 			return q.refuse(err)
 		}
 	}
-	q.reduce(asBytes(send), asBytes(recv), len(send), byteFold(op), root)
+	if shm {
+		q.shmReduce(asBytes(send), asBytes(recv), byteFold(op), root, c.rank == root)
+	} else {
+		q.reduce(asBytes(send), asBytes(recv), len(send), byteFold(op), root)
+	}
 	return q.run()
 }
 
@@ -142,6 +160,7 @@ func Iallreduce[T Number](c *Comm, send, recv []T, op Op[T]) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
+	shm := c.shmUsable(len(asBytes(send)))
 	if err := checkOp(op); err != nil {
 		return q.refuse(err)
 	}
@@ -151,7 +170,11 @@ func Iallreduce[T Number](c *Comm, send, recv []T, op Op[T]) (*Request, error) {
 	if err := inPlaceOrApart(asBytes(send), asBytes(recv)); err != nil {
 		return q.refuse(err)
 	}
-	q.allreduce(asBytes(send), asBytes(recv), len(send), byteFold(op))
+	if shm {
+		q.shmReduce(asBytes(send), asBytes(recv), byteFold(op), 0, true)
+	} else {
+		q.allreduce(asBytes(send), asBytes(recv), len(send), byteFold(op))
+	}
 	return q.run()
 }
 
