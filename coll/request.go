@@ -3,6 +3,7 @@ package coll
 import (
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
@@ -268,7 +269,7 @@ func deadRank(err error) (rank int, crashed, ok bool) {
 	var le *lmt.PeerError
 	switch {
 	case errors.As(err, &pe):
-		return pe.Rank, pe.Crashed, true
+		return pe.Rank, crashedPeer(pe), true
 	case errors.As(err, &le):
 		return le.Rank, true, true
 	}
@@ -331,7 +332,7 @@ func (q *Request) watch() {
 	}
 	for i, w := range c.members {
 		var pe *nemesis.PeerError
-		if i != c.rank && errors.As(ep.PeerFailure(w), &pe) && pe.Crashed {
+		if i != c.rank && errors.As(ep.PeerFailure(w), &pe) && crashedPeer(pe) {
 			q.fail(i, pe)
 			return
 		}
@@ -353,4 +354,12 @@ func (q *Request) failMessaged(st nemesis.Status) {
 		}
 	}
 	q.fail(c.rankOf(st.Source), err)
+}
+
+// crashedPeer tells a rank that died without closing its endpoint from one
+// that closed it after its part: only the first dooms a collective that
+// waits on it through others. peerfault.Error says it in its reason
+// alone (nemesis liveness.go, netmod.go); a field there would be firmer.
+func crashedPeer(pe *nemesis.PeerError) bool {
+	return !strings.Contains(pe.Reason, "closed its endpoint")
 }
