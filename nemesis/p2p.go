@@ -105,7 +105,7 @@ func (ep *Endpoint) startRecv(r *Request) error {
 		return ep.takeUnexpected(r, u)
 	}
 	if r.peer >= 0 && ep.posted.Empty() {
-		if l, ok := ep.peers[r.peer].inLine(); ok && (r.tag == AnyTag || int(l.tag) == r.tag) {
+		if l, ok := ep.peers[r.peer].inLine(); ok && (r.tag == AnyTag && int(l.tag) <= MaxTag || int(l.tag) == r.tag) {
 			// The next message from its source waits in a line record,
 			// as it does for a receiver behind a stream, and no
 			// earlier receive may match it: take it without posting.

@@ -346,7 +346,7 @@ func (ep *Endpoint) checkCell(src int, h *cellFields) *peerfault.Error {
 // keeps it as unexpected. For an RTS, data is the LMT's handle.
 func (ep *Endpoint) arrive(src, tag int, kind uint32, total int, data []byte) error {
 	for r := ep.posted.Front(); r != nil; r = r.links.Next() {
-		if (r.peer == src || r.peer == AnySource) && (r.tag == tag || r.tag == AnyTag) {
+		if (r.peer == src || r.peer == AnySource) && (r.tag == tag || r.tag == AnyTag && tag <= MaxTag) {
 			ep.posted.Remove(&r.links)
 			ep.expect(r.peer, -1)
 			ep.matched++
@@ -490,7 +490,7 @@ func (u *uxMsg) status() Status {
 // tag (either may be a wildcard), nil when none does.
 func (ep *Endpoint) matchUnexpected(src, tag int) *uxMsg {
 	for u := ep.unexp.Front(); u != nil; u = u.links.Next() {
-		if (src == AnySource || u.src == src) && (tag == AnyTag || u.tag == tag) {
+		if (src == AnySource || u.src == src) && (tag == AnyTag && u.tag <= MaxTag || u.tag == tag) {
 			return u
 		}
 	}

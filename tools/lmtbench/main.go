@@ -16,6 +16,7 @@ import (
 
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/cli"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/collbench"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/multiseg"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/typedbench"
@@ -35,6 +36,7 @@ var commandWorkers = []struct {
 	run func(launch.Proc, io.Writer) error
 }{
 	{multiseg.EnvSpec, multiseg.Worker},
+	{collbench.EnvSpec, collbench.Worker},
 	{typedbench.EnvSpec, typedbench.Worker},
 }
 

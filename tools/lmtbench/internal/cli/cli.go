@@ -41,6 +41,10 @@ commands:
   peers      the same sizes and shapes over Open MPI, MPICH, UCX and libfabric, in the same run
   multiseg   ping-pong of 8 or 16 tagged segments per message (NewMadeleine §5.2): Nemesis
              with aggregation off, on, in a batch, and Open MPI's same Isends
+  coll       OSU-style latency of Barrier, Bcast, Allreduce and Alltoall (package coll),
+             --procs ranks (2), --sizes (8 B to 16 MiB), --backends to choose operations,
+             beside Open MPI (default, tuned, han, sm) and MPICH through an MPI program
+             compiled during the run; says when the job is oversubscribed
   vector     ping-pong of a vector datatype (NewMadeleine §5.3: Aumage, Brunet, Furmento,
              Namyst, CAC 2007), --vectors COUNTxBLOCK/STRIDE (default 1Mx8/16,64x256K/512K):
              typed send/receive (Endpoint.SendType) against pack + send + unpack (as MPICH),
@@ -288,6 +292,7 @@ func init() {
 		"copies":    runCopies,
 		"peers":     runPeers,
 		"multiseg":  runMultiseg,
+		"coll":      runColl,
 		"vector":    runTyped(typedbench.Vector),
 		"indexed":   runTyped(typedbench.Indexed),
 		"put":       runRMA("put"),
@@ -296,7 +301,7 @@ func init() {
 }
 
 func commandList() string {
-	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers, multiseg, vector, indexed, put, get"
+	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers, multiseg, coll, vector, indexed, put, get"
 }
 
 func run(args []string, stdout, stderr io.Writer) error {

@@ -23,6 +23,11 @@ import (
 // environment variable env, and returns what rank 0 wrote to its standard
 // output. timeout bounds the job; the ranks' complaints go to stderr.
 func Run(ctx context.Context, env string, spec any, timeout time.Duration, stderr io.Writer) ([]byte, error) {
+	return RunProcs(ctx, env, spec, 2, timeout, stderr)
+}
+
+// RunProcs is Run for a job of procs ranks.
+func RunProcs(ctx context.Context, env string, spec any, procs int, timeout time.Duration, stderr io.Writer) ([]byte, error) {
 	js, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
@@ -36,7 +41,7 @@ func Run(ctx context.Context, env string, spec any, timeout time.Duration, stder
 	defer os.Remove(out.Name())
 	defer out.Close()
 	err = launch.Run(ctx, launch.Options{
-		Procs: 2, Args: []string{}, Env: []string{env + "=" + string(js)},
+		Procs: procs, Args: []string{}, Env: []string{env + "=" + string(js)},
 		Timeout: timeout, Stdout: out, Stderr: stderr,
 	})
 	if err != nil {

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/collbench"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/units"
+)
+
+// Defaults of lmtbench coll: OSU's range, in powers of four.
+const (
+	collSizes = "8,64,512,4K,32K,256K,1M,4M,16M"
+	collIters = 200
+)
+
+// runColl is lmtbench coll: see package collbench.
+func runColl(ctx context.Context, o *options, stdout, stderr io.Writer) error {
+	list := o.sizes
+	if list == "" {
+		list = collSizes
+	}
+	sizes, err := units.ParseList(list, 1)
+	if err != nil {
+		return usagef("--sizes: %v", err)
+	}
+	ops := collbench.Ops
+	if o.backends != "" {
+		ops = strings.Split(o.backends, ",")
+		for _, op := range ops {
+			if !slices.Contains(collbench.Ops, op) {
+				return usagef("--backends %q: coll measures the operations %s", o.backends, strings.Join(collbench.Ops, ","))
+			}
+		}
+	}
+	if o.procs < 2 || o.procs > 64 {
+		return usagef("--procs %d: coll runs 2 to 64 ranks", o.procs)
+	}
+	allowed, err := machine.AllowedCPUs()
+	if err != nil {
+		return err
+	}
+	cfg := collbench.Config{Ops: ops, Sizes: sizes, Procs: o.procs, Rounds: o.samples, Iters: o.iters, Timeout: o.timeout, Stderr: stderr}
+	if cfg.Iters == 0 {
+		cfg.Iters = collIters
+	}
+	if o.cpus != "none" && o.procs <= len(allowed) {
+		cfg.CPUs = allowed[:o.procs]
+	}
+	rows, err := collbench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return json.NewEncoder(stdout).Encode(rows)
+	}
+	placement := fmt.Sprintf("one rank per CPU (%v)", cfg.CPUs)
+	if cfg.Oversubscribed() {
+		placement = fmt.Sprintf("oversubscribed: %d ranks on %d CPUs, unpinned, Open MPI yielding when idle", o.procs, len(allowed))
+	}
+	fmt.Fprintf(stdout, "coll: OSU-style latency, the slowest rank's mean per operation, median of %d rounds; %s; operations in turn within each round: knemesis (package coll over knemesis.Join), Open MPI (default, tuned, han, sm), MPICH\n", o.samples, placement)
+	collbench.Print(stdout, rows)
+	return nil
+}
