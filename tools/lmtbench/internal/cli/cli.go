@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/knemesis/knemesis/netmod/ofinet"
 	"github.com/knemesis/knemesis/netmod/pmix"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
@@ -198,7 +199,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.probe, "placement-probe", "", "placement probe to bracket samples with: a program printing \"near|far <µs>\", 'builtin' (a cache line timed between the two ranks) or 'none' (default $LMTBENCH_PLACEMENT_PROBE when set, else builtin)")
 	fs.BoolVar(&o.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "draw a progress bar on stderr")
 	fs.IntVar(&o.peer, "peer", -1, "under mpirun or srun: the rank that rank 0 measures with (default: the first rank on another node)")
-	fs.StringVar(&o.provider, "provider", "tcp;ofi_rxm", "under mpirun or srun: libfabric provider of the network module (verbs;ofi_rxm, efa, cxi on a cluster)")
+	fs.StringVar(&o.provider, "provider", ofinet.DefaultProvider, "under mpirun or srun: libfabric provider of the network module (one of "+ofinet.ProviderNames()+")")
 	fs.StringVar(&o.node, "node", "", "under mpirun or srun: address the network module binds (default: this host's name)")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
