@@ -18,7 +18,7 @@
 package vmsplice
 
 import (
-	"github.com/knemesis/knemesis/internal/fifo"
+	"github.com/knemesis/knemesis/pipe/fifo"
 	"github.com/knemesis/knemesis/lmt"
 	"golang.org/x/sys/unix"
 )
