@@ -18,8 +18,8 @@
 package pipe
 
 import (
-	"github.com/knemesis/knemesis/pipe/fifo"
 	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/pipe/fifo"
 )
 
 // Name is the backend's name in lmt.Config.Prefer and lmt.Check.
