@@ -50,6 +50,8 @@ commands:
              --small (64) and --large (256K) bytes; --backends is the LMT preference (cma)
   put, get   one-sided put (with notification) and get of package rma, per mechanism,
              in RWAPI's three shapes: pingpong, bidir, stream (Ben Fredj and Renault)
+  table      --from FILE.json: the Markdown tables of a --json run (README.md and
+             docs/performance.md are made of them); measures nothing
 
 Started by mpirun or srun (a PMIx launcher), an lmtbench built with
 go build -tags "ofi pmix" runs pingpong, bidir or stream between rank 0 and
@@ -125,6 +127,7 @@ type options struct {
 	reuse      bool
 	copies     bool
 	workingSet string
+	from       string // table: the --json file to print
 
 	tuningFile string
 	shapes     string // peers: which shapes
@@ -189,6 +192,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.blocks, "blocks", typedBlocks, "indexed: number of blocks, alternating --small and --large bytes")
 	fs.StringVar(&o.small, "small", "", "indexed: length of the small blocks (default "+typedSmall+")")
 	fs.StringVar(&o.large, "large", "", "indexed: length of the large blocks (default "+typedLarge+")")
+	fs.StringVar(&o.from, "from", "", "table: the file an earlier --json run wrote")
 	fs.BoolVar(&o.json, "json", false, "print results as a JSON array instead of the table")
 	fs.BoolVar(&o.csv, "csv", false, "print results as CSV instead of the table (schema in tools/lmtbench/README.md)")
 	fs.BoolVar(&o.benchfmt, "benchfmt", false, "print Go benchmark lines for benchstat instead of the table")
@@ -293,11 +297,12 @@ func init() {
 		"indexed":   runTyped(typedbench.Indexed),
 		"put":       runRMA("put"),
 		"get":       runRMA("get"),
+		"table":     runTable,
 	}
 }
 
 func commandList() string {
-	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers, multiseg, vector, indexed, put, get"
+	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers, multiseg, vector, indexed, put, get, table"
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
