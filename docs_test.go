@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,5 +55,26 @@ func TestPackageDocsAreContracts(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestREADMEExampleRuns: the program README.md shows is the one
+// Example_parentAndChild runs: its rank function is example_test.go's,
+// word for word.
+func TestREADMEExampleRuns(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rank, ok := strings.Cut(string(example), "// rank is what each child runs.")
+	if !ok {
+		t.Fatal("example_test.go has no rank function")
+	}
+	if !strings.Contains(string(readme), strings.TrimSpace(rank)) {
+		t.Errorf("README.md's example differs from example_test.go's rank function:\n%s", rank)
 	}
 }
