@@ -10,8 +10,9 @@
 // with it count (the benchmark's loop, not its setup).
 //
 // It prints, for each package any counted stack crosses, the most entries
-// one stack makes; then the number of packages and the most returns one
-// stack makes (an entry into a package the stack had already entered).
+// one stack makes; then the number of packages all stacks cross, the most
+// one stack crosses, and the most returns one stack makes (an entry into a
+// package the stack had already entered).
 //
 //	go test -run '^$' -bench InProcessSendRecv -cpuprofile cpu.prof .
 //	go tool pprof -traces knemesis.test cpu.prof |
@@ -47,6 +48,7 @@ type walk struct {
 	entries map[string]int
 	stacks  int
 	returns int
+	widest  int // the most packages one stack crosses
 }
 
 func read(r io.Reader, module, through string) (*walk, error) {
@@ -99,6 +101,7 @@ func (w *walk) add(frames []string, module, through string) {
 		w.entries[pkg] = max(w.entries[pkg], n)
 	}
 	w.returns = max(w.returns, returns)
+	w.widest = max(w.widest, len(seen))
 }
 
 // packageOf returns the import path of a function's symbol name, as
@@ -130,6 +133,6 @@ func (w *walk) print(out io.Writer, module string) {
 		}
 		fmt.Fprintf(out, "%-40s entered at most %d times in one stack\n", name, w.entries[p])
 	}
-	fmt.Fprintf(out, "%d stacks; %d packages; at most %d returns to an entered package in one stack\n",
-		w.stacks, len(pkgs), w.returns)
+	fmt.Fprintf(out, "%d stacks cross %d packages, one stack at most %d; at most %d returns to an entered package in one stack\n",
+		w.stacks, len(pkgs), w.widest, w.returns)
 }
