@@ -15,7 +15,8 @@ import (
 // tools/stackwalk counts:
 //
 //	go test -run '^$' -bench InProcessSendRecv -cpuprofile cpu.prof .
-//	go tool pprof -traces knemesis.test cpu.prof | go run ./tools/stackwalk
+//	go tool pprof -traces knemesis.test cpu.prof |
+//		go run ./tools/stackwalk -through BenchmarkInProcessSendRecv
 func BenchmarkInProcessSendRecv(b *testing.B) {
 	eps := jobtest.InProcess(b, 2, func(job string, rank int) (*knemesis.Endpoint, error) {
 		return knemesis.Join(job, rank, 2, nil)
@@ -24,24 +25,5 @@ func BenchmarkInProcessSendRecv(b *testing.B) {
 			ep.Close()
 		}
 	})
-	msg, got := make([]byte, 4<<20), make([]byte, 4<<20)
-	var s, r nemesis.Request
-	b.SetBytes(int64(len(msg)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := eps[1].Irecv(&r, 0, 1, got); err != nil {
-			b.Fatal(err)
-		}
-		if err := eps[0].Isend(&s, 1, 1, msg); err != nil {
-			b.Fatal(err)
-		}
-		for !s.Done() || !r.Done() {
-			if _, err := eps[1].Test(&r); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := eps[0].Test(&s); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	jobtest.Exchange(b, [2]*nemesis.Endpoint{eps[0].Endpoint, eps[1].Endpoint}, make([]byte, 4<<20), make([]byte, 4<<20))
 }

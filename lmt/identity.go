@@ -145,33 +145,24 @@ func IdentityOf(name string) (Identity, bool) {
 
 // DefaultPreference returns the default Config.Prefer: the backends with a
 // Default place, in that order.
-func DefaultPreference() []string {
-	var ids []Identity
-	for _, id := range identities {
-		if id.Default > 0 {
-			ids = append(ids, id)
-		}
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i].Default < ids[j].Default })
-	names := make([]string, len(ids))
-	for i, id := range ids {
-		names[i] = id.Name
-	}
-	return names
-}
+func DefaultPreference() []string { return placed(func(id Identity) int { return id.Default }) }
 
 var defaultPrefer = DefaultPreference()
 
 // Choices returns the names of the backends with a Choice place, in that
 // order.
-func Choices() []string {
+func Choices() []string { return placed(func(id Identity) int { return id.Choice }) }
+
+// placed returns the names of the backends place gives a place (above 0),
+// in the order of their places.
+func placed(place func(Identity) int) []string {
 	var ids []Identity
 	for _, id := range identities {
-		if id.Choice > 0 {
+		if place(id) > 0 {
 			ids = append(ids, id)
 		}
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i].Choice < ids[j].Choice })
+	sort.Slice(ids, func(i, j int) bool { return place(ids[i]) < place(ids[j]) })
 	names := make([]string, len(ids))
 	for i, id := range ids {
 		names[i] = id.Name
