@@ -96,7 +96,6 @@ func rank(p launch.Proc) error {
 		return err
 	}
 	sum := crc32.ChecksumIEEE(buf[:st.Count])
-	fmt.Printf("rank 1 received %d bytes from rank %d, crc32 %08x\n", st.Count, st.Source, sum)
 	if st.Count != 8<<20 || sum != 0x4db8402c {
 		return fmt.Errorf("received %d bytes with crc32 %08x, want 8388608 with 4db8402c", st.Count, sum)
 	}
