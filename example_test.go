@@ -63,3 +63,41 @@ func joinRank(p launch.Proc) error {
 	}
 	return nil
 }
+
+// A program of two processes of one binary, as README.md shows it: the
+// parent starts them with launch.Run, rank 0 sends 8 MiB, rank 1 receives
+// them. Here launchtest.RunExample stands in for launch.Run and checks
+// that both ranks ran rank to its end.
+func Example_parentAndChild() {
+	if err := launchtest.RunExample("Example_parentAndChild", 2, rank); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("rank 1 received 8 MiB intact")
+	// Output: rank 1 received 8 MiB intact
+}
+
+// rank is what each child runs.
+func rank(p launch.Proc) error {
+	ep, err := knemesis.JoinProc(p, nil)
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	buf := make([]byte, 8<<20)
+	if p.Rank == 0 {
+		for i := range buf {
+			buf[i] = byte(i * 7)
+		}
+		return ep.Send(1, 0, buf) // any size: eager, or the LMT's choice
+	}
+	st, err := ep.Recv(0, 0, buf)
+	if err != nil {
+		return err
+	}
+	sum := crc32.ChecksumIEEE(buf[:st.Count])
+	if st.Count != 8<<20 || sum != 0x4db8402c {
+		return fmt.Errorf("received %d bytes with crc32 %08x, want 8388608 with 4db8402c", st.Count, sum)
+	}
+	return nil
+}

@@ -1,7 +1,7 @@
 // Package knemesis joins a process to a job with everything wired: a
 // Nemesis endpoint for small messages (package nemesis), the LMT engine for
-// large ones with every backend this build has (shm, cma, cma-write,
-// cma-split, multirail, pipe, vmsplice, knem), and the automatic choice of backend
+// large ones with every backend this build registers (lmt.Backends; each
+// one's identity in lmt.Identities), and the automatic choice of backend
 // per peer and size (package auto). It is the entry point for the common
 // case:
 //

@@ -45,30 +45,6 @@ func joinInProcessWith(b *testing.B, o *attach.Options) [2]*nemesis.Endpoint {
 	return [2]*nemesis.Endpoint{rs[0].ep, rs[1].ep}
 }
 
-// exchange sends msg from rank 0 to rank 1's got b.N times, driving both
-// endpoints until each message's send and receive are complete.
-func exchange(b *testing.B, eps [2]*nemesis.Endpoint, msg, got []byte) {
-	var s, r nemesis.Request
-	b.SetBytes(int64(len(msg)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := eps[1].Irecv(&r, 0, 1, got); err != nil {
-			b.Fatal(err)
-		}
-		if err := eps[0].Isend(&s, 1, 1, msg); err != nil {
-			b.Fatal(err)
-		}
-		for !s.Done() || !r.Done() {
-			if _, err := eps[1].Test(&r); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := eps[0].Test(&s); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-}
-
 // BenchmarkInProcessArena: one message from an arena buffer, sent by rank
 // 0 and received by rank 1, both endpoints driven by one goroutine, the
 // LMT attached as a program gets it. There is no second core and no
@@ -96,7 +72,7 @@ func benchArena(b *testing.B, o *attach.Options) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			exchange(b, eps, msg, make([]byte, size))
+			jobtest.Exchange(b, eps, msg, make([]byte, size))
 		})
 	}
 }
@@ -147,7 +123,7 @@ func itoa(n int) string {
 func BenchmarkInProcessEager(b *testing.B) {
 	for _, size := range []int{4 << 10, 16 << 10} {
 		b.Run(sizeLabel(size), func(b *testing.B) {
-			exchange(b, joinInProcess(b, false), make([]byte, size), make([]byte, size))
+			jobtest.Exchange(b, joinInProcess(b, false), make([]byte, size), make([]byte, size))
 		})
 	}
 }

@@ -31,7 +31,7 @@ func startThree(t *testing.T, l *loop, sizes [3]int) [3]sent {
 // them in, so that each receive buffer gets its own message. Here the
 // receiver matches the second message first, then the first and the third.
 //
-// These tests run on pipe: vmsplice runs on the same internal/fifo backend,
+// These tests run on pipe: vmsplice runs on the same pipe/fifo channel,
 // and this package's TestCheckErrors wants it unregistered here.
 func TestGrantAhead(t *testing.T) {
 	for _, noAhead := range []bool{false, true} {

@@ -52,6 +52,11 @@ type Identity struct {
 	// Default is the backend's place in the default preference list
 	// (Config.Prefer), 1 first; 0 when it is used only on request.
 	Default int
+	// Choice is its place in the order the selection's tables (package
+	// threshold) choose from when the pair shares no cache, the paper's
+	// preference: the module, then single copies, then double copies; 1
+	// first, 0 when no table chooses it.
+	Choice int
 	// Home is the package that implements it.
 	Home string
 	// Summary says in a line how it moves a message.
@@ -80,19 +85,19 @@ type Identity struct {
 // identities lists every backend by copies made: the order lmtbench's
 // tables show them in.
 var identities = []Identity{
-	{ID: 1, Name: Shm, Flow: Stream, Copies: 2, Default: 1, Home: "shm",
+	{ID: 1, Name: Shm, Choice: 6, Flow: Stream, Copies: 2, Default: 1, Home: "shm",
 		Summary: "shared-memory ring, pipelined double copy (two user copies)"},
-	{ID: 4, Name: Pipe, Flow: Stream, Copies: 2, Default: 4, Home: "pipe",
+	{ID: 4, Name: Pipe, Choice: 7, Flow: Stream, Copies: 2, Default: 4, Home: "pipe",
 		Summary: "writev/readv through a pipe (two kernel copies)"},
-	{ID: 5, Name: Vmsplice, Flow: Stream, Copies: 1, Default: 2, Home: "vmsplice",
+	{ID: 5, Name: Vmsplice, Choice: 5, Flow: Stream, Copies: 1, Default: 2, Home: "vmsplice",
 		Summary: "sender's pages spliced into a pipe, readv out (one kernel copy)"},
-	{ID: 2, Name: CMA, Flow: Pull, Copies: 1, Default: 3, Home: "cma",
+	{ID: 2, Name: CMA, Choice: 2, Flow: Pull, Copies: 1, Default: 3, Home: "cma",
 		Summary: "receiver pulls with process_vm_readv (one kernel copy)"},
 	{ID: 3, Name: CMAWrite, Flow: Push, Copies: 1, Default: 5, Home: "cma",
 		Summary: "sender pushes with process_vm_writev after the CTS (one kernel copy)"},
-	{ID: 7, Name: CMASplit, Flow: Split, Copies: 1, Home: "cma",
+	{ID: 7, Name: CMASplit, Choice: 3, Flow: Split, Copies: 1, Home: "cma",
 		Summary: "receiver reads the first half while the sender writes the second (one kernel copy, two CPUs)"},
-	{ID: 9, Name: MultiRail, Flow: Split, Copies: 1, Home: "cma",
+	{ID: 9, Name: MultiRail, Choice: 4, Flow: Split, Copies: 1, Home: "cma",
 		Summary: "cma-split cut by the measured speed of each rail, receiver read and sender write, so that both pieces finish together (one kernel copy, two CPUs)"},
 	// Not in the default preference: it pays only where a third copier
 	// (the module's kernel thread on a third core, or a DMA engine)
@@ -104,7 +109,7 @@ var identities = []Identity{
 	// and pins the pages; its measured speed says so per pair.
 	{ID: 13, Name: MultiRailShm, Flow: Split, Copies: 1, Home: "cma", Ring: Shm,
 		Summary: "multirail with a third rail through the pair's shm ring: the sender copies one more piece into the ring while the receiver copies it out, each piece cut by its rail's measured speed (one kernel copy for the CMA pieces, two user copies for the ring's)"},
-	{ID: 6, Name: Knem, Flow: Pull, Copies: 1, Home: "kmod/knem/knemlmt",
+	{ID: 6, Name: Knem, Choice: 1, Flow: Pull, Copies: 1, Home: "kmod/knem/knemlmt",
 		Summary: "the KNEM-ABI module copies in the kernel, or offloads to DMA (one copy)"},
 	// Not in the default preference: it carries only messages whose
 	// send buffer lies in the job's shared arena, and attach picks it
@@ -140,22 +145,30 @@ func IdentityOf(name string) (Identity, bool) {
 
 // DefaultPreference returns the default Config.Prefer: the backends with a
 // Default place, in that order.
-func DefaultPreference() []string {
+func DefaultPreference() []string { return placed(func(id Identity) int { return id.Default }) }
+
+var defaultPrefer = DefaultPreference()
+
+// Choices returns the names of the backends with a Choice place, in that
+// order.
+func Choices() []string { return placed(func(id Identity) int { return id.Choice }) }
+
+// placed returns the names of the backends place gives a place (above 0),
+// in the order of their places.
+func placed(place func(Identity) int) []string {
 	var ids []Identity
 	for _, id := range identities {
-		if id.Default > 0 {
+		if place(id) > 0 {
 			ids = append(ids, id)
 		}
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i].Default < ids[j].Default })
+	sort.Slice(ids, func(i, j int) bool { return place(ids[i]) < place(ids[j]) })
 	names := make([]string, len(ids))
 	for i, id := range ids {
 		names[i] = id.Name
 	}
 	return names
 }
-
-var defaultPrefer = DefaultPreference()
 
 // Factory creates a backend for an Engine.
 type Factory func(env *Env) (Backend, error)

@@ -60,7 +60,7 @@ func (r Rail) String() string {
 	case RingRail:
 		return "ring"
 	}
-	return "knem"
+	return Knem
 }
 
 // railOrder is the order of the pieces in a message: the receiver's rails

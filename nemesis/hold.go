@@ -14,8 +14,8 @@ import (
 // fastbox moves one, and the receiver's dequeue, slower than a fastbox
 // poll, makes it fall further behind. A stream of small sends, each
 // waited for as MPI_Send waits, then left mostly by cells, at about half
-// the rate of its fastboxes (docs/performance.md, "Holding a small send
-// for its fastbox").
+// the rate of its fastboxes (git log -S "Holding a small send for its
+// fastbox" docs/performance.md).
 //
 // So a lone send, one with nothing behind it in its window, waits in the
 // window for its box to empty, as a UCX sender waits for room in its
@@ -45,7 +45,7 @@ import (
 // window; the send took a cell, the line records behind it in the pair's
 // sequence waited for the receiver's slower dequeue of that cell, more
 // sends found the ring full, and a stream settled at a rate set by cells
-// (docs/performance.md, "Eighth wave-2 session"). holdTime is far longer
+// (git log -S "Eighth wave-2 session" docs/performance.md). holdTime is far longer
 // than a draining receiver needs, and far shorter than a sender notices.
 //
 // A receiver that polls this sender's fastboxes only in its periodic scan

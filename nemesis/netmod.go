@@ -313,7 +313,7 @@ func (r *Request) slice(iov [][]byte, off, n int) [][]byte {
 // still polls the module, for unexpected packets and the provider's own
 // progress (a peer's connection or rendezvous). A poll of an idle libfabric
 // endpoint costs more than a fastbox message (BenchmarkPollIdle in
-// netmod/ofi; figures in docs/performance.md, "The network module"), so
+// netmod/ofi; figures: git log -S "### The network module" docs/performance.md), so
 // an intranode exchange must not pay it at a rate its own polling sets:
 // time, not the count of Polls, bounds what it costs a rank.
 const netIdlePoll = 50 * time.Microsecond

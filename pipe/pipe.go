@@ -7,7 +7,7 @@
 //	import _ "github.com/knemesis/knemesis/pipe"
 //
 // The pipe of each ordered pair of ranks is a FIFO in the job's private
-// directory (package internal/fifo), sized with F_SETPIPE_SZ to
+// directory (package pipe/fifo), sized with F_SETPIPE_SZ to
 // lmt.Config.PipeSize (1 MiB by default) but never beyond
 // /proc/sys/fs/pipe-max-size; below lmt.Config.MinPipeSize the backend
 // reports itself unavailable.
@@ -18,8 +18,8 @@
 package pipe
 
 import (
-	"github.com/knemesis/knemesis/internal/fifo"
 	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/pipe/fifo"
 )
 
 // Name is the backend's name in lmt.Config.Prefer and lmt.Check.

@@ -31,7 +31,7 @@ func (w *Window) attach(t int) error {
 		return err
 	}
 	if f := w.e.knemFeatures; f&knem.FeatureAttach == 0 {
-		return &lmt.Unavailable{Backend: "knem", Peer: t,
+		return &lmt.Unavailable{Backend: lmt.Knem, Peer: t,
 			Reason: fmt.Sprintf("the knem module here lacks region attach (GET_INFO features %#x, without bit 1)", uint32(f)),
 			Fix:    "load the knem module of knemesis, which maps regions (KNEM_FEATURE_ATTACH)"}
 	}
@@ -41,13 +41,13 @@ func (w *Window) attach(t int) error {
 	}
 	a, err := w.e.knem.Attach(w.peers[t].cookie, knem.ProtRead|knem.ProtWrite)
 	if err != nil {
-		return &lmt.Unavailable{Backend: "knem", Peer: t,
+		return &lmt.Unavailable{Backend: lmt.Knem, Peer: t,
 			Reason: fmt.Sprintf("attaching rank %d's region %#x: %v", t, uint64(w.peers[t].cookie), err),
 			Fix:    "run every rank as the same user, with the knem module of knemesis", Err: err}
 	}
 	if got := len(a.Bytes()); got != w.sizes[t] {
 		_ = a.Close()
-		return &lmt.Unavailable{Backend: "knem", Peer: t,
+		return &lmt.Unavailable{Backend: lmt.Knem, Peer: t,
 			Reason: fmt.Sprintf("rank %d's region maps %d bytes, its window part is %d", t, got, w.sizes[t]),
 			Fix:    "none needed: the target is reached by the next mechanism"}
 	}

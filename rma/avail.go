@@ -19,13 +19,13 @@ import (
 // checkCMA tells whether this process may read and write rank's memory with
 // process_vm_readv/writev; the error is the LMT's *lmt.Unavailable.
 func checkCMA(rank, pid int) error {
-	return lmt.Check("cma", lmt.Peer{Rank: rank, PID: pid})
+	return lmt.Check(lmt.CMA, lmt.Peer{Rank: rank, PID: pid})
 }
 
 // checkKnem tells whether this process can use /dev/knem; the error is the
 // LMT's *lmt.Unavailable.
 func checkKnem(rank int) error {
-	return lmt.Check("knem", lmt.Peer{Rank: rank})
+	return lmt.Check(lmt.Knem, lmt.Peer{Rank: rank})
 }
 
 // allowCMA declares, under Yama ptrace_scope 1, that any process may
@@ -45,7 +45,7 @@ func allowCMA() {
 // forms (rank 1 in a new PID namespace waits for rank 0's segment, whose
 // creator it finds dead).
 func pidNamespaceRefusal(rank, pid int, theirs, ours uint64) error {
-	return &lmt.Unavailable{Backend: "cma", Peer: rank,
+	return &lmt.Unavailable{Backend: lmt.CMA, Peer: rank,
 		Reason: fmt.Sprintf("the peer runs in another PID namespace (pid:[%d], here pid:[%d]), where its pid %d names another process", theirs, ours, pid),
 		Fix:    "start every rank in the same PID namespace"}
 }
@@ -53,7 +53,7 @@ func pidNamespaceRefusal(rank, pid int, theirs, ours uint64) error {
 // knemRegionMissing refuses knem toward a rank that could not declare a
 // region of its part, in the LMT's terms.
 func knemRegionMissing(rank int) error {
-	return &lmt.Unavailable{Backend: "knem", Peer: rank,
+	return &lmt.Unavailable{Backend: lmt.Knem, Peer: rank,
 		Reason: fmt.Sprintf("rank %d declared no knem region of its window (its /dev/knem is missing or refused the region)", rank),
 		Fix:    "load the knem module where every rank can open it"}
 }

@@ -3,6 +3,8 @@ package rma
 import (
 	"strconv"
 	"strings"
+
+	"github.com/knemesis/knemesis/lmt"
 )
 
 // Mechanism is how operations reach a target's part of a window.
@@ -34,7 +36,19 @@ const (
 	AM
 )
 
-var mechNames = [...]string{Self: "self", Shared: "allocated", Knem: "knem", KnemAttach: "knem-attach", CMA: "cma", AM: "am"}
+// mechNames is the one table of the mechanisms' names. Knem and CMA are
+// named after the LMT backends whose availability checks they share.
+var mechNames = [...]string{Self: "self", Shared: "allocated", Knem: lmt.Knem, KnemAttach: "knem-attach", CMA: lmt.CMA, AM: "am"}
+
+// Mechanisms lists the mechanisms a window's Prefer may name (every one
+// but Self), in the order of their names' table.
+func Mechanisms() []Mechanism {
+	ms := make([]Mechanism, 0, len(mechNames)-1)
+	for m := Shared; int(m) < len(mechNames); m++ {
+		ms = append(ms, m)
+	}
+	return ms
+}
 
 func (m Mechanism) String() string {
 	if int(m) < len(mechNames) {

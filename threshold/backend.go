@@ -31,9 +31,18 @@ const (
 // [Tune] can measure where the LMT starts paying off.
 const Eager Backend = "eager"
 
-// Backends lists the LMT backends in the order of the paper's preference
-// when no cache is shared: the module, then single copies, then copies.
-var Backends = []Backend{Knem, CMA, CMASplit, MultiRail, Vmsplice, Shm, Pipe}
+// Backends lists the LMT backends the tables choose from, in the order of
+// the paper's preference when no cache is shared: the module, then single
+// copies, then double copies (each lmt.Identity's Choice).
+var Backends = choices()
+
+func choices() []Backend {
+	var bs []Backend
+	for _, name := range lmt.Choices() {
+		bs = append(bs, Backend(name))
+	}
+	return bs
+}
 
 // Valid reports whether b is one of the LMT backends (those of Backends,
 // and ArenaCopy) or Eager.

@@ -41,7 +41,7 @@ import (
 //     cheap: a round is 1 + [LearnerSamples] messages per candidate, and
 //     a method several times slower than the settled one, re-measured at
 //     every re-check, costs a visible share of the throughput between
-//     re-checks (docs/performance.md, "Auto's choice (issue 27)").
+//     re-checks (git log -S "Auto's choice (issue 27)" docs/performance.md).
 //
 // A sample for another candidate than the one the state expects (a message
 // still in flight from the previous step, a forced backend) is ignored.

@@ -1,9 +1,6 @@
 package threshold
 
-import (
-	"github.com/knemesis/knemesis/kmod/knem"
-	"github.com/knemesis/knemesis/topology"
-)
+import "github.com/knemesis/knemesis/topology"
 
 // CopyMode is how the KNEM-ABI module copies one transfer.
 type CopyMode uint8
@@ -30,17 +27,6 @@ func (m CopyMode) String() string {
 		return "async-dma"
 	}
 	return "invalid"
-}
-
-// Flags are the KNEM copy-command flags for the mode.
-func (m CopyMode) Flags() knem.Flags {
-	switch m {
-	case SyncDMA:
-		return knem.FlagDMA
-	case AsyncDMA:
-		return knem.FlagDMA | knem.FlagAsyncDMAComplete
-	}
-	return 0
 }
 
 // Transfer is what [DecideCopy] looks at for one copy.

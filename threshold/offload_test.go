@@ -5,7 +5,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/knemesis/knemesis/kmod/knem"
 	"github.com/knemesis/knemesis/topology"
 )
 
@@ -31,11 +30,6 @@ func TestDecideCopy(t *testing.T) {
 	for _, tt := range tests {
 		if got := DecideCopy(tt.tr); got != tt.want {
 			t.Errorf("DecideCopy(%+v) = %v, want %v", tt.tr, got, tt.want)
-		}
-	}
-	for m, flags := range map[CopyMode]knem.Flags{CPUCopy: 0, SyncDMA: 1, AsyncDMA: 3} {
-		if m.Flags() != flags {
-			t.Errorf("%v flags %#x, want %#x", m, m.Flags(), flags)
 		}
 	}
 	tr := Transfer{Size: 4 * mib, DMAMin: mib, Offload: true, StatusSlot: true}
@@ -89,9 +83,9 @@ func ExampleDecideCopy() {
 	// A 4 MiB L2 shared by two cores gives DMA_min = 1 MiB (§3.5).
 	for _, size := range []int64{512 << 10, 2 << 20} {
 		m := DecideCopy(Transfer{Size: size, DMAMin: 1 << 20, Offload: true, StatusSlot: true})
-		fmt.Printf("%d KiB: %v, flags %#x\n", size>>10, m, m.Flags())
+		fmt.Printf("%d KiB: %v\n", size>>10, m)
 	}
 	// Output:
-	// 512 KiB: cpu, flags 0x0
-	// 2048 KiB: async-dma, flags 0x3
+	// 512 KiB: cpu
+	// 2048 KiB: async-dma
 }

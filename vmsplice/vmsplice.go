@@ -18,8 +18,8 @@
 package vmsplice
 
 import (
-	"github.com/knemesis/knemesis/internal/fifo"
 	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/pipe/fifo"
 	"golang.org/x/sys/unix"
 )
 

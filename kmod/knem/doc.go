@@ -28,9 +28,8 @@
 // shared with the kernel ([Device.MapStatus]). Allocating, polling and
 // releasing slots takes no lock and no system call.
 //
-// A long [FlagDMA] copy is split by this driver over several DMA channels
-// of the machine's engines, as a message over network rails; nothing in
-// the calls changes, and [DMAChannels] says over how many.
+// A long [FlagDMA] copy may be split over several DMA channels
+// ([DMAChannels] says how many); nothing in the calls changes.
 //
 // # Attached regions
 //
@@ -41,11 +40,9 @@
 // apply; the mapping holds the region's pages until [Attachment.Close].
 //
 // A region keeps the pages it pinned even when its buffer's addresses
-// come to map others (munmap and mmap, MADV_DONTNEED). Where the driver
-// reports [FeatureInvalidate], [Device.CreateWatchedRegion] has it set a
-// status slot to StatusFailed when that may have happened, so that a
-// registration cache reusing regions across messages checks with one load
-// instead of a system call.
+// come to map others; with [FeatureInvalidate], [Device.CreateWatchedRegion]
+// has the driver flag a status slot when that may have happened, so that
+// a registration cache checks with one load.
 //
 // # Memory rules
 //
@@ -55,19 +52,10 @@
 // the caller keeps them referenced (and unmodified, for a read region) as
 // long as the driver may use them.
 //
-// # The ABI, once
-//
-// The Go layout of uapi/knem_io.h (structs, ioctl numbers, flags) exists in
-// one place, the internal package uapi, whose test compiles the header with
-// cgo and compares every size, offset and constant. This package's
-// constants are defined from it, and every other package that needs an ABI
-// fact takes it from here: package ioat reads GET_INFO through [ReadInfo],
-// which, unlike [Open], neither needs write access to the node nor
-// refuses a driver of another ABI, so that a diagnosis can say which one
-// it found.
-//
-// # Errors
-//
 // Every failure is a *[Error] naming the command; errors.Is(err,
 // unix.EINVAL) and friends see the errno the driver returned.
+// [ReadInfo] reads GET_INFO without write access and without refusing a
+// driver of another ABI, so that a diagnosis can say which one it found.
+// docs/design/knem.md tells where the ABI's Go layout is kept, and how it
+// is checked against the C header.
 package knem

@@ -296,13 +296,13 @@ func Transfer(ch *Channel, eng *lmt.Engine, backend string, src, dst int, c Case
 func checkCounts(backend string, c Case, st lmt.Stats) error {
 	chunks := (c.Size + lmt.DefaultCMAChunk - 1) / lmt.DefaultCMAChunk
 	switch {
-	case backend == "cma" && !c.SendIov && !c.RecvIov && (st.Chunks != chunks || st.Syscalls != chunks):
+	case backend == lmt.CMA && !c.SendIov && !c.RecvIov && (st.Chunks != chunks || st.Syscalls != chunks):
 		return fmt.Errorf("%v: %d chunks in %d process_vm_readv calls, want %d of each", c, st.Chunks, st.Syscalls, chunks)
-	case backend == "cma-split" && !c.SendIov && !c.RecvIov && (st.Chunks != splitChunks(c.Size) || st.Syscalls != splitChunks(c.Size)):
+	case backend == lmt.CMASplit && !c.SendIov && !c.RecvIov && (st.Chunks != splitChunks(c.Size) || st.Syscalls != splitChunks(c.Size)):
 		return fmt.Errorf("%v: the receiver read its half in %d chunks and %d process_vm_readv calls, want %d of each", c, st.Chunks, st.Syscalls, splitChunks(c.Size))
-	case backend == "shm" && st.Syscalls != 0:
+	case backend == lmt.Shm && st.Syscalls != 0:
 		return fmt.Errorf("%v: the shm ring made %d system calls", c, st.Syscalls)
-	case (backend == "pipe" || backend == "vmsplice") && st.Syscalls < st.Chunks:
+	case (backend == lmt.Pipe || backend == lmt.Vmsplice) && st.Syscalls < st.Chunks:
 		return fmt.Errorf("%v: %d chunks in %d system calls", c, st.Chunks, st.Syscalls)
 	}
 	return nil
@@ -445,7 +445,7 @@ func RunPeerDies(t *testing.T, backend string, dying int) {
 }
 
 func passive(backend string, side lmt.Side) bool {
-	return backend == "cma" && side == lmt.Sender || backend == "cma-write" && side == lmt.Receiver // cma-split: both copy
+	return backend == lmt.CMA && side == lmt.Sender || backend == lmt.CMAWrite && side == lmt.Receiver // cma-split: both copy
 }
 
 // RunManyPairs has every rank of a 4-process job send to every other at

@@ -1,19 +1,11 @@
 // Package ofi is a Nemesis network module over libfabric: reliable
 // datagram endpoints (FI_EP_RDM) with tagged messages and RMA reads, driven
-// by manual progress. It is the network side of Buntinas, Mercier and
-// Gropp, "Design and Evaluation of Nemesis" (CCGRID 2006, §2.2, §3.4-3.5),
-// whose network modules offer init, finalize, send, poll_send and
-// poll_recv: here Open, Close, Isend, and Poll for both directions.
+// by manual progress: the network module of Buntinas, Mercier and Gropp,
+// "Design and Evaluation of Nemesis" (CCGRID 2006, §2.2, §3.4-3.5), whose
+// init, finalize, send and polls are Open, Close, Isend and Poll here.
 //
-// # Build
-//
-// The package needs libfabric (Debian 12: libfabric-dev 1.17) and is built
-// only with the build tag ofi:
-//
-//	go test -tags ofi ./netmod/ofi
-//
-// Without the tag it is an empty package and knemesis stays pure Go.
-// `make test` builds and tests it with the tag (mk/fabric.mk).
+// The package needs libfabric (libfabric-dev) and the build tag ofi;
+// without the tag it is empty and knemesis stays pure Go.
 //
 // # The contract
 //
@@ -37,14 +29,8 @@
 // receiver by the provider (fi_tsendmsg, fi_trecvmsg). Receives are posted
 // with a tag and ignore mask and match in libfabric, from one Addr or from
 // AnyAddr. A message longer than its receive fails the receive with
-// ErrTruncated and nothing written past the buffers; whether they hold the
-// message's start is the provider's choice, and tcp;ofi_rxm (libfabric
-// 1.17) leaves them untouched and then delivers nothing more from that
-// peer. Hence nemesis never lets the provider truncate: an Inbox keeps
-// receives posted from any peer on buffers of the largest eager packet,
-// and hands packets over in matching order to the endpoint's own matching
-// (any-source, probe, truncation); larger messages go by RMA, their length
-// known from the RTS.
+// ErrTruncated and nothing written past the buffers (an [Inbox] keeps
+// nemesis from ever letting a provider truncate: docs/design/ofi.md).
 //
 // Large payloads move by RMA: the owner registers its buffer (Register,
 // fi_mr_reg), sends the RemoteRegion (address, key, length: 24 bytes, see
@@ -54,31 +40,22 @@
 // Nothing moves unless Poll is called: one Poll reads up to Config.Batch
 // completions in one cgo call and completes their requests. Requests are
 // caller-owned values (var r ofi.Request), operation contexts are
-// preallocated C slots, and the per-message path allocates nothing.
-//
-// # Memory
-//
-// libfabric keeps the buffers of an operation until its completion. Buffers
-// may be C memory (mmap, C.malloc) or Go memory: Go buffers are pinned
-// (runtime.Pinner) from the call until the completion, as the cgo pointer
-// rules require, and must not be touched meanwhile. A region stays pinned
-// until its Region.Close.
+// preallocated C slots, and the per-message path allocates nothing. An
+// Endpoint belongs to one goroutine (FI_THREAD_DOMAIN). libfabric keeps
+// an operation's buffers until its completion: Go buffers are pinned
+// until then and must not be touched; a region stays pinned until its
+// Region.Close.
 //
 // # Faults
 //
 // A completion in error fails its request with a *PeerError naming the peer
 // (the label given to Insert and its provider address) and libfabric's
 // error (Errno, with fi_cq_strerror's provider detail); the codes of a
-// broken connection match ErrPeerLost. Providers do not always fail what
-// was in flight with a peer that died: with tcp;ofi_rxm (libfabric 1.17)
-// a receive posted from it or an fi_read of its memory never completes,
-// and a later send to it fails at once (ECONNRESET) only when no read of
-// it is in flight, else stalls behind that read. Wait bounds those: a request that sees
+// broken connection match ErrPeerLost. A provider does not always fail
+// what was in flight with a peer that died (docs/design/ofi.md says where
+// tcp;ofi_rxm does not). Wait bounds that: a request that sees
 // no completion on the endpoint for Config.PeerTimeout is cancelled and
 // fails with ErrTimeout, naming its peer. A send the provider cannot
 // cancel keeps its buffers pinned and owned by the endpoint until it
 // completes or the endpoint closes.
-//
-// An Endpoint belongs to one goroutine, as an MPI process's progress engine
-// does (FI_THREAD_DOMAIN).
 package ofi

@@ -34,7 +34,7 @@ import (
 )
 
 func main() {
-	prov := flag.String("provider", "tcp;ofi_rxm", "libfabric provider")
+	prov := flag.String("provider", ofinet.DefaultProvider, "libfabric provider (one of "+ofinet.ProviderNames()+")")
 	node := flag.String("node", "127.0.0.1", "address to bind the network module to")
 	iters := flag.Int("iters", 10000, "round trips for 8 B (fewer for larger messages)")
 	flag.Parse()

@@ -33,13 +33,13 @@ func exposeWith(m rma.Mechanism) func(ep *nemesis.Endpoint, size int) (*rma.Wind
 
 // The window kinds.
 var (
-	Allocated = Kind{"allocated", rma.Shared, func(ep *nemesis.Endpoint, size int) (*rma.Window, error) { return rma.Allocate(ep, size, nil) }}
-	CMA       = Kind{"cma", rma.CMA, exposeWith(rma.CMA)}
-	AM        = Kind{"am", rma.AM, exposeWith(rma.AM)}
-	Knem      = Kind{"knem", rma.Knem, exposeWith(rma.Knem)}
+	Allocated = Kind{rma.Shared.String(), rma.Shared, func(ep *nemesis.Endpoint, size int) (*rma.Window, error) { return rma.Allocate(ep, size, nil) }}
+	CMA       = Kind{rma.CMA.String(), rma.CMA, exposeWith(rma.CMA)}
+	AM        = Kind{rma.AM.String(), rma.AM, exposeWith(rma.AM)}
+	Knem      = Kind{rma.Knem.String(), rma.Knem, exposeWith(rma.Knem)}
 	// KnemAttach: the knem region of each target mapped into the
 	// initiator.
-	KnemAttach = Kind{"knem-attach", rma.KnemAttach, exposeWith(rma.KnemAttach)}
+	KnemAttach = Kind{rma.KnemAttach.String(), rma.KnemAttach, exposeWith(rma.KnemAttach)}
 )
 
 // Run runs fn as each rank of a job of n, with an endpoint and a window of

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/knemesis/knemesis/netmod/ofinet"
 	"github.com/knemesis/knemesis/netmod/pmix"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
@@ -53,6 +54,8 @@ commands:
              --small (64) and --large (256K) bytes; --backends is the LMT preference (cma)
   put, get   one-sided put (with notification) and get of package rma, per mechanism,
              in RWAPI's three shapes: pingpong, bidir, stream (Ben Fredj and Renault)
+  table      --from FILE.json: the Markdown tables of a --json run (README.md and
+             docs/performance.md are made of them); measures nothing
 
 Started by mpirun or srun (a PMIx launcher), an lmtbench built with
 go build -tags "ofi pmix" runs pingpong, bidir or stream between rank 0 and
@@ -128,6 +131,7 @@ type options struct {
 	reuse      bool
 	copies     bool
 	workingSet string
+	from       string // table: the --json file to print
 
 	tuningFile string
 	shapes     string // peers: which shapes
@@ -192,6 +196,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.blocks, "blocks", typedBlocks, "indexed: number of blocks, alternating --small and --large bytes")
 	fs.StringVar(&o.small, "small", "", "indexed: length of the small blocks (default "+typedSmall+")")
 	fs.StringVar(&o.large, "large", "", "indexed: length of the large blocks (default "+typedLarge+")")
+	fs.StringVar(&o.from, "from", "", "table: the file an earlier --json run wrote")
 	fs.BoolVar(&o.json, "json", false, "print results as a JSON array instead of the table")
 	fs.BoolVar(&o.csv, "csv", false, "print results as CSV instead of the table (schema in tools/lmtbench/README.md)")
 	fs.BoolVar(&o.benchfmt, "benchfmt", false, "print Go benchmark lines for benchstat instead of the table")
@@ -202,7 +207,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.probe, "placement-probe", "", "placement probe to bracket samples with: a program printing \"near|far <µs>\", 'builtin' (a cache line timed between the two ranks) or 'none' (default $LMTBENCH_PLACEMENT_PROBE when set, else builtin)")
 	fs.BoolVar(&o.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "draw a progress bar on stderr")
 	fs.IntVar(&o.peer, "peer", -1, "under mpirun or srun: the rank that rank 0 measures with (default: the first rank on another node)")
-	fs.StringVar(&o.provider, "provider", "tcp;ofi_rxm", "under mpirun or srun: libfabric provider of the network module (verbs;ofi_rxm, efa, cxi on a cluster)")
+	fs.StringVar(&o.provider, "provider", ofinet.DefaultProvider, "under mpirun or srun: libfabric provider of the network module (one of "+ofinet.ProviderNames()+")")
 	fs.StringVar(&o.node, "node", "", "under mpirun or srun: address the network module binds (default: this host's name)")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -297,11 +302,12 @@ func init() {
 		"indexed":   runTyped(typedbench.Indexed),
 		"put":       runRMA("put"),
 		"get":       runRMA("get"),
+		"table":     runTable,
 	}
 }
 
 func commandList() string {
-	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers, multiseg, coll, vector, indexed, put, get"
+	return "info, pingpong, bidir, stream, latency, alltoall, pollution, tune, copies, peers, multiseg, coll, vector, indexed, put, get, table"
 }
 
 func run(args []string, stdout, stderr io.Writer) error {

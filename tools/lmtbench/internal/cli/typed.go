@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
@@ -24,7 +25,7 @@ const (
 	typedBlocks  = 1000
 	typedSmall   = "64"
 	typedLarge   = "256K"
-	typedPrefer  = "cma"
+	typedPrefer  = lmt.CMA
 	// typedBytes is what a sample moves each way by default: the
 	// iteration count is this over the payload, within [2, 1000].
 	typedBytes = 256 << 20

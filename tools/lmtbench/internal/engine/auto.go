@@ -6,6 +6,7 @@ import (
 
 	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/auto"
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 )
 
@@ -59,7 +60,7 @@ func openAuto(p Peer, adaptive bool) (Engine, error) {
 // knemDevice checks the KNEM device the module creates.
 func knemDevice() error {
 	if _, err := os.Stat("/dev/knem"); err != nil {
-		return &Unavailable{Backend: "knem", Reason: "/dev/knem missing",
+		return &Unavailable{Backend: lmt.Knem, Reason: "/dev/knem missing",
 			Fix: "load the module with modprobe knem (this host's kernel cannot load modules: the module runs only in the QEMU guest of ci/)"}
 	}
 	return nil

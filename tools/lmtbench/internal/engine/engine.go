@@ -3,8 +3,8 @@
 // Engine), or between all the ranks of a job for alltoall (a Multi).
 //
 // Each transfer mechanism of the toolkit (the Nemesis cell path "eager",
-// the LMT backends shm, pipe, vmsplice, cma, cma-write and knem, and the
-// automatic choice "auto") is wrapped as a Backend, beside the "memcpy"
+// every LMT backend of lmt.Identities, the one-sided windows of package
+// rma, and the automatic choice "auto") is wrapped as a Backend, beside the "memcpy"
 // reference; the harness drives every Backend the same way, so the numbers
 // in one table differ only by the mechanism. A Backend that cannot work on
 // this machine says why and how to fix it instead of producing numbers.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/auto"
+	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 )
 
@@ -23,7 +24,7 @@ func OpenMulti(name string, p Peer) (Multi, error) {
 	switch name {
 	case "memcpy":
 		return nil, fmt.Errorf("memcpy: the reference runs between 2 processes only")
-	case "knem":
+	case lmt.Knem:
 		if err := knemDevice(); err != nil {
 			return nil, err
 		}

@@ -30,16 +30,24 @@ type RecvBufferer interface {
 }
 
 // RMAMechanisms are the mechanisms of the put-* and get-* engines, in
-// table order.
-var RMAMechanisms = []string{"allocated", "knem-attach", "knem", "cma", "am"}
+// the order of package rma's table (rma.Mechanisms).
+var RMAMechanisms = rmaNames()
+
+func rmaNames() []string {
+	var names []string
+	for _, m := range rma.Mechanisms() {
+		names = append(names, m.String())
+	}
+	return names
+}
 
 func init() {
 	for _, op := range []string{"put", "get"} {
-		for _, m := range RMAMechanisms {
-			mech, _ := rma.ParseMechanism(m)
+		for _, mech := range rma.Mechanisms() {
+			m := mech.String()
 			register(Backend{
 				Name:        op + "-" + m,
-				Summary:     fmt.Sprintf("one-sided %s (package rma) through %s", op, rmaSummary[m]),
+				Summary:     fmt.Sprintf("one-sided %s (package rma) through %s", op, rmaSummary[mech]),
 				OnRequest:   true,
 				Check:       rmaCheck(op+"-"+m, mech),
 				SharedBytes: func(int) int { return 0 },
@@ -49,12 +57,12 @@ func init() {
 	}
 }
 
-var rmaSummary = map[string]string{
-	"allocated":   "a window allocated in shared memory (one user copy)",
-	"knem-attach": "an exposed window's knem region mapped once (one user copy, no system call)",
-	"knem":        "an exposed window's persistent knem region (one kernel copy)",
-	"cma":         "process_vm_writev/readv on an exposed window (one kernel copy)",
-	"am":          "active messages over the Nemesis queues (three user copies)",
+var rmaSummary = map[rma.Mechanism]string{
+	rma.Shared:     "a window allocated in shared memory (one user copy)",
+	rma.KnemAttach: "an exposed window's knem region mapped once (one user copy, no system call)",
+	rma.Knem:       "an exposed window's persistent knem region (one kernel copy)",
+	rma.CMA:        "process_vm_writev/readv on an exposed window (one kernel copy)",
+	rma.AM:         "active messages over the Nemesis queues (three user copies)",
 }
 
 func rmaCheck(name string, m rma.Mechanism) func() error {

@@ -118,7 +118,7 @@ func RewarmIterations(mode string, iters int) int {
 // of ranks can stream small messages well below its settled rate for its
 // first tens of milliseconds, and a 15 ms sample in a fresh job, as every
 // sample of an interleaved run is, then times mostly that
-// (docs/performance.md, "Eighth wave-2 session", has the figures). An
+// (the figures: git log -S "Eighth wave-2 session" docs/performance.md). An
 // application pays it once per run; the peers' own benchmarks run their
 // warm-up and their samples in one process.
 const DefaultWarmup = 100 * time.Millisecond

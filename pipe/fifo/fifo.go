@@ -1,5 +1,7 @@
-// Package fifo gives the pipe-based LMT backends (pipe, vmsplice) one pipe per
-// ordered pair of ranks: a named FIFO in the job's private directory.
+// Package fifo gives the pipe-based LMT backends (package pipe, and
+// vmsplice, which builds on it) one pipe per ordered pair of ranks: a named
+// FIFO in the job's private directory, and the lmt Stream channel over it
+// (Channel). Importing it registers no backend.
 //
 // A FIFO reaches any pair of a job without help from the launcher and without
 // ptrace rights (pidfd_getfd would need the same rights as CMA, defeating a
