@@ -40,19 +40,9 @@
 //
 // # Algorithms
 //
-// On a communicator whose ranks share a node, a barrier, and a broadcast
-// or reduction of at most 8 KiB, is one gather and one release on cache
-// lines that each rank alone writes, in a file the ranks map at the
-// communicator's first collective (shm.go): no message at all. Otherwise:
-// a dissemination barrier, a binomial broadcast, gathers and scatters
-// straight into and out of the root's buffer, Bruck's allgather for small
-// blocks and a ring for large ones, all-to-all in one round, and large
-// reductions as a reduce-scatter (each rank folds its slice of every
-// rank's buffer in rank order) followed by an allgather. Messages above
-// the endpoint's eager limit go through its LMT, where a CMA, knem or
-// attach backend lets the receiver read the sender's buffer directly, in
-// one copy. The choice depends on the operation, the size and the
-// communicator only, so that every rank makes the same.
+// The algorithm depends on the operation, the size and the communicator
+// only, so that every rank makes the same choice; docs/design/coll.md
+// describes each.
 //
 // # Failures
 //
