@@ -48,8 +48,10 @@ type Options struct {
 	// (rounded up to pages; 0: none). The job's arena, Size × ArenaSize,
 	// is part of its segment: reserved at Join, gone when the job is.
 	ArenaSize int
-	// JobKey is the job's secret (package jobkey), the same on every rank;
-	// the zero key means the one the launcher put in jobkey.Env.
+	// JobKey is the job's secret (package jobkey), the same on every rank.
+	// netmod/ofinet's Join sets it under PMIx and keys its MAC with it;
+	// nemesis itself does not use it yet (the segment's name does not
+	// derive from it).
 	JobKey jobkey.Key
 }
 
