@@ -63,17 +63,5 @@ func (ep *Endpoint) IprobeLib(src, tag int) (Status, bool, error) {
 	if err := ep.checkRank(src, true); err != nil {
 		return Status{}, false, err
 	}
-	if u := ep.matchUnexpected(src, tag); u != nil {
-		return u.status(), true, nil
-	}
-	ep.expect(src, +1)
-	err := ep.Poll()
-	ep.expect(src, -1)
-	if err != nil {
-		return Status{}, false, err
-	}
-	if u := ep.matchUnexpected(src, tag); u != nil {
-		return u.status(), true, nil
-	}
-	return Status{}, false, nil
+	return ep.iprobe(src, tag)
 }

@@ -92,19 +92,7 @@ func (ep *Endpoint) Iprobe(src, tag int) (Status, bool, error) {
 	if err := checkTag(tag, true); err != nil {
 		return Status{}, false, err
 	}
-	if u := ep.matchUnexpected(src, tag); u != nil {
-		return u.status(), true, nil
-	}
-	ep.expect(src, +1)
-	err := ep.Poll()
-	ep.expect(src, -1)
-	if err != nil {
-		return Status{}, false, err
-	}
-	if u := ep.matchUnexpected(src, tag); u != nil {
-		return u.status(), true, nil
-	}
-	return Status{}, false, nil
+	return ep.iprobe(src, tag)
 }
 
 // Probe waits until a message from src with tag has arrived and describes it.
@@ -122,4 +110,22 @@ func (ep *Endpoint) Probe(src, tag int) (Status, error) {
 			return Status{}, err
 		}
 	}
+}
+
+// iprobe is Iprobe's and IprobeLib's match once the arguments are checked:
+// a message already here, or one that one Poll brings.
+func (ep *Endpoint) iprobe(src, tag int) (Status, bool, error) {
+	if u := ep.matchUnexpected(src, tag); u != nil {
+		return u.status(), true, nil
+	}
+	ep.expect(src, +1)
+	err := ep.Poll()
+	ep.expect(src, -1)
+	if err != nil {
+		return Status{}, false, err
+	}
+	if u := ep.matchUnexpected(src, tag); u != nil {
+		return u.status(), true, nil
+	}
+	return Status{}, false, nil
 }
