@@ -6,12 +6,16 @@
 # machine's root), MpiDefault=pmix so that srun's tasks find their rank,
 # size and peers through PMIx, as on a site's cluster. The node claims 4
 # CPUs and the partition oversubscribes, so a 4-rank job fits a 2-vCPU VM.
+# TmpFS is private too: the PMIx plugin makes its per-step directory there
+# (spmix_appdir_<uid>_<job>.<step>), and since every fresh cluster numbers
+# its first job 1, a directory left in /tmp by a run that was killed would
+# fail every later run's tasks with "launch failed: Unspecified error".
 # Needs slurmctld, slurmd and slurm-client (mk/fabric.mk installs them).
 set -eu
 D=$(mktemp -d /tmp/knemesis-slurm.XXXXXX)
 P=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000))
 H=$(hostname -s)
-mkdir -p "$D/state" "$D/spool"
+mkdir -p "$D/state" "$D/spool" "$D/tmp"
 cat > "$D/slurm.conf" <<CONF
 ClusterName=knemesis
 SlurmctldHost=$H
@@ -23,6 +27,7 @@ SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$D/state
 SlurmdSpoolDir=$D/spool
+TmpFS=$D/tmp
 SlurmctldPidFile=$D/slurmctld.pid
 SlurmdPidFile=$D/slurmd.pid
 SlurmctldLogFile=$D/slurmctld.log
@@ -53,4 +58,4 @@ until sinfo -h -o %T 2>/dev/null | grep -q idle; do
 	fi
 	sleep 0.2
 done
-"$@"
+"$@" || { rc=$?; echo "slurm-local: $1 failed (exit $rc); slurmctld and slurmd logs:" >&2; cat "$D/slurmctld.log" "$D/slurmd.log" >&2 2>/dev/null || true; exit $rc; }
