@@ -97,7 +97,7 @@ func TestRegionOverUnpinnableMemoryIsEFAULT(t *testing.T) {
 	region(t, d, [][]byte{ro}, ProtRead, 0)
 
 	// The iovec array itself unreadable.
-	c := uapi.CreateRegion{IovecArray: uint64(faultingAddr(t)), IovecNr: 2, Protection: unix.PROT_READ}
+	c := uapi.CreateRegion{IovecArray: faultingIovecs(t), IovecNr: 2, Protection: unix.PROT_READ}
 	wantErrno(t, "CREATE_REGION with an inaccessible iovec array",
 		ioctlRaw(d, uapi.CmdCreateRegion, uintptr(unsafe.Pointer(&c))), unix.EFAULT)
 
@@ -120,7 +120,7 @@ func TestInlineCopyIntoUnwritableLocalMemoryIsEFAULT(t *testing.T) {
 		wantErrno(t, "INLINE_COPY write from PROT_NONE memory", err, unix.EFAULT)
 	}
 	var ic uapi.InlineCopy
-	ic.LocalIovecArray, ic.LocalIovecNr, ic.RemoteCookie = uint64(faultingAddr(t)), 1, uint64(c)
+	ic.LocalIovecArray, ic.LocalIovecNr, ic.RemoteCookie = faultingIovecs(t), 1, uint64(c)
 	wantErrno(t, "INLINE_COPY with an unmapped iovec array",
 		ioctlRaw(d, uapi.CmdInlineCopy, uintptr(unsafe.Pointer(&ic))), unix.EFAULT)
 }

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/knemesis/knemesis/kmod/knem/internal/uapi"
 	"hash/crc64"
 	"math/rand/v2"
 	"os"
@@ -105,6 +106,12 @@ func mmapBytes(t testing.TB, n, prot int) []byte {
 func faultingAddr(t testing.TB) uintptr {
 	t.Helper()
 	return uintptr(unsafe.Pointer(&mmapBytes(t, 4096, unix.PROT_NONE)[0]))
+}
+
+// faultingIovecs is an iovec array in a page no access can succeed at.
+func faultingIovecs(t testing.TB) *uapi.ParamIovec {
+	t.Helper()
+	return (*uapi.ParamIovec)(unsafe.Pointer(&mmapBytes(t, 4096, unix.PROT_NONE)[0]))
 }
 
 // noAccess is n bytes of PROT_NONE memory: mapped, but neither readable

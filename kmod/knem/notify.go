@@ -112,7 +112,7 @@ func (d *Device) BindOffload(flags BindFlags, mask *unix.CPUSet) error {
 	c := uapi.BindOffload{Flags: uint32(flags)}
 	if mask != nil {
 		c.MaskLen = uint32(unsafe.Sizeof(*mask))
-		c.MaskPtr = uint64(uintptr(unsafe.Pointer(mask)))
+		c.MaskPtr = unsafe.Pointer(mask)
 	}
 	err := d.ioctl("BIND_OFFLOAD", uapi.CmdBindOffload, unsafe.Pointer(&c))
 	runtime.KeepAlive(mask)

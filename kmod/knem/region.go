@@ -88,12 +88,14 @@ func iovecs(stack *[stackIovecs]uapi.ParamIovec, bufs [][]byte) ([]uapi.ParamIov
 	return iov, nil
 }
 
-// iovecPtr is the user pointer of an iovec array (0 when empty).
-func iovecPtr(iov []uapi.ParamIovec) uint64 {
+// iovecPtr is the user pointer of an iovec array (nil when empty). It is
+// a pointer, never an integer, so that it follows the array if the stack
+// that holds it moves before the ioctl (internal/uapi says why).
+func iovecPtr(iov []uapi.ParamIovec) *uapi.ParamIovec {
 	if len(iov) == 0 {
-		return 0
+		return nil
 	}
-	return uint64(uintptr(unsafe.Pointer(&iov[0])))
+	return &iov[0]
 }
 
 // CreateRegion declares bufs, in order, as one region of the driver and

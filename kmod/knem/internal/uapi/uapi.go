@@ -67,9 +67,18 @@ type Info struct {
 type BindOffload struct {
 	Flags   uint32
 	MaskLen uint32
-	MaskPtr uint64
+	MaskPtr unsafe.Pointer
 }
 
+// User pointers that the driver follows (the iovec arrays, the CPU mask)
+// are pointer-typed fields, as in x/sys/unix's Msghdr: a caller's iovec
+// array often lives in its goroutine's stack, and a stack that grows
+// between filling the struct and the ioctl moves it. The runtime updates a
+// pointer field to the new place; a uint64 would keep the old address, and
+// the driver would read freed stack as iovecs and copy to wherever they
+// point. Buffer addresses (ParamIovec.Base) stay uint64: the bindings keep
+// those buffers in the heap (region.go, escape), which does not move.
+//
 // ParamIovec is struct knem_cmd_param_iovec.
 type ParamIovec struct {
 	Base uint64
@@ -78,7 +87,7 @@ type ParamIovec struct {
 
 // CreateRegion is struct knem_cmd_create_region.
 type CreateRegion struct {
-	IovecArray       uint64
+	IovecArray       *ParamIovec
 	IovecNr          uint32
 	Flags            uint32
 	Protection       uint32
@@ -113,7 +122,7 @@ type Copy struct {
 
 // InlineCopyBounded is struct knem_cmd_inline_copy_bounded.
 type InlineCopyBounded struct {
-	LocalIovecArray  uint64
+	LocalIovecArray  *ParamIovec
 	LocalIovecNr     uint32
 	Write            uint32
 	RemoteCookie     Cookie
@@ -127,7 +136,7 @@ type InlineCopyBounded struct {
 
 // InlineCopy is struct knem_cmd_inline_copy.
 type InlineCopy struct {
-	LocalIovecArray  uint64
+	LocalIovecArray  *ParamIovec
 	LocalIovecNr     uint32
 	Write            uint32
 	RemoteCookie     Cookie
@@ -140,7 +149,7 @@ type InlineCopy struct {
 
 // InitSendParam is struct knem_cmd_init_send_param (old API).
 type InitSendParam struct {
-	SendIovecArray uint64
+	SendIovecArray *ParamIovec
 	SendIovecNr    uint32
 	Flags          uint32
 	SendCookie     Cookie
@@ -148,7 +157,7 @@ type InitSendParam struct {
 
 // InitAsyncRecvParam is struct knem_cmd_init_async_recv_param (old API).
 type InitAsyncRecvParam struct {
-	RecvIovecArray uint64
+	RecvIovecArray *ParamIovec
 	RecvIovecNr    uint32
 	StatusIndex    uint32
 	SendCookie     Cookie
@@ -158,7 +167,7 @@ type InitAsyncRecvParam struct {
 
 // SyncRecvParam is struct knem_cmd_sync_recv_param (old API).
 type SyncRecvParam struct {
-	RecvIovecArray uint64
+	RecvIovecArray *ParamIovec
 	RecvIovecNr    uint32
 	Status         uint32
 	SendCookie     Cookie
