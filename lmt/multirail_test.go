@@ -1,6 +1,7 @@
 package lmt_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,9 +13,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/knemesis/knemesis/internal/await"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 )
 
 // railChunk is the CMAChunk of these tests: small, so that each rail
@@ -226,18 +229,23 @@ func pinsHeld(t *testing.T) int64 {
 	return least
 }
 
-// noPinsBeyond waits up to 5 s for the machine's pinned pages to come back
-// to at most base: pins held for a moment by other processes come and go,
-// a page this process left pinned stays.
+// noPinsBeyond waits for the machine's pinned pages to come back to at
+// most base: pins held for a moment by other processes come and go, a page
+// this process left pinned stays. It fails only when the count stops
+// moving for a whole stall interval (other jobs on a loaded host may pin
+// and unpin for a long time; a leak stays still).
 func noPinsBeyond(base int64) error {
 	var v int64
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		var err error
-		if v, err = pinCount(); err != nil || v <= base {
-			return err
-		}
+	err := await.Poll{Stall: launchtest.DefaultTimeout, MinSleep: time.Millisecond, MaxSleep: 50 * time.Millisecond}.Until(context.Background(),
+		func() (uint64, bool, error) {
+			var err error
+			v, err = pinCount()
+			return uint64(v), v <= base, err
+		})
+	if err != nil {
+		return fmt.Errorf("%d pages pinned, %d before the transfer: %w", v, base, err)
 	}
-	return fmt.Errorf("%d pages pinned, %d before the transfer", v, base)
+	return nil
 }
 
 // pinCount is nr_foll_pin_acquired - nr_foll_pin_released in /proc/vmstat.

@@ -19,6 +19,10 @@ import (
 // binary can play every role.
 const envMode = "LAUNCH_TEST_MODE"
 
+// envSurvivors names the directory where rank1fails's other ranks leave
+// their pids.
+const envSurvivors = "LAUNCH_TEST_SURVIVORS"
+
 func TestMain(m *testing.M) {
 	if p, ok := launch.Self(); ok && os.Getenv(envMode) != "" {
 		os.Exit(helper(p, os.Getenv(envMode)))
@@ -34,8 +38,15 @@ func helper(p launch.Proc, mode string) int {
 		if p.Rank == 1 {
 			return 3
 		}
-		time.Sleep(time.Minute) // must be killed when rank 1 fails
-		return 0
+		// Leave this rank's pid where the test finds it, then wait
+		// for ever: only Run's kill ends it.
+		name := filepath.Join(os.Getenv(envSurvivors), fmt.Sprint(p.Rank))
+		if err := os.WriteFile(name, []byte(fmt.Sprint(os.Getpid())), 0o600); err != nil {
+			return 4
+		}
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "hang":
 		time.Sleep(time.Minute)
 	case "litter", "litter-die":
@@ -105,9 +116,13 @@ func TestRunAllSucceed(t *testing.T) {
 	}
 }
 
+// TestRunNamesFailingRankAndKillsOthers: ranks 0 and 2 would wait for
+// ever, and the job has no timeout, so Run returns only by killing them
+// once rank 1 fails; it blames rank 1, and both pids are gone.
 func TestRunNamesFailingRankAndKillsOthers(t *testing.T) {
-	start := time.Now()
-	err := launch.Run(context.Background(), launch.Options{Procs: 3, Env: []string{envMode + "=rank1fails"}, Timeout: time.Minute})
+	dir := t.TempDir()
+	err := launch.Run(context.Background(), launch.Options{Procs: 3,
+		Env: []string{envMode + "=rank1fails", envSurvivors + "=" + dir}})
 	var le *launch.Error
 	if !errors.As(err, &le) {
 		t.Fatalf("Run = %v, want *launch.Error", err)
@@ -115,8 +130,18 @@ func TestRunNamesFailingRankAndKillsOthers(t *testing.T) {
 	if le.Rank != 1 || le.Reason != "exit status 3" {
 		t.Fatalf("Run blamed rank %d (%s), want rank 1 (exit status 3)", le.Rank, le.Reason)
 	}
-	if d := time.Since(start); d > 30*time.Second {
-		t.Fatalf("surviving ranks were not killed: Run took %v", d)
+	for _, r := range []int{0, 2} {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprint(r)))
+		if err != nil {
+			continue // killed before it wrote its pid
+		}
+		var pid int
+		if _, err := fmt.Sscan(string(b), &pid); err != nil {
+			t.Fatalf("rank %d's pid file %q: %v", r, b, err)
+		}
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+			t.Errorf("rank %d (pid %d) after Run returned: kill(pid, 0) = %v, want ESRCH", r, pid, err)
+		}
 	}
 }
 
