@@ -8,11 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/knemesis/knemesis/attach"
+	"github.com/knemesis/knemesis/internal/exitwait"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -280,20 +278,8 @@ func waitGone(ep *nemesis.Endpoint, rank int) error {
 	if err != nil {
 		return err
 	}
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err == unix.ESRCH {
-		return nil // exited and already reaped by the launcher
+	if err := exitwait.Wait(pid); err != nil {
+		return fmt.Errorf("rank %d: %w", rank, err)
 	}
-	if err != nil {
-		return fmt.Errorf("pidfd of rank %d: %w", rank, err)
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		if k, err := unix.Poll(fds, 100); err == nil && k == 1 {
-			return nil
-		}
-	}
-	return fmt.Errorf("rank %d did not exit", rank)
+	return nil
 }

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/knemesis/knemesis/datatype"
+	"github.com/knemesis/knemesis/internal/exitwait"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -83,12 +83,4 @@ func TestTypedSenderDies(t *testing.T) {
 
 // awaitExit waits until process pid has exited (a zombie has no memory
 // left to read either).
-func awaitExit(pid int) error {
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		s, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil || strings.Contains(string(s), ") Z ") || strings.Contains(string(s), ") X ") {
-			return nil
-		}
-	}
-	return fmt.Errorf("process %d still running after 30 s", pid)
-}
+func awaitExit(pid int) error { return exitwait.Wait(pid) }

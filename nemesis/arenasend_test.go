@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/knemesis/knemesis/datatype"
+	"github.com/knemesis/knemesis/internal/exitwait"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
-	"golang.org/x/sys/unix"
 )
 
 // The arena's single copy (arenasend.go), between processes: these jobs
@@ -613,18 +613,4 @@ func TestArenaSendDeadSender(t *testing.T) {
 }
 
 // waitExited returns once process pid has exited.
-func waitExited(pid int) error {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err == unix.ESRCH {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("pidfd of %d: %w", pid, err)
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	if k, err := unix.Poll(fds, 60_000); err != nil || k != 1 {
-		return fmt.Errorf("process %d did not exit within a minute (%v)", pid, err)
-	}
-	return nil
-}
+func waitExited(pid int) error { return exitwait.Wait(pid) }

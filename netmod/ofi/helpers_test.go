@@ -4,6 +4,7 @@ package ofi
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/knemesis/knemesis/internal/await"
 )
 
 // The provider and address every test uses: TCP on the loopback only.
@@ -60,26 +63,33 @@ func openPair(t testing.TB, prov string) (a, b *Endpoint) {
 }
 
 // waitAll polls every endpoint until every request is done; both sides of
-// a transfer in one process need each other's progress.
+// a transfer in one process need each other's progress. It fails when a
+// whole stall interval passes with no completion on any endpoint, however
+// long the wait as a whole.
 func waitAll(t testing.TB, eps []*Endpoint, reqs ...*Request) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		done := true
-		for _, r := range reqs {
-			done = done && r.Done()
-		}
-		if done {
-			return
-		}
-		for _, e := range eps {
-			if _, err := e.Poll(); err != nil {
-				t.Fatal(err)
+	const stall = time.Minute
+	var completions uint64
+	err := await.Poll{Stall: stall, MinSleep: time.Nanosecond, MaxSleep: time.Nanosecond}.Until(context.Background(),
+		func() (uint64, bool, error) {
+			done := true
+			for _, r := range reqs {
+				done = done && r.Done()
 			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("requests not done after a minute")
-		}
+			if done {
+				return completions, true, nil
+			}
+			for _, e := range eps {
+				n, err := e.Poll()
+				if err != nil {
+					return completions, false, err
+				}
+				completions += uint64(n)
+			}
+			return completions, false, nil
+		})
+	if err != nil {
+		t.Fatalf("waiting for %d requests: %v", len(reqs), err)
 	}
 }
 

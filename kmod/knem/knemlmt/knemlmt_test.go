@@ -11,6 +11,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/knemesis/knemesis/internal/exitwait"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/knemesis/knemesis/internal/knemtest"
@@ -137,10 +139,8 @@ func TestSenderGoneBeforeCopy(t *testing.T) {
 			return err
 		}
 		pid := ch.PeerPID(0)
-		for deadline := time.Now().Add(time.Minute); unix.Kill(pid, 0) == nil; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("rank 0 (pid %d) did not exit", pid)
-			}
+		if err := exitwait.Wait(pid); err != nil {
+			return fmt.Errorf("rank 0: %w", err)
 		}
 		tr, err := eng.StartRecv(0, r, b.Iov)
 		if err != nil {

@@ -1,6 +1,7 @@
 package knemlmt_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	_ "github.com/knemesis/knemesis/cma" // multirail-knem's read and write rails
+	"github.com/knemesis/knemesis/internal/await"
 	"github.com/knemesis/knemesis/internal/vmpin"
 	"github.com/knemesis/knemesis/kmod/knem"
 	"github.com/knemesis/knemesis/kmod/knem/knemlmt"
@@ -154,16 +156,20 @@ func TestMultiRailKnem(t *testing.T) {
 	}, "async", "dma-async")
 }
 
-// waitVmPin waits up to 5 s for this process's VmPin to come back to want.
+// waitVmPin waits for this process's VmPin to come back to want, and
+// fails only when it stops moving for a whole stall interval.
 func waitVmPin(want uint64) error {
 	var got uint64
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		var err error
-		if got, err = vmpin.Bytes(); err != nil || got == want {
-			return err
-		}
+	err := await.Poll{Stall: launchtest.DefaultTimeout, MinSleep: time.Millisecond, MaxSleep: 50 * time.Millisecond}.Until(context.Background(),
+		func() (uint64, bool, error) {
+			var err error
+			got, err = vmpin.Bytes()
+			return got, got == want, err
+		})
+	if err != nil {
+		return fmt.Errorf("VmPin %d bytes, %d before the transfer: %w", got, want, err)
 	}
-	return fmt.Errorf("VmPin %d bytes, %d before the transfer", got, want)
+	return nil
 }
 
 // TestMultiRailKnemFails: softdma fails every second descriptor of each

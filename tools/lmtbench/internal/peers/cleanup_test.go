@@ -6,9 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/knemesis/knemesis/internal/exitwait"
 )
 
 // A sample killed at its deadline leaves nothing in /dev/shm: Open MPI's
@@ -38,16 +41,18 @@ func TestKilledSampleLeavesNothingInDevShm(t *testing.T) {
 	// be running now.
 	dir, _, _ := strings.Cut(cmd[i+len(flag):], " ")
 	// mpirun's orted may outlive the group's SIGKILL by a moment, longer
-	// on a loaded machine.
-	var ranks []byte
-	for end := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		ranks, _ = exec.Command("pgrep", "-f", "NPopenmpi -l 4194304 -u 4194304 -p 0 -n 1000000").Output()
-		if len(ranks) == 0 || time.Now().After(end) {
-			break
+	// on a loaded machine: wait for each rank still there to exit (a rank
+	// that was never killed keeps this test waiting until go test's
+	// -timeout names it).
+	ranks, _ := exec.Command("pgrep", "-f", "NPopenmpi -l 4194304 -u 4194304 -p 0 -n 1000000").Output()
+	for _, f := range strings.Fields(string(ranks)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("pgrep printed %q", ranks)
 		}
-	}
-	if len(ranks) > 0 {
-		t.Errorf("ranks still running 15 s after the kill: %s", ranks)
+		if err := exitwait.Wait(pid); err != nil {
+			t.Errorf("rank pid %d: %v", pid, err)
+		}
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		left, _ := os.ReadDir(dir)
