@@ -199,7 +199,24 @@ func checkFootprint(n int, got memory, want footprint) error {
 // ownedMemory sums the shared files of job this rank owns among its
 // mappings: the segment (rank 0), its pool, the rings it writes. Each is
 // counted once in the job, whoever else maps it.
+//
+// /proc/self/maps comes a page per read, and the process's other goroutines
+// (the runtime's heap, the engine's progress) map and unmap between reads,
+// so one pass may miss a mapping; the count is taken again until two passes
+// agree.
 func ownedMemory(job string, rank int) (memory, error) {
+	last, err := ownedMemoryOnce(job, rank)
+	for err == nil {
+		var again memory
+		if again, err = ownedMemoryOnce(job, rank); err == nil && again == last {
+			return again, nil
+		}
+		last = again
+	}
+	return memory{}, err
+}
+
+func ownedMemoryOnce(job string, rank int) (memory, error) {
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
 		return memory{}, err
