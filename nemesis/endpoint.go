@@ -395,7 +395,7 @@ func (ep *Endpoint) join(stall time.Duration) error {
 				missing = i
 			}
 		}
-		if missing >= 0 && ep.rank != ep.segOwner && !processAlive(int(s.hdr.creatorPID)) {
+		if missing >= 0 && ep.rank != ep.segOwner && s.creatorVisible() && !creatorAlive(int(s.hdr.creatorPID)) {
 			return joined, false, errorf(ErrPeerDead, "rank %d of job %q: rank %d, which created the segment, died while rank %d had not joined", ep.rank, ep.job, ep.segOwner, missing)
 		}
 		return joined, missing < 0, nil

@@ -71,6 +71,16 @@ func namespaces() [nsKinds]uint64 {
 	return ns
 }
 
+// creatorVisible says whether the segment's creator runs in this
+// process's pid namespace, so that its pid names it here. When it does
+// not, its liveness cannot be told by pid: the joiner joins, and the
+// check after every rank has joined fails both with a *NamespaceError
+// instead of one rank judging the other dead.
+func (s *segment) creatorVisible() bool {
+	theirs, mine := s.hdr.creatorNS[nsPID], namespaces()[nsPID]
+	return theirs == 0 || mine == 0 || theirs == mine
+}
+
 // publishNamespaces writes this rank's namespaces into its procBlock; the
 // caller publishes its pid after, which makes them visible.
 func (s *segment) publishNamespaces(rank int) {

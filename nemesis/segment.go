@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -76,6 +77,8 @@ type segHeader struct {
 	ready        atomic.Uint32 // set last by the creator
 	joined       atomic.Uint32 // ranks that mapped the segment
 	_            [lineSize - 8]byte
+	creatorNS    [nsKinds]uint64 // the creator's namespaces (namespace.go)
+	_            [lineSize - 8*nsKinds]byte
 }
 
 // queueShared is the shared part of one Fig. 3 queue. Head and tail share a
@@ -139,8 +142,8 @@ var (
 	_ [unsafe.Sizeof(cellHdr{}) - cellHdrSize]byte
 	_ [fboxHdrSize - unsafe.Sizeof(fboxHdr{})]byte
 	_ [unsafe.Sizeof(fboxHdr{}) - fboxHdrSize]byte
-	_ [unsafe.Sizeof(segHeader{}) - 3*lineSize]byte
-	_ [3*lineSize - unsafe.Sizeof(segHeader{})]byte
+	_ [unsafe.Sizeof(segHeader{}) - 4*lineSize]byte
+	_ [4*lineSize - unsafe.Sizeof(segHeader{})]byte
 	_ [unsafe.Sizeof(procBlock{}) - 6*lineSize]byte
 	_ [lineSize - 16 - 8*nsKinds]byte // the namespaces fit procBlock's first line
 	_ [6*lineSize - unsafe.Sizeof(procBlock{})]byte
@@ -304,6 +307,7 @@ func createSegment(dir, job string, l layout, key jobkey.Key) (*segment, error) 
 	h.arenaSize = uint64(l.arenaSize)
 	h.creatorPID = int32(os.Getpid())
 	h.key = key
+	h.creatorNS = namespaces()
 	if err := s.adopt(); err != nil {
 		s.unmap()
 		return nil, err
@@ -336,7 +340,7 @@ func removeIfStale(path string) error {
 	if err != nil {
 		return err
 	}
-	if pid > 0 && processAlive(pid) {
+	if pid > 0 && creatorAlive(pid) {
 		return errorf(ErrSegmentInUse, "%s was created by pid %d, still running", path, pid)
 	}
 	if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
@@ -374,6 +378,26 @@ func readCreator(path string) (int, error) {
 // rank that had it is gone (every rank of a job runs as its one uid).
 func processAlive(pid int) bool {
 	return unix.Kill(pid, 0) == nil
+}
+
+// creatorAlive says whether pid, the creator of a segment of ours, is a
+// live process of this user. kill(2) alone does not tell under root,
+// whom it answers for every process: /proc/<pid>/status gives the
+// effective uid (and is readable for non-dumpable processes too).
+func creatorAlive(pid int) bool {
+	if !processAlive(pid) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return true // gone since, or no /proc: kill's answer stands
+	}
+	_, rest, ok := strings.Cut(string(b), "\nUid:")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 2 {
+		return true
+	}
+	return f[1] == strconv.Itoa(os.Geteuid())
 }
 
 // joinSegment maps the segment the job's owner rank publishes, waiting for
@@ -423,7 +447,7 @@ func tryJoin(path string, l layout) (*segment, error) {
 		return nil, err
 	}
 	h := s.hdr
-	if h.ready.Load() == 0 || !processAlive(int(h.creatorPID)) {
+	if h.ready.Load() == 0 || s.creatorVisible() && !creatorAlive(int(h.creatorPID)) {
 		pid := h.creatorPID
 		s.unmap()
 		return nil, errorf(ErrStaleSegment, "%s left by pid %d, which is gone", path, pid)
