@@ -10,14 +10,15 @@ import (
 // Ranks that share a segment share its file, whatever their mount and IPC
 // namespaces: the segment works between them. What does not work across
 // namespaces is what names a peer by its process: the liveness checks
-// (kill(pid, 0), pidfd_open) and CMA need the peer's pid to mean the same
-// process here, which it does only in one pid namespace, and ptrace's
-// rules (CMA, pidfd_getfd) differ between user namespaces. Each rank
-// publishes the inode numbers of its namespaces in its procBlock before
-// its pid; at join every rank compares every local peer's with its own,
-// and a difference in the pid or user namespace fails Join with a
-// *NamespaceError that names it (Apptainer, enroot and Docker give each
-// container its own unless told to share the host's).
+// (kill(pid, 0), pidfd_open) need the peer's pid to mean the same process
+// here, which it does only in one pid namespace. Each rank publishes the
+// inode numbers of its namespaces in its procBlock before its pid; at
+// join every rank compares every local peer's with its own, and a
+// difference in the pid namespace fails Join with a *NamespaceError that
+// names it (Apptainer, enroot and Docker give each container its own
+// unless told to share the host's). Across user namespaces liveness
+// works, and CMA, whose ptrace rules differ there, falls back by itself
+// (its availability check names the user namespace): Join goes on.
 
 // The namespaces a rank publishes, in procBlock.ns.
 const (
@@ -31,7 +32,7 @@ const (
 var nsNames = [nsKinds]string{"pid", "user", "ipc", "mnt"}
 
 // nsMustMatch: the namespaces that ranks of one segment must share.
-var nsMustMatch = [nsKinds]bool{nsPID: true, nsUser: true}
+var nsMustMatch = [nsKinds]bool{nsPID: true}
 
 // ErrNamespace is the kind of a *NamespaceError, for errors.Is.
 var ErrNamespace = errors.New("nemesis: ranks in different namespaces")
@@ -41,12 +42,12 @@ var ErrNamespace = errors.New("nemesis: ranks in different namespaces")
 type NamespaceError struct {
 	Rank         int    // the peer
 	PID          int    // its pid, as it published it (in its own pid namespace)
-	Namespace    string // "pid" or "user"
+	Namespace    string // "pid"
 	Mine, Theirs uint64 // the namespaces' inode numbers (/proc/PID/ns/<Namespace>)
 }
 
 func (e *NamespaceError) Error() string {
-	return fmt.Sprintf("nemesis: rank %d (pid %d in its namespace) runs in %s:[%d], this rank in %s:[%d]: process ids and the rights between processes differ across %s namespaces, so liveness checks by pid and CMA cannot reach it; fix: %s",
+	return fmt.Sprintf("nemesis: rank %d (pid %d in its namespace) runs in %s:[%d], this rank in %s:[%d]: process ids differ across %s namespaces, so neither rank can tell by pid whether the other lives, nor reach it with CMA; fix: %s",
 		e.Rank, e.PID, e.Namespace, e.Theirs, e.Namespace, e.Mine, e.Namespace, e.Fix())
 }
 
