@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/knemesis/knemesis/shmfile"
 	"golang.org/x/sys/unix"
 
 	"github.com/knemesis/knemesis/nemesis"
+	"github.com/knemesis/knemesis/shmfile"
 )
 
 // Allocate creates, collectively over ep's job, a window in which this
@@ -77,9 +77,13 @@ func (w *Window) allocate(size int, dir string) error {
 	var fd int
 	var ferr error
 	if e.rank == 0 {
-		defer os.Remove(name) // whatever happens, nothing stays
 		removeStale(dir)
 		fd, ferr = createShm(name, total)
+		if ferr == nil {
+			// Whatever happens, nothing stays; but what was there
+			// before (another user's file) is not ours to remove.
+			defer os.Remove(name)
+		}
 	}
 	if err := w.agree(ferr); err != nil {
 		if fd > 0 {
