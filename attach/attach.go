@@ -164,7 +164,7 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 		}
 	}
 	cfg := lmt.Config{
-		Rank: ep.Rank(), Size: ep.Size(), Job: ep.Job(), Control: control{ep},
+		Rank: ep.Rank(), Size: ep.Size(), Job: ep.Job(), Key: ep.JobKey(), Control: control{ep},
 		PeerPID: func(rank int) int {
 			pid, err := ep.PeerPID(rank)
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/internal/memcopy"
+	"github.com/knemesis/knemesis/shmfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -150,6 +151,9 @@ func (c *Comm) setupShm() {
 	c.shm.mem, c.shm.state = mem, shmOn
 }
 
+// shmObject names the file in shmfile's errors.
+const shmObject = "coll shared-memory file"
+
 func createShm(size int) (string, []byte, error) {
 	removeStaleShm("/dev/shm")
 	var rnd [16]byte
@@ -157,9 +161,9 @@ func createShm(size int) (string, []byte, error) {
 		return "", nil, err
 	}
 	path := filepath.Join("/dev/shm", shmPrefix+hex.EncodeToString(rnd[:])+"-p"+strconv.Itoa(os.Getpid()))
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	fd, err := shmfile.Create(path, shmObject)
 	if err != nil {
-		return "", nil, fmt.Errorf("coll: creating %s: %w", path, err)
+		return "", nil, fmt.Errorf("coll: %w", err)
 	}
 	defer unix.Close(fd)
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
@@ -178,17 +182,17 @@ func openShm(path string, size int) ([]byte, error) {
 	if !strings.HasPrefix(path, filepath.Join("/dev/shm", shmPrefix)) || strings.Contains(path, "..") {
 		return nil, fmt.Errorf("coll: rank 0 named %q, not a file of this package", path)
 	}
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := shmfile.Open(path, shmObject, unix.O_RDWR)
 	if err != nil {
-		return nil, fmt.Errorf("coll: opening %s: %w", path, err)
+		return nil, fmt.Errorf("coll: %w", err)
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
 	}
-	if st.Uid != uint32(os.Geteuid()) || st.Mode&0o777 != 0o600 || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(size) {
-		return nil, fmt.Errorf("coll: %s has owner %d, mode %o, %d bytes: want %d, 0600, a regular file of %d", path, st.Uid, st.Mode, st.Size, os.Geteuid(), size)
+	if st.Size != int64(size) {
+		return nil, fmt.Errorf("coll: %s is %d bytes, want %d", path, st.Size, size)
 	}
 	return mapShm(fd, size)
 }

@@ -1,6 +1,10 @@
 package lmt
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/knemesis/knemesis/jobkey"
+)
 
 // Flow says which side moves the data and who finishes the transfer.
 type Flow uint8
@@ -221,6 +225,9 @@ type Blocker interface {
 type Env struct {
 	Rank, Size int
 	Job        string
+	// Key is Config.Key: the job's key, from which the names of shared
+	// objects take their unguessable part (Key.Name); zero when none.
+	Key jobkey.Key
 	// Dir is Config.Dir: a private directory for the job's named
 	// objects, or "" when the caller gave none.
 	Dir    string

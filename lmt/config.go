@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/knemesis/knemesis/datatype"
+	"github.com/knemesis/knemesis/jobkey"
 	"github.com/knemesis/knemesis/lmt/internal/knobs"
 )
 
@@ -21,8 +22,13 @@ type Control interface {
 // Config describes an Engine. Zero fields take the defaults below.
 type Config struct {
 	Rank, Size int
-	Job        string  // names shared objects (rings, FIFOs); required
-	Control    Control // required
+	Job        string // names shared objects (rings, FIFOs); required
+	// Key is the job's key (package jobkey; attach passes
+	// nemesis.Endpoint.JobKey): the names of the shared files the
+	// backends make carry a part of it (Key.Name), so that another user
+	// cannot guess them. Zero: the names are Job's alone.
+	Key     jobkey.Key
+	Control Control // required
 	// PeerPID returns the process id of a rank, 0 when unknown: the CMA
 	// backends name processes by it, and Transfer.CheckPeer looks at it.
 	// A dead peer is reported by whoever drives the Engine, with

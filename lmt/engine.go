@@ -85,7 +85,7 @@ func New(cfg Config) (*Engine, error) {
 	cfg.setDefaults()
 	e := &Engine{cfg: cfg}
 	_ = monotonic() // calibrates the clock (2 ms, once a process) now, not on the first message
-	e.env = Env{Rank: cfg.Rank, Size: cfg.Size, Job: cfg.Job, Dir: cfg.Dir, Config: &e.cfg, PeerPID: e.peerPID}
+	e.env = Env{Rank: cfg.Rank, Size: cfg.Size, Job: cfg.Job, Key: cfg.Key, Dir: cfg.Dir, Config: &e.cfg, PeerPID: e.peerPID}
 	e.peers = make([]peer, cfg.Size)
 	e.rails = make([]railRates, cfg.Size)
 	for _, r := range registry {

@@ -8,8 +8,12 @@
 // [Join] makes this process rank r of a job of n ranks named job; every
 // rank must call it, and it returns once all have mapped the segment
 // (Options.JoinTimeout bounds the wait). The segment is private to the
-// job's user and leaves nothing behind once every rank has closed or died.
-// A job that does not fit its directory fails Join with a *SpaceError.
+// job's user (a file another user made or linked at its name fails Join
+// with a *shmfile.Error), is named after the job's key (Options.JobKey or
+// the launcher's, see [Endpoint.JobKey]), and leaves nothing behind once
+// every rank has closed or died. A job that does not fit its directory
+// fails Join with a *SpaceError; a local peer in another pid namespace,
+// with a *NamespaceError.
 //
 // An [Endpoint] gives MPI point-to-point semantics: Send and Recv, Isend
 // and Irecv with Test and Wait, tags, AnySource and AnyTag, Probe, and

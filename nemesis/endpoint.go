@@ -48,10 +48,10 @@ type Options struct {
 	// (rounded up to pages; 0: none). The job's arena, Size × ArenaSize,
 	// is part of its segment: reserved at Join, gone when the job is.
 	ArenaSize int
-	// JobKey is the job's secret (package jobkey), the same on every rank.
-	// netmod/ofinet's Join sets it under PMIx and keys its MAC with it;
-	// nemesis itself does not use it yet (the segment's name does not
-	// derive from it).
+	// JobKey is the job's secret (package jobkey), the same on every rank;
+	// when zero, the launcher's (jobkey.Env) if it set one. The segment's
+	// name derives from it (identity.go); netmod/ofinet's Join sets it
+	// under PMIx and keys its MAC with it.
 	JobKey jobkey.Key
 }
 
@@ -211,7 +211,8 @@ type Endpoint struct {
 	blocker Request // for blocking Send/Recv
 	stats   Stats
 
-	segOwner int // the rank that created the segment: 0 on one node
+	segOwner int        // the rank that created the segment: 0 on one node
+	key      jobkey.Key // the job's (identity.go)
 }
 
 // Stats counts what went which way, for tests and tuning.
@@ -288,17 +289,16 @@ func Join(job string, rank, size int, o *Options) (*Endpoint, error) {
 	if opts.Dir == "" {
 		opts.Dir = "/dev/shm"
 	}
-	var s *segment
-	segName := segmentName(job, o, node)
-	if rank == owner {
-		s, err = createSegment(opts.Dir, segName, l)
-	} else {
-		s, err = joinSegment(opts.Dir, segName, l, rank, owner, opts.JoinTimeout)
+	given, err := keyOf(o)
+	if err != nil {
+		return nil, err
 	}
+	s, key, err := openSegment(opts.Dir, segmentName(job, given, o, node), l, given, rank, owner, opts.JoinTimeout)
 	if err != nil {
 		return nil, err
 	}
 	ep := newEndpoint(s, job, rank, opts)
+	ep.key = key
 	ep.segOwner = owner
 	for i := range ep.peers {
 		ep.peers[i].net = !local[i]
@@ -316,6 +316,28 @@ func Join(job string, rank, size int, o *Options) (*Endpoint, error) {
 		return nil, err
 	}
 	return ep, nil
+}
+
+// openSegment creates the segment (rank owner) or joins it, and returns
+// the job's key (identity.go).
+func openSegment(dir, name string, l layout, given jobkey.Key, rank, owner int, stall time.Duration) (*segment, jobkey.Key, error) {
+	if rank == owner {
+		key, err := creatorKey(given)
+		if err != nil {
+			return nil, key, err
+		}
+		s, err := createSegment(dir, name, l, key)
+		return s, key, err
+	}
+	s, err := joinSegment(dir, name, l, rank, owner, stall)
+	if err != nil {
+		return nil, jobkey.Key{}, err
+	}
+	key, err := s.joinKey(given, rank)
+	if err != nil {
+		s.unmap()
+	}
+	return s, key, err
 }
 
 // JoinProc joins the job the launcher started this process in.
@@ -355,6 +377,7 @@ func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
 // nothing behind in /dev/shm.
 func (ep *Endpoint) join(stall time.Duration) error {
 	s := ep.seg
+	s.publishNamespaces(ep.rank)
 	s.proc(ep.rank).pid.Store(int32(os.Getpid()))
 	if int(s.hdr.joined.Add(1)) == ep.localRanks() {
 		s.unlink()
@@ -372,7 +395,7 @@ func (ep *Endpoint) join(stall time.Duration) error {
 				missing = i
 			}
 		}
-		if missing >= 0 && ep.rank != ep.segOwner && !processAlive(int(s.hdr.creatorPID)) {
+		if missing >= 0 && ep.rank != ep.segOwner && s.creatorVisible() && !creatorAlive(int(s.hdr.creatorPID)) {
 			return joined, false, errorf(ErrPeerDead, "rank %d of job %q: rank %d, which created the segment, died while rank %d had not joined", ep.rank, ep.job, ep.segOwner, missing)
 		}
 		return joined, missing < 0, nil
@@ -386,6 +409,9 @@ func (ep *Endpoint) join(stall time.Duration) error {
 	}
 	for i := range ep.peers {
 		ep.peers[i].pid = int(s.proc(i).pid.Load())
+	}
+	if err := ep.checkNamespaces(); err != nil {
+		return err
 	}
 	return ep.live.open(ep)
 }

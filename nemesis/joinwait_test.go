@@ -21,7 +21,11 @@ func TestJoinFailsAtOnceWhenCreatorDies(t *testing.T) {
 	launchtest.RunOpts(t, 3, launchtest.Options{ExitEarly: []int{0}}, func(p launch.Proc) error {
 		switch p.Rank {
 		case 0:
-			s, err := createSegment("/dev/shm", p.Job, (&Options{}).layout(p.Size))
+			k, err := keyOf(&Options{}) // the launcher's, as Join takes it
+			if err != nil {
+				return err
+			}
+			s, err := createSegment("/dev/shm", segmentName(p.Job, k, &Options{}, 0), (&Options{}).layout(p.Size), k)
 			if err != nil {
 				return err
 			}
@@ -38,7 +42,11 @@ func TestJoinFailsAtOnceWhenCreatorDies(t *testing.T) {
 				return fmt.Errorf("Join with its creator dead: %v, want ErrPeerDead naming rank 0 and rank 2", err)
 			}
 			// Nobody unlinked the name: not every rank joined.
-			return os.Remove(segPath("/dev/shm", p.Job))
+			k, err := keyOf(&Options{})
+			if err != nil {
+				return err
+			}
+			return os.Remove(segPath("/dev/shm", segmentName(p.Job, k, &Options{}, 0)))
 		}
 		return nil // rank 2 never joins
 	})

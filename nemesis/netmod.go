@@ -139,16 +139,6 @@ func (o *Options) netSetup(rank, size int) (local []bool, node int, err error) {
 	return local, node, nil
 }
 
-// segmentName is the name of this node's segment: the job's, and the
-// node's number when the job spans nodes (several simulated nodes may
-// share one /dev/shm).
-func segmentName(job string, o *Options, node int) string {
-	if o.Net == nil {
-		return job
-	}
-	return fmt.Sprintf("%s.node%d", job, node)
-}
-
 // firstLocal is the rank that creates the node's segment.
 func firstLocal(local []bool) int {
 	for i, ok := range local {

@@ -12,7 +12,7 @@ import (
 // newTestSegment builds a segment in a test directory, without joining it.
 func newTestSegment(t testing.TB, l layout) *segment {
 	t.Helper()
-	s, err := createSegment(t.TempDir(), "queue-test", l)
+	s, err := createSegment(t.TempDir(), "queue-test", l, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}

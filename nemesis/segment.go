@@ -7,11 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/knemesis/knemesis/internal/await"
+	"github.com/knemesis/knemesis/jobkey"
+	"github.com/knemesis/knemesis/shmfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,7 +38,7 @@ import (
 const (
 	lineSize      = 64
 	segMagic      = 0x5349_5345_4d45_4e4b // "KNEMESIS" read as little-endian
-	layoutVersion = 12
+	layoutVersion = 13
 	headerSize    = 4096
 	// A cell's payload follows its 40-byte header in the same line, so a
 	// message of up to 24 bytes costs the receiver one miss for the cell.
@@ -69,11 +72,13 @@ type segHeader struct {
 	fastboxOff   uint64
 	cellOff      uint64
 	creatorPID   int32
-	arenaSize    uint64 // bytes of shared arena per rank (arena.go)
-	_            [2*lineSize - 96]byte
+	arenaSize    uint64        // bytes of shared arena per rank (arena.go)
+	key          jobkey.Key    // the job's key (identity.go)
 	ready        atomic.Uint32 // set last by the creator
 	joined       atomic.Uint32 // ranks that mapped the segment
 	_            [lineSize - 8]byte
+	creatorNS    [nsKinds]uint64 // the creator's namespaces (namespace.go)
+	_            [lineSize - 8*nsKinds]byte
 }
 
 // queueShared is the shared part of one Fig. 3 queue. Head and tail share a
@@ -93,7 +98,9 @@ type procBlock struct {
 	pid    atomic.Int32  // written once at join
 	closed atomic.Uint32 // 1 once the rank called Close
 	reaper atomic.Int32  // 1 + rank of the survivor that drains this rank's receive queue once it is gone
-	_      [lineSize - 12]byte
+	_      uint32
+	ns     [nsKinds]uint64 // the rank's namespaces, written before pid (namespace.go)
+	_      [lineSize - 16 - 8*nsKinds]byte
 	// probe is written by this rank only, during Endpoint.LineLatency
 	// (encoded as internal/lineprobe says).
 	probe atomic.Uint64
@@ -135,9 +142,10 @@ var (
 	_ [unsafe.Sizeof(cellHdr{}) - cellHdrSize]byte
 	_ [fboxHdrSize - unsafe.Sizeof(fboxHdr{})]byte
 	_ [unsafe.Sizeof(fboxHdr{}) - fboxHdrSize]byte
-	_ [unsafe.Sizeof(segHeader{}) - 3*lineSize]byte
-	_ [3*lineSize - unsafe.Sizeof(segHeader{})]byte
+	_ [unsafe.Sizeof(segHeader{}) - 4*lineSize]byte
+	_ [4*lineSize - unsafe.Sizeof(segHeader{})]byte
 	_ [unsafe.Sizeof(procBlock{}) - 6*lineSize]byte
+	_ [lineSize - 16 - 8*nsKinds]byte // the namespaces fit procBlock's first line
 	_ [6*lineSize - unsafe.Sizeof(procBlock{})]byte
 )
 
@@ -246,6 +254,9 @@ func (s *segment) bellWord(rank, i int) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Add(s.base, s.bellOff+uint64(rank)*s.bellSize()+8+8*uint64(i)))
 }
 
+// segObject names the segment in the errors of package shmfile.
+const segObject = "nemesis segment"
+
 func segPath(dir, job string) string { return filepath.Join(dir, "knemesis-"+job) }
 
 func validJobName(job string) error {
@@ -265,16 +276,16 @@ func validJobName(job string) error {
 // publishes it with link(2), which fails if the name exists: a joiner never
 // sees a half-initialized segment, and a live job's segment is never
 // replaced. A segment left by a crashed job (creator dead) is removed first.
-func createSegment(dir, job string, l layout) (*segment, error) {
+func createSegment(dir, job string, l layout, key jobkey.Key) (*segment, error) {
 	path := segPath(dir, job)
 	procOff, bellOff, fboxOff, cellOff, size := l.offsets()
 	if err := checkSpace(dir, size, uint64(l.nprocs)*uint64(l.arenaSize)); err != nil {
 		return nil, err
 	}
 	tmp := path + ".init-" + strconv.Itoa(os.Getpid())
-	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	fd, err := shmfile.Create(tmp, segObject)
 	if err != nil {
-		return nil, fmt.Errorf("nemesis: creating %s: %w", tmp, err)
+		return nil, err
 	}
 	defer unix.Close(fd)
 	defer unix.Unlink(tmp)
@@ -295,6 +306,8 @@ func createSegment(dir, job string, l layout) (*segment, error) {
 	h.segSize, h.procOff, h.bellOff, h.fastboxOff, h.cellOff = size, procOff, bellOff, fboxOff, cellOff
 	h.arenaSize = uint64(l.arenaSize)
 	h.creatorPID = int32(os.Getpid())
+	h.key = key
+	h.creatorNS = namespaces()
 	if err := s.adopt(); err != nil {
 		s.unmap()
 		return nil, err
@@ -327,7 +340,7 @@ func removeIfStale(path string) error {
 	if err != nil {
 		return err
 	}
-	if pid > 0 && processAlive(pid) {
+	if pid > 0 && creatorAlive(pid) {
 		return errorf(ErrSegmentInUse, "%s was created by pid %d, still running", path, pid)
 	}
 	if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
@@ -340,13 +353,14 @@ func removeIfStale(path string) error {
 // when the file is too short or not a knemesis segment (then it is garbage
 // by the name's convention and may go).
 func readCreator(path string) (int, error) {
-	f, err := os.Open(path)
+	fd, err := shmfile.Open(path, segObject, unix.O_RDONLY)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, unix.ENOENT) {
 			return 0, nil
 		}
-		return 0, fmt.Errorf("nemesis: inspecting %s: %w", path, err)
+		return 0, err
 	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	var b [unsafe.Sizeof(segHeader{})]byte
 	if n, _ := f.ReadAt(b[:], 0); n < len(b) {
@@ -359,9 +373,31 @@ func readCreator(path string) (int, error) {
 	return int(h.creatorPID), nil
 }
 
+// processAlive says whether pid is a live process of this user. EPERM
+// means that the number now belongs to another user's process: the
+// rank that had it is gone (every rank of a job runs as its one uid).
 func processAlive(pid int) bool {
-	err := unix.Kill(pid, 0)
-	return err == nil || err == unix.EPERM
+	return unix.Kill(pid, 0) == nil
+}
+
+// creatorAlive says whether pid, the creator of a segment of ours, is a
+// live process of this user. kill(2) alone does not tell under root,
+// whom it answers for every process: /proc/<pid>/status gives the
+// effective uid (and is readable for non-dumpable processes too).
+func creatorAlive(pid int) bool {
+	if !processAlive(pid) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return true // gone since, or no /proc: kill's answer stands
+	}
+	_, rest, ok := strings.Cut(string(b), "\nUid:")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 2 {
+		return true
+	}
+	return f[1] == strconv.Itoa(os.Geteuid())
 }
 
 // joinSegment maps the segment the job's owner rank publishes, waiting for
@@ -376,7 +412,7 @@ func joinSegment(dir, job string, l layout, rank, owner int, stall time.Duration
 	err := await.Poll{Stall: stall}.Until(context.Background(), func() (uint64, bool, error) {
 		var err error
 		s, err = tryJoin(path, l)
-		if errors.Is(err, ErrLayout) || errors.Is(err, ErrCorrupt) {
+		if errors.Is(err, ErrLayout) || errors.Is(err, ErrCorrupt) || errors.Is(err, shmfile.ErrNotPrivate) {
 			return 0, false, err
 		}
 		lastErr = err
@@ -391,12 +427,12 @@ func joinSegment(dir, job string, l layout, rank, owner int, stall time.Duration
 var errNotYet = errors.New("segment not created yet")
 
 func tryJoin(path string, l layout) (*segment, error) {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := shmfile.Open(path, segObject, unix.O_RDWR)
 	if err != nil {
-		if err == unix.ENOENT {
+		if errors.Is(err, unix.ENOENT) {
 			return nil, errNotYet
 		}
-		return nil, fmt.Errorf("nemesis: opening %s: %w", path, err)
+		return nil, err
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
@@ -411,7 +447,7 @@ func tryJoin(path string, l layout) (*segment, error) {
 		return nil, err
 	}
 	h := s.hdr
-	if h.ready.Load() == 0 || !processAlive(int(h.creatorPID)) {
+	if h.ready.Load() == 0 || s.creatorVisible() && !creatorAlive(int(h.creatorPID)) {
 		pid := h.creatorPID
 		s.unmap()
 		return nil, errorf(ErrStaleSegment, "%s left by pid %d, which is gone", path, pid)

@@ -30,7 +30,7 @@ func deadPID(t *testing.T) int {
 // leaveSegment publishes a segment for job in dir as if created by pid.
 func leaveSegment(t *testing.T, dir, job string, pid int) string {
 	t.Helper()
-	s, err := createSegment(dir, job, layout{nprocs: 2, cellSize: 512, cellsPerProc: 2, fastboxSize: 128, fastboxes: 1})
+	s, err := createSegment(dir, job, layout{nprocs: 2, cellSize: 512, cellsPerProc: 2, fastboxSize: 128, fastboxes: 1}, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestLayoutMismatch(t *testing.T) {
 func TestSegmentHeaderChecked(t *testing.T) {
 	dir := t.TempDir()
 	job := "hdr"
-	s, err := createSegment(dir, job, layout{nprocs: 2, cellSize: 512, cellsPerProc: 2, fastboxSize: 128, fastboxes: 1})
+	s, err := createSegment(dir, job, layout{nprocs: 2, cellSize: 512, cellsPerProc: 2, fastboxSize: 128, fastboxes: 1}, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}

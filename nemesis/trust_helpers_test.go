@@ -4,8 +4,18 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/knemesis/knemesis/jobkey"
 	"github.com/knemesis/knemesis/peerfault"
 )
+
+// testKey is the key of the segments the tests create by hand.
+var testKey = func() jobkey.Key {
+	k, err := jobkey.New()
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 // wantCorrupt fails t unless err is a *peerfault.Error of kind ErrCorrupt
 // naming rank and a field.

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/knemesis/knemesis/nemesis"
+	"github.com/knemesis/knemesis/shmfile"
 )
 
 // Allocate creates, collectively over ep's job, a window in which this
@@ -68,15 +69,21 @@ func (w *Window) allocate(size int, dir string) error {
 	if err != nil {
 		return err
 	}
-	name := filepath.Join(dir, fmt.Sprintf("%s%s-w%d-p%d", shmPrefix, e.ep.Job(), w.id, pid0))
+	// The key's part keeps another user from guessing the name: from
+	// creating it first, or a link there (see package shmfile).
+	name := filepath.Join(dir, fmt.Sprintf("%s%s-%s-w%d-p%d", shmPrefix, e.ep.Job(), e.ep.JobKey().Name("rma/window"), w.id, pid0))
 	// Step 1: rank 0 makes the file. Step 2: the others map it. Each
 	// step ends with every rank's status, so that all fail together.
 	var fd int
 	var ferr error
 	if e.rank == 0 {
-		defer os.Remove(name) // whatever happens, nothing stays
 		removeStale(dir)
 		fd, ferr = createShm(name, total)
+		if ferr == nil {
+			// Whatever happens, nothing stays; but what was there
+			// before (another user's file) is not ours to remove.
+			defer os.Remove(name)
+		}
 	}
 	if err := w.agree(ferr); err != nil {
 		if fd > 0 {
@@ -85,10 +92,7 @@ func (w *Window) allocate(size int, dir string) error {
 		return err
 	}
 	if e.rank != 0 {
-		fd, ferr = unix.Open(name, unix.O_RDWR|unix.O_CLOEXEC, 0)
-		if ferr != nil {
-			ferr = fmt.Errorf("rma: opening window file %s: %w", name, ferr)
-		}
+		fd, ferr = shmfile.Open(name, windowObject, unix.O_RDWR)
 	}
 	if ferr == nil {
 		w.mem, ferr = unix.Mmap(fd, 0, total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
@@ -143,10 +147,13 @@ func (w *Window) agree(mine error) error {
 // shmPrefix starts the name of every window file.
 const shmPrefix = "knemesis-rma-"
 
+// windowObject names a window's file in shmfile's errors.
+const windowObject = "rma window file"
+
 func createShm(name string, size int) (int, error) {
-	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	fd, err := shmfile.Create(name, windowObject)
 	if err != nil {
-		return -1, fmt.Errorf("rma: creating window file %s: %w", name, err)
+		return -1, fmt.Errorf("rma: %w", err)
 	}
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		unix.Close(fd)

@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"github.com/knemesis/knemesis/internal/tmpfs"
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/shmfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -105,15 +107,31 @@ const (
 	railRing   = "rail"
 )
 
+// ringPath names the ring of kind of the ordered pair in /dev/shm: the
+// job's name, the pair, and, when the job has a key, a part of it that
+// nobody outside the job can guess.
+func ringPath(env *lmt.Env, kind string, src, dst int) string {
+	path := "/dev/shm/knemesis-" + env.Job + "-" + kind + "-" + strconv.Itoa(src) + "-" + strconv.Itoa(dst)
+	if !env.Key.IsZero() {
+		path += "-" + env.Key.Name("lmt/shm-ring")
+	}
+	return path
+}
+
+// ringObject names the ring in shmfile's errors.
+func ringObject(kind string, src, dst int) string {
+	return "shm " + kind + " ring from rank " + strconv.Itoa(src) + " to rank " + strconv.Itoa(dst)
+}
+
 // open maps the ring of kind of the ordered pair, creating it if this side
 // comes first; both sides ask for the same size, so the order does not
 // matter.
 func (s *shm) open(src, dst int, kind string) (*ring, error) {
-	path := "/dev/shm/knemesis-" + s.env.Job + "-" + kind + "-" + strconv.Itoa(src) + "-" + strconv.Itoa(dst)
+	path := ringPath(s.env, kind, src, dst)
 	size, hdr := ringSize(int(s.slots), s.slotSize), ringHeaderSize(int(s.slots))
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	fd, _, err := shmfile.OpenOrCreate(path, ringObject(kind, src, dst))
 	if err != nil {
-		return nil, fmt.Errorf("lmt: shm ring %s: %w", path, err)
+		return nil, fmt.Errorf("lmt: shm ring: %w", err)
 	}
 	defer unix.Close(fd)
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {

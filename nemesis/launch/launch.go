@@ -9,7 +9,9 @@
 //	}
 //	err := launch.Run(ctx, launch.Options{Procs: 4})
 //
-// Each job has a private directory, [JobDir], where its ranks may keep named
+// Each job has a key (package jobkey), drawn by Run and handed to every
+// rank in jobkey.Env: the job's identity, from which the names of its shared
+// objects derive. Each job has a private directory, [JobDir], where its ranks may keep named
 // objects (the FIFOs of the pipe backends). Ranks remove what they made, but
 // a killed rank cannot: Run removes the directory with whatever is left in it
 // once every rank has exited.
@@ -37,6 +39,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/knemesis/knemesis/jobkey"
 )
 
 // Environment variables through which a child learns its place in the job.
@@ -161,6 +165,9 @@ func Run(ctx context.Context, o Options) error {
 	if o.Job == "" {
 		o.Job = NewJobName()
 	}
+	if o, err = withKey(o); err != nil {
+		return err
+	}
 	args := o.Args
 	if args == nil {
 		args = os.Args[1:]
@@ -185,6 +192,23 @@ func Run(ctx context.Context, o Options) error {
 		cmds[rank] = cmd
 	}
 	return wait(ctx, cmds, o.Timeout)
+}
+
+// withKey gives the job a key of its own (package jobkey) in every
+// child's environment, unless o.Env already sets one: a key the launcher
+// inherited belongs to the job that started it, not to this one.
+func withKey(o Options) (Options, error) {
+	for _, kv := range o.Env {
+		if strings.HasPrefix(kv, jobkey.Env+"=") {
+			return o, nil
+		}
+	}
+	k, err := jobkey.New()
+	if err != nil {
+		return o, fmt.Errorf("launch: %w", err)
+	}
+	o.Env = append(append([]string(nil), o.Env...), jobkey.Env+"="+k.Encode())
+	return o, nil
 }
 
 // waitAll reaps ranks already killed, so that none still writes into the
