@@ -17,9 +17,10 @@ import (
 //
 // Both ranks must call it with each other, about at once (package
 // package auto does, in Attach); each pair's calls are numbered, so a rank
-// must make as many with its peer as the peer makes with it. A peer that
-// does not answer within timeout makes it return an error wrapping
-// ErrProbeTimeout. It spins, moving no messages, for as long as it runs:
+// must make as many with its peer as the peer makes with it. A peer whose
+// word stays the same for timeout makes it return an error wrapping
+// ErrProbeTimeout; one that keeps answering, however slowly a loaded
+// machine lets it, is waited for. It spins, moving no messages, for as long as it runs:
 // rounds of 256 take about 0.1 ms between two cores.
 func (ep *Endpoint) LineLatency(peer, rounds int, timeout time.Duration) (time.Duration, error) {
 	if err := ep.checkRank(peer, false); err != nil {
@@ -47,10 +48,10 @@ func (ep *Endpoint) LineLatency(peer, rounds int, timeout time.Duration) (time.D
 		Peer:     uint16(peer),
 		Lead:     ep.rank < peer,
 		Rounds:   rounds,
-		Deadline: time.Now().Add(timeout),
+		Stall:    timeout,
 	}.Measure()
 	if !ok {
-		return 0, errorf(ErrProbeTimeout, "rank %d did not answer within %v (%d of %d batches timed)", peer, timeout, timed, rounds/lineprobe.Batch)
+		return 0, errorf(ErrProbeTimeout, "rank %d gave no answer for %v (%d of %d batches timed)", peer, timeout, timed, rounds/lineprobe.Batch)
 	}
 	return d, nil
 }

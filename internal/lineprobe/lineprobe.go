@@ -38,12 +38,17 @@ type Run struct {
 	Me, Peer     uint16
 	Lead         bool // exactly one side leads
 	Rounds       int  // at least MinRounds
-	Deadline     time.Time
+	// Stall is how long the other side's word may stay the same before
+	// the probe gives up on it. The probe as a whole may take longer: on a
+	// machine whose CPUs other processes hold, the two sides take turns
+	// and every round waits for the scheduler, but each answer still
+	// comes.
+	Stall time.Duration
 }
 
 // Measure runs the probe and returns the one-way time: the median over
 // batches of Batch round trips, halved, and how many batches it timed. ok
-// is false when the other side did not answer before the deadline, or no
+// is false when the other side's word stayed the same for Stall, or no
 // batch was timed.
 //
 // Each word holds the call in bits 48-63, 1 + the partner's name in bits
@@ -54,8 +59,10 @@ func (r Run) Measure() (oneWay time.Duration, timed int, ok bool) {
 		theirs:   r.Theirs,
 		to:       uint64(r.Call)<<48 | (uint64(r.Peer)+1)<<32,
 		from:     uint64(r.Call)<<48 | (uint64(r.Me)+1)<<32,
-		deadline: r.Deadline,
+		stall:    r.Stall,
+		deadline: time.Now().Add(r.Stall),
 	}
+	p.seen = p.theirs.Load()
 	batches := make([]time.Duration, 0, r.Rounds/Batch)
 	if r.Lead {
 		ok = p.lead(r.Rounds, &batches)
@@ -74,7 +81,9 @@ func (r Run) Measure() (oneWay time.Duration, timed int, ok bool) {
 type run struct {
 	mine, theirs *atomic.Uint64
 	to, from     uint64
-	deadline     time.Time
+	stall        time.Duration
+	deadline     time.Time // stall after the other side's word last changed
+	seen         uint64    // that word at the last pause
 }
 
 // lead writes round k and waits for the peer's answer to it, after the
@@ -149,7 +158,7 @@ func (p *run) awaitLast(want uint64) (answered, ok bool) {
 	}
 }
 
-// await spins until the peer's word holds want, or the deadline passes.
+// await spins until the peer's word holds want, or it stalls.
 func (p *run) await(want uint64) bool {
 	for i := 0; p.theirs.Load() != want; i++ {
 		if i&1023 == 1023 && !p.pause() {
@@ -164,9 +173,13 @@ func (p *run) await(want uint64) bool {
 // running. It gives the CPU away, so that two sides sharing one CPU take
 // turns at each round (and measure the context switches, a placement
 // that shares nothing) instead of only at the scheduler's tick. It reports
-// whether the deadline is still ahead.
+// whether the peer is still making progress: its word changed within the
+// last Stall.
 func (p *run) pause() bool {
-	if time.Now().After(p.deadline) {
+	now := time.Now()
+	if v := p.theirs.Load(); v != p.seen {
+		p.seen, p.deadline = v, now.Add(p.stall)
+	} else if now.After(p.deadline) {
 		return false
 	}
 	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)

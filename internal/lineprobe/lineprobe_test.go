@@ -18,9 +18,9 @@ type words struct {
 	b atomic.Uint64
 }
 
-func pair(w *words, call uint16, rounds int, deadline time.Time) (lead, follow Run) {
-	lead = Run{Mine: &w.a, Theirs: &w.b, Call: call, Me: 0, Peer: 1, Lead: true, Rounds: rounds, Deadline: deadline}
-	follow = Run{Mine: &w.b, Theirs: &w.a, Call: call, Me: 1, Peer: 0, Rounds: rounds, Deadline: deadline}
+func pair(w *words, call uint16, rounds int, stall time.Duration) (lead, follow Run) {
+	lead = Run{Mine: &w.a, Theirs: &w.b, Call: call, Me: 0, Peer: 1, Lead: true, Rounds: rounds, Stall: stall}
+	follow = Run{Mine: &w.b, Theirs: &w.a, Call: call, Me: 1, Peer: 0, Rounds: rounds, Stall: stall}
 	return lead, follow
 }
 
@@ -30,10 +30,10 @@ type result struct {
 	ok    bool
 }
 
-// unhurried is a deadline no machine misses while both sides run: the
-// tests wait for the probe however slow an oversubscribed machine makes
-// it (TestMeasureAbsentPeer tests the deadline itself).
-func unhurried() time.Time { return time.Now().Add(time.Hour) }
+// unhurried is a stall no machine reaches while both sides run: the tests
+// wait for the probe however slow an oversubscribed machine makes it
+// (TestMeasureAbsentPeer tests the stall itself).
+func unhurried() time.Duration { return time.Hour }
 
 func measureBoth(lead, follow Run) (l, f result) {
 	var wg sync.WaitGroup
@@ -86,7 +86,7 @@ func TestMeasureOneCPU(t *testing.T) {
 
 // measureOnOneCPU runs a probe of 2048 rounds with both sides pinned to
 // the first CPU this process may use.
-func measureOnOneCPU(tb testing.TB, deadline time.Time) (l, f result, cpu int) {
+func measureOnOneCPU(tb testing.TB, stall time.Duration) (l, f result, cpu int) {
 	var mask unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &mask); err != nil {
 		tb.Fatal(err)
@@ -106,7 +106,7 @@ func measureOnOneCPU(tb testing.TB, deadline time.Time) (l, f result, cpu int) {
 		res.d, res.timed, res.ok = r.Measure()
 	}
 	var w words
-	lead, follow := pair(&w, 1, 2048, deadline)
+	lead, follow := pair(&w, 1, 2048, stall)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go pinned(lead, &l, &errs[0], &wg)
@@ -152,12 +152,13 @@ func BenchmarkMeasureOneCPU(b *testing.B) {
 }
 
 // TestMeasureAbsentPeer: a side whose partner never comes returns not ok
-// once its deadline has passed, having timed nothing.
+// once the partner's word has stayed the same for the stall, having timed
+// nothing.
 func TestMeasureAbsentPeer(t *testing.T) {
 	for _, leads := range []bool{true, false} {
 		var w words
 		start := time.Now()
-		lead, follow := pair(&w, 1, 64, start.Add(20*time.Millisecond))
+		lead, follow := pair(&w, 1, 64, 20*time.Millisecond)
 		r := lead
 		if !leads {
 			r = follow
@@ -167,7 +168,7 @@ func TestMeasureAbsentPeer(t *testing.T) {
 			t.Fatalf("lead=%v alone: got %v, %d batches, ok=%v; want 0, 0, false", leads, d, timed, ok)
 		}
 		if el := time.Since(start); el < 20*time.Millisecond {
-			t.Fatalf("lead=%v alone returned after %v, before its deadline", leads, el)
+			t.Fatalf("lead=%v alone returned after %v, before its stall", leads, el)
 		}
 	}
 }
@@ -177,8 +178,34 @@ func TestMeasureAbsentPeer(t *testing.T) {
 func TestMeasureStaleAnswer(t *testing.T) {
 	var w words
 	w.b.Store(uint64(1)<<48 | 1<<32 | 64) // the follower's last answer of call 1
-	lead, _ := pair(&w, 2, 64, time.Now().Add(20*time.Millisecond))
+	lead, _ := pair(&w, 2, 64, 20*time.Millisecond)
 	if d, timed, ok := lead.Measure(); ok {
 		t.Fatalf("leader of call 2 measured %v over %d batches against a stale word", d, timed)
+	}
+}
+
+// TestMeasureSlowPeerIsWaitedFor: a follower that answers every round, but
+// only after a pause, keeps the leader waiting past the stall as a whole
+// (16 pauses of a tenth of the stall), and the leader still times its
+// batches: only a word that stops changing ends a probe.
+func TestMeasureSlowPeerIsWaitedFor(t *testing.T) {
+	const rounds, stall = 16, time.Second
+	var w words
+	lead, _ := pair(&w, 1, rounds, stall)
+	answer := func(k uint64) { w.b.Store(uint64(1)<<48 | 1<<32 | k) }
+	go func() {
+		answer(0)
+		for k := uint64(1); k <= rounds; k++ {
+			for w.a.Load() != uint64(1)<<48|2<<32|k {
+				runtime.Gosched()
+			}
+			time.Sleep(stall / 10)
+			answer(k)
+		}
+	}()
+	start := time.Now()
+	d, timed, ok := lead.Measure()
+	if !ok || timed == 0 || d <= 0 {
+		t.Fatalf("leader with a slow follower, after %v: %v over %d batches, ok=%v; want a reading", time.Since(start), d, timed, ok)
 	}
 }

@@ -85,8 +85,9 @@ func openLineProbe(spec Spec, me int) (*lineProbe, error) {
 }
 
 // measure is one probe; rank 0 must have told rank 1 to take part. A peer
-// that does not come within machine.ProbeTimeout gives Unknown, as an
-// overdue external probe does.
+// that stops answering for machine.ProbeTimeout gives Unknown, as an
+// overdue external probe does; one that answers slowly (other processes
+// hold the CPUs) is waited for, and its reading says so by its latency.
 func (p *lineProbe) measure() machine.Placement {
 	p.calls++
 	d, _, ok := lineprobe.Run{
@@ -97,7 +98,7 @@ func (p *lineProbe) measure() machine.Placement {
 		Peer:     uint16(1 - p.me),
 		Lead:     p.me == 0,
 		Rounds:   lineRounds,
-		Deadline: time.Now().Add(machine.ProbeTimeout),
+		Stall:    machine.ProbeTimeout,
 	}.Measure()
 	if !ok {
 		return machine.Unknown
