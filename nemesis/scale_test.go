@@ -186,6 +186,7 @@ func sleepers(ep *Endpoint) error {
 		dozed := make([]bool, ep.Size())
 		missing := ep.Size() - 2
 		t0 := time.Now()
+		lastDozer := t0 // the last time one more rank was seen dozing
 		for ; missing > 0; rounds++ {
 			if err := ep.Send(1, tag, b[:8]); err != nil {
 				return err
@@ -200,10 +201,13 @@ func sleepers(ep *Endpoint) error {
 				if !dozed[r] && ep.seg.sleepWord(r).Load() != 0 {
 					dozed[r] = true
 					missing--
+					lastDozer = time.Now()
 				}
 			}
-			if missing > 0 && time.Since(t0) > limit {
-				return fmt.Errorf("%d blocked ranks never seen dozing in %v", missing, limit)
+			// A stall, not a deadline: on a loaded machine the ranks
+			// reach their doze one by one, late.
+			if missing > 0 && time.Since(lastDozer) > limit {
+				return fmt.Errorf("%d blocked ranks not seen dozing: none more for %v", missing, limit)
 			}
 		}
 		phase := time.Since(t0)
