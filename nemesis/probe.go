@@ -41,14 +41,14 @@ func (ep *Endpoint) LineLatency(peer, rounds int, timeout time.Duration) (time.D
 	}
 	p.probes++
 	d, timed, ok := lineprobe.Run{
-		Mine:     &ep.seg.proc(ep.rank).probe,
-		Theirs:   &ep.seg.proc(peer).probe,
-		Call:     p.probes,
-		Me:       uint16(ep.rank),
-		Peer:     uint16(peer),
-		Lead:     ep.rank < peer,
-		Rounds:   rounds,
-		Stall:    timeout,
+		Mine:   &ep.seg.proc(ep.rank).probe,
+		Theirs: &ep.seg.proc(peer).probe,
+		Call:   p.probes,
+		Me:     uint16(ep.rank),
+		Peer:   uint16(peer),
+		Lead:   ep.rank < peer,
+		Rounds: rounds,
+		Stall:  timeout,
 	}.Measure()
 	if !ok {
 		return 0, errorf(ErrProbeTimeout, "rank %d gave no answer for %v (%d of %d batches timed)", peer, timeout, timed, rounds/lineprobe.Batch)

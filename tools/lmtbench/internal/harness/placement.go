@@ -91,14 +91,14 @@ func openLineProbe(spec Spec, me int) (*lineProbe, error) {
 func (p *lineProbe) measure() machine.Placement {
 	p.calls++
 	d, _, ok := lineprobe.Run{
-		Mine:     &p.words.rank[p.me].word,
-		Theirs:   &p.words.rank[1-p.me].word,
-		Call:     p.calls,
-		Me:       uint16(p.me),
-		Peer:     uint16(1 - p.me),
-		Lead:     p.me == 0,
-		Rounds:   lineRounds,
-		Stall:    machine.ProbeTimeout,
+		Mine:   &p.words.rank[p.me].word,
+		Theirs: &p.words.rank[1-p.me].word,
+		Call:   p.calls,
+		Me:     uint16(p.me),
+		Peer:   uint16(1 - p.me),
+		Lead:   p.me == 0,
+		Rounds: lineRounds,
+		Stall:  machine.ProbeTimeout,
 	}.Measure()
 	if !ok {
 		return machine.Unknown
