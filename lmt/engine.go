@@ -71,10 +71,15 @@ type Engine struct {
 	pool   // released transfers
 	outbox []*Transfer
 
-	live   []*Transfer
-	bytes  uint64 // moved by this side, all transfers
-	pass   uint64 // Progress calls so far
-	closed bool
+	live  []*Transfer
+	bytes uint64 // moved by this side, all transfers
+	// packets counts the control packets handled, which with bytes is
+	// the wait loop's mark of progress (progress.go).
+	packets uint64
+	// polling is the poll function of the Wait or Drain in progress.
+	polling func() error
+	pass    uint64 // Progress calls so far
+	closed  bool
 }
 
 // New creates an Engine with every registered backend.

@@ -1,6 +1,8 @@
 package lmt
 
 import (
+	"context"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -59,20 +61,25 @@ func (e *Engine) step(t *Transfer) {
 }
 
 // Wait drives the Engine (and poll, which should deliver control packets
-// to HandleControl) until t completes, and returns its error.
+// to HandleControl) until t completes, and returns its error. It is the
+// one wait loop (package internal/await): it spins while payload or
+// packets move, yields the CPU after drainSpin idle rounds, and fails for
+// what poll reports (a dead peer, which poll's watcher reports with
+// PeerFailed), not for time.
 func (e *Engine) Wait(t *Transfer, poll func() error) error {
-	for !t.Done() {
-		if poll != nil {
-			if err := poll(); err != nil {
-				return err
-			}
-		}
-		if err := e.Progress(); err != nil {
-			return err
-		}
+	if t.Done() {
+		return t.err
+	}
+	if err := e.drive(context.Background(), poll, (*transferDone)(t)); err != nil {
+		return err
 	}
 	return t.err
 }
+
+// transferDone is a Transfer as the wait loop's condition.
+type transferDone Transfer
+
+func (t *transferDone) Done() (bool, error) { return (*Transfer)(t).Done(), nil }
 
 // PollFds appends to dst the descriptors that the active transfers of
 // Blocker backends wait for, so that an idle caller can sleep in poll(2)
@@ -97,26 +104,12 @@ func (e *Engine) PollFds(dst []unix.PollFd) []unix.PollFd {
 // poll's watcher calls): a caller about to Close (and its process about
 // to exit) calls it first, so that the receiver can read what the send
 // promised, as MPI_Finalize delivers every completed send. A receiver that
-// lives but never reads holds it, as it would hold MPI_Finalize. After
-// drainSpin polls it yields the CPU between them, to the receiver it waits
-// for.
+// lives but never reads holds it, as it would hold MPI_Finalize.
 func (e *Engine) Drain(poll func() error) error {
-	for idle := 0; e.InChannel() > 0; idle++ {
-		if poll != nil {
-			if err := poll(); err != nil {
-				return err
-			}
-		}
-		if err := e.Progress(); err != nil {
-			return err
-		}
-		if idle >= drainSpin {
-			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-		}
-	}
-	return nil
+	return e.drive(context.Background(), poll, (*drained)(e))
 }
 
-// drainSpin is how many polls Drain makes before it starts yielding: as
-// many as the endpoint's waiters (nemesis/liveness.go says why).
-const drainSpin = 4096
+// drained is an Engine as Drain's condition.
+type drained Engine
+
+func (d *drained) Done() (bool, error) { return (*Engine)(d).InChannel() == 0, nil }

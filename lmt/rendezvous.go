@@ -317,6 +317,7 @@ func (e *Engine) HandleControl(src int, pkt []byte) error {
 	if err != nil {
 		return err
 	}
+	e.packets++
 	t := e.lookup(h.dst)
 	if t == nil || t.peer != src {
 		return nil // late packet for a transfer that already failed

@@ -1,6 +1,11 @@
 package nemesis
 
-import "github.com/knemesis/knemesis/internal/memcopy"
+import (
+	"context"
+
+	"github.com/knemesis/knemesis/internal/await"
+	"github.com/knemesis/knemesis/internal/memcopy"
+)
 
 // AMHandler is the one-sided layer (package rma) an Endpoint runs from its
 // progress loop: it carries active messages, packets that the target's
@@ -118,25 +123,7 @@ func (ep *Endpoint) PeerFailure(rank int) error {
 // the handlers told, before done is asked again). A layer that completes
 // its own operations from the progress loop (an AMHandler) blocks with it.
 func (ep *Endpoint) WaitUntil(done func() (bool, error)) error {
-	var w waiter
-	for {
-		if ok, err := done(); ok || err != nil {
-			return err
-		}
-		mark := ep.progressMark()
-		if err := ep.Poll(); err != nil {
-			return err
-		}
-		if ep.progressMark() != mark {
-			if err := ep.busy(&w); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := ep.idle(&w); err != nil {
-			return err
-		}
-	}
+	return ep.wait(context.Background(), await.CondFunc(done))
 }
 
 // Expect adds delta to the count of things this rank awaits from src (or

@@ -55,8 +55,8 @@ const (
 )
 
 // doze sleeps until woken or the waiter's current timeout passes.
-func (ep *Endpoint) doze(w *waiter) error {
-	n := w.spins - (SpinBeforeYield + yieldsBeforeDoze)
+func (ep *Endpoint) doze(idle int) error {
+	n := idle - (SpinBeforeYield + yieldsBeforeDoze)
 	nap := dozeMin << min(2*n, 20)
 	if limit := ep.dozeLimit(); nap > limit {
 		nap = limit
@@ -68,8 +68,8 @@ func (ep *Endpoint) doze(w *waiter) error {
 		return err
 	}
 	if ep.progressMark() != mark || ep.enqueueInFlight() {
+		// The wait loop sees the mark moved, and starts its spin over.
 		ep.sleep.Store(0)
-		w.spins = 0
 		return nil
 	}
 	ts := unix.NsecToTimespec(int64(nap))

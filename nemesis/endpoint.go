@@ -186,6 +186,7 @@ type Endpoint struct {
 	lmtFds   LMTPoller // lmt, when its transfers may wait on descriptors
 	lmtTypes bool      // lmt takes typed requests (LMTDatatypes)
 	pollFds  []unix.PollFd
+	probing  probe     // what a blocked Probe waits for (wait.go)
 	am       AMHandler // one-sided layer (package rma), see am.go
 	amMeter  AMMeter   // am, when it makes progress that comes in no packet
 	amHeld   []heldAM  // active messages that came before the handler

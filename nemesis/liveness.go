@@ -2,7 +2,6 @@ package nemesis
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"time"
 
@@ -25,48 +24,6 @@ import (
 // long. A call whose LMT transfers wait on a pipe sleeps in poll(2) on it
 // instead (see LMTPoller).
 const SpinBeforeYield = 4096
-
-type waiter struct {
-	spins int
-	busy  int // polls that moved something (not necessarily for this call)
-}
-
-// busy is called by blocking calls after a Poll that moved cells or LMT
-// payload: the waiter spins on, but traffic that is not its own must not
-// keep it from noticing that the rank it waits for has died.
-func (ep *Endpoint) busy(w *waiter) error {
-	w.spins = 0
-	w.busy++
-	if w.busy&1023 != 0 {
-		return nil
-	}
-	return ep.livenessDue()
-}
-
-// idle is called by blocking calls between two Polls that made no progress
-// for them. Every LivenessInterval it checks whether peers still live.
-func (ep *Endpoint) idle(w *waiter) error {
-	w.spins++
-	if w.spins >= spinBeforePoll && ep.sleepOnLMT() {
-		if w.spins&31 != 0 {
-			return nil
-		}
-		return ep.livenessDue()
-	}
-	if w.spins < SpinBeforeYield {
-		return nil
-	}
-	if w.spins >= SpinBeforeYield+yieldsBeforeDoze && ep.canDoze() {
-		return ep.doze(w)
-	}
-	ep.stats.Yields++
-	runtime.Gosched() // the peer may be a goroutine of this process
-	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-	if w.spins&31 != 0 {
-		return nil
-	}
-	return ep.livenessDue()
-}
 
 // livenessDue checks the peers if LivenessInterval has passed since the
 // last check.

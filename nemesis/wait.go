@@ -1,8 +1,11 @@
 package nemesis
 
+import "context"
+
 // Completion and probing: Test and Wait on one request, WaitFor on any
-// condition, Iprobe and Probe on the unexpected queue. A blocked call
-// polls, yields, then dozes (doze.go).
+// condition, Iprobe and Probe on the unexpected queue. Every blocked call
+// is the one wait loop (package internal/await) over the endpoint
+// (waitloop.go).
 
 // Test progresses communication once and reports whether r has completed,
 // with its error.
@@ -29,30 +32,20 @@ func (ep *Endpoint) Wait(r *Request) error {
 	if r.state == stateIdle || r.ep != ep {
 		return errorf(ErrInvalidArg, "request was not started on this endpoint")
 	}
-	var w waiter
-	for r.state != stateDone {
-		mark := ep.progressMark()
-		if err := ep.Poll(); err != nil {
-			return err
-		}
-		if r.state == stateDone {
-			break
-		}
-		if ep.progressMark() != mark {
-			// Something moved (cells, LMT chunks): the transfer r waits
-			// for is running, and yielding now would hand the CPU away
-			// once per chunk for the rest of it.
-			if err := ep.busy(&w); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := ep.idle(&w); err != nil {
-			return err
-		}
+	if r.state == stateDone {
+		return r.err
+	}
+	if err := ep.wait(context.Background(), (*requestDone)(r)); err != nil {
+		return err
 	}
 	return r.err
 }
+
+// requestDone is a Request as the wait loop's condition: a pointer
+// conversion, so that Wait allocates nothing.
+type requestDone Request
+
+func (r *requestDone) Done() (bool, error) { return r.state == stateDone, nil }
 
 // WaitFor drives the endpoint until done reports true, waiting as Wait
 // does: spinning while anything moves, then sleeping on the LMT's
@@ -61,27 +54,13 @@ func (ep *Endpoint) Wait(r *Request) error {
 // An LMT drains the sends it completed early with it before it is
 // detached.
 func (ep *Endpoint) WaitFor(done func() bool) error {
-	var w waiter
-	for !done() {
-		mark := ep.progressMark()
-		if err := ep.Poll(); err != nil {
-			return err
-		}
-		if done() {
-			break
-		}
-		if ep.progressMark() != mark {
-			if err := ep.busy(&w); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := ep.idle(&w); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ep.wait(context.Background(), doneFunc(done))
 }
+
+// doneFunc is a func() bool as the wait loop's condition.
+type doneFunc func() bool
+
+func (f doneFunc) Done() (bool, error) { return f(), nil }
 
 // Iprobe reports, without receiving it, whether a message from src with tag
 // has arrived (wildcards allowed).
@@ -97,19 +76,34 @@ func (ep *Endpoint) Iprobe(src, tag int) (Status, bool, error) {
 
 // Probe waits until a message from src with tag has arrived and describes it.
 func (ep *Endpoint) Probe(src, tag int) (Status, error) {
-	var w waiter
-	for {
-		st, ok, err := ep.Iprobe(src, tag)
-		if err != nil || ok {
-			return st, err
-		}
-		if err := ep.unreachable(src); err != nil {
-			return Status{}, err
-		}
-		if err := ep.idle(&w); err != nil {
-			return Status{}, err
-		}
+	if st, ok, err := ep.Iprobe(src, tag); err != nil || ok {
+		return st, err
 	}
+	ep.probing = probe{src: src, tag: tag}
+	err := ep.wait(context.Background(), (*prober)(ep))
+	st := ep.probing.st
+	ep.probing = probe{}
+	return st, err
+}
+
+// probe is what a Probe waits for, and what it found: kept in the
+// Endpoint, so that the wait loop's condition is a pointer conversion.
+type probe struct {
+	src, tag int
+	st       Status
+}
+
+// prober is an Endpoint as a Probe's condition.
+type prober Endpoint
+
+func (p *prober) Done() (bool, error) {
+	ep := (*Endpoint)(p)
+	st, ok, err := ep.Iprobe(ep.probing.src, ep.probing.tag)
+	if err != nil || ok {
+		ep.probing.st = st
+		return true, err
+	}
+	return false, ep.unreachable(ep.probing.src)
 }
 
 // iprobe is Iprobe's and IprobeLib's match once the arguments are checked:

@@ -64,6 +64,9 @@ type Endpoint struct {
 	payIov   int           // payload entries a message may have
 	provider string
 	closed   bool
+	// completed counts the completions Wait's polls read: its mark of
+	// progress (request.go).
+	completed uint64
 }
 
 type peerInfo struct {

@@ -6,10 +6,12 @@ package ofi
 import "C"
 
 import (
+	"context"
+	"errors"
 	"runtime"
-	"time"
 	"unsafe"
 
+	"github.com/knemesis/knemesis/internal/await"
 	"golang.org/x/sys/unix"
 )
 
@@ -153,33 +155,54 @@ func (e *Endpoint) peerError(op opKind, peer Addr, err error) error {
 // sees no completion at all for Config.PeerTimeout, r is cancelled and
 // fails with ErrTimeout naming its peer: a peer that died without its
 // connection failing (a dead host, a cut cable) never completes anything.
+// A wait whose endpoint completes anything, for r or not, is not failed,
+// however long it takes: it is the one wait loop (package internal/await),
+// failing on lack of progress.
 func (e *Endpoint) Wait(r *Request) error {
-	idle := 0
-	last := time.Now()
-	for r.state == reqPending {
-		n, err := e.Poll()
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			idle = 0
-			continue
-		}
-		idle++
-		if idle < 1024 {
-			continue
-		}
-		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-		if idle%64 != 0 {
-			continue
-		}
-		if idle == 1024 {
-			last = time.Now()
-		} else if time.Since(last) > e.cfg.PeerTimeout {
-			e.abandon(r, errorf(ErrTimeout, "nothing completed for %v", e.cfg.PeerTimeout))
-		}
+	if r.state != reqPending {
+		return r.err
+	}
+	l := await.Loop{Stall: e.cfg.PeerTimeout, Every: 64}
+	err := l.Until(context.Background(), (*driving)(e), (*requestDone)(r))
+	if se := (*await.StallError)(nil); errors.As(err, &se) {
+		e.abandon(r, errorf(ErrTimeout, "nothing completed for %v", e.cfg.PeerTimeout))
+		return r.err
+	}
+	if err != nil {
+		return err
 	}
 	return r.err
+}
+
+// requestDone is a Request as the wait loop's condition.
+type requestDone Request
+
+func (r *requestDone) Done() (bool, error) { return r.state != reqPending, nil }
+
+// driving is an Endpoint as the wait loop's Driver: a round is a Poll,
+// progress is a completion, and idling yields the CPU after
+// spinBeforeYield idle polls. The provider's connections are its
+// liveness: a lost peer's operations complete in error.
+type driving Endpoint
+
+// spinBeforeYield is how many polls in a row that completed nothing a
+// Wait makes before it yields the CPU between polls.
+const spinBeforeYield = 1024
+
+func (d *driving) Advance() error {
+	n, err := (*Endpoint)(d).Poll()
+	d.completed += uint64(n)
+	return err
+}
+
+func (d *driving) Mark() uint64 { return d.completed }
+func (d *driving) Live() error  { return nil }
+
+func (d *driving) Idle(n int) error {
+	if n >= spinBeforeYield {
+		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	}
+	return nil
 }
 
 // abandon fails r with err. Its operation is cancelled; when the provider
