@@ -104,7 +104,7 @@ func (ch *channel) commit(e *Engine, t *Transfer, same bool) {
 	}
 	t.state = stQueued
 	ch.pushing++
-	if ch.slot.ordered {
+	if ch.slot.caps.has(capOrdered) {
 		ch.turns = append(ch.turns, t)
 	}
 	if t.moved > 0 {
@@ -118,7 +118,7 @@ func (ch *channel) commit(e *Engine, t *Transfer, same bool) {
 		e.fail(t, err)
 		return
 	}
-	if ch.slot.ordered && ch.turns[0] != t {
+	if ch.slot.caps.has(capOrdered) && ch.turns[0] != t {
 		return // pushes when the senders whose CTS came first have
 	}
 	t.state = stActive
@@ -131,7 +131,7 @@ func (ch *channel) commit(e *Engine, t *Transfer, same bool) {
 // sent the CTSs, and the control channel keeps that order.
 func (ch *channel) pushed(e *Engine, t *Transfer) {
 	ch.pushing--
-	if !ch.slot.ordered {
+	if !ch.slot.caps.has(capOrdered) {
 		return
 	}
 	q := ch.turns
@@ -176,7 +176,7 @@ func (ch *channel) claim(e *Engine, t *Transfer) {
 	}
 	t.state = stQueued
 	ch.queue = append(ch.queue, t)
-	if ch.slot.ordered {
+	if ch.slot.caps.has(capOrdered) {
 		ch.grantAhead(e, t)
 	}
 }
@@ -224,7 +224,7 @@ func (ch *channel) leaveReceiver(e *Engine, t *Transfer, prev tstate) {
 		next := ch.queue[0]
 		ch.unqueue(next)
 		// Every queued receiver on an Ordered channel has had its CTS.
-		ch.grant(e, next, ch.slot.ordered)
+		ch.grant(e, next, ch.slot.caps.has(capOrdered))
 		// Read in the next Progress, not this one's pass: reading on
 		// would empty the channel before any new CTS left, and the
 		// sender's copy in and this side's copy out would take turns

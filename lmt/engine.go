@@ -15,8 +15,9 @@ type backendSlot struct {
 	kind Flow
 	flow flow
 	b    Backend
-	// remote: it reaches ranks on other nodes only (Identity.Remote).
-	remote bool
+	// caps are what its identity and optional interfaces ask of the
+	// Engine's protocol (capability.go).
+	caps capability
 	// releaser is b as a [Releaser], or nil.
 	releaser Releaser
 	// quiescer is b as a [Quiescer], or nil: its failed transfers wait
@@ -26,27 +27,9 @@ type backendSlot struct {
 	blocker Blocker
 	// early is b as an Early stream backend, or nil (see channel.fill).
 	early Early
-	// buffered: a sender completes once its bytes are in the channel
-	// (see [Buffered]).
-	buffered bool
 	// copier is b as a Pull [Copier], or nil: its sender completes once
 	// its copy holds the message, and the copy goes back when it leaves.
 	copier Copier
-	// ordered: the channel is a plain FIFO (see [Ordered] and
-	// channel.turns).
-	ordered bool
-	// weighed: a Split backend whose cut follows the rails' measured
-	// speeds (see [Weighed]).
-	weighed bool
-	// datatypes: b carries transfers described by a datatype (see
-	// [Datatyped]).
-	datatypes bool
-	// receivesTyped: a typed receive may take b's messages (Datatyped,
-	// or a Pull [TypedReceiver]).
-	receivesTyped bool
-	// stages: b's typed transfers pack their small blocks into a
-	// staging buffer (a Datatyped backend that is no [Walker]).
-	stages bool
 	// chunk bounds what one Step moves: Config.Chunk, or what b asks for
 	// as a [Chunker].
 	chunk int
@@ -111,12 +94,12 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	for _, name := range cfg.Prefer {
-		if s := e.slot(name); s != nil && !s.remote {
+		if s := e.slot(name); s != nil && !s.caps.has(capRemote) {
 			e.prefer = append(e.prefer, s)
 		}
 	}
 	for _, s := range e.named {
-		if s.remote {
+		if s.caps.has(capRemote) {
 			e.prefer = append(e.prefer, s)
 		}
 	}
@@ -130,39 +113,21 @@ func New(cfg Config) (*Engine, error) {
 // newSlot wraps backend b of registration r, with the scheduling its
 // optional interfaces ask for unless a knob turns it off.
 func (e *Engine) newSlot(r registration, b Backend) *backendSlot {
-	k := e.cfg.knobs
-	s := &backendSlot{id: r.ID, name: r.Name, kind: r.Flow, flow: flowOf(r.Flow), b: b, chunk: e.cfg.Chunk, remote: r.Remote}
+	s := &backendSlot{id: r.ID, name: r.Name, kind: r.Flow, flow: flowOf(r.Flow), b: b, chunk: e.cfg.Chunk}
 	s.blocker, _ = b.(Blocker)
 	s.quiescer, _ = b.(Quiescer)
-	if r.Flow == Stream && !k.NoEarly {
+	if r.Flow == Stream && !e.cfg.knobs.NoEarly {
 		s.early, _ = b.(Early)
-	}
-	if buf, ok := b.(Buffered); ok {
-		s.buffered = r.Flow == Stream && buf.Buffered() && !k.NoBuffered
 	}
 	if c, ok := b.(Copier); ok && r.Flow == Pull {
 		s.copier = c
 	} else {
 		s.releaser, _ = b.(Releaser)
 	}
-	if ord, ok := b.(Ordered); ok {
-		s.ordered = r.Flow == Stream && s.early == nil && ord.Ordered() && !k.NoGrantAhead
-	}
-	if w, ok := b.(Weighed); ok {
-		s.weighed = r.Flow == Split && w.Weighed()
-	}
 	if c, ok := b.(Chunker); ok {
 		s.chunk = c.Chunk()
 	}
-	if d, ok := b.(Datatyped); ok {
-		s.datatypes = d.Datatypes()
-	}
-	s.receivesTyped = s.datatypes
-	if tr, ok := b.(TypedReceiver); ok && r.Flow == Pull {
-		s.receivesTyped = s.receivesTyped || tr.ReceivesTyped()
-	}
-	w, walks := b.(Walker)
-	s.stages = s.datatypes && !(walks && w.Walks())
+	s.caps = capabilities(r, b, s.early != nil, e.cfg.knobs)
 	s.chans = make([]channel, e.cfg.Size)
 	for rank := range s.chans {
 		s.chans[rank] = channel{slot: s, peer: rank}
@@ -227,11 +192,11 @@ var errMisplaced = errors.New("a backend for the other kind of peer")
 func (e *Engine) misplaced(ch *channel) error {
 	remote := e.cfg.Remote != nil && e.cfg.Remote(ch.peer)
 	switch {
-	case remote && !ch.slot.remote:
+	case remote && !ch.slot.caps.has(capRemote):
 		return &Unavailable{Backend: ch.slot.name, Peer: ch.peer,
 			Reason: fmt.Sprintf("rank %d is on another node; %s moves bytes within a node", ch.peer, ch.slot.name),
 			Fix:    "none needed: " + NetRead + " carries the messages of ranks on other nodes", Err: errMisplaced}
-	case !remote && ch.slot.remote:
+	case !remote && ch.slot.caps.has(capRemote):
 		return &Unavailable{Backend: ch.slot.name, Peer: ch.peer,
 			Reason: fmt.Sprintf("rank %d is on this node; %s reaches other nodes only", ch.peer, ch.slot.name),
 			Fix:    "none needed: the backends of Config.Prefer carry the messages within a node", Err: errMisplaced}

@@ -78,7 +78,7 @@ func (split) matched(e *Engine, t *Transfer) {
 	}
 	in |= t.split.in & (1 << RingRail) // given by the ring's own checks
 	t.split.in = in
-	t.split.bounds = e.rails[t.peer].cut(t.length, t.ch.slot.weighed, in)
+	t.split.bounds = e.rails[t.peer].cut(t.length, t.ch.slot.caps.has(capWeighed), in)
 	putBounds(t.packet()[hdrLen:], &t.split.bounds)
 	if e.sendCTSAfter(t, boundsLen) {
 		t.state = stActive

@@ -44,7 +44,7 @@ func (stream) moved(e *Engine, t *Transfer) {
 	}
 	t.state = stWaitDone
 	t.ch.pushed(e, t)
-	if t.ch.slot.buffered {
+	if t.ch.slot.caps.has(capBuffered) {
 		handBack(e, t)
 	}
 }

@@ -68,7 +68,7 @@ func (e *Engine) chooseSend(t *Transfer, backend string, room int) (*backendSlot
 		if err := e.check(&s.chans[t.peer]); err != nil {
 			return nil, err
 		}
-		if t.needsDatatypes() && !s.datatypes {
+		if t.needsDatatypes() && !s.caps.has(capDatatypes) {
 			return nil, fmt.Errorf("lmt: backend %s does not take a datatype description (the CMA and stream backends do: lmt.Datatyped)", backend)
 		}
 		if s.kind.handleInRTS() && !fitsHandle(t, room-s.offer, e.cfg.MaxSegments) {
@@ -239,7 +239,7 @@ func (e *Engine) refusal(t *Transfer, ch *channel) refusal {
 		return unregistered
 	case e.check(ch) != nil:
 		return unusable
-	case t.Typed() && !ch.slot.receivesTyped:
+	case t.Typed() && !ch.slot.caps.has(capReceivesTyped):
 		return noDatatypes
 	case ch.slot.kind.handleInCTS() && !fitsHandle(t, e.ctsRoom(), e.cfg.MaxSegments):
 		return noCTSHandle
@@ -373,7 +373,7 @@ func (e *Engine) onCTS(t *Transfer, h *header, handle []byte) error {
 	same := h.kind == t.ch.slot.id
 	if !same {
 		ch := e.channelOf(h.kind, t.peer)
-		if ch == nil || ch.slot.kind.handleInRTS() || t.Typed() && !ch.slot.datatypes || e.check(ch) != nil {
+		if ch == nil || ch.slot.kind.handleInRTS() || t.Typed() && !ch.slot.caps.has(capDatatypes) || e.check(ch) != nil {
 			e.fail(t, fmt.Errorf("lmt: rank %d asked for backend id %d, unusable here", t.peer, h.kind))
 			return nil
 		}

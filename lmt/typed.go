@@ -95,7 +95,7 @@ func (s *backendSlot) takes(t *Transfer, pass int) bool {
 	if !t.needsDatatypes() {
 		return true
 	}
-	return s.datatypes && (s.kind == Stream) == (pass == 1)
+	return s.caps.has(capDatatypes) && (s.kind == Stream) == (pass == 1)
 }
 
 // typed is the state of a transfer whose buffer on one side or both is a
@@ -179,7 +179,7 @@ func (t *Transfer) setTyped(d *typed) {
 // receiver answered with.
 func (t *Transfer) stage(s *backendSlot) {
 	threshold := int64(t.e.cfg.SmallBlock)
-	if !s.stages {
+	if !s.caps.has(capStages) {
 		threshold = 0
 	}
 	t.dt.lstage.Reset(t.dt.local, threshold)
