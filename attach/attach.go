@@ -60,7 +60,7 @@ import (
 	_ "github.com/knemesis/knemesis/cma"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis"
-	_ "github.com/knemesis/knemesis/netmod/netread" // ranks on other nodes
+	"github.com/knemesis/knemesis/netmod/netread" // ranks on other nodes
 	_ "github.com/knemesis/knemesis/shm"
 	"golang.org/x/sys/unix"
 )
@@ -179,7 +179,8 @@ func Attach(ep *nemesis.Endpoint, o Options) (*LMT, error) {
 		OnMeasured: l.observe,
 	}
 	if ep.NetModule() != nil {
-		cfg.Remote, cfg.Net = ep.Remote, ep
+		cfg.Remote = ep.Remote
+		cfg.Backends = append(cfg.Backends, netread.Settings{Net: ep})
 	}
 	if o.Tune != nil {
 		o.Tune(&cfg)

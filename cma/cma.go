@@ -74,7 +74,7 @@ func newCMA(env *lmt.Env, id lmt.Identity) *cma {
 func (c *cma) Name() string { return c.name }
 
 // Chunk implements lmt.Chunker.
-func (c *cma) Chunk() int { return c.env.Config.CMAChunk }
+func (c *cma) Chunk() int { return chunkOf(c.env.Config) }
 
 func (c *cma) Check(peer lmt.Peer) error { return checkCMA(c.Name(), peer) }
 
@@ -142,7 +142,7 @@ func (c *cma) Step(t *lmt.Transfer, max int) (int, error) {
 }
 
 // processVM is process_vm_readv or process_vm_writev (trap) made as a raw
-// system call: one call copies at most lmt.Config.CMAChunk bytes and never
+// system call: one call copies at most Settings.Chunk bytes and never
 // waits for another process, so the runtime need not be told, and
 // entersyscall and exitsyscall would cost a measurable part of a 64 KiB
 // copy (docs/performance.md).

@@ -20,7 +20,7 @@
 // A handle names the process by pid and PID namespace: a pid means nothing,
 // or another process, outside its namespace, so a receiver in another one
 // falls back rather than read through it. Each call moves at most
-// lmt.Config.CMAChunk bytes. When the kernel refuses (Yama's ptrace_scope,
+// Settings.Chunk bytes (4 MiB by default). When the kernel refuses (Yama's ptrace_scope,
 // user namespaces, a non-dumpable peer, seccomp), Check says which rule and
 // how to lift it, and the engine falls back along its preference list.
 package cma

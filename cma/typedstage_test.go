@@ -157,7 +157,7 @@ func stagedCase(rng *rand.Rand, src, dst *datatype.Type, size int64) (sbase, rba
 }
 
 // TestTypedStagedCalls: 2^20 blocks of 8 bytes on one side against a
-// plain buffer cross in two process_vm_readv calls of Config.CMAChunk
+// plain buffer cross in two process_vm_readv calls of cma.Settings.Chunk
 // (4 MiB) once staged, where naming every block took one call per
 // IOV_MAX blocks (8 KiB), 1024 calls: Config.SmallBlock 1 stages nothing.
 func TestTypedStagedCalls(t *testing.T) {

@@ -205,7 +205,7 @@ type Ordered interface {
 
 // Chunker is implemented by backends whose Steps should move some other
 // amount than Config.Chunk: the Engine passes each Step at most Chunk()
-// bytes. The CMA backends ask for Config.CMAChunk, the pipes for a
+// bytes. The CMA backends ask for their chunk (cma.Settings), the pipes for a
 // pipe-full.
 type Chunker interface {
 	Chunk() int

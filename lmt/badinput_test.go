@@ -4,7 +4,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/knemesis/knemesis/cma"
 	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/pipe"
 )
 
 // TestNewBadConfig: every invalid Config field is refused by New with an
@@ -26,14 +28,16 @@ func TestNewBadConfig(t *testing.T) {
 		{"job with a slash", func(c *lmt.Config) { c.Job = "../etc" }, `lmt: Config.Job "../etc" contains a slash or a NUL: it names files in /dev/shm and the job directory`},
 		{"job with a NUL", func(c *lmt.Config) { c.Job = "a\x00b" }, `lmt: Config.Job "a\x00b" contains a slash or a NUL: it names files in /dev/shm and the job directory`},
 		{"chunk", func(c *lmt.Config) { c.Chunk = -1 }, "lmt: Config.Chunk is -1, negative (0 takes the default)"},
-		{"cma chunk", func(c *lmt.Config) { c.CMAChunk = -2 }, "lmt: Config.CMAChunk is -2, negative (0 takes the default)"},
+		{"cma chunk", func(c *lmt.Config) { c.Backends = []lmt.Settings{cma.Settings{Chunk: -2}} }, "lmt: Config.Backends[0]: cma: Settings.Chunk is -2, negative (0 takes the default)"},
 		{"shm slots", func(c *lmt.Config) { c.ShmSlots = -3 }, "lmt: Config.ShmSlots is -3, negative (0 takes the default)"},
 		{"shm slot size", func(c *lmt.Config) { c.ShmSlotSize = -4 }, "lmt: Config.ShmSlotSize is -4, negative (0 takes the default)"},
 		{"shm slot size not a multiple of 64", func(c *lmt.Config) { c.ShmSlotSize = 100 }, "lmt: creating backend shm: shm slot size 100 is not a multiple of 64"},
-		{"pipe size", func(c *lmt.Config) { c.PipeSize = -5 }, "lmt: Config.PipeSize is -5, negative (0 takes the default)"},
-		{"min pipe size", func(c *lmt.Config) { c.MinPipeSize = -6 }, "lmt: Config.MinPipeSize is -6, negative (0 takes the default)"},
-		{"min pipe size above pipe size", func(c *lmt.Config) { c.PipeSize, c.MinPipeSize = 64<<10, 128<<10 }, "lmt: Config.MinPipeSize 131072 is above Config.PipeSize 65536"},
-		{"pipe chunk", func(c *lmt.Config) { c.PipeChunk = -7 }, "lmt: Config.PipeChunk is -7, negative (0 takes the default)"},
+		{"pipe size", func(c *lmt.Config) { c.Backends = []lmt.Settings{pipe.Settings{Size: -5}} }, "lmt: Config.Backends[0]: pipe: Settings.Size is -5, negative (0 takes the default)"},
+		{"min pipe size", func(c *lmt.Config) { c.Backends = []lmt.Settings{pipe.Settings{MinSize: -6}} }, "lmt: Config.Backends[0]: pipe: Settings.MinSize is -6, negative (0 takes the default)"},
+		{"min pipe size above pipe size", func(c *lmt.Config) {
+			c.Backends = []lmt.Settings{cma.Settings{}, pipe.Settings{Size: 64 << 10, MinSize: 128 << 10}}
+		}, "lmt: Config.Backends[1]: pipe: Settings.MinSize 131072 is above Settings.Size 65536"},
+		{"pipe chunk", func(c *lmt.Config) { c.Backends = []lmt.Settings{pipe.Settings{Chunk: -7}} }, "lmt: Config.Backends[0]: pipe: Settings.Chunk is -7, negative (0 takes the default)"},
 		{"max segments", func(c *lmt.Config) { c.MaxSegments = -8 }, "lmt: Config.MaxSegments is -8, negative (0 takes the default)"},
 		{"max segments past IOV_MAX", func(c *lmt.Config) { c.MaxSegments = lmt.MaxMaxSegments + 1 }, "lmt: Config.MaxSegments is 1025, above IOV_MAX (1024)"},
 		{"small block", func(c *lmt.Config) { c.SmallBlock = -9 }, "lmt: Config.SmallBlock is -9, negative (0 takes the default)"},

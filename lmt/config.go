@@ -47,11 +47,6 @@ type Config struct {
 	// (NetRead), and only remote ranks by them: the Engine refuses the
 	// others with an *Unavailable saying so.
 	Remote func(rank int) bool
-	// Net is what a Remote backend moves bytes through: in a job, the
-	// nemesis endpoint, whose network module reads remote memory. The
-	// backend names the interface it needs (package netmod/netread); nil
-	// when the job has no rank on another node.
-	Net any
 	// Prefer lists backend names in order of preference; the first one
 	// available with a peer carries the message. Default:
 	// [DefaultPreference] (shm, vmsplice, cma, pipe, cma-write), those
@@ -61,12 +56,12 @@ type Config struct {
 	// Chunk bounds the bytes one Progress call moves per transfer
 	// (default 64 KiB), so that small messages keep flowing.
 	Chunk int
-	// CMAChunk replaces Chunk for the CMA backends (default 4 MiB): each
-	// process_vm_readv or process_vm_writev costs a system call and the
-	// pinning of the peer's pages beyond its copy, as much as copying
-	// tens of KiB, while 4 MiB still moves in well under a millisecond
-	// (docs/performance.md).
-	CMAChunk int
+	// Backends carries the settings of the backends that have their own
+	// (package pipe's pipe sizes, cma's chunk, netread's network): each
+	// backend's package defines their type, refuses bad values in its
+	// Validate and finds them with [SettingsOf]; a backend with none in
+	// the list takes its defaults.
+	Backends []Settings
 	// Dir is a private directory for the job's FIFOs (default: the
 	// FIFO backends take launch.JobDir(Job), $TMPDIR/knemesis-<job>,
 	// created 0700, which the launcher removes when the job ends).
@@ -80,17 +75,6 @@ type Config struct {
 	// slots each rank's pool holds for all its rings together (default 64:
 	// 2 MiB per rank, whatever the number of peers).
 	ShmSlots, ShmSlotSize, ShmPoolSlots int
-	// PipeSize is the pipe capacity the pipe and vmsplice backends ask for
-	// with F_SETPIPE_SZ (default 1 MiB); MinPipeSize is the smallest
-	// they accept before refusing (default 64 KiB, the kernel default).
-	PipeSize, MinPipeSize int
-	// PipeChunk bounds what a pipe backend moves per Step (default: the
-	// pipe's capacity, the paper's chunk of one pipe-full). Every chunk
-	// costs the reader a wake-up, which a busy machine makes expensive.
-	PipeChunk int
-	// PipeMaxSizePath is where the pipe size cap is read (default
-	// /proc/sys/fs/pipe-max-size; tests point it at a fake).
-	PipeMaxSizePath string
 	// MaxSegments bounds the address list a CMA handle carries (default
 	// 64); a message with more non-empty segments goes another way.
 	MaxSegments int
@@ -125,14 +109,10 @@ func init() {
 // Defaults.
 const (
 	DefaultChunk        = 64 << 10
-	DefaultCMAChunk     = 4 << 20
 	DefaultShmSlots     = 16 // see shm.go for why not MPICH's 8
 	DefaultShmSlotSize  = 32 << 10
 	DefaultShmPoolSlots = 64 // see package shm for why
-	DefaultPipeSize     = 1 << 20
-	DefaultMinPipeSize  = 64 << 10
 	DefaultMaxSegments  = 64
-	PipeMaxSizeFile     = "/proc/sys/fs/pipe-max-size"
 )
 
 // WithDefaults returns c with every zero field set to its default, as an
@@ -146,9 +126,6 @@ func (c *Config) setDefaults() {
 	if c.Chunk <= 0 {
 		c.Chunk = DefaultChunk
 	}
-	if c.CMAChunk <= 0 {
-		c.CMAChunk = DefaultCMAChunk
-	}
 	if c.ShmSlots <= 0 {
 		c.ShmSlots = DefaultShmSlots
 	}
@@ -157,15 +134,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.ShmPoolSlots <= 0 {
 		c.ShmPoolSlots = DefaultShmPoolSlots
-	}
-	if c.PipeSize <= 0 {
-		c.PipeSize = DefaultPipeSize
-	}
-	if c.MinPipeSize <= 0 {
-		c.MinPipeSize = DefaultMinPipeSize
-	}
-	if c.PipeMaxSizePath == "" {
-		c.PipeMaxSizePath = PipeMaxSizeFile
 	}
 	if c.MaxSegments <= 0 {
 		c.MaxSegments = DefaultMaxSegments
@@ -199,9 +167,8 @@ func (c *Config) validate() error {
 		name string
 		v    int
 	}{
-		{"Chunk", c.Chunk}, {"CMAChunk", c.CMAChunk}, {"ShmSlots", c.ShmSlots}, {"ShmSlotSize", c.ShmSlotSize}, {"ShmPoolSlots", c.ShmPoolSlots},
-		{"PipeSize", c.PipeSize}, {"MinPipeSize", c.MinPipeSize}, {"PipeChunk", c.PipeChunk}, {"MaxSegments", c.MaxSegments},
-		{"SmallBlock", c.SmallBlock},
+		{"Chunk", c.Chunk}, {"ShmSlots", c.ShmSlots}, {"ShmSlotSize", c.ShmSlotSize}, {"ShmPoolSlots", c.ShmPoolSlots},
+		{"MaxSegments", c.MaxSegments}, {"SmallBlock", c.SmallBlock},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("lmt: Config.%s is %d, negative (0 takes the default)", f.name, f.v)
@@ -210,8 +177,30 @@ func (c *Config) validate() error {
 	if c.MaxSegments > MaxMaxSegments {
 		return fmt.Errorf("lmt: Config.MaxSegments is %d, above IOV_MAX (%d)", c.MaxSegments, MaxMaxSegments)
 	}
-	if c.PipeSize > 0 && c.MinPipeSize > c.PipeSize {
-		return fmt.Errorf("lmt: Config.MinPipeSize %d is above Config.PipeSize %d", c.MinPipeSize, c.PipeSize)
+	for i, b := range c.Backends {
+		if err := b.Validate(); err != nil {
+			return fmt.Errorf("lmt: Config.Backends[%d]: %w", i, err)
+		}
 	}
 	return nil
+}
+
+// Settings are one backend's own settings, which a Config carries in
+// Backends without knowing what they hold.
+type Settings interface {
+	// Validate refuses values no backend can run with, naming the
+	// field; zero fields take the backend's defaults.
+	Validate() error
+}
+
+// SettingsOf returns the settings of type T that cfg carries, or T's
+// zero value (the backend's defaults) when it carries none.
+func SettingsOf[T Settings](cfg *Config) T {
+	for _, b := range cfg.Backends {
+		if v, ok := b.(T); ok {
+			return v
+		}
+	}
+	var zero T
+	return zero
 }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/knemesis/knemesis/cma"
 	"github.com/knemesis/knemesis/internal/await"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
@@ -20,7 +21,7 @@ import (
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 )
 
-// railChunk is the CMAChunk of these tests: small, so that each rail
+// railChunk is the CMA chunk (cma.Settings) of these tests: small, so that each rail
 // makes several calls and a failure can come midway through a piece.
 const railChunk = 64 << 10
 
@@ -29,7 +30,7 @@ const railChunk = 64 << 10
 func newRailLoop(t testing.TB, backend string) (*loop, string) {
 	t.Helper()
 	var job string
-	l := newLoopConfigEach(t, lmt.Config{Prefer: []string{backend}, CMAChunk: railChunk}, func(_ int, c *lmt.Config) { job = c.Job })
+	l := newLoopConfigEach(t, lmt.Config{Prefer: []string{backend}, Backends: []lmt.Settings{cma.Settings{Chunk: railChunk}}}, func(_ int, c *lmt.Config) { job = c.Job })
 	return l, job
 }
 
@@ -403,7 +404,7 @@ func TestMultiRailNoAlloc(t *testing.T) {
 	var engs [2]*lmt.Engine
 	job := launch.NewJobName()
 	for r := range engs {
-		e, err := lmt.New(lmt.Config{Rank: r, Size: 2, Job: job, Control: ringEnd{ctl}, CMAChunk: railChunk,
+		e, err := lmt.New(lmt.Config{Rank: r, Size: 2, Job: job, Control: ringEnd{ctl}, Backends: []lmt.Settings{cma.Settings{Chunk: railChunk}},
 			Prefer: []string{lmt.MultiRail}, PeerPID: func(int) int { return os.Getpid() }})
 		if err != nil {
 			t.Fatal(err)

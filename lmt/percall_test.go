@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/knemesis/knemesis/cma"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -32,7 +33,7 @@ func TestCMAPerCallLimit(t *testing.T) {
 	for _, b := range []string{"cma", "cma-write"} {
 		t.Run(b, func(t *testing.T) {
 			clear(got)
-			l := newLoopConfig(t, lmt.Config{Prefer: []string{b}, CMAChunk: 1 << 40})
+			l := newLoopConfig(t, lmt.Config{Prefer: []string{b}, Backends: []lmt.Settings{cma.Settings{Chunk: 1 << 40}}})
 			copier := copyingSide(t, l, iov, got)
 			if copier.Backend != b || copier.Bytes != n || copier.Syscalls != 2 || copier.Chunks != 2 {
 				t.Errorf("copying side: %+v, want %s moving %d bytes in 2 calls and 2 chunks", copier, b, n)
@@ -44,7 +45,7 @@ func TestCMAPerCallLimit(t *testing.T) {
 	}
 }
 
-// TestCMAChunk: the CMA backends move CMAChunk bytes a call (4 MiB by
+// TestCMAChunk: the CMA backends move cma.Settings.Chunk bytes a call (4 MiB by
 // default), whatever Chunk says, and a Stream backend still moves Chunk
 // bytes a Step. Counted on the copying side of a 10 MiB + 3 message.
 func TestCMAChunk(t *testing.T) {
@@ -66,7 +67,7 @@ func TestCMAChunk(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s/chunk=%d/cma=%d", c.backend, c.chunk, c.cmaChunk), func(t *testing.T) {
 			clear(got)
-			l := newLoopConfig(t, lmt.Config{Prefer: []string{c.backend}, Chunk: c.chunk, CMAChunk: c.cmaChunk})
+			l := newLoopConfig(t, lmt.Config{Prefer: []string{c.backend}, Chunk: c.chunk, Backends: []lmt.Settings{cma.Settings{Chunk: c.cmaChunk}}})
 			copier := copyingSide(t, l, [][]byte{msg}, got)
 			if copier.Backend != c.backend || copier.Bytes != n || copier.Chunks != c.want {
 				t.Errorf("copying side: %+v, want %s moving %d bytes in %d chunks", copier, c.backend, n, c.want)

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/knemesis/knemesis/cma"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -354,7 +355,7 @@ func TestRingRailNoAlloc(t *testing.T) {
 	var engs [2]*lmt.Engine
 	job := launch.NewJobName()
 	for r := range engs {
-		e, err := lmt.New(lmt.Config{Rank: r, Size: 2, Job: job, Control: ringEnd{ctl}, CMAChunk: railChunk,
+		e, err := lmt.New(lmt.Config{Rank: r, Size: 2, Job: job, Control: ringEnd{ctl}, Backends: []lmt.Settings{cma.Settings{Chunk: railChunk}},
 			Prefer: []string{lmt.MultiRailShm}, PeerPID: func(int) int { return os.Getpid() }})
 		if err != nil {
 			t.Fatal(err)

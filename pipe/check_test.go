@@ -25,7 +25,7 @@ func TestCappedPipe(t *testing.T) {
 		if err := os.WriteFile(capFile, []byte(c.cap+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg := lmt.Config{PipeMaxSizePath: capFile}
+		cfg := lmt.Config{Backends: []lmt.Settings{pipe.Settings{MaxSizePath: capFile}}}
 		err := lmt.CheckConfig(pipe.Name, &cfg, lmt.Peer{Rank: 1})
 		var u *lmt.Unavailable
 		if c.fails != (err != nil) || c.fails && (!errors.As(err, &u) || !strings.Contains(u.Fix, "fs.pipe-max-size=1048576")) {

@@ -7,10 +7,10 @@
 //	import _ "github.com/knemesis/knemesis/pipe"
 //
 // The pipe of each ordered pair of ranks is a FIFO in the job's private
-// directory (package pipe/fifo), sized with F_SETPIPE_SZ to
-// lmt.Config.PipeSize (1 MiB by default) but never beyond
-// /proc/sys/fs/pipe-max-size; below lmt.Config.MinPipeSize the backend
-// reports itself unavailable.
+// directory (package pipe/fifo), sized with F_SETPIPE_SZ to Settings.Size
+// (1 MiB by default) but never beyond /proc/sys/fs/pipe-max-size; below
+// Settings.MinSize the backend reports itself unavailable. Its settings
+// go in lmt.Config.Backends.
 //
 // writev copies the sender's bytes into the pipe, so a send completes
 // once its last byte is in ([lmt.Buffered]), without waiting for the
@@ -47,9 +47,12 @@ func (b backend) Step(t *lmt.Transfer, max int) (int, error) {
 // put in.
 func (b backend) Buffered() bool { return true }
 
+// Settings are the pipe backend's own, which vmsplice shares: pipe sizes
+// and the chunk one Step moves (see fifo.Settings).
+type Settings = fifo.Settings
+
 // PipeSize returns the capacity the backend will give its pipes under cfg
-// and whether pipe-max-size lowered it below cfg.PipeSize.
+// and whether pipe-max-size lowered it below its Settings.Size.
 func PipeSize(cfg lmt.Config) (size int, capped bool, err error) {
-	cfg = cfg.WithDefaults()
-	return fifo.Plan(cfg.PipeSize, cfg.MinPipeSize, cfg.PipeMaxSizePath)
+	return fifo.PlanSize(&cfg)
 }

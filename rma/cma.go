@@ -9,7 +9,7 @@ import (
 
 const (
 	// cmaChunk is what one process_vm_writev/readv moves at most: the
-	// LMT's Config.CMAChunk default, long enough to amortize the call,
+	// CMA backends' default chunk (cma.DefaultChunk), long enough to amortize the call,
 	// short enough that the progress loop gets its turn.
 	cmaChunk = 4 << 20
 	// iovMax is IOV_MAX, the longest list one call accepts.

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/knemesis/knemesis/cma"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
+	"github.com/knemesis/knemesis/pipe"
 )
 
 // Sizes are the message sizes of the transfer matrix (256 MiB runs once per
@@ -290,11 +292,11 @@ func Transfer(ch *Channel, eng *lmt.Engine, backend string, src, dst int, c Case
 }
 
 // checkCounts holds the receiver's statistics to what the mechanism must
-// cost: CMA reads one chunk (Config.CMAChunk) per process_vm_readv when
+// cost: CMA reads one chunk (cma.Settings.Chunk) per process_vm_readv when
 // both sides are contiguous; the shm ring makes no system call; the pipes
 // make one per Step that moved data, or more.
 func checkCounts(backend string, c Case, st lmt.Stats) error {
-	chunks := (c.Size + lmt.DefaultCMAChunk - 1) / lmt.DefaultCMAChunk
+	chunks := (c.Size + cma.DefaultChunk - 1) / cma.DefaultChunk
 	switch {
 	case backend == lmt.CMA && !c.SendIov && !c.RecvIov && (st.Chunks != chunks || st.Syscalls != chunks):
 		return fmt.Errorf("%v: %d chunks in %d process_vm_readv calls, want %d of each", c, st.Chunks, st.Syscalls, chunks)
@@ -311,7 +313,7 @@ func checkCounts(backend string, c Case, st lmt.Stats) error {
 // splitChunks is how many chunks the receiver of a cma-split transfer of
 // size bytes reads: its half, up to the split point.
 func splitChunks(size int) int {
-	return int((lmt.SplitPoint(int64(size)) + lmt.DefaultCMAChunk - 1) / lmt.DefaultCMAChunk)
+	return int((lmt.SplitPoint(int64(size)) + cma.DefaultChunk - 1) / cma.DefaultChunk)
 }
 
 // RunMatrix runs every Case of Sizes from rank 0 to rank 1 with backend,
@@ -393,7 +395,7 @@ func RunTruncation(t *testing.T, backend string) {
 func RunPeerDies(t *testing.T, backend string, dying int) {
 	job := NewJob(2)
 	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Timeout: time.Minute, ExitEarly: []int{dying}}, func(p launch.Proc) error {
-		ch, eng, err := Open(p, backend, func(c *lmt.Config) { c.PipeSize = 64 << 10 })
+		ch, eng, err := Open(p, backend, func(c *lmt.Config) { c.Backends = append(c.Backends, pipe.Settings{Size: 64 << 10}) })
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
+	"github.com/knemesis/knemesis/pipe"
 )
 
 // Loop is a control channel between two engines of one process that
@@ -322,7 +323,7 @@ func RunTypedPeerDies(t *testing.T, backend string, dying int) {
 	job := NewJob(2)
 	name := launch.NewJobName()
 	launchtest.RunOpts(t, 2, launchtest.Options{Setup: job.Setup, Job: name, Timeout: time.Minute, ExitEarly: []int{dying}}, func(p launch.Proc) error {
-		ch, eng, err := Open(p, backend, func(c *lmt.Config) { c.PipeSize = 64 << 10 })
+		ch, eng, err := Open(p, backend, func(c *lmt.Config) { c.Backends = append(c.Backends, pipe.Settings{Size: 64 << 10}) })
 		if err != nil {
 			return err
 		}

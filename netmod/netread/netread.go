@@ -17,8 +17,8 @@
 //	Release: UnexposeNet each region
 //
 // The engine gives it the remote ranks and nothing else (lmt.Config.Remote,
-// Identity.Remote), and its Net is the nemesis endpoint
-// (lmt.Config.Net), which polls the module while reads are in flight and
+// Identity.Remote), and its Net is the nemesis endpoint (its Settings, in
+// lmt.Config.Backends), which polls the module while reads are in flight and
 // carries the RTS and DONE through it. It imports no cgo: the module
 // behind the endpoint may be libfabric's (netmod/ofinet) or any
 // nemesis.NetReader.
@@ -54,6 +54,16 @@ type Net interface {
 }
 
 func init() { lmt.Register(lmt.NetRead, newBackend, nil) }
+
+// Settings are the backend's own (an lmt.Settings, in lmt.Config.Backends):
+// what it moves bytes through. A job with ranks on other nodes gives it
+// its endpoint; without, the backend reaches no rank.
+type Settings struct {
+	Net Net
+}
+
+// Validate implements lmt.Settings: any Net will do, and none.
+func (Settings) Validate() error { return nil }
 
 type backend struct {
 	net   Net
@@ -91,23 +101,14 @@ const (
 )
 
 func newBackend(env *lmt.Env) (lmt.Backend, error) {
-	b := &backend{}
-	if env.Config.Net == nil {
-		return b, nil
-	}
-	n, ok := env.Config.Net.(Net)
-	if !ok {
-		return nil, fmt.Errorf("netread: lmt.Config.Net is a %T, not a netread.Net (a *nemesis.Endpoint)", env.Config.Net)
-	}
-	b.net = n
-	return b, nil
+	return &backend{net: lmt.SettingsOf[Settings](env.Config).Net}, nil
 }
 
 func (b *backend) Check(peer lmt.Peer) error {
 	if b.net == nil || !b.net.NetReads(peer.Rank) {
 		return &lmt.Unavailable{Backend: lmt.NetRead, Peer: peer.Rank,
 			Reason: "no network module that reads remote memory reaches this rank",
-			Fix:    "join the job with nemesis Options.Net over a module with one-sided reads (netmod/ofinet), and give the engine Config.Net"}
+			Fix:    "join the job with nemesis Options.Net over a module with one-sided reads (netmod/ofinet), and give the engine its netread.Settings"}
 	}
 	return nil
 }

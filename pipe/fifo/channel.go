@@ -42,15 +42,14 @@ func NewChannel(name string, env *lmt.Env, check lmt.Prober) *Channel {
 	if c.dir == "" {
 		c.dir = launch.JobDir(env.Job)
 	}
-	cfg := env.Config
-	size, _, err := Plan(cfg.PipeSize, cfg.MinPipeSize, cfg.PipeMaxSizePath)
+	size, _, err := PlanSize(env.Config)
 	if err != nil {
 		size = 0 // Check reports it; Start refuses
 	}
 	c.pipes = New(c.dir, name, env.Rank, env.Size, size)
-	c.chunk = cfg.PipeChunk
+	c.chunk = settingsOf(env.Config).Chunk
 	if c.chunk <= 0 {
-		c.chunk = max(size, cfg.Chunk)
+		c.chunk = max(size, env.Config.Chunk)
 	}
 	return c
 }
@@ -65,7 +64,7 @@ func (c *Channel) Ordered() bool { return true }
 func (c *Channel) Datatypes() bool { return true }
 
 // Chunk implements lmt.Chunker: one pipe-full a Step unless
-// Config.PipeChunk says otherwise.
+// Settings.Chunk says otherwise.
 func (c *Channel) Chunk() int { return c.chunk }
 
 // Check implements lmt.Backend.
@@ -74,7 +73,7 @@ func (c *Channel) Check(peer lmt.Peer) error { return c.check(c.env.Config, peer
 // CheckSize reports whether the pipe size cfg asks for is possible under
 // the system's cap, as an *lmt.Unavailable of backend name.
 func CheckSize(name string, cfg *lmt.Config) error {
-	_, _, err := Plan(cfg.PipeSize, cfg.MinPipeSize, cfg.PipeMaxSizePath)
+	_, _, err := PlanSize(cfg)
 	var ce *CapError
 	if errors.As(err, &ce) {
 		return &lmt.Unavailable{Backend: name, Peer: -1, Err: err, Reason: err.Error(),

@@ -202,7 +202,7 @@ func TestScope1Declared(t *testing.T) {
 		if err := ch.Barrier(); err != nil {
 			return err
 		}
-		// 8 MiB + 3 bytes in 4 MiB chunks (Config.CMAChunk), one
+		// 8 MiB + 3 bytes in 4 MiB chunks (cma.Settings.Chunk), one
 		// process_vm_readv or writev per chunk from contiguous buffers:
 		// 3 calls by the side that copies; cma-split's receiver reads
 		// the first 4 MiB (1) and its sender writes the rest (2).

@@ -18,6 +18,7 @@ import (
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	_ "github.com/knemesis/knemesis/pipe"
+	"github.com/knemesis/knemesis/pipe/fifo"
 	_ "github.com/knemesis/knemesis/vmsplice"
 	"golang.org/x/sys/unix"
 )
@@ -340,7 +341,7 @@ func benchRaw(b *testing.B, shape, backend string, size int) {
 	// measure CMA: chunks, which keep small messages flowing beside a
 	// large one, are a cost of the Go side's to bear.
 	gbps, err := rawbench.Run(rawbench.Params{Mech: raw[backend], PingPong: shape == "pingpong", Size: size, Iters: b.N,
-		Chunk: size, Slots: lmt.DefaultShmSlots, SlotSize: lmt.DefaultShmSlotSize, PipeSize: lmt.DefaultPipeSize})
+		Chunk: size, Slots: lmt.DefaultShmSlots, SlotSize: lmt.DefaultShmSlotSize, PipeSize: fifo.DefaultSize})
 	if err != nil {
 		b.Fatal(err)
 	}
