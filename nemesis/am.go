@@ -1,11 +1,6 @@
 package nemesis
 
-import (
-	"context"
-
-	"github.com/knemesis/knemesis/internal/await"
-	"github.com/knemesis/knemesis/internal/memcopy"
-)
+import "github.com/knemesis/knemesis/internal/memcopy"
 
 // AMHandler is the one-sided layer (package rma) an Endpoint runs from its
 // progress loop: it carries active messages, packets that the target's
@@ -123,7 +118,35 @@ func (ep *Endpoint) PeerFailure(rank int) error {
 // the handlers told, before done is asked again). A layer that completes
 // its own operations from the progress loop (an AMHandler) blocks with it.
 func (ep *Endpoint) WaitUntil(done func() (bool, error)) error {
-	return ep.wait(context.Background(), await.CondFunc(done))
+	// Not ep.wait: a closure passed as an await.Cond escapes to the
+	// heap, one allocation per call (rma's WaitNotification counts them).
+	d := (*driving)(ep)
+	idle, busy := 0, 0
+	for {
+		if ok, err := done(); ok || err != nil {
+			return err
+		}
+		mark := d.Mark()
+		if err := d.Advance(); err != nil {
+			return err
+		}
+		if d.Mark() != mark {
+			if idle, busy = 0, busy+1; busy%waitLoop.BusyEvery == 0 {
+				if err := d.Live(); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if idle++; idle%waitLoop.Every == 0 {
+			if err := d.Live(); err != nil {
+				return err
+			}
+		}
+		if err := d.Idle(idle); err != nil {
+			return err
+		}
+	}
 }
 
 // Expect adds delta to the count of things this rank awaits from src (or
