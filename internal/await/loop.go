@@ -123,14 +123,3 @@ func (l Loop) Until(ctx context.Context, d Driver, c Cond) error {
 		}
 	}
 }
-
-// Backoff is the Idle of drivers that have nothing to sleep on: a timer
-// sleep after the n-th idle round, from lo doubling up to hi, so that a
-// short wait is answered in microseconds and a long one costs little CPU.
-func Backoff(n int, lo, hi time.Duration) {
-	d := lo << min(max(n-1, 0), 30)
-	if d > hi || d <= 0 {
-		d = hi
-	}
-	time.Sleep(d)
-}
