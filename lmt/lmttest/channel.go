@@ -19,6 +19,7 @@ import (
 
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -314,8 +315,23 @@ func (c *Channel) next(q [][][]byte, src int) ([]byte, error) {
 	return m, nil
 }
 
-// Wait drives channel and engine until t completes.
-func (c *Channel) Wait(t *lmt.Transfer) error { return c.Engine.Wait(t, c.Poll) }
+// Wait drives channel and engine until t completes. While t still moves
+// bytes it tells launchtest's watchdog so (at most once a second): a
+// 256 MiB transfer on a machine that other jobs load may take minutes, and
+// is progress, not a stall.
+func (c *Channel) Wait(t *lmt.Transfer) error {
+	moved, next := t.Moved(), time.Now().Add(time.Second)
+	return c.Engine.Wait(t, func() error {
+		if now := time.Now(); now.After(next) {
+			if m := t.Moved(); m != moved {
+				moved = m
+				launchtest.Progress()
+			}
+			next = now.Add(time.Second)
+		}
+		return c.Poll()
+	})
+}
 
 // Close drains the engine (lmt.Engine.Drain: sends on shm and pipe complete
 // while their bytes are still in the channel) and closes it, so that a rank
