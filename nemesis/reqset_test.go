@@ -101,8 +101,8 @@ func TestWaitAllErrors(t *testing.T) {
 	}
 	const wantForeign = "nemesis: invalid argument: request 1 of the set was started on another endpoint"
 	for name, err := range map[string]error{
-		"WaitAll": b.WaitAll(foreign[:]),
-		"WaitAny": func() error { _, err := b.WaitAny(foreign[:]); return err }(),
+		"WaitAll":  b.WaitAll(foreign[:]),
+		"WaitAny":  func() error { _, err := b.WaitAny(foreign[:]); return err }(),
 		"TestSome": func() error { _, err := b.TestSome(foreign[:], nil); return err }(),
 	} {
 		if !errors.Is(err, ErrInvalidArg) || err.Error() != wantForeign {
