@@ -88,7 +88,7 @@ func (e *engine) newWindow() *Window {
 	return w
 }
 
-// Rank is this rank, the job's size Size.
+// Rank is this rank's number in the window's job, 0 ≤ Rank() < Ranks().
 func (w *Window) Rank() int { return w.e.rank }
 
 // Ranks is the number of ranks sharing the window.
