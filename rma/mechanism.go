@@ -38,7 +38,7 @@ const (
 
 // mechNames is the one table of the mechanisms' names. Knem and CMA are
 // named after the LMT backends whose availability checks they share.
-var mechNames = [...]string{Self: "self", Shared: "allocated", Knem: lmt.Knem, KnemAttach: "knem-attach", CMA: lmt.CMA, AM: "am"}
+var mechNames = [...]string{Self: "self", Shared: "shared", Knem: lmt.Knem, KnemAttach: "knem-attach", CMA: lmt.CMA, AM: "am"}
 
 // Mechanisms lists the mechanisms a window's Prefer may name (every one
 // but Self), in the order of their names' table.
@@ -57,7 +57,7 @@ func (m Mechanism) String() string {
 	return "mechanism(" + strconv.Itoa(int(m)) + ")"
 }
 
-// ParseMechanism returns the mechanism named s (allocated, knem,
+// ParseMechanism returns the mechanism named s (shared, knem,
 // knem-attach, cma, am).
 func ParseMechanism(s string) (Mechanism, error) {
 	for m, n := range mechNames {

@@ -17,7 +17,7 @@ import (
 // notification, the bytes already in the receive buffer, which is the
 // window), or a get (get-*: Send offers the sender's window and waits
 // until the peer has fetched it, Recv gets it straight into the receive
-// buffer). One engine per mechanism: allocated, knem-attach, knem, cma,
+// buffer). One engine per mechanism: shared, knem-attach, knem, cma,
 // am. The
 // pingpong, bidir and stream modes then are the paper's ping-pong,
 // bidirectional ping-pong and burst.
