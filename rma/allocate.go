@@ -44,7 +44,7 @@ func Allocate(ep nemesis.Holder, size int, o *Options) (*Window, error) {
 	w.route[e.rank].Mechanism = Self
 	for t := range w.route {
 		if t != e.rank {
-			w.route[t].Mechanism = Shared
+			w.route[t].Mechanism = Allocated
 		}
 	}
 	return w, nil

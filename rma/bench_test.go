@@ -227,11 +227,11 @@ func BenchmarkPut4MiB(b *testing.B) {
 	got := ratios{}
 	defer func() {
 		got.print("put 4 MiB through CMA", "GB/s", "cma", "c-process_vm_writev")
-		got.print("put 4 MiB on an allocated window", "GB/s", "shared", "c-memcpy-shared")
+		got.print("put 4 MiB on an allocated window", "GB/s", "allocated", "c-memcpy-shared")
 	}()
 	for _, c := range []struct{ name, kind, ref string }{
 		{"cma", "cma", ""}, {"c-process_vm_writev", "", "cma-write"},
-		{"shared", "shared", ""}, {"c-memcpy-shared", "", "memcpy-shared"},
+		{"allocated", "allocated", ""}, {"c-memcpy-shared", "", "memcpy-shared"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			if c.ref != "" {
@@ -274,14 +274,14 @@ func BenchmarkPut4MiB(b *testing.B) {
 func BenchmarkNotifyPingPong8B(b *testing.B) {
 	got := ratios{}
 	defer func() {
-		got.print("8 B one-way", "µs", "shared", "nemesis")
+		got.print("8 B one-way", "µs", "allocated", "nemesis")
 		got.print("8 B one-way in C", "µs", "c-data-line-then-flag", "c-data-in-flag-line")
 		got.print("8 B one-way in C, data 2 KiB from the flag", "µs", "c-data-far-then-flag", "c-data-in-flag-line")
 	}()
 	for lines, k := range map[int]string{3: "c-data-far-then-flag", 2: "c-data-line-then-flag", 1: "c-data-in-flag-line"} {
 		b.Run(k, func(b *testing.B) { got[k] = runCrefLatency(b, lines) })
 	}
-	for _, k := range []string{"shared", "nemesis"} {
+	for _, k := range []string{"allocated", "nemesis"} {
 		b.Run(k, func(b *testing.B) {
 			ep, w := startPeer(b, k, 64)
 			msg, buf := make([]byte, 8), make([]byte, 8)

@@ -44,9 +44,9 @@ func joinWindows(b *testing.B, size int) ([2]*nemesis.Endpoint, [2]*rma.Window) 
 func BenchmarkInProcessNotify8B(b *testing.B) {
 	const tag = 3
 	got := ratios{}
-	defer got.print("8 B round trip in one goroutine", "ns", "shared", "nemesis")
+	defer got.print("8 B round trip in one goroutine", "ns", "allocated", "nemesis")
 	perTrip := func(b *testing.B) float64 { return float64(b.Elapsed().Nanoseconds()) / float64(b.N) }
-	b.Run("shared", func(b *testing.B) {
+	b.Run("allocated", func(b *testing.B) {
 		_, ws := joinWindows(b, 64)
 		msg := make([]byte, 8)
 		var op rma.Op
@@ -72,7 +72,7 @@ func BenchmarkInProcessNotify8B(b *testing.B) {
 			oneWay(0, 1)
 			oneWay(1, 0)
 		}
-		got["shared"] = perTrip(b)
+		got["allocated"] = perTrip(b)
 	})
 	b.Run("nemesis", func(b *testing.B) {
 		eps, _ := joinWindows(b, 64)

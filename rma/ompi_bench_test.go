@@ -51,7 +51,7 @@ type ompiSample struct {
 //	go test -run '^$' -bench VsOpenMPI -benchtime 1x ./rma
 func BenchmarkVsOpenMPI(b *testing.B) {
 	osc := buildOSC(b)
-	for _, c := range []struct{ kind, win string }{{"shared", "allocate"}, {"cma", "create"}} {
+	for _, c := range []struct{ kind, win string }{{"allocated", "allocate"}, {"cma", "create"}} {
 		b.Run(c.kind, func(b *testing.B) {
 			theirs, err := runOSC(osc, c.win)
 			if err != nil {

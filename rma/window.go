@@ -26,7 +26,7 @@ type Window struct {
 	// mem: an allocated window's mapping, nil for an exposed window.
 	mem []byte
 	// parts[t]: target t's part where this rank reaches it directly
-	// (route Self, Shared or KnemAttach), else nil.
+	// (route Self, Allocated or KnemAttach), else nil.
 	parts [][]byte
 	// attached[t]: the mapping of target t's knem region (KnemAttach).
 	attached []*knem.Attachment

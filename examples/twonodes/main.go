@@ -29,7 +29,7 @@ import (
 const blockLen = 1 << 17 // float64s: 1 MiB
 
 func main() {
-	provider := flag.String("provider", "tcp;ofi_rxm", "libfabric provider")
+	provider := flag.String("provider", ofinet.DefaultProvider, "libfabric provider: "+ofinet.ProviderNames())
 	node := flag.String("node", "127.0.0.1", "this node's address on the fabric")
 	flag.Parse()
 	if err := run(*provider, *node); err != nil {

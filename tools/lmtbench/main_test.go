@@ -94,7 +94,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: eager, shm, pipe, vmsplice, cma, cma-write, cma-split, multirail, multirail-knem, multirail-shm, knem, arena, arena-copy, auto, auto-arena, auto-copy, table, memcpy, put-shared, put-knem, put-knem-attach, put-cma, put-am, get-shared, get-knem, get-knem-attach, get-cma, get-am)`},
+		{[]string{"--backends", "foo"}, 2, `lmtbench: --backends: unknown backend "foo" (known: eager, shm, pipe, vmsplice, cma, cma-write, cma-split, multirail, multirail-knem, multirail-shm, knem, arena, arena-copy, auto, auto-arena, auto-copy, table, memcpy, put-allocated, put-knem, put-knem-attach, put-cma, put-am, get-allocated, get-knem, get-knem-attach, get-cma, get-am)`},
 		{[]string{"--backends", "shm,"}, 2, `lmtbench: --backends: unknown backend ""`},
 		{[]string{"--sizes", "4Q"}, 2, `lmtbench: --sizes: size "4Q": unknown unit "Q" (use B, K/KiB, M/MiB or G/GiB)`},
 		{[]string{"--sizes", "4K-1x"}, 2, `lmtbench: --sizes: size "1x": unknown unit "x"`},

@@ -28,7 +28,7 @@ func TestPutGetCommands(t *testing.T) {
 		}
 		t.Logf("lmtbench %s: %q", op, got)
 		for _, shape := range []string{"pingpong", "bidir", "stream"} {
-			for _, m := range []string{"shared", "cma", "am"} {
+			for _, m := range []string{"allocated", "cma", "am"} {
 				want := op + "-" + m
 				if !slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, shape) && strings.Contains(s, want) }) {
 					t.Errorf("lmtbench %s: no %s row for %s in %q", op, shape, want, got)

@@ -16,7 +16,7 @@ import (
 var rmaShapes = []string{harness.PingPong, harness.Bidir, harness.Stream}
 
 // runRMA measures one-sided op ("put" or "get") in the three shapes, per
-// mechanism (the engines op-shared, op-knem-attach, op-knem, op-cma,
+// mechanism (the engines op-allocated, op-knem-attach, op-knem, op-cma,
 // op-am), through the usual output formats: latency is elapsed time ÷
 // messages, throughput messages × size ÷ time, as for every mode.
 func runRMA(op string) command {
