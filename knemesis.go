@@ -3,11 +3,44 @@
 // large ones with every backend this build registers (lmt.Backends; each
 // one's identity in lmt.Identities), and the automatic choice of backend
 // per peer and size (package auto). It is the entry point for the common
-// case:
+// case.
 //
-//	ep, err := knemesis.Join(job, rank, size, nil)
-//	defer ep.Close()
-//	err = ep.Send(peer, tag, buf) // any size
+// # Where job, rank and size come from
+//
+// A job is N processes; each must know the job's name, its rank and N.
+// launch.Run starts N copies of the running binary and tells each through
+// its environment, where launch.Self reads them; a process started so
+// joins with JoinProc. Under mpirun or srun, PMIx tells them instead
+// (netmod/ofinet.Join, build tags ofi and pmix). Join takes the three
+// values from anywhere else:
+//
+//	func main() {
+//		if p, ok := launch.Self(); ok { // a child: rank p.Rank of p.Size
+//			ep, err := knemesis.JoinProc(p, nil)
+//			…
+//			defer ep.Close()
+//			err = ep.Send(peer, tag, buf) // any size
+//			return
+//		}
+//		err := launch.Run(ctx, launch.Options{Procs: 4}) // the parent
+//	}
+//
+// examples/ holds whole programs: hello, a ring, a 2-D halo exchange, an
+// allreduce of a gradient, an RMA producer and consumer, a job of two
+// nodes under mpirun.
+//
+// # Calls
+//
+// The Endpoint's methods are nemesis.Endpoint's: Send and Recv, Isend and
+// Irecv on caller-owned Requests with Test and Wait, WaitAll, WaitAny and
+// TestSome on a slice of them, Sendrecv, Probe and Iprobe, Improbe or
+// Mprobe then Mrecv (a matched probe: the message is taken out of
+// matching), Cancel of a receive. They move []byte; the generic functions
+// of this package (Send, Recv, Isend, Irecv, Sendrecv, Mrecv, Imrecv) move
+// a slice of any fixed-size number type (coll.Number) as its memory, and
+// Count turns a Status's bytes into elements. coll gives communicators and
+// the collectives over the same types, rma one-sided windows; both take
+// the *Endpoint that Join returns.
 //
 // The layers stay open beneath it for those who choose for themselves:
 // nemesis.Join and attach.Attach with a preference list of their own, or

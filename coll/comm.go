@@ -55,10 +55,12 @@ var (
 
 // World returns the communicator of every rank of ep's job, ranked as the
 // job ranks them (context id 0). Every call with the same endpoint
-// returns the same communicator; for a knemesis.Endpoint, pass its
-// embedded *nemesis.Endpoint. The communicator lives as long as the
-// endpoint; communicators made from it are freed with Free.
-func World(ep *nemesis.Endpoint) *Comm {
+// returns the same communicator. h is what the application holds: a
+// *nemesis.Endpoint, or the *knemesis.Endpoint that knemesis.Join
+// returns. The communicator lives as long as the endpoint; communicators
+// made from it are freed with Free.
+func World(h nemesis.Holder) *Comm {
+	ep := nemesis.EndpointOf(h)
 	libsMu.Lock()
 	defer libsMu.Unlock()
 	if l := libs[ep]; l != nil {

@@ -4,7 +4,7 @@
 // shared memory.
 //
 //	ep, _ := knemesis.Join(job, rank, size, nil)
-//	world := coll.World(ep.Endpoint)
+//	world := coll.World(ep)
 //	sum := make([]float64, len(x))
 //	err := coll.Allreduce(world, x, sum, coll.Sum[float64]())
 //	half, _ := world.Split(world.Rank()%2, world.Rank())

@@ -9,7 +9,8 @@
 # srun --mpi=pmix, in a private one-node cluster (ci/slurm-local.sh).
 # The multi-node lmtbench (tools/lmtbench built with the same tags) is run
 # under mpirun by its TestAcrossNodes alone: the rest of its tests run in
-# test-go.
+# test-go. examples/twonodes, built with the same tags, runs under mpirun
+# and must print its want.txt (the other examples run in test-go).
 DEB_PACKAGES += libfabric-dev libfabric-bin libpmix-dev openmpi-bin iproute2 libopenmpi-dev \
 	slurmctld slurmd slurm-client
 TEST_TARGETS += test-netmod
@@ -18,9 +19,18 @@ NETMOD_TAGS := ofi pmix
 
 .PHONY: test-netmod
 test-netmod: $(TESTLOG)
-	$(GO) vet -tags "$(NETMOD_TAGS)" ./netmod/... ./tools/lmtbench/...
+	$(GO) vet -tags "$(NETMOD_TAGS)" ./netmod/... ./tools/lmtbench/... ./examples/...
 	export GOEXPERIMENT=cgocheck2; $(call go_test,test-netmod,-count=1 -timeout 10m -tags "$(NETMOD_TAGS)" ./netmod/...)
 	export GOEXPERIMENT=cgocheck2; $(call go_test,test-netmod-lmtbench,-count=1 -timeout 10m -tags "$(NETMOD_TAGS)" -run '^TestAcrossNodes$$' ./tools/lmtbench)
+	@echo "examples/twonodes under mpirun, two nodes of two ranks"
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	$(GO) build -tags "$(NETMOD_TAGS)" -o "$$d/twonodes" ./examples/twonodes && \
+	$(EXAMPLES_NET_RUN) "$$d/twonodes" > "$$d/out" && \
+	diff -u examples/twonodes/want.txt "$$d/out"
+
+# The two-node example's run, as netmod/ofinet's TestUnderMpirun starts its
+# job: two simulated nodes of two ranks on this machine.
+EXAMPLES_NET_RUN = mpirun --oversubscribe --allow-run-as-root -np 4 -x KNEMESIS_NODE_MAP=0,0,1,1
 
 # make lmtbench-net: the multi-node lmtbench on two simulated nodes of this
 # machine (KNEMESIS_NODE_MAP=0,0,1, the loopback): rank 0 with rank 2 over

@@ -21,7 +21,10 @@
 // the message gets ErrTruncated, filled and nothing written past it.
 // Isendv/Irecvv take iovec lists, IsendType/IrecvType a base buffer and a
 // derived datatype (package datatype); any send form matches any receive
-// form.
+// form. WaitAll, WaitAny and TestSome complete slices of requests, Sendrecv
+// sends and receives at once; Cancel takes back a receive not yet matched
+// (ErrCanceled; ErrMatched once matched), and Improbe or Mprobe take a
+// message out of matching for Imrecv or Mrecv alone to receive.
 //
 // An Endpoint belongs to one goroutine: there is no lock and no progress
 // goroutine. One Poll (every Test and Wait polls) advances everything:

@@ -210,6 +210,7 @@ type Endpoint struct {
 	fatal   error
 	closed  bool
 	blocker Request // for blocking Send/Recv
+	partner Request // Sendrecv's send, beside blocker's receive (reqset.go)
 	stats   Stats
 
 	segOwner int        // the rank that created the segment: 0 on one node

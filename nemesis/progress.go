@@ -443,6 +443,12 @@ func (ep *Endpoint) startLMTRecv(r *Request, rts []byte) error {
 // takeUnexpected completes (or continues) receive r with unexpected message u.
 func (ep *Endpoint) takeUnexpected(r *Request, u *uxMsg) error {
 	ep.unexp.Remove(&u.links)
+	return ep.takeMessage(r, u)
+}
+
+// takeMessage completes (or continues) receive r with message u, off the
+// unexpected list: taken there, or by Improbe (mprobe.go).
+func (ep *Endpoint) takeMessage(r *Request, u *uxMsg) error {
 	defer ep.freeUnexpected(u)
 	r.peer, r.tag, r.msgLen = u.src, u.tag, u.total
 	switch u.kind {
@@ -479,7 +485,12 @@ type uxMsg struct {
 	small    []byte // recycled buffer of one cell payload
 	big      []byte // recycled buffer for multi-cell messages, ≤ maxKeptUnexpected
 	complete bool
-	links    ilist.Links[uxMsg] // on the unexpected list, or in the pool
+	// held: taken off the list by Improbe, for the Message that holds
+	// it; gen counts the record's reuses, so that a stale Message (a
+	// copy of one already received) is told from the record's new one.
+	held  bool
+	gen   uint32
+	links ilist.Links[uxMsg] // on the unexpected list, or in the pool
 }
 
 func (u *uxMsg) status() Status {
@@ -546,6 +557,6 @@ func (u *uxMsg) grow(got, n int) []byte {
 }
 
 func (ep *Endpoint) freeUnexpected(u *uxMsg) {
-	*u = uxMsg{small: u.small, big: u.big}
+	*u = uxMsg{small: u.small, big: u.big, gen: u.gen + 1}
 	ep.uxPool.PushBack(u, &u.links)
 }

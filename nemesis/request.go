@@ -51,6 +51,7 @@ type Request struct {
 	seqd   bool           // send: first cell or fastbox already sent
 	cells  bool           // typed send: the cells carry it whatever its length (lmtTakes)
 	held   bool           // send: waits for its full fastbox (hold.go; since when: its peer's heldAt)
+	taken  bool           // done, and returned by WaitAny or TestSome, which skip it since (reqset.go)
 	peer   int            // destination, or the source asked for (AnySource) then matched
 	tag    int            // tag (AnyTag until matched for a wildcard receive)
 	buf    [1][]byte      // Isend's or Irecv's buffer: a list of one for Iov

@@ -25,11 +25,14 @@ import (
 // rank 0 unlinks it as soon as every rank has, or as soon as creation
 // fails. A file left by a rank 0 killed in between carries its pid in its
 // name and is removed by the next Allocate on the machine.
-func Allocate(ep *nemesis.Endpoint, size int, o *Options) (*Window, error) {
+//
+// ep is what the application holds: a *nemesis.Endpoint, or the
+// *knemesis.Endpoint that knemesis.Join returns.
+func Allocate(ep nemesis.Holder, size int, o *Options) (*Window, error) {
 	if size < 0 {
 		return nil, errorf(ErrInvalidArg, "window size %d", size)
 	}
-	e, err := engineOf(ep)
+	e, err := engineOf(nemesis.EndpointOf(ep))
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +44,7 @@ func Allocate(ep *nemesis.Endpoint, size int, o *Options) (*Window, error) {
 	w.route[e.rank].Mechanism = Self
 	for t := range w.route {
 		if t != e.rank {
-			w.route[t].Mechanism = Shared
+			w.route[t].Mechanism = Allocated
 		}
 	}
 	return w, nil

@@ -144,7 +144,7 @@ func TestDeadTarget(t *testing.T) {
 						return err
 					}
 					err := w.Wait(&op)
-					if k.Mech == rma.Shared && err == nil {
+					if k.Mech == rma.Allocated && err == nil {
 						err = w.Flush(1)
 					}
 					var te *rma.TargetError

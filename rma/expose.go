@@ -24,14 +24,15 @@ import (
 // mechanism and why those before it were refused. Atomics are CPU atomics
 // on an attached region, else go by active message: the target runs them
 // on its own CPU, atomically with respect to its own atomics on the word.
-func Expose(ep *nemesis.Endpoint, buf []byte, o *Options) (*Window, error) {
+// ep is what the application holds, as for Allocate.
+func Expose(ep nemesis.Holder, buf []byte, o *Options) (*Window, error) {
 	prefer := o.prefer()
 	for _, m := range prefer {
 		if m != KnemAttach && m != Knem && m != CMA && m != AM {
 			return nil, errorf(ErrInvalidArg, "an exposed window cannot use mechanism %v", m)
 		}
 	}
-	e, err := engineOf(ep)
+	e, err := engineOf(nemesis.EndpointOf(ep))
 	if err != nil {
 		return nil, err
 	}

@@ -14,9 +14,10 @@ const (
 	// Self: the target is this rank; operations are plain copies and
 	// CPU atomics.
 	Self Mechanism = iota
-	// Shared: an allocated window, mapped by every rank: put and get are
-	// one user-space copy, atomics CPU atomics on the mapping.
-	Shared
+	// Allocated: a window made by Allocate, mapped by every rank: put
+	// and get are one user-space copy, atomics CPU atomics on the
+	// mapping.
+	Allocated
 	// Knem: an exposed window reached through the target's persistent
 	// knem region (cookie and offset): one copy by the kernel, one
 	// INLINE_COPY system call per operation.
@@ -36,15 +37,20 @@ const (
 	AM
 )
 
+// Shared is Allocated's former name, which did not say what it prints.
+//
+// Deprecated: use Allocated.
+const Shared = Allocated
+
 // mechNames is the one table of the mechanisms' names. Knem and CMA are
 // named after the LMT backends whose availability checks they share.
-var mechNames = [...]string{Self: "self", Shared: "allocated", Knem: lmt.Knem, KnemAttach: "knem-attach", CMA: lmt.CMA, AM: "am"}
+var mechNames = [...]string{Self: "self", Allocated: "allocated", Knem: lmt.Knem, KnemAttach: "knem-attach", CMA: lmt.CMA, AM: "am"}
 
 // Mechanisms lists the mechanisms a window's Prefer may name (every one
 // but Self), in the order of their names' table.
 func Mechanisms() []Mechanism {
 	ms := make([]Mechanism, 0, len(mechNames)-1)
-	for m := Shared; int(m) < len(mechNames); m++ {
+	for m := Allocated; int(m) < len(mechNames); m++ {
 		ms = append(ms, m)
 	}
 	return ms
@@ -91,4 +97,4 @@ func (r Route) String() string {
 // direct: this rank reaches the target's part with its own loads and
 // stores (a mapping of the target's pages, or its own memory), so put and
 // get are one user-space copy and atomics are CPU atomics.
-func (m Mechanism) direct() bool { return m == Self || m == Shared || m == KnemAttach }
+func (m Mechanism) direct() bool { return m == Self || m == Allocated || m == KnemAttach }

@@ -26,7 +26,7 @@ type Window struct {
 	// mem: an allocated window's mapping, nil for an exposed window.
 	mem []byte
 	// parts[t]: target t's part where this rank reaches it directly
-	// (route Self, Shared or KnemAttach), else nil.
+	// (route Self, Allocated or KnemAttach), else nil.
 	parts [][]byte
 	// attached[t]: the mapping of target t's knem region (KnemAttach).
 	attached []*knem.Attachment
@@ -88,7 +88,7 @@ func (e *engine) newWindow() *Window {
 	return w
 }
 
-// Rank is this rank, the job's size Size.
+// Rank is this rank's number in the window's job, 0 ≤ Rank() < Ranks().
 func (w *Window) Rank() int { return w.e.rank }
 
 // Ranks is the number of ranks sharing the window.

@@ -21,7 +21,9 @@
 // the first rank that failed and how, so that a crashed peer never leaves its
 // partners hanging. Children also receive SIGKILL if the launcher dies.
 //
-// Tests use [Test], which re-runs only the calling test in each child.
+// Tests start their ranks with launchtest.Run (package
+// nemesis/launch/launchtest), which re-runs only the calling test in each
+// child.
 package launch
 
 import (
@@ -62,8 +64,11 @@ type Proc struct {
 }
 
 // Self reports whether this process was started by the launcher and, if so,
-// its place in the job. A malformed environment is reported as not launched
-// by panicking: a child that misreads its rank would corrupt the job.
+// its place in the job: false when EnvRank is unset (the parent, or a
+// process started otherwise). It panics when EnvRank is set but the
+// environment is malformed (a rank or size that is not a number, a rank
+// outside the job, an empty job name), since a child that went on with a misread rank would
+// corrupt the job.
 func Self() (Proc, bool) {
 	rs, ok := os.LookupEnv(EnvRank)
 	if !ok {

@@ -54,7 +54,7 @@ func CopyCounts(p launch.Proc, ep *nemesis.Endpoint, w *rma.Window, k Kind) erro
 			return err
 		}
 		wantUser, wantKernel := uint64(CopySize), uint64(0)
-		if k.Mech != rma.Shared && k.Mech != rma.KnemAttach {
+		if k.Mech != rma.Allocated && k.Mech != rma.KnemAttach {
 			wantUser, wantKernel = 0, CopySize
 		}
 		if r.Bytes.User != wantUser || r.Bytes.Kernel != wantKernel {

@@ -33,7 +33,7 @@ func exposeWith(m rma.Mechanism) func(ep *nemesis.Endpoint, size int) (*rma.Wind
 
 // The window kinds.
 var (
-	Allocated = Kind{rma.Shared.String(), rma.Shared, func(ep *nemesis.Endpoint, size int) (*rma.Window, error) { return rma.Allocate(ep, size, nil) }}
+	Allocated = Kind{rma.Allocated.String(), rma.Allocated, func(ep *nemesis.Endpoint, size int) (*rma.Window, error) { return rma.Allocate(ep, size, nil) }}
 	CMA       = Kind{rma.CMA.String(), rma.CMA, exposeWith(rma.CMA)}
 	AM        = Kind{rma.AM.String(), rma.AM, exposeWith(rma.AM)}
 	Knem      = Kind{rma.Knem.String(), rma.Knem, exposeWith(rma.Knem)}

@@ -58,7 +58,7 @@ func init() {
 }
 
 var rmaSummary = map[rma.Mechanism]string{
-	rma.Shared:     "a window allocated in shared memory (one user copy)",
+	rma.Allocated:  "a window allocated in shared memory (one user copy)",
 	rma.KnemAttach: "an exposed window's knem region mapped once (one user copy, no system call)",
 	rma.Knem:       "an exposed window's persistent knem region (one kernel copy)",
 	rma.CMA:        "process_vm_writev/readv on an exposed window (one kernel copy)",
@@ -115,7 +115,7 @@ func openRMA(p Peer, get bool, m rma.Mechanism) (Engine, error) {
 		return nil, fmt.Errorf("rma: joining the Nemesis job: %w", err)
 	}
 	e := &rmaEngine{ep: ep, peer: 1 - p.Proc.Rank, get: get}
-	if m == rma.Shared {
+	if m == rma.Allocated {
 		e.w, err = rma.Allocate(ep, p.MaxSize, nil)
 	} else {
 		e.mem = make([]byte, p.MaxSize)
