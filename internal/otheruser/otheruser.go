@@ -87,3 +87,22 @@ func Sleeper(t testing.TB) int {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd.Process.Pid
 }
+
+// AsOther runs f with this process's effective uid set to the other
+// user's, on every thread, and sets it back after: what f creates, binds or
+// connects carries the other uid (SO_PEERCRED reports the effective uid),
+// with no need for a binary the other user could execute. Nothing else of
+// the test may run meanwhile.
+func AsOther(t testing.TB, f func()) {
+	t.Helper()
+	Require(t)
+	if err := syscall.Setresuid(-1, UID, -1); err != nil {
+		t.Fatalf("setting the effective uid to %d: %v", UID, err)
+	}
+	defer func() {
+		if err := syscall.Setresuid(-1, 0, -1); err != nil {
+			panic("otheruser: cannot set the effective uid back to root: " + err.Error())
+		}
+	}()
+	f()
+}
