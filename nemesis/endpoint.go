@@ -374,9 +374,10 @@ func newEndpoint(s *segment, job string, rank int, o Options) *Endpoint {
 
 // join announces this rank and waits until every rank has, so that each
 // peer's PID is known (for liveness and for CMA) before the first message.
-// The last rank to arrive unlinks the segment's name: from then on the
-// memory lives exactly as long as some rank maps it, and a crash can leave
-// nothing behind in /dev/shm.
+// The last rank to arrive removes the segment's name, and the creator
+// stops serving it: from then on the memory (a memfd) lives exactly as
+// long as some rank maps it, and a crash can leave nothing behind in
+// /dev/shm.
 func (ep *Endpoint) join(stall time.Duration) error {
 	s := ep.seg
 	s.publishNamespaces(ep.rank)
@@ -411,6 +412,9 @@ func (ep *Endpoint) join(stall time.Duration) error {
 	}
 	for i := range ep.peers {
 		ep.peers[i].pid = int(s.proc(i).pid.Load())
+	}
+	if ep.rank == ep.segOwner {
+		s.unlink() // every local rank holds the segment: stop serving it
 	}
 	if err := ep.checkNamespaces(); err != nil {
 		return err

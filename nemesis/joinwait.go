@@ -2,54 +2,46 @@ package nemesis
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/knemesis/knemesis/internal/fdpass"
 )
 
 // creatorWatch measures, for a rank waiting for its job's segment, whether
-// the rank creating it is at work: the CPU time of the live processes
-// whose ".init-<pid>" file of the segment exists (createSegment writes the
-// segment there, then links it in place). Filling a large segment on an
-// oversubscribed machine can take the creator many seconds; while its CPU
-// time grows the waiting ranks keep waiting, and once it stops for a whole
-// JoinTimeout they give up. A creator that died is not counted: another
-// rank 0 of a job of the same name may still come.
+// the rank creating it is at work: the CPU time of the process serving the
+// job's name (rendezvous.go), which it does from before it builds the
+// segment. Filling a large segment on an oversubscribed machine can take
+// the creator many seconds; while its CPU time grows the waiting ranks
+// keep waiting, and once it stops for a whole JoinTimeout they give up. A
+// creator that died is not counted: another rank 0 of a job of the same
+// name may still come.
 type creatorWatch struct {
 	path   string // the segment's name
 	looked time.Time
 	cpu    uint64
 }
 
-// creatorLookEvery spaces the looks at the directory: every waiting rank
-// makes them, and /dev/shm may hold many files.
+// creatorLookEvery spaces the looks at the server: every waiting rank
+// makes them.
 const creatorLookEvery = 100 * time.Millisecond
 
-// progress returns the creators' CPU time in clock ticks, looked up at most
-// every creatorLookEvery.
+// progress returns the creator's CPU time in clock ticks, looked up at
+// most every creatorLookEvery.
 func (w *creatorWatch) progress() uint64 {
 	if time.Since(w.looked) < creatorLookEvery {
 		return w.cpu
 	}
 	w.looked = time.Now()
-	dir, prefix := filepath.Dir(w.path), filepath.Base(w.path)+".init-"
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return w.cpu
+	w.cpu = 0
+	if fdpass.CheckDir(w.path, segObject) != nil {
+		return 0
 	}
-	var cpu uint64
-	for _, e := range entries {
-		pid, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok {
-			continue
-		}
-		if n, err := strconv.Atoi(pid); err == nil && n > 0 {
-			cpu += cpuTicks(n)
-		}
+	if pid, ok := fdpass.Probe(w.path); ok && pid > 0 {
+		w.cpu = cpuTicks(pid)
 	}
-	w.cpu = cpu
-	return cpu
+	return w.cpu
 }
 
 // cpuTicks is the user and system time of process pid (/proc/<pid>/stat:

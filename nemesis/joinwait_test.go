@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/knemesis/knemesis/internal/fdpass"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 )
@@ -46,7 +47,7 @@ func TestJoinFailsAtOnceWhenCreatorDies(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return os.Remove(segPath("/dev/shm", segmentName(p.Job, k, &Options{}, 0)))
+			return fdpass.RemoveDir(segPath("/dev/shm", segmentName(p.Job, k, &Options{}, 0)), segObject)
 		}
 		return nil // rank 2 never joins
 	})
@@ -77,17 +78,18 @@ func TestJoinStallNamesRankAndWait(t *testing.T) {
 	}
 }
 
-// TestCreatorWatch: a rank waiting for the segment sees the creator's CPU
-// time grow while it works on the segment's ".init-<pid>" file, and
-// nothing of a creator that is gone.
+// TestCreatorWatch: a rank waiting for the segment sees the CPU time grow
+// of the process serving the job's name while it works, and nothing of a
+// creator that is gone (its socket left, nobody listening).
 func TestCreatorWatch(t *testing.T) {
 	dir := t.TempDir()
 	path := segPath(dir, "watch")
 	w := creatorWatch{path: path}
 	if got := w.progress(); got != 0 {
-		t.Fatalf("no creator file: progress %d, want 0", got)
+		t.Fatalf("no creator: progress %d, want 0", got)
 	}
-	if err := os.WriteFile(fmt.Sprintf("%s.init-%d", path, os.Getpid()), nil, 0o600); err != nil {
+	srv, err := fdpass.Listen(path, segObject)
+	if err != nil {
 		t.Fatal(err)
 	}
 	w.looked = time.Time{}
@@ -98,11 +100,8 @@ func TestCreatorWatch(t *testing.T) {
 	if first == 0 {
 		t.Fatalf("a live creator shows no CPU time")
 	}
-	dead := fmt.Sprintf("%s.init-%d", path, os.Getpid())
-	os.Remove(dead)
-	if err := os.WriteFile(path+".init-999999999", nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	srv.Close()
+	leaveSegment(t, dir, "watch")
 	w.looked = time.Time{}
 	if got := w.progress(); got != 0 {
 		t.Fatalf("a creator that is gone: progress %d, want 0", got)

@@ -3,10 +3,12 @@ package nemesis
 import (
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/knemesis/knemesis/internal/fdpass"
 	"github.com/knemesis/knemesis/internal/otheruser"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/shmfile"
@@ -69,9 +71,9 @@ func TestOtherUserLinksSegment(t *testing.T) {
 }
 
 // TestOtherUserCannotTouchLiveSegment: while a job waits for its last
-// rank, its segment has its name in /dev/shm; the other user can neither
-// read it, nor open it for writing (which is what joining needs), nor
-// truncate it. The job then completes with its data whole.
+// rank, its name in /dev/shm is the 0700 directory where rank 0 serves
+// the segment; the other user can neither read its socket, nor open it,
+// nor truncate it. The job then completes with its data whole.
 func TestOtherUserCannotTouchLiveSegment(t *testing.T) {
 	otheruser.Require(t)
 	job, o := launch.NewJobName(), &Options{JobKey: testKey}
@@ -79,17 +81,16 @@ func TestOtherUserCannotTouchLiveSegment(t *testing.T) {
 	res := make(chan joined, 2)
 	go func() { ep, err := Join(job, 0, 2, o); res <- joined{0, ep, err} }()
 	for {
-		if _, err := os.Stat(path); err == nil {
+		if _, err := os.Stat(fdpass.SocketPath(path)); err == nil {
 			break
 		}
 		time.Sleep(time.Millisecond)
 	}
-	var st os.FileInfo
-	st, err := os.Stat(path)
-	if err != nil || st.Mode().Perm() != 0o600 {
-		t.Fatalf("live segment %s: %v, mode %v; want 0600", path, err, st.Mode())
+	st, err := os.Lstat(path)
+	if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+		t.Fatalf("live segment's name %s: %v, mode %v; want a directory of mode 0700", path, err, st.Mode())
 	}
-	otheruser.Refused(t, path)
+	otheruser.Refused(t, fdpass.SocketPath(path))
 	go func() { ep, err := Join(job, 1, 2, o); res <- joined{1, ep, err} }()
 	eps := collect(t, res, 2)
 	msg := []byte("rank 0's secret for rank 1")
@@ -102,23 +103,23 @@ func TestOtherUserCannotTouchLiveSegment(t *testing.T) {
 	}
 }
 
-// TestCreatorOfAnotherUserIsGone: a segment of ours whose creator pid now
+// TestCreatorOfAnotherUserIsGone: a segment whose creator pid now
 // belongs to a process of another user (kill(pid, 0) says EPERM) is
-// stale, not a live job's: a new rank 0 replaces it.
+// stale, not a live job's: a joiner does not take it, and says why.
 func TestCreatorOfAnotherUserIsGone(t *testing.T) {
 	otheruser.Require(t)
-	job, o := launch.NewJobName(), &Options{JobKey: testKey}
+	job, o := launch.NewJobName(), &Options{JobKey: testKey, JoinTimeout: 50 * time.Millisecond}
 	name := segmentName(job, o.JobKey, o, 0)
-	s, err := createSegment("/dev/shm", name, o.layout(1), testKey)
+	s, err := createSegment("/dev/shm", name, o.layout(2), testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.hdr.creatorPID = int32(otheruser.Sleeper(t))
-	s.unmap()
-	defer os.Remove(segPath("/dev/shm", name))
-	ep, err := Join(job, 0, 1, o)
-	if err != nil {
-		t.Fatalf("Join over a segment whose creator pid is another user's process: %v, want it replaced", err)
+	defer s.unmap()
+	pid := otheruser.Sleeper(t)
+	s.hdr.creatorPID = int32(pid)
+	_, err = Join(job, 1, 2, o)
+	want := "left by pid " + strconv.Itoa(pid) + ", which is gone"
+	if !errors.Is(err, ErrJoinTimeout) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Join of a segment whose creator pid is another user's process: %v, want ErrJoinTimeout saying %q", err, want)
 	}
-	ep.Close()
 }

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/knemesis/knemesis/internal/await"
+	"github.com/knemesis/knemesis/internal/fdpass"
 	"github.com/knemesis/knemesis/jobkey"
 	"github.com/knemesis/knemesis/shmfile"
 	"golang.org/x/sys/unix"
@@ -195,8 +196,9 @@ type segment struct {
 	cellMask                  uint64 // cellSize-1
 	payloadSize               int    // cellSize - cellHdrSize
 	fboxPayload               int    // fastboxSize - fboxHdrSize, or 0
-	path                      string
-	fd                        int // the segment file, kept for allocated
+	path                      string             // the job's rendezvous directory (rendezvous.go)
+	srv                       *fdpass.Server     // the creator's, until every local rank joined
+	fd                        int                // the segment's memfd, kept for allocated
 	unlinked                  bool
 }
 
@@ -272,31 +274,33 @@ func validJobName(job string) error {
 	return nil
 }
 
-// createSegment builds and initializes the segment under a private name, then
-// publishes it with link(2), which fails if the name exists: a joiner never
-// sees a half-initialized segment, and a live job's segment is never
-// replaced. A segment left by a crashed job (creator dead) is removed first.
+// createSegment serves the job's name (rendezvous.go), builds the segment
+// in a sealed memfd, and then hands it to every rank that asks: a joiner
+// never sees a half-initialized segment, and a live job's name is never
+// taken over. What a crashed job left at the name is removed first.
 func createSegment(dir, job string, l layout, key jobkey.Key) (*segment, error) {
 	path := segPath(dir, job)
 	procOff, bellOff, fboxOff, cellOff, size := l.offsets()
-	if err := checkSpace(dir, size, uint64(l.nprocs)*uint64(l.arenaSize)); err != nil {
+	arena := uint64(l.nprocs) * uint64(l.arenaSize)
+	if err := checkSpace(dir, size, arena); err != nil {
 		return nil, err
 	}
-	tmp := path + ".init-" + strconv.Itoa(os.Getpid())
-	fd, err := shmfile.Create(tmp, segObject)
+	srv, err := claimName(path)
 	if err != nil {
 		return nil, err
+	}
+	fd, err := fdpass.NewSealed("knemesis-segment", int64(size))
+	if err != nil {
+		srv.Close()
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.ENOMEM) {
+			return nil, &SpaceError{Dir: dir, Need: size, Free: freeIn(dir), Arena: arena}
+		}
+		return nil, fmt.Errorf("nemesis: %w", err)
 	}
 	defer unix.Close(fd)
-	defer unix.Unlink(tmp)
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		return nil, fmt.Errorf("nemesis: sizing %s to %d bytes: %w", tmp, size, err)
-	}
-	if err := reserve(fd, dir, size, uint64(l.nprocs)*uint64(l.arenaSize)); err != nil {
-		return nil, err
-	}
 	s, err := mapSegment(fd, int(size))
 	if err != nil {
+		srv.Close()
 		return nil, err
 	}
 	h := s.hdr
@@ -308,69 +312,18 @@ func createSegment(dir, job string, l layout, key jobkey.Key) (*segment, error) 
 	h.creatorPID = int32(os.Getpid())
 	h.key = key
 	h.creatorNS = namespaces()
+	s.srv, s.path = srv, path
 	if err := s.adopt(); err != nil {
 		s.unmap()
 		return nil, err
 	}
 	s.initQueues()
 	h.ready.Store(1)
-
-	for attempt := 0; ; attempt++ {
-		err = unix.Link(tmp, path)
-		if err == nil {
-			break
-		}
-		if err != unix.EEXIST || attempt > 0 {
-			s.unmap()
-			return nil, fmt.Errorf("nemesis: publishing %s: %w", path, err)
-		}
-		if err := removeIfStale(path); err != nil {
-			s.unmap()
-			return nil, err
-		}
+	if err := srv.Serve(segServed, fd); err != nil {
+		s.unmap()
+		return nil, err
 	}
-	s.path = path
 	return s, nil
-}
-
-// removeIfStale removes the segment at path when the process that created it
-// is gone, and says why it cannot otherwise.
-func removeIfStale(path string) error {
-	pid, err := readCreator(path)
-	if err != nil {
-		return err
-	}
-	if pid > 0 && creatorAlive(pid) {
-		return errorf(ErrSegmentInUse, "%s was created by pid %d, still running", path, pid)
-	}
-	if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
-		return fmt.Errorf("nemesis: removing stale segment %s: %w", path, err)
-	}
-	return nil
-}
-
-// readCreator returns the creator pid recorded in the segment at path, or 0
-// when the file is too short or not a knemesis segment (then it is garbage
-// by the name's convention and may go).
-func readCreator(path string) (int, error) {
-	fd, err := shmfile.Open(path, segObject, unix.O_RDONLY)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return 0, nil
-		}
-		return 0, err
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	var b [unsafe.Sizeof(segHeader{})]byte
-	if n, _ := f.ReadAt(b[:], 0); n < len(b) {
-		return 0, nil
-	}
-	h := (*segHeader)(unsafe.Pointer(&b[0]))
-	if h.magic != segMagic {
-		return 0, nil
-	}
-	return int(h.creatorPID), nil
 }
 
 // processAlive says whether pid is a live process of this user. EPERM
@@ -412,7 +365,8 @@ func joinSegment(dir, job string, l layout, rank, owner int, stall time.Duration
 	err := await.Poll{Stall: stall}.Until(context.Background(), func() (uint64, bool, error) {
 		var err error
 		s, err = tryJoin(path, l)
-		if errors.Is(err, ErrLayout) || errors.Is(err, ErrCorrupt) || errors.Is(err, shmfile.ErrNotPrivate) {
+		if errors.Is(err, ErrLayout) || errors.Is(err, ErrCorrupt) || errors.Is(err, shmfile.ErrNotPrivate) ||
+			errors.Is(err, fdpass.ErrPeerUID) || errors.Is(err, fdpass.ErrBadFile) {
 			return 0, false, err
 		}
 		lastErr = err
@@ -427,22 +381,12 @@ func joinSegment(dir, job string, l layout, rank, owner int, stall time.Duration
 var errNotYet = errors.New("segment not created yet")
 
 func tryJoin(path string, l layout) (*segment, error) {
-	fd, err := shmfile.Open(path, segObject, unix.O_RDWR)
+	fd, size, err := fetchSegment(path)
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil, errNotYet
-		}
 		return nil, err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("nemesis: stat %s: %w", path, err)
-	}
-	if st.Size < int64(unsafe.Sizeof(segHeader{})) {
-		return nil, errorf(ErrLayout, "%s is %d bytes, too small for a segment header", path, st.Size)
-	}
-	s, err := mapSegment(fd, int(st.Size))
+	s, err := mapSegment(fd, int(size))
 	if err != nil {
 		return nil, err
 	}
@@ -556,14 +500,25 @@ func (s *segment) initQueues() {
 	}
 }
 
+// unlink stops serving the segment and removes its name: the creator's
+// server removes the directory it made, the last rank to join removes it
+// by name.
 func (s *segment) unlink() {
+	if s.srv != nil {
+		s.srv.Close()
+		s.srv, s.unlinked = nil, true
+	}
 	if s.path != "" && !s.unlinked {
-		_ = unix.Unlink(s.path)
+		_ = fdpass.RemoveDir(s.path, segObject)
 		s.unlinked = true
 	}
 }
 
 func (s *segment) unmap() {
+	if s.srv != nil {
+		s.srv.Close() // removes the name too: nothing serves it any more
+		s.srv = nil
+	}
 	if s.mem != nil {
 		_ = unix.Munmap(s.mem)
 		_ = unix.Close(s.fd)

@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/knemesis/knemesis/internal/fdpass"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"golang.org/x/sys/unix"
 )
@@ -27,16 +29,24 @@ func deadPID(t *testing.T) int {
 	return cmd.ProcessState.Pid()
 }
 
-// leaveSegment publishes a segment for job in dir as if created by pid.
-func leaveSegment(t *testing.T, dir, job string, pid int) string {
+// leaveSegment leaves at job's name in dir what a creator that died
+// leaves there: its rendezvous directory, with a socket nobody listens on.
+func leaveSegment(t *testing.T, dir, job string) string {
 	t.Helper()
-	s, err := createSegment(dir, job, layout{nprocs: 2, cellSize: 512, cellsPerProc: 2, fastboxSize: 128, fastboxes: 1}, testKey)
+	path := segPath(dir, job)
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sock, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.hdr.creatorPID = int32(pid)
-	s.unmap()
-	return s.path
+	defer unix.Close(sock)
+	if err := unix.Bind(sock, &unix.SockaddrUnix{Name: fdpass.SocketPath(path)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fdpass.RemoveDir(path, segObject) })
+	return path
 }
 
 func TestSegmentNameRemovedOnceAllJoined(t *testing.T) {
@@ -53,7 +63,7 @@ func TestSegmentNameRemovedOnceAllJoined(t *testing.T) {
 
 func TestStaleSegmentReplaced(t *testing.T) {
 	dir := t.TempDir()
-	path := leaveSegment(t, dir, "crashed", deadPID(t))
+	path := leaveSegment(t, dir, "crashed")
 	ep, err := Join("crashed", 0, 1, &Options{Dir: dir})
 	if err != nil {
 		t.Fatalf("joining over a stale segment: %v", err)
@@ -67,10 +77,10 @@ func TestStaleSegmentReplaced(t *testing.T) {
 	}
 }
 
-// TestGarbageAtSegmentNameReplaced: a file at the segment's name that is no
-// knemesis segment (shorter than a header, or a header without the magic)
-// is unlinked, not written into, and rank 0's fresh segment is published
-// under the name, where rank 1 finds it.
+// TestGarbageAtSegmentNameReplaced: a file of this user at the segment's
+// name (which is a directory where rank 0 serves the segment) is unlinked,
+// not written into, and rank 0 serves its fresh segment under the name,
+// where rank 1 finds it.
 func TestGarbageAtSegmentNameReplaced(t *testing.T) {
 	for name, garbage := range map[string][]byte{
 		"short":    []byte("not a segment"),
@@ -87,10 +97,6 @@ func TestGarbageAtSegmentNameReplaced(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer old.Close()
-			oldInfo, err := old.Stat()
-			if err != nil {
-				t.Fatal(err)
-			}
 			opts := &Options{Dir: dir, JoinTimeout: 20 * time.Second}
 			rank0 := make(chan error, 1)
 			var ep0 *Endpoint
@@ -99,18 +105,20 @@ func TestGarbageAtSegmentNameReplaced(t *testing.T) {
 				ep0, err = Join("junk", 0, 2, opts)
 				rank0 <- err
 			}()
-			// Rank 0 waits for rank 1 with its segment published: the
-			// name must come to hold a segment of this process.
+			// Rank 0 waits for rank 1 with its segment served: the name
+			// must come to be a directory where this process serves.
 			for {
-				if fi, err := os.Stat(path); err == nil && !os.SameFile(fi, oldInfo) {
-					if pid, err := readCreator(path); err != nil || pid != os.Getpid() {
-						t.Fatalf("%s replaced by a file of creator %d (%v), want a segment of this process %d", path, pid, err, os.Getpid())
+				if fi, err := os.Lstat(path); err == nil && fi.IsDir() {
+					if pid, ok := fdpass.Probe(path); ok {
+						if pid != os.Getpid() {
+							t.Fatalf("%s served by pid %d, want this process %d", path, pid, os.Getpid())
+						}
+						break
 					}
-					break
 				}
 				select {
 				case err := <-rank0:
-					t.Fatalf("rank 0 ended before publishing its segment: %v", err)
+					t.Fatalf("rank 0 ended before serving its segment: %v", err)
 				case <-time.After(time.Millisecond):
 				}
 			}
@@ -142,17 +150,23 @@ func TestGarbageAtSegmentNameReplaced(t *testing.T) {
 
 func TestLiveSegmentNotReplaced(t *testing.T) {
 	dir := t.TempDir()
-	leaveSegment(t, dir, "busy", os.Getpid())
-	if _, err := Join("busy", 0, 2, &Options{Dir: dir}); !errors.Is(err, ErrSegmentInUse) {
-		t.Fatalf("got %v, want ErrSegmentInUse", err)
+	live, err := createSegment(dir, "busy", layout{nprocs: 2, cellSize: 512, cellsPerProc: 2, fastboxSize: 128, fastboxes: 1}, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.unmap()
+	_, err = Join("busy", 0, 2, &Options{Dir: dir})
+	want := "is served by pid " + strconv.Itoa(os.Getpid()) + ", still running"
+	if !errors.Is(err, ErrSegmentInUse) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want ErrSegmentInUse saying %q", err, want)
 	}
 }
 
 func TestJoinerWaitsOutStaleSegment(t *testing.T) {
 	dir := t.TempDir()
-	leaveSegment(t, dir, "old", deadPID(t))
+	leaveSegment(t, dir, "old")
 	_, err := Join("old", 1, 2, &Options{Dir: dir, JoinTimeout: 50 * time.Millisecond})
-	if !errors.Is(err, ErrJoinTimeout) || !strings.Contains(err.Error(), "gone") {
+	if !errors.Is(err, ErrJoinTimeout) || !strings.Contains(err.Error(), "left by a creator that is gone") {
 		t.Fatalf("got %v, want ErrJoinTimeout explaining the stale segment", err)
 	}
 }

@@ -3,7 +3,6 @@ package nemesis
 import (
 	"fmt"
 
-	"github.com/knemesis/knemesis/internal/tmpfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,21 +62,14 @@ func checkSpace(dir string, size, arena uint64) error {
 	return nil
 }
 
-// reserve allocates every page of the segment file now, so that a tmpfs
-// that fills up later (another job, an LMT's rings) fails this Join with a
-// SpaceError rather than a later access with SIGBUS. A file system without
-// fallocate keeps the statfs check only.
-func reserve(fd int, dir string, size, arena uint64) error {
-	err := tmpfs.Allocate(fd, int64(size))
-	switch err {
-	case nil, unix.EOPNOTSUPP, unix.ENOSYS:
-		return nil
-	case unix.ENOSPC:
-		var st unix.Statfs_t
-		_ = unix.Statfs(dir, &st)
-		return &SpaceError{Dir: dir, Need: size, Free: st.Bavail * uint64(st.Bsize), Arena: arena}
-	}
-	return fmt.Errorf("nemesis: reserving %d bytes in %s: %w", size, dir, err)
+// freeIn is the free space of dir, for a SpaceError when the segment's
+// memory could not be allocated (fdpass.NewSealed allocates it whole, so
+// that a machine short of memory fails this Join rather than a later
+// access with SIGBUS).
+func freeIn(dir string) uint64 {
+	var st unix.Statfs_t
+	_ = unix.Statfs(dir, &st)
+	return st.Bavail * uint64(st.Bsize)
 }
 
 func sizeString(n uint64) string {

@@ -22,14 +22,14 @@ func Fetch(dir, name, object string, w Want) (int, int64, error) {
 	path := SocketPath(dir)
 	if err := CheckDir(dir, object); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return -1, 0, fmt.Errorf("%w: %v", ErrNoServer, err)
+			return -1, 0, fmt.Errorf("%w: %w", ErrNoServer, err)
 		}
 		return -1, 0, err
 	}
 	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
-			return -1, 0, fmt.Errorf("%w at %s: %v", ErrNoServer, path, err)
+			return -1, 0, fmt.Errorf("%w at %s: %w", ErrNoServer, path, err)
 		}
 		return -1, 0, fmt.Errorf("knemesis: connecting for %s to %s: %w", object, path, err)
 	}

@@ -3,6 +3,8 @@ package fdpass
 import (
 	"errors"
 	"fmt"
+
+	"github.com/knemesis/knemesis/shmfile"
 )
 
 // The kinds of [*Error], for errors.Is.
@@ -39,8 +41,11 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("knemesis: handing over %s at %s (%s): %s; fix: %s", e.Object, e.Path, peer, e.Reason, e.fix())
 }
 
-// Is matches the error's kind.
-func (e *Error) Is(target error) bool { return target == e.Kind }
+// Is matches the error's kind; a directory that is not private is also
+// shmfile.ErrNotPrivate, as a shared file that is not is.
+func (e *Error) Is(target error) bool {
+	return target == e.Kind || e.Kind == ErrDirNotPrivate && target == shmfile.ErrNotPrivate
+}
 
 func (e *Error) fix() string {
 	switch e.Kind {
