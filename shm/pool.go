@@ -1,12 +1,16 @@
 package shm
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 
+	"github.com/knemesis/knemesis/internal/fdpass"
 	"github.com/knemesis/knemesis/internal/slotpool"
-	"github.com/knemesis/knemesis/internal/tmpfs"
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/nemesis/launch"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,34 +23,50 @@ type pool struct {
 	slots *slotpool.Pool
 }
 
-// poolSeals make the pool's size fixed for good: a receiver that checked
-// it cannot be made to fault (SIGBUS) by a sender that shrinks it later.
-const poolSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
-
 func poolBytes(n, slotSize int) int { return (slotpool.Size(n, slotSize) + 4095) &^ 4095 }
 
-// poolName is the memfd's name, which /proc/<pid>/fd shows its receivers:
-// job and rank, so a pid that names another process finds no such pool.
+// poolName is the memfd's name, which /proc/<pid>/maps shows: job and
+// rank.
 func poolName(job string, rank int) string {
 	return "knemesis-" + job + "-lmtpool-" + strconv.Itoa(rank)
 }
 
+// poolDir is the directory where rank serves its pool to its receivers
+// (fdpass): in the job's private directory (lmt.Config.Dir, by default
+// launch.JobDir, which launch.Run removes when the job ends however its
+// ranks died), named from the job's key when it has one, so that nobody
+// outside the job can guess it. Nothing of it is in /dev/shm.
+func poolDir(env *lmt.Env, rank int) string {
+	name := "lmtpool-" + strconv.Itoa(rank)
+	if !env.Key.IsZero() {
+		name += "-" + env.Key.Name("lmt/shm-pool")
+	}
+	return filepath.Join(jobDir(env), name)
+}
+
+func jobDir(env *lmt.Env) string {
+	if env.Dir != "" {
+		return env.Dir
+	}
+	return launch.JobDir(env.Job)
+}
+
+// poolObject names rank's pool in errors.
+func poolObject(rank int) string { return "shm pool of rank " + strconv.Itoa(rank) }
+
 // newPool creates this rank's pool and allocates all of it now, so that a
 // machine short of memory fails the Engine's creation (the job's Join)
-// rather than a copy with SIGBUS. It is a memfd, not a /dev/shm file: it
-// has no name to leave behind however the rank dies, and does not count
-// against a container's small /dev/shm.
+// rather than a copy with SIGBUS. It is a sealed memfd, not a /dev/shm
+// file: it has no name to leave behind however the rank dies, does not
+// count against a container's small /dev/shm, and no process can resize it
+// under a receiver. Its receivers get it from serve.
 func newPool(job string, rank, n, slotSize int) (*pool, error) {
 	size := poolBytes(n, slotSize)
-	fd, err := unix.MemfdCreate(poolName(job, rank), unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := fdpass.NewSealed(poolName(job, rank), int64(size))
 	if err != nil {
-		return nil, fmt.Errorf("lmt: shm pool: memfd_create: %w", err)
+		return nil, fmt.Errorf("lmt: shm pool (not enough memory for this rank's large-message slots? lower lmt.Config.ShmPoolSlots): %w", err)
 	}
 	p := &pool{fd: fd}
-	if err := p.reserve(size); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
 	if p.mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("lmt: mapping the shm pool: %w", err)
@@ -58,42 +78,61 @@ func newPool(job string, rank, n, slotSize int) (*pool, error) {
 	return p, nil
 }
 
-func (p *pool) reserve(size int) error {
-	if err := unix.Ftruncate(p.fd, int64(size)); err != nil {
-		return fmt.Errorf("lmt: sizing the shm pool to %d bytes: %w", size, err)
+// serve hands p to this rank's receivers from poolDir until the backend
+// closes. A directory left by a crashed run of the same job and rank is
+// replaced.
+func (p *pool) serve(env *lmt.Env) (*fdpass.Server, error) {
+	dir, object := poolDir(env, env.Rank), poolObject(env.Rank)
+	srv, err := listenIn(dir, object)
+	if errors.Is(err, os.ErrExist) {
+		if _, live := fdpass.Probe(dir); live {
+			return nil, fmt.Errorf("lmt: %s: %s is served by a live process of the same job and rank", object, dir)
+		}
+		if err := fdpass.RemoveDir(dir, object); err != nil {
+			return nil, err
+		}
+		srv, err = listenIn(dir, object)
 	}
-	if err := tmpfs.Allocate(p.fd, int64(size)); err != nil {
-		return fmt.Errorf("lmt: allocating the shm pool's %d bytes (not enough memory for this rank's large-message slots; lower lmt.Config.ShmPoolSlots): %w", size, err)
+	if err != nil {
+		return nil, fmt.Errorf("lmt: %w", err)
 	}
-	if _, err := unix.FcntlInt(uintptr(p.fd), unix.F_ADD_SEALS, poolSeals); err != nil {
-		return fmt.Errorf("lmt: sealing the shm pool: %w", err)
+	if err := srv.Serve("pool", p.fd); err != nil {
+		srv.Close()
+		return nil, err
 	}
-	return nil
+	return srv, nil
 }
 
-// mapPeerPool maps the pool of rank src, which its process holds as a
-// memfd named poolName: it is found among /proc/<pid>/fd, which opens a
-// file of a process of the same user, and checked (sealed, of the size
-// this geometry needs) before it is mapped.
-func mapPeerPool(job string, src, pid, n, slotSize int) (*pool, error) {
-	size := poolBytes(n, slotSize)
-	path, err := findMemfd("/proc/"+strconv.Itoa(pid)+"/fd", "/memfd:"+poolName(job, src)+" (deleted)")
-	if err != nil {
-		return nil, fmt.Errorf("lmt: finding rank %d's shm pool: %w", src, err)
+// listenIn serves at dir, making the job's directory above it first (0700,
+// checked as private): another rank that closes may remove that directory
+// once empty, between the two, so try again then.
+func listenIn(dir, object string) (*fdpass.Server, error) {
+	parent := filepath.Dir(dir)
+	for try := 0; ; try++ {
+		if err := os.Mkdir(parent, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("the job's directory: %w", err)
+		}
+		if err := fdpass.CheckDir(parent, "the job's directory"); err != nil {
+			return nil, err
+		}
+		srv, err := fdpass.Listen(dir, object)
+		if err == nil || !errors.Is(err, unix.ENOENT) || try == 10 {
+			return srv, err
+		}
 	}
-	f, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+}
+
+// mapPeerPool maps the pool of rank src, which it serves (serve), checked
+// by the handover (a sealed memfd of this user, of the size this geometry
+// needs) before it is mapped. Unlike a look through /proc/<pid>/fd, this
+// needs no ptrace access: it works for non-dumpable senders too.
+func mapPeerPool(env *lmt.Env, src, n, slotSize int) (*pool, error) {
+	size := poolBytes(n, slotSize)
+	f, _, err := fdpass.Fetch(poolDir(env, src), "pool", poolObject(src), fdpass.Want{Size: int64(size)})
 	if err != nil {
-		return nil, fmt.Errorf("lmt: opening rank %d's shm pool %s: %w", src, path, err)
+		return nil, fmt.Errorf("lmt: %w (lmt.Config differs between ranks?)", err)
 	}
 	defer unix.Close(f)
-	var st unix.Stat_t
-	if err := unix.Fstat(f, &st); err != nil {
-		return nil, fmt.Errorf("lmt: fstat of rank %d's shm pool: %w", src, err)
-	}
-	seals, err := unix.FcntlInt(uintptr(f), unix.F_GET_SEALS, 0)
-	if err != nil || seals&poolSeals != poolSeals || st.Size != int64(size) {
-		return nil, fmt.Errorf("lmt: rank %d's shm pool %s is %d bytes with seals %#x (%v), not a sealed pool of %d bytes (lmt.Config differs between ranks?)", src, path, st.Size, seals, err, size)
-	}
 	mem, err := unix.Mmap(f, 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("lmt: mapping rank %d's shm pool: %w", src, err)
@@ -104,26 +143,6 @@ func mapPeerPool(job string, src, pid, n, slotSize int) (*pool, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-// findMemfd returns the entry of directory fds (a /proc/<pid>/fd) that
-// links to target.
-func findMemfd(fds, target string) (string, error) {
-	d, err := os.Open(fds)
-	if err != nil {
-		return "", err
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return "", err
-	}
-	for _, name := range names {
-		if l, err := os.Readlink(fds + "/" + name); err == nil && l == target {
-			return fds + "/" + name, nil
-		}
-	}
-	return "", fmt.Errorf("no descriptor of %s links to %s", fds, target)
 }
 
 func (p *pool) close() {

@@ -32,13 +32,13 @@ const (
 )
 
 // The receiver's verdict on the sender's pool, given when it opens the
-// ring, before its CTS: it maps the pool through /proc/<pid>/fd, which
-// needs the sender's pid to name it in this PID namespace and the kernel's
-// ptrace read check to pass (same user namespace, the sender dumpable).
-// Where it cannot, the pair uses the ring's own slots, MPICH's fixed ring.
-// Until the verdict, the sender fills early into its pool; if the verdict
-// goes against it, the receiver skips those pieces and Kept has the sender
-// start over after its CTS. After the CTS the verdict is in.
+// ring, before its CTS: it receives the pool from the sender's handover
+// socket (pool.go), which needs no ptrace access, only the same user and a
+// shared /dev/shm. Where it cannot, the pair uses the ring's own slots,
+// MPICH's fixed ring. Until the verdict, the sender fills early into its
+// pool; if the verdict goes against it, the receiver skips those pieces and
+// Kept has the sender start over after its CTS. After the CTS the verdict
+// is in.
 const (
 	reachUnknown = 0
 	reachPool    = 1

@@ -3,6 +3,7 @@ package shm
 import (
 	"fmt"
 
+	"github.com/knemesis/knemesis/internal/fdpass"
 	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/lmt"
 	"golang.org/x/sys/unix"
@@ -29,11 +30,12 @@ type shm struct {
 	slots     uint64 // entries per ring: the most pieces in flight per pair
 	slotSize  int
 	poolSlots int
-	own       *pool   // this rank's slots, for every ring it writes
-	held      int     // slots of own claimed and not yet released
-	busy      []*ring // rings written with slots not yet released
-	peers     []*pool // by rank: senders' pools, mapped on first read
-	out, in   []*ring // by peer rank: rings we write, rings we read
+	own       *pool          // this rank's slots, for every ring it writes
+	srv       *fdpass.Server // hands own to the receivers (pool.go)
+	held      int            // slots of own claimed and not yet released
+	busy      []*ring        // rings written with slots not yet released
+	peers     []*pool        // by rank: senders' pools, mapped on first read
+	out, in   []*ring        // by peer rank: rings we write, rings we read
 	// railOut and railIn are the rings that carry the ring pieces of
 	// Split messages (rail.go), apart from the stream's.
 	railOut, railIn []*ring
@@ -51,7 +53,12 @@ func newShm(env *lmt.Env) (lmt.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &shm{env: env, slots: uint64(c.ShmSlots), slotSize: c.ShmSlotSize, poolSlots: c.ShmPoolSlots, own: own,
+	srv, err := own.serve(env)
+	if err != nil {
+		own.close()
+		return nil, err
+	}
+	return &shm{env: env, slots: uint64(c.ShmSlots), slotSize: c.ShmSlotSize, poolSlots: c.ShmPoolSlots, own: own, srv: srv,
 		peers: make([]*pool, env.Size), out: make([]*ring, env.Size), in: make([]*ring, env.Size),
 		railOut: make([]*ring, env.Size), railIn: make([]*ring, env.Size)}, nil
 }
@@ -317,10 +324,8 @@ func (s *shm) judge(r *ring) {
 	r.verdict = reachRing
 	if s.peers[r.src] != nil {
 		r.verdict = reachPool
-	} else if pid := s.env.PeerPID(r.src); pid > 0 {
-		if p, err := mapPeerPool(s.env.Job, r.src, pid, s.poolSlots, s.slotSize); err == nil {
-			s.peers[r.src], r.verdict = p, reachPool
-		}
+	} else if p, err := mapPeerPool(s.env, r.src, s.poolSlots, s.slotSize); err == nil {
+		s.peers[r.src], r.verdict = p, reachPool
 	}
 	r.reach.Store(r.verdict)
 }
@@ -380,6 +385,8 @@ func (s *shm) Close() error {
 		}
 	}
 	s.busy = nil
+	s.srv.Close()
+	unix.Rmdir(jobDir(s.env)) // fails harmlessly while other ranks' files are in it
 	s.own.close()
 	return nil
 }

@@ -3,7 +3,6 @@ package fdpass
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -26,15 +25,15 @@ func Fetch(dir, name, object string, w Want) (int, int64, error) {
 		}
 		return -1, 0, err
 	}
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	c, err := dial(path)
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) || errors.Is(err, unix.EAGAIN) {
 			return -1, 0, fmt.Errorf("%w at %s: %w", ErrNoServer, path, err)
 		}
 		return -1, 0, fmt.Errorf("knemesis: connecting for %s to %s: %w", object, path, err)
 	}
-	defer c.Close()
-	cred, err := peerCred(c)
+	defer c.close()
+	cred, err := c.cred()
 	if err != nil {
 		return -1, 0, fmt.Errorf("knemesis: SO_PEERCRED of %s: %w", path, err)
 	}
@@ -47,7 +46,7 @@ func Fetch(dir, name, object string, w Want) (int, int64, error) {
 		e.Kind, e.Reason = ErrProtocol, fmt.Sprintf("object name of %d bytes, want 1..%d", len(name), maxName)
 		return -1, 0, e
 	}
-	if _, err := c.Write([]byte(name)); err != nil {
+	if err := c.send([]byte(name), nil); err != nil {
 		return -1, 0, fmt.Errorf("knemesis: asking %s for %s: %w", path, object, err)
 	}
 	fd, err := receive(c, e)
@@ -65,10 +64,10 @@ func Fetch(dir, name, object string, w Want) (int, int64, error) {
 
 // receive reads the reply and returns its one descriptor; any other count
 // closes them all and fails.
-func receive(c *net.UnixConn, e *Error) (int, error) {
+func receive(c *sock, e *Error) (int, error) {
 	buf := make([]byte, maxReply+1)
 	oob := make([]byte, unix.CmsgSpace(4*4)) // room to see, and close, a few too many
-	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
+	n, oobn, flags, err := c.recv(buf, oob)
 	if err != nil {
 		return -1, fmt.Errorf("knemesis: reading the reply of %s for %s: %w", e.Path, e.Object, err)
 	}
@@ -115,12 +114,12 @@ func rights(oob []byte) ([]int, error) {
 // Probe says whether a server listens at dir, and its pid: the caller
 // judges whether the directory is stale.
 func Probe(dir string) (pid int, ok bool) {
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: SocketPath(dir), Net: "unixpacket"})
+	c, err := dial(SocketPath(dir))
 	if err != nil {
 		return 0, false
 	}
-	defer c.Close()
-	cred, err := peerCred(c)
+	defer c.close()
+	cred, err := c.cred()
 	if err != nil {
 		return 0, true
 	}

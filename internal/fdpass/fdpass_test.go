@@ -2,7 +2,6 @@ package fdpass
 
 import (
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,13 +178,13 @@ func TestClientOfOtherUserRefused(t *testing.T) {
 	otheruser.AsOther(t, func() {
 		// The directory's check would refuse first: talk to the socket
 		// as an attacker would, with the client's own reading of replies.
-		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: SocketPath(dir), Net: "unixpacket"})
+		c, err := dial(SocketPath(dir))
 		if err != nil {
 			ferr = err
 			return
 		}
-		defer c.Close()
-		c.Write([]byte("mem"))
+		defer c.close()
+		c.send([]byte("mem"), nil)
 		_, ferr = receive(c, &Error{Object: object, Path: SocketPath(dir), PeerUID: 0})
 	})
 	var e *Error

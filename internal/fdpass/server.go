@@ -2,7 +2,6 @@ package fdpass
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"sync"
 
@@ -28,12 +27,12 @@ type Server struct {
 	dir, object string
 	uid         int // this process's euid at Listen: the job's
 	made        unix.Stat_t
-	ln          *net.UnixListener
+	ln          *sock
 	wg          sync.WaitGroup
 
 	mu      sync.Mutex
 	fds     map[string]int // served objects, duplicates owned here
-	conns   map[*net.UnixConn]struct{}
+	conns   map[*sock]struct{}
 	closed  bool
 	refused int // clients refused for their uid
 }
@@ -46,13 +45,12 @@ func Listen(dir, object string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: SocketPath(dir), Net: "unixpacket"})
+	ln, err := listen(SocketPath(dir))
 	if err != nil {
 		unix.Rmdir(dir)
 		return nil, fmt.Errorf("knemesis: serving %s at %s: %w", object, SocketPath(dir), err)
 	}
-	ln.SetUnlinkOnClose(false) // Close removes it, if still the one made
-	s := &Server{dir: dir, object: object, uid: os.Geteuid(), made: made, ln: ln, fds: map[string]int{}, conns: map[*net.UnixConn]struct{}{}}
+	s := &Server{dir: dir, object: object, uid: os.Geteuid(), made: made, ln: ln, fds: map[string]int{}, conns: map[*sock]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -95,10 +93,10 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	for c := range s.conns {
-		c.Close()
+		c.close()
 	}
 	s.mu.Unlock()
-	s.ln.Close()
+	s.ln.close()
 	s.wg.Wait()
 	for _, fd := range s.fds {
 		unix.Close(fd)
@@ -110,14 +108,21 @@ func (s *Server) Close() error {
 func (s *Server) accept() {
 	defer s.wg.Done()
 	for {
-		c, err := s.ln.AcceptUnix()
+		fd, err := s.ln.accept()
 		if err != nil {
-			return // closed; a transient error would end it too, as a lost peer does
+			if isClosed(err) || !temporary(err) {
+				return
+			}
+			continue
+		}
+		c, err := newSock(fd, s.dir)
+		if err != nil {
+			continue
 		}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			c.Close()
+			c.close()
 			return
 		}
 		s.conns[c] = struct{}{}
@@ -127,17 +132,41 @@ func (s *Server) accept() {
 	}
 }
 
+// temporary says whether accept may be tried again after err: a client
+// that hung up first, an interrupted call, a table of descriptors full for
+// now.
+func temporary(err error) bool {
+	return err == unix.ECONNABORTED || err == unix.EINTR || err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOBUFS || err == unix.ENOMEM
+}
+
+// listen binds and listens at path.
+func listen(path string) (*sock, error) {
+	fd, err := socket()
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if err := unix.Listen(fd, 64); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return newSock(fd, path)
+}
+
 // handle answers one client: its requests, one packet each, until it
 // hangs up.
-func (s *Server) handle(c *net.UnixConn) {
+func (s *Server) handle(c *sock) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
-		c.Close()
+		c.close()
 	}()
-	cred, err := peerCred(c)
+	cred, err := c.cred()
 	if err != nil {
 		return
 	}
@@ -146,7 +175,7 @@ func (s *Server) handle(c *net.UnixConn) {
 		// The request is read before any answer, a refusal too: a socket
 		// closed with a packet unread resets the peer, which would then
 		// see ECONNRESET instead of the reason.
-		n, _, flags, _, err := c.ReadMsgUnix(buf, nil)
+		n, _, flags, err := c.recv(buf, nil)
 		if err != nil || n == 0 || n > maxName || flags&unix.MSG_TRUNC != 0 {
 			return
 		}
@@ -172,7 +201,7 @@ func (s *Server) handle(c *net.UnixConn) {
 
 // reply sends status and reason, with fd when it is not -1. The
 // descriptor cannot be closed under it: Close waits for this goroutine.
-func reply(c *net.UnixConn, status byte, reason string, fd int) error {
+func reply(c *sock, status byte, reason string, fd int) error {
 	msg := append([]byte{status}, reason...)
 	if len(msg) > maxReply {
 		msg = msg[:maxReply]
@@ -181,23 +210,5 @@ func reply(c *net.UnixConn, status byte, reason string, fd int) error {
 	if fd >= 0 {
 		oob = unix.UnixRights(fd)
 	}
-	_, _, err := c.WriteMsgUnix(msg, oob, nil)
-	return err
-}
-
-// peerCred is the SO_PEERCRED of c: who connected (for a server), who
-// listened (for a client).
-func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var gerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, gerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	return cred, gerr
+	return c.send(msg, oob)
 }
