@@ -191,14 +191,14 @@ type segment struct {
 	layout
 	procOff, bellOff, fboxOff uint64
 	cellOff                   uint64
-	arenaOff                  uint64 // layout.arenaOffset, read per arena message
-	cellBytes                 uint64 // total bytes of cells
-	cellMask                  uint64 // cellSize-1
-	payloadSize               int    // cellSize - cellHdrSize
-	fboxPayload               int    // fastboxSize - fboxHdrSize, or 0
-	path                      string             // the job's rendezvous directory (rendezvous.go)
-	srv                       *fdpass.Server     // the creator's, until every local rank joined
-	fd                        int                // the segment's memfd, kept for allocated
+	arenaOff                  uint64         // layout.arenaOffset, read per arena message
+	cellBytes                 uint64         // total bytes of cells
+	cellMask                  uint64         // cellSize-1
+	payloadSize               int            // cellSize - cellHdrSize
+	fboxPayload               int            // fastboxSize - fboxHdrSize, or 0
+	path                      string         // the job's rendezvous directory (rendezvous.go)
+	srv                       *fdpass.Server // the creator's, until every local rank joined
+	fd                        int            // the segment's memfd, kept for allocated
 	unlinked                  bool
 }
 
