@@ -12,7 +12,8 @@
 // slots of lmt.Config.ShmSlotSize bytes, 2 MiB by default, whatever its
 // number of peers), a sealed memfd allocated when the Engine is created:
 // a shortage fails the job's Join rather than a copy, and no name is left
-// behind however a rank dies. A ring is one page per ordered pair that
-// uses it. docs/design/shm.md tells why, and how the receiver finds and
-// checks the sender's pool.
+// behind however a rank dies. Receivers get it from the sender over a
+// socket in the job's directory (internal/fdpass), checked sealed before
+// it is mapped. A ring is one page per ordered pair that uses it.
+// docs/design/shm.md tells why.
 package shm
