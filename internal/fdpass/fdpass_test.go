@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -124,7 +125,8 @@ func openFDs(t *testing.T) int {
 }
 
 // TestDirectoryChecked: a directory not 0700, or a link at the name, is
-// refused by Listen and by Fetch; Close removes the socket and the
+// refused by Listen and by Fetch; Close ends every goroutine the server
+// started (one client still connected) and removes the socket and the
 // directory.
 func TestDirectoryChecked(t *testing.T) {
 	base := t.TempDir()
@@ -141,6 +143,7 @@ func TestDirectoryChecked(t *testing.T) {
 		}
 	}
 	dir := filepath.Join(base, "srv")
+	goroutines := runtime.NumGoroutine()
 	s, err := Listen(dir, object)
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +151,18 @@ func TestDirectoryChecked(t *testing.T) {
 	if _, err := Listen(dir, object); !errors.Is(err, os.ErrExist) {
 		t.Errorf("second Listen at %s: %v, want os.ErrExist", dir, err)
 	}
+	idle, err := dial(SocketPath(dir)) // a client that never asks: Close ends its handler
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.close()
+	if _, _, err := Fetch(dir, "x", object, Want{}); !errors.Is(err, ErrNotServed) {
+		t.Errorf("Fetch of nothing: %v, want ErrNotServed", err)
+	}
 	s.Close()
+	if n := runtime.NumGoroutine(); n != goroutines {
+		t.Errorf("%d goroutines after Close, %d before Listen", n, goroutines)
+	}
 	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
 		t.Errorf("%s after Close: %v, want it gone", dir, err)
 	}
