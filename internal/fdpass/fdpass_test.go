@@ -160,7 +160,7 @@ func TestDirectoryChecked(t *testing.T) {
 		t.Errorf("Fetch of nothing: %v, want ErrNotServed", err)
 	}
 	s.Close()
-	if n := runtime.NumGoroutine(); n != goroutines {
+	if n := runtime.NumGoroutine(); n > goroutines { // fewer: one of an earlier test's ended meanwhile
 		t.Errorf("%d goroutines after Close, %d before Listen", n, goroutines)
 	}
 	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
