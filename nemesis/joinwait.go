@@ -34,13 +34,17 @@ func (w *creatorWatch) progress() uint64 {
 		return w.cpu
 	}
 	w.looked = time.Now()
-	w.cpu = 0
 	if fdpass.CheckDir(w.path, segObject) != nil {
+		w.cpu = 0
 		return 0
 	}
-	if pid, ok := fdpass.Probe(w.path); ok && pid > 0 {
+	switch pid, ok := fdpass.Probe(w.path); {
+	case !ok:
+		w.cpu = 0
+	case pid > 0:
 		w.cpu = cpuTicks(pid)
 	}
+	// pid 0: too busy serving other ranks to answer; it was at work.
 	return w.cpu
 }
 

@@ -76,7 +76,7 @@ func removeIfStale(path string) error {
 	default:
 		return err
 	}
-	if pid, ok := fdpass.Probe(path); ok && creatorAlive(pid) {
+	if pid, ok := fdpass.Probe(path); ok && (pid == 0 || creatorAlive(pid)) {
 		return errorf(ErrSegmentInUse, "%s is served by pid %d, still running", path, pid)
 	}
 	if err := fdpass.RemoveDir(path, segObject); err != nil {

@@ -111,10 +111,13 @@ func rights(oob []byte) ([]int, error) {
 	return fds, nil
 }
 
-// Probe says whether a server listens at dir, and its pid: the caller
-// judges whether the directory is stale.
+// Probe says whether a server listens at dir, and its pid (0 when too
+// busy to say): the caller judges whether the directory is stale.
 func Probe(dir string) (pid int, ok bool) {
 	c, err := dial(SocketPath(dir))
+	if errors.Is(err, unix.EAGAIN) {
+		return 0, true // a backlog full of clients: served, and busy
+	}
 	if err != nil {
 		return 0, false
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -109,9 +110,15 @@ func (s *Server) accept() {
 	defer s.wg.Done()
 	for {
 		fd, err := s.ln.accept()
+		if isClosed(err) {
+			return
+		}
 		if err != nil {
-			if isClosed(err) || !temporary(err) {
-				return
+			// Nothing else ends serving: the job's later ranks would
+			// find a backlog nobody drains. Out of descriptors or
+			// memory, let the handlers finish first.
+			if err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOBUFS || err == unix.ENOMEM {
+				time.Sleep(time.Millisecond)
 			}
 			continue
 		}
@@ -132,13 +139,6 @@ func (s *Server) accept() {
 	}
 }
 
-// temporary says whether accept may be tried again after err: a client
-// that hung up first, an interrupted call, a table of descriptors full for
-// now.
-func temporary(err error) bool {
-	return err == unix.ECONNABORTED || err == unix.EINTR || err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOBUFS || err == unix.ENOMEM
-}
-
 // listen binds and listens at path.
 func listen(path string) (*sock, error) {
 	fd, err := socket()
@@ -149,7 +149,10 @@ func listen(path string) (*sock, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	if err := unix.Listen(fd, 64); err != nil {
+	// The whole job may ask at once (every rank joining a segment): a
+	// full backlog answers connect with EAGAIN, which costs the clients
+	// retries, so take the most the system allows.
+	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package fdpass
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 
@@ -48,7 +49,9 @@ func (s *sock) io(write bool, op func(fd int) error) error {
 		err = s.rc.Read(f)
 	}
 	if err != nil {
-		return err
+		// The poller's own error: the file is closing (poll's
+		// ErrFileClosing, which is not os.ErrClosed) or invalid.
+		return fmt.Errorf("%w: %v", os.ErrClosed, err)
 	}
 	return opErr
 }
