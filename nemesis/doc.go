@@ -7,14 +7,11 @@
 //
 // [Join] makes this process rank r of a job of n ranks named job; every
 // rank must call it, and it returns once all have mapped the segment
-// (Options.JoinTimeout bounds the wait). The segment is a memfd sealed
-// against resizing, which the creating rank hands to the others over a
-// socket in a 0700 directory at the job's name: no rank can shrink it
-// under the others. It is private to the job's user (a file another user
-// made or linked at its name fails Join with an error matching
-// shmfile.ErrNotPrivate), the name is derived from the job's key
-// (Options.JobKey or the launcher's, see [Endpoint.JobKey]), and nothing
-// is left behind once every rank has joined, closed or died. A job that does not fit its directory
+// (Options.JoinTimeout bounds the wait). The segment is a sealed memfd
+// that the creator hands out over a socket in a 0700 directory at the
+// job's name (from its key: Options.JobKey or the launcher's, see
+// [Endpoint.JobKey]): no rank can resize it, no other user join it
+// (shmfile.ErrNotPrivate), and nothing is left once all have joined. A job that does not fit its directory
 // fails Join with a *SpaceError; a local peer in another pid namespace,
 // with a *NamespaceError.
 //
