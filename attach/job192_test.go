@@ -233,7 +233,7 @@ func ownedMemoryOnce(job string, rank int) (memory, error) {
 		name := fields[5]
 		mine := strings.Contains(name, "knemesis-"+job+"-lmt-"+strconv.Itoa(rank)+"-") ||
 			strings.HasSuffix(name, "knemesis-"+job+"-lmtpool-"+strconv.Itoa(rank)) ||
-			rank == 0 && strings.Contains(name, job) && !strings.Contains(name, "-lmt")
+			rank == 0 && name == "/memfd:knemesis-segment" // a sealed memfd, served to the ranks
 		if !mine {
 			continue
 		}

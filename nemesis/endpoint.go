@@ -211,6 +211,7 @@ type Endpoint struct {
 	closed  bool
 	blocker Request // for blocking Send/Recv
 	partner Request // Sendrecv's send, beside blocker's receive (reqset.go)
+	set     waitSet // the request set WaitAll or WaitAny waits on (reqset.go)
 	stats   Stats
 
 	segOwner int        // the rank that created the segment: 0 on one node

@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -26,13 +27,9 @@ func (ep *Endpoint) WaitAll(rs []Request) error {
 	if err := ep.checkSet(rs); err != nil {
 		return err
 	}
-	next := 0 // requests before it are known complete or inactive
-	err := ep.WaitFor(func() bool {
-		for next < len(rs) && rs[next].state != statePending {
-			next++
-		}
-		return next == len(rs)
-	})
+	ep.set = waitSet{rs: rs}
+	err := ep.wait(context.Background(), (*allDone)(ep))
+	ep.set = waitSet{}
 	if err != nil {
 		return err
 	}
@@ -54,12 +51,10 @@ func (ep *Endpoint) WaitAny(rs []Request) (int, error) {
 	if err := ep.checkSet(rs); err != nil {
 		return -1, err
 	}
-	found := -1
-	err := ep.WaitFor(func() bool {
-		var active bool
-		found, active = firstDone(rs)
-		return found >= 0 || !active
-	})
+	ep.set = waitSet{rs: rs, found: -1}
+	err := ep.wait(context.Background(), (*anyDone)(ep))
+	found := ep.set.found
+	ep.set = waitSet{}
 	if err != nil || found < 0 {
 		return -1, err
 	}
@@ -135,11 +130,53 @@ func (ep *Endpoint) Sendrecv(dst, stag int, sbuf []byte, src, rtag int, rbuf []b
 	if err := ep.Isend(s, dst, stag, sbuf); err != nil {
 		return Status{}, err // not after validate: only a closed endpoint
 	}
-	if err := ep.WaitFor(func() bool { return r.state == stateDone && s.state == stateDone }); err != nil {
+	if err := ep.wait(context.Background(), (*pairDone)(ep)); err != nil {
 		return Status{}, err
 	}
 	if s.err != nil {
 		return r.Status(), errors.Join(fmt.Errorf("send to rank %d: %w", dst, s.err), r.err)
 	}
 	return r.Status(), r.err
+}
+
+// The conditions of the set waits are the endpoint itself, converted: a
+// closure passed to the wait loop as an interface would escape and cost an
+// allocation per call, and the endpoint (one goroutine's) can hold the
+// set for the length of the wait.
+
+// waitSet is a set wait's state: the requests, how many from the start
+// are known complete or inactive (WaitAll), the one found (WaitAny).
+type waitSet struct {
+	rs    []Request
+	next  int
+	found int
+}
+
+// allDone is WaitAll's condition: every request of the set is complete.
+type allDone Endpoint
+
+func (c *allDone) Done() (bool, error) {
+	s := &c.set
+	for s.next < len(s.rs) && s.rs[s.next].state != statePending {
+		s.next++
+	}
+	return s.next == len(s.rs), nil
+}
+
+// anyDone is WaitAny's condition: one request is complete and not yet
+// taken, or none is active.
+type anyDone Endpoint
+
+func (c *anyDone) Done() (bool, error) {
+	var active bool
+	c.set.found, active = firstDone(c.set.rs)
+	return c.set.found >= 0 || !active, nil
+}
+
+// pairDone is Sendrecv's condition: its receive and its send are both
+// complete.
+type pairDone Endpoint
+
+func (c *pairDone) Done() (bool, error) {
+	return c.blocker.state == stateDone && c.partner.state == stateDone, nil
 }
