@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/knemesis/knemesis/internal/await"
+	"github.com/knemesis/knemesis/internal/memplace"
 	"github.com/knemesis/knemesis/jobkey"
 	"github.com/knemesis/knemesis/nemesis/internal/ilist"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -216,6 +217,9 @@ type Endpoint struct {
 
 	segOwner int        // the rank that created the segment: 0 on one node
 	key      jobkey.Key // the job's (identity.go)
+
+	// placement says where this rank's arena region lives (placement.go).
+	placement memplace.Result
 }
 
 // Stats counts what went which way, for tests and tuning.
@@ -303,6 +307,7 @@ func Join(job string, rank, size int, o *Options) (*Endpoint, error) {
 	ep := newEndpoint(s, job, rank, opts)
 	ep.key = key
 	ep.segOwner = owner
+	ep.placeOwn()
 	for i := range ep.peers {
 		ep.peers[i].net = !local[i]
 	}

@@ -117,6 +117,7 @@ func (w *Window) allocate(size int, dir string) error {
 			w.rings[r] = ringAt(w.mem[rings+r*ringLen:])
 		}
 		w.ring.noteRing = w.rings[e.rank]
+		w.place()
 		e.ringWins = append(e.ringWins, w)
 	}
 	return w.agree(ferr)

@@ -42,6 +42,9 @@ type Window struct {
 	notes    noteQueue
 	phase    uint64 // collective steps taken
 	freed    bool
+
+	// placed says where this rank's part lives (placement.go).
+	placed string
 }
 
 // remote is what an exposed window knows of another rank's part.

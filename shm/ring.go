@@ -98,6 +98,9 @@ type ring struct {
 	// rail: the ring carries ring pieces of Split messages, one at a
 	// time, every entry the current one's (rail.go).
 	rail bool
+
+	// placed says where the receiver put the ring (placement.go).
+	placed string
 }
 
 // The kinds of ring a pair has, named apart in /dev/shm: the stream's, and
@@ -178,6 +181,7 @@ func (s *shm) open(src, dst int, kind string) (*ring, error) {
 		r.held = make([]int32, s.slots)
 	} else {
 		r.mine = r.read.Load()
+		r.place()
 	}
 	return r, nil
 }

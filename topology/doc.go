@@ -28,6 +28,11 @@
 // processes sit behind a cache, and [Topology.Pairs] a sharing and a
 // non-sharing CPU pair for `lmtbench tune` to measure.
 //
+// Memory nodes are the other half: [ReadNUMA] reads each node's CPUs and
+// the distance matrix from /sys/devices/system/node (sysfs is
+// authoritative), [NUMA.NodeOfSet] the one node a rank's mask lies on, and
+// [NUMA.CPUDistance] the distance between two ranks' CPUs.
+//
 // Nothing here is on a message path: detection runs once per process, and
 // its answers are plain values the caller keeps.
 package topology

@@ -36,6 +36,7 @@ func writeInfo(w io.Writer, o *options, full bool) error {
 	fmt.Fprintf(w, "caches:    %s\n", f.Caches)
 	fmt.Fprintf(w, "shm:       %s\n", shmUse(len(f.CPUs)))
 	writeShm(w)
+	writeMemory(w)
 	switch probe := o.probePath(); probe {
 	case "":
 		fmt.Fprintln(w, "placement: not probed (--placement-probe none)")
