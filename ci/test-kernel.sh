@@ -205,8 +205,16 @@ run_guest() {
 	# syscall_exit_to_user_mode_prepare and locked 6.1 up in a uprobe test;
 	# round-robin vCPUs never see a half-patched instruction.
 	# KCI_TCG_THREAD=multi restores one thread per vCPU.
+	# Two NUMA nodes, one vCPU and half the memory each, 20 apart as the
+	# SLIT of a two-socket machine reads: placement is tested across them
+	# (internal/memplace/numatest).
 	timeout -s KILL "$boot_timeout" qemu-system-x86_64 \
 		-accel tcg,thread=${KCI_TCG_THREAD:-single} -cpu max -smp 2 -m 1G \
+		-object memory-backend-ram,id=kci-mem0,size=512M \
+		-object memory-backend-ram,id=kci-mem1,size=512M \
+		-numa node,nodeid=0,cpus=0,memdev=kci-mem0 \
+		-numa node,nodeid=1,cpus=1,memdev=kci-mem1 \
+		-numa dist,src=0,dst=1,val=20 \
 		-nodefaults -display none -serial stdio -no-reboot \
 		-kernel "$cache/k/$rel/boot/vmlinuz-$rel" -initrd "$2" \
 		-append "console=ttyS0 quiet panic=-1 oops=panic softlockup_panic=1 watchdog_thresh=60 rcupdate.rcu_cpu_stall_timeout=120 slub_debug=FZP rdinit=/init $args" \
