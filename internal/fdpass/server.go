@@ -28,6 +28,7 @@ type Server struct {
 	dir, object string
 	uid         int // this process's euid at Listen: the job's
 	made        unix.Stat_t
+	lock        int // dir's liveness lock, held until Close (RemoveIfStale)
 	ln          *sock
 	wg          sync.WaitGroup
 
@@ -42,16 +43,17 @@ type Server struct {
 // error wrapping os.ErrExist, or ErrDirNotPrivate) and serves on its
 // socket. object names what is served, in errors.
 func Listen(dir, object string) (*Server, error) {
-	made, err := makeDir(dir, object)
+	made, lock, err := makeDir(dir, object)
 	if err != nil {
 		return nil, err
 	}
 	ln, err := listen(SocketPath(dir))
 	if err != nil {
 		unix.Rmdir(dir)
+		unix.Close(lock)
 		return nil, fmt.Errorf("knemesis: serving %s at %s: %w", object, SocketPath(dir), err)
 	}
-	s := &Server{dir: dir, object: object, uid: os.Geteuid(), made: made, ln: ln, fds: map[string]int{}, conns: map[*sock]struct{}{}}
+	s := &Server{dir: dir, object: object, uid: os.Geteuid(), made: made, lock: lock, ln: ln, fds: map[string]int{}, conns: map[*sock]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -103,6 +105,7 @@ func (s *Server) Close() error {
 		unix.Close(fd)
 	}
 	removeIfSame(s.dir, s.made)
+	unix.Close(s.lock) // after the removal: a sweeper never sees it unlocked before
 	return nil
 }
 
