@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if spec := os.Getenv(envLoneCreator); spec != "" {
+		loneCreator(spec) // never returns: the test kills it
+	}
 	if spec := os.Getenv(envEcho); spec != "" {
 		if err := echoServer(spec); err != nil {
 			fmt.Fprintln(os.Stderr, "echo server:", err)

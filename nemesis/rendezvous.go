@@ -100,6 +100,14 @@ func fetchSegment(path string) (int, int64, error) {
 	case err == nil:
 		return fd, size, nil
 	case errors.Is(err, unix.ECONNREFUSED):
+		// Its creator died before every rank joined (its Close would
+		// have removed the directory): nobody else will remove it, since
+		// the job's name is its key's, which no later job shares. It is
+		// removed only if no process holds its lock (fdpass), so a new
+		// creator at the name is never disturbed.
+		if removed, _ := fdpass.RemoveIfStale(path, segObject); removed {
+			return -1, 0, errorf(ErrStaleSegment, "%s left by a creator that is gone (removed)", path)
+		}
 		return -1, 0, errorf(ErrStaleSegment, "%s left by a creator that is gone", path)
 	case errors.Is(err, fdpass.ErrNoServer), errors.Is(err, fdpass.ErrNotServed):
 		return -1, 0, errNotYet

@@ -285,6 +285,10 @@ func createSegment(dir, job string, l layout, key jobkey.Key) (*segment, error) 
 	if err := checkSpace(dir, size, arena); err != nil {
 		return nil, err
 	}
+	// What creators of other jobs of this user left when they died
+	// before their last rank joined: their names are their keys', which
+	// no later job shares, so only a sweep finds them.
+	fdpass.Sweep(dir, "knemesis-", segObject)
 	srv, err := claimName(path)
 	if err != nil {
 		return nil, err
@@ -369,7 +373,9 @@ func joinSegment(dir, job string, l layout, rank, owner int, stall time.Duration
 			errors.Is(err, fdpass.ErrPeerUID) || errors.Is(err, fdpass.ErrBadFile) {
 			return 0, false, err
 		}
-		lastErr = err
+		if err != errNotYet || !errors.Is(lastErr, ErrStaleSegment) {
+			lastErr = err // a stale segment removed stays the reason
+		}
 		return creator.progress(), err == nil, nil
 	})
 	if se := (*await.StallError)(nil); errors.As(err, &se) {
