@@ -2,15 +2,13 @@ package rma
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/knemesis/knemesis/internal/fdpass"
 	"github.com/knemesis/knemesis/nemesis"
-	"github.com/knemesis/knemesis/shmfile"
 )
 
 // Allocate creates, collectively over ep's job, a window in which this
@@ -21,10 +19,13 @@ import (
 // PutNotify's notification is written straight into a ring the target
 // polls (ring.go).
 //
-// The file lives in Options.Dir (/dev/shm) only while the ranks map it:
-// rank 0 unlinks it as soon as every rank has, or as soon as creation
-// fails. A file left by a rank 0 killed in between carries its pid in its
-// name and is removed by the next Allocate on the machine.
+// The memory is a sealed memfd, which no rank can shrink under the
+// others or grow, handed by rank 0 to the others over a socket in a 0700
+// directory of Options.Dir (/dev/shm) named from the job's key
+// (internal/fdpass). The directory lives only while the ranks receive
+// the window: rank 0 removes it as soon as every rank has mapped it, or
+// as soon as creation fails. One left by a rank 0 killed in between holds
+// no lock any more and is removed by the next Allocate on the machine.
 //
 // ep is what the application holds: a *nemesis.Endpoint, or the
 // *knemesis.Endpoint that knemesis.Join returns.
@@ -68,40 +69,43 @@ func (w *Window) allocate(size int, dir string) error {
 	// The notification rings follow the parts, one per rank.
 	rings := offs[e.size]
 	total := (rings + e.size*ringLen + partAlign - 1) &^ (partAlign - 1)
-	pid0, err := e.ep.PeerPID(0)
-	if err != nil {
-		return err
-	}
 	// The key's part keeps another user from guessing the name: from
-	// creating it first, or a link there (see package shmfile).
-	name := filepath.Join(dir, fmt.Sprintf("%s%s-%s-w%d-p%d", shmPrefix, e.ep.Job(), e.ep.JobKey().Name("rma/window"), w.id, pid0))
-	// Step 1: rank 0 makes the file. Step 2: the others map it. Each
-	// step ends with every rank's status, so that all fail together.
-	var fd int
+	// making the directory first, or a link there (see internal/fdpass).
+	name := filepath.Join(dir, fmt.Sprintf("%s%s-%s-w%d", shmPrefix, e.ep.Job(), e.ep.JobKey().Name("rma/window"), w.id))
+	// Step 1: rank 0 makes the window, a sealed memfd, and serves it at
+	// name. Step 2: the others receive and map it. Each step ends with
+	// every rank's status, so that all fail together; then rank 0 stops
+	// serving, which removes the name.
+	var fd = -1
 	var ferr error
 	if e.rank == 0 {
-		removeStale(dir)
-		fd, ferr = createShm(name, total)
+		fdpass.Sweep(dir, shmPrefix, windowObject) // left by a rank 0 killed while serving
+		var srv *fdpass.Server
+		srv, fd, ferr = serveWindow(name, total)
 		if ferr == nil {
-			// Whatever happens, nothing stays; but what was there
-			// before (another user's file) is not ours to remove.
-			defer os.Remove(name)
+			defer srv.Close()
 		}
 	}
 	if err := w.agree(ferr); err != nil {
-		if fd > 0 {
+		if fd >= 0 {
 			unix.Close(fd)
 		}
 		return err
 	}
 	if e.rank != 0 {
-		fd, ferr = shmfile.Open(name, windowObject, unix.O_RDWR)
+		fd, _, ferr = fdpass.Fetch(name, windowServed, windowObject, fdpass.Want{Size: int64(total)})
+		if ferr != nil {
+			ferr = fmt.Errorf("rma: %w", ferr)
+		}
 	}
 	if ferr == nil {
+		if testHookMapped != nil {
+			testHookMapped(fd)
+		}
 		w.mem, ferr = unix.Mmap(fd, 0, total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		unix.Close(fd)
 		if ferr != nil {
-			ferr = fmt.Errorf("rma: mapping %d bytes of window file %s: %w", total, name, ferr)
+			ferr = fmt.Errorf("rma: mapping %d bytes of window %s: %w", total, name, ferr)
 		}
 	}
 	if ferr == nil {
@@ -148,36 +152,38 @@ func (w *Window) agree(mine error) error {
 	return nil
 }
 
-// shmPrefix starts the name of every window file.
+// shmPrefix starts the name of every window's handover directory.
 const shmPrefix = "knemesis-rma-"
 
-// windowObject names a window's file in shmfile's errors.
-const windowObject = "rma window file"
+// windowObject names a window in the errors of fdpass.
+const windowObject = "rma window"
 
-func createShm(name string, size int) (int, error) {
-	fd, err := shmfile.Create(name, windowObject)
+// windowServed is the name rank 0 serves a window under.
+const windowServed = "window"
+
+// testHookMapped, when set by a test, sees the descriptor of the window
+// each rank is about to map.
+var testHookMapped func(fd int)
+
+// serveWindow makes the window's memory, a sealed memfd of size bytes,
+// and serves it at the directory name. The memfd is sealed so that no
+// rank can shrink it under the others (SIGBUS) or grow it; its pages
+// stay holes until first written, as those of a new mapping would, so
+// that each part is allocated where its owner places it (placement.go).
+func serveWindow(name string, size int) (*fdpass.Server, int, error) {
+	srv, err := fdpass.Listen(name, windowObject)
 	if err != nil {
-		return -1, fmt.Errorf("rma: %w", err)
+		return nil, -1, fmt.Errorf("rma: %w", err)
 	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+	fd, err := fdpass.NewSealedSparse("knemesis-rma-window", int64(size), partAlign)
+	if err != nil {
+		srv.Close()
+		return nil, -1, fmt.Errorf("rma: %w", err)
+	}
+	if err := srv.Serve(windowServed, fd); err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("rma: sizing window file %s to %d bytes: %w", name, size, err)
+		srv.Close()
+		return nil, -1, fmt.Errorf("rma: %w", err)
 	}
-	return fd, nil
-}
-
-// removeStale removes the window files whose creator is gone: a rank 0
-// killed between creating one and unlinking it.
-func removeStale(dir string) {
-	names, _ := filepath.Glob(filepath.Join(dir, shmPrefix+"*"))
-	for _, n := range names {
-		i := strings.LastIndex(n, "-p")
-		pid, err := strconv.Atoi(n[i+2:])
-		if i < 0 || err != nil || pid <= 0 {
-			continue
-		}
-		if unix.Kill(pid, 0) == unix.ESRCH {
-			os.Remove(n)
-		}
-	}
+	return srv, fd, nil
 }

@@ -11,3 +11,7 @@ func (w *Window) ReserveNotification(target int) bool {
 	_, ok := w.rings[target].reserve()
 	return ok
 }
+
+// OnMapped has f see the descriptor of every window this process maps
+// from now on, just before it maps it.
+func OnMapped(f func(fd int)) { testHookMapped = f }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/knemesis/knemesis/internal/fdpass"
 	"github.com/knemesis/knemesis/internal/otheruser"
 	"github.com/knemesis/knemesis/nemesis"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -14,9 +16,10 @@ import (
 )
 
 // TestOtherUserSquatsWindow: another user that made files at the names of
-// a job's first windows (names it could only know with the job's key) has
-// Allocate refuse them with the *shmfile.Error naming the window file and
-// its owner; its files keep their bytes.
+// a job's first windows' handover directories (names it could only know
+// with the job's key) has Allocate refuse them with the *fdpass.Error
+// naming the window and the name (shmfile.ErrNotPrivate); its files keep
+// their bytes.
 func TestOtherUserSquatsWindow(t *testing.T) {
 	otheruser.Require(t)
 	ep, err := nemesis.Join(launch.NewJobName(), 0, 1, nil)
@@ -26,14 +29,14 @@ func TestOtherUserSquatsWindow(t *testing.T) {
 	defer ep.Close()
 	var names []string
 	for id := range 4 {
-		n := filepath.Join("/dev/shm", fmt.Sprintf("%s%s-%s-w%d-p%d", shmPrefix, ep.Job(), ep.JobKey().Name("rma/window"), id, os.Getpid()))
+		n := filepath.Join("/dev/shm", fmt.Sprintf("%s%s-%s-w%d", shmPrefix, ep.Job(), ep.JobKey().Name("rma/window"), id))
 		otheruser.Precreate(t, n)
 		names = append(names, n)
 	}
 	_, err = Allocate(ep, 4096, nil)
-	var e *shmfile.Error
-	if !errors.As(err, &e) || e.Object != windowObject || e.Owner != otheruser.UID {
-		t.Fatalf("Allocate over another user's file: %v, want the *shmfile.Error of the window file, owner %d", err, otheruser.UID)
+	var e *fdpass.Error
+	if !errors.As(err, &e) || e.Object != windowObject || e.Path != names[0] || !errors.Is(err, shmfile.ErrNotPrivate) || !strings.Contains(e.Reason, "not a directory") {
+		t.Fatalf("Allocate over another user's file: %v, want the *fdpass.Error of the window at %s, not a directory", err, names[0])
 	}
 	for _, n := range names {
 		if b, _ := os.ReadFile(n); string(b) != "squatter" {

@@ -62,7 +62,8 @@ type Options struct {
 	// which needs nothing but the Nemesis queues, is always the last
 	// resort. Default: KnemAttach, Knem, CMA, AM.
 	Prefer []Mechanism
-	// Dir is where Allocate makes the window's file: /dev/shm by default.
+	// Dir is where Allocate makes the directory over which rank 0 hands
+	// the window to the others: /dev/shm by default.
 	Dir string
 }
 
