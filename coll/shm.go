@@ -6,16 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/knemesis/knemesis/internal/fdpass"
 	"github.com/knemesis/knemesis/internal/lineops"
 	"github.com/knemesis/knemesis/internal/memcopy"
-	"github.com/knemesis/knemesis/shmfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,8 +48,9 @@ const (
 	shmSlot  = 8 << 10
 	shmLine  = 64
 	shmBlock = 2*shmLine + 2*shmSlot
-	// shmPrefix starts the name of each communicator's file, which
-	// lives in /dev/shm only while the ranks map it (see setupShm).
+	// shmPrefix starts the name of each communicator's handover
+	// directory, which lives in /dev/shm only while the ranks receive
+	// the file (see setupShm).
 	shmPrefix = "knemesis-coll-"
 )
 
@@ -96,11 +96,14 @@ func (c *Comm) shmUsable(bytes int) bool {
 	return c.shm.state == shmOn && bytes <= shmSlot
 }
 
-// setupShm makes the file, by messages: rank 0 creates it (exclusively,
-// mode 0600, under an unguessable name) and broadcasts its name; the
-// others open it, check its owner, mode and size, and map it; all agree
-// that every rank succeeded; rank 0 unlinks the name. Any failure leaves
-// the communicator on the message path, on every rank.
+// setupShm makes the file, by messages: rank 0 makes a sealed memfd
+// (which no rank can shrink under the others, SIGBUS, or grow), serves
+// it on a socket in a 0700 directory of /dev/shm under an unguessable
+// name (internal/fdpass), and broadcasts that name; the others receive
+// it there, checked sealed, of this user and of its size, and map it; all
+// agree that every rank succeeded; rank 0 stops serving, which removes
+// the name. Any failure leaves the communicator on the message path, on
+// every rank.
 func (c *Comm) setupShm() {
 	c.shm.state = shmSetting
 	if c.Size() < 2 {
@@ -117,9 +120,10 @@ func (c *Comm) setupShm() {
 	var name [128]byte
 	var path string
 	var mem []byte
+	var srv *fdpass.Server
 	var err error
 	if c.rank == 0 {
-		path, mem, err = createShm(size)
+		path, srv, mem, err = createShm(size)
 		copy(name[:], path)
 	}
 	if berr := Bcast(c, name[:], 0); berr != nil {
@@ -138,8 +142,8 @@ func (c *Comm) setupShm() {
 		failed[0] = 1
 	}
 	aerr := Allreduce(c, failed, failed, BOr[int32]())
-	if c.rank == 0 && path != "" {
-		os.Remove(path)
+	if srv != nil {
+		srv.Close()
 	}
 	if err != nil || aerr != nil || failed[0] != 0 {
 		if mem != nil {
@@ -151,78 +155,66 @@ func (c *Comm) setupShm() {
 	c.shm.mem, c.shm.state = mem, shmOn
 }
 
-// shmObject names the file in shmfile's errors.
+// shmObject names the file in the errors of fdpass.
 const shmObject = "coll shared-memory file"
 
-func createShm(size int) (string, []byte, error) {
-	removeStaleShm("/dev/shm")
+// shmServed is the name rank 0 serves the file under.
+const shmServed = "coll"
+
+// testHookMapped, when set by a test, sees the handover directory and the
+// descriptor of each file this process is about to map.
+var testHookMapped func(path string, fd int)
+
+func createShm(size int) (string, *fdpass.Server, []byte, error) {
+	fdpass.Sweep("/dev/shm", shmPrefix, shmObject) // left by a rank 0 killed while serving
 	var rnd [16]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	path := filepath.Join("/dev/shm", shmPrefix+hex.EncodeToString(rnd[:])+"-p"+strconv.Itoa(os.Getpid()))
-	fd, err := shmfile.Create(path, shmObject)
+	path := filepath.Join("/dev/shm", shmPrefix+hex.EncodeToString(rnd[:]))
+	srv, err := fdpass.Listen(path, shmObject)
 	if err != nil {
-		return "", nil, fmt.Errorf("coll: %w", err)
+		return "", nil, nil, fmt.Errorf("coll: %w", err)
+	}
+	fd, err := fdpass.NewSealed("knemesis-coll", int64(size))
+	if err != nil {
+		srv.Close()
+		return "", nil, nil, fmt.Errorf("coll: %w", err)
 	}
 	defer unix.Close(fd)
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		os.Remove(path)
-		return "", nil, fmt.Errorf("coll: sizing %s: %w", path, err)
+	if err := srv.Serve(shmServed, fd); err != nil {
+		srv.Close()
+		return "", nil, nil, fmt.Errorf("coll: %w", err)
 	}
-	mem, err := mapShm(fd, size)
+	mem, err := mapShm(path, fd, size)
 	if err != nil {
-		os.Remove(path)
-		return "", nil, err
+		srv.Close()
+		return "", nil, nil, err
 	}
-	return path, mem, nil
+	return path, srv, mem, nil
 }
 
 func openShm(path string, size int) ([]byte, error) {
 	if !strings.HasPrefix(path, filepath.Join("/dev/shm", shmPrefix)) || strings.Contains(path, "..") {
 		return nil, fmt.Errorf("coll: rank 0 named %q, not a file of this package", path)
 	}
-	fd, err := shmfile.Open(path, shmObject, unix.O_RDWR)
+	fd, _, err := fdpass.Fetch(path, shmServed, shmObject, fdpass.Want{Size: int64(size)})
 	if err != nil {
 		return nil, fmt.Errorf("coll: %w", err)
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
-	}
-	if st.Size != int64(size) {
-		return nil, fmt.Errorf("coll: %s is %d bytes, want %d", path, st.Size, size)
-	}
-	return mapShm(fd, size)
+	return mapShm(path, fd, size)
 }
 
-func mapShm(fd, size int) ([]byte, error) {
+func mapShm(path string, fd, size int) ([]byte, error) {
+	if testHookMapped != nil {
+		testHookMapped(path, fd)
+	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("coll: mapping %d bytes: %w", size, err)
 	}
 	return mem, nil
-}
-
-// removeStaleShm removes the files whose creator is gone: a rank 0 killed
-// between creating one and unlinking it.
-func removeStaleShm(dir string) {
-	names, _ := filepath.Glob(filepath.Join(dir, shmPrefix+"*"))
-	for _, n := range names {
-		i := strings.LastIndex(n, "-p")
-		if i < 0 {
-			continue
-		}
-		pid, err := strconv.Atoi(n[i+2:])
-		if err != nil || pid <= 0 {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Lstat(n, &st) == nil && st.Uid == uint32(os.Geteuid()) && unix.Kill(pid, 0) == unix.ESRCH {
-			os.Remove(n)
-		}
-	}
 }
 
 func (c *Comm) freeShm() {
