@@ -3,6 +3,7 @@ package fifo
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/knemesis/knemesis/lmt"
@@ -33,25 +34,45 @@ type Channel struct {
 	iov      [1024]unix.Iovec
 }
 
-// NewChannel prepares the FIFOs of backend name for env's engine, in the
-// job's private directory (env.Dir, by default launch.JobDir), sized as
+// NewChannel prepares the FIFOs of backend name for env's engine, in
+// Dir(env), sized as
 // the Config asks within the system's cap. check is the backend's
 // availability check, which Start repeats when the pipe size was refused.
 func NewChannel(name string, env *lmt.Env, check lmt.Prober) *Channel {
-	c := &Channel{name: name, env: env, check: check, dir: env.Dir, broken: make([]bool, env.Size), closedAt: make([]time.Time, env.Size)}
-	if c.dir == "" {
-		c.dir = launch.JobDir(env.Job)
-	}
+	c := &Channel{name: name, env: env, check: check, dir: Dir(env), broken: make([]bool, env.Size), closedAt: make([]time.Time, env.Size)}
 	size, _, err := PlanSize(env.Config)
 	if err != nil {
 		size = 0 // Check reports it; Start refuses
 	}
 	c.pipes = New(c.dir, name, env.Rank, env.Size, size)
+	if c.dir != jobDir(env) {
+		c.pipes.parent = jobDir(env)
+	}
 	c.chunk = settingsOf(env.Config).Chunk
 	if c.chunk <= 0 {
 		c.chunk = max(size, env.Config.Chunk)
 	}
 	return c
+}
+
+// Dir is the directory of the FIFOs of env's job: in the job's private
+// directory (env.Dir, by default launch.JobDir, which launch.Run removes
+// however the ranks end), a directory named from the job's key when it
+// has one, so that no process outside the job can tell where its FIFOs
+// are, or make that directory first. A job without a key has its FIFOs in
+// the job's directory itself, named after the job.
+func Dir(env *lmt.Env) string {
+	if env.Key.IsZero() {
+		return jobDir(env)
+	}
+	return filepath.Join(jobDir(env), "fifo-"+env.Key.Name("lmt/fifo"))
+}
+
+func jobDir(env *lmt.Env) string {
+	if env.Dir != "" {
+		return env.Dir
+	}
+	return launch.JobDir(env.Job)
 }
 
 // Ordered implements lmt.Ordered: a pipe is a plain FIFO.
@@ -194,5 +215,8 @@ func (c *Channel) Abort(t *lmt.Transfer) {
 func (c *Channel) Close() error {
 	c.pipes.Close()
 	unix.Rmdir(c.dir)
+	if c.pipes.parent != "" {
+		unix.Rmdir(c.pipes.parent)
+	}
 	return nil
 }

@@ -36,10 +36,14 @@ import (
 // Pipes holds the FIFO ends of one backend in one process.
 type Pipes struct {
 	dir, kind string
-	rank      int
-	size      int   // capacity asked of every pipe
-	readers   []int // by source rank, -1 until opened
-	writers   []int // by destination rank
+	// parent, when not empty, is the job's private directory that dir
+	// lies in (Channel names dir from the job's key): checked as dir is,
+	// and removed, once empty, after it.
+	parent  string
+	rank    int
+	size    int   // capacity asked of every pipe
+	readers []int // by source rank, -1 until opened
+	writers []int // by destination rank
 	// named[src]: the FIFO from src, made by this process, may still
 	// have its name in dir.
 	named []bool
@@ -75,6 +79,11 @@ func (p *Pipes) Reader(src int) (int, error) {
 			return -1, fmt.Errorf("%s: private directory: %w", p.kind, err)
 		}
 		err := checkPrivate(p.dir)
+		if err == nil && p.parent != "" {
+			// Whoever owns the directory above could rename ours away
+			// and put theirs in its place.
+			err = checkPrivate(p.parent)
+		}
 		if err == nil {
 			if err = unix.Mkfifo(path, 0o600); err == unix.EEXIST {
 				err = nil
@@ -151,6 +160,9 @@ func (p *Pipes) Unlink(src int) {
 func (p *Pipes) remove(path string) {
 	unix.Unlink(path) // ENOENT: the other end was first
 	unix.Rmdir(p.dir) // fails harmlessly while other FIFOs wait in it
+	if p.parent != "" {
+		unix.Rmdir(p.parent) // and while other objects of the job are in it
+	}
 }
 
 // Drop closes both ends this process holds with rank and removes the name of
