@@ -45,7 +45,9 @@ commands:
   coll       OSU-style latency of Barrier, Bcast, Allreduce and Alltoall (package coll),
              --procs ranks (2), --sizes (8 B to 16 MiB), --backends to choose operations,
              beside Open MPI (default, tuned, han, sm) and MPICH through an MPI program
-             compiled during the run; says when the job is oversubscribed
+             compiled during the run; says when the job is oversubscribed. --backends is:
+             a NAS IS-like bucket sort (--sizes: bytes of keys per rank), checked by checksum;
+             ICPP 2009 §4.4's Alltoall: --procs 8 --backends alltoall --sizes 4K-4M
   vector     ping-pong of a vector datatype (NewMadeleine §5.3: Aumage, Brunet, Furmento,
              Namyst, CAC 2007), --vectors COUNTxBLOCK/STRIDE (default 1Mx8/16,64x256K/512K):
              typed send/receive (Endpoint.SendType) against pack + send + unpack (as MPICH),

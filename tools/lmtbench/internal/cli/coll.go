@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/collbench"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
@@ -29,17 +27,12 @@ func runColl(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("--sizes: %v", err)
 	}
-	ops := collbench.Ops
-	if o.backends != "" {
-		ops = strings.Split(o.backends, ",")
-		for _, op := range ops {
-			if !slices.Contains(collbench.Ops, op) {
-				return usagef("--backends %q: coll measures the operations %s", o.backends, strings.Join(collbench.Ops, ","))
-			}
-		}
+	ops, err := collbench.ParseOps(o.backends)
+	if err != nil {
+		return usageError{err}
 	}
-	if o.procs < 2 || o.procs > 64 {
-		return usagef("--procs %d: coll runs 2 to 64 ranks", o.procs)
+	if err := collbench.CheckProcs(o.procs); err != nil {
+		return usageError{err}
 	}
 	allowed, err := machine.AllowedCPUs()
 	if err != nil {
