@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/collbench"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
@@ -34,11 +35,15 @@ func runColl(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err := collbench.CheckProcs(o.procs); err != nil {
 		return usageError{err}
 	}
+	peers, err := collbench.ParsePeers(o.peerNames)
+	if err != nil {
+		return usageError{err}
+	}
 	allowed, err := machine.AllowedCPUs()
 	if err != nil {
 		return err
 	}
-	cfg := collbench.Config{Ops: ops, Sizes: sizes, Procs: o.procs, Rounds: o.samples, Iters: o.iters, Timeout: o.timeout, Stderr: stderr}
+	cfg := collbench.Config{Ops: ops, Peers: peers, Sizes: sizes, Procs: o.procs, Rounds: o.samples, Iters: o.iters, Timeout: o.timeout, Stderr: stderr}
 	if cfg.Iters == 0 {
 		cfg.Iters = collIters
 	}
@@ -56,7 +61,7 @@ func runColl(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if cfg.Oversubscribed() {
 		placement = fmt.Sprintf("oversubscribed: %d ranks on %d CPUs, unpinned, Open MPI yielding when idle", o.procs, len(allowed))
 	}
-	fmt.Fprintf(stdout, "coll: OSU-style latency, the slowest rank's mean per operation, median of %d rounds; %s; operations in turn within each round: knemesis (package coll over knemesis.Join), Open MPI (default, tuned, han, sm), MPICH\n", o.samples, placement)
+	fmt.Fprintf(stdout, "coll: OSU-style latency, the slowest rank's mean per operation, median of %d rounds; %s; operations in turn within each round: knemesis (package coll over knemesis.Join), %s\n", o.samples, placement, strings.Join(peers, ", "))
 	collbench.Print(stdout, rows)
 	return nil
 }

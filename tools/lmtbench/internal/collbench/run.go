@@ -66,6 +66,37 @@ func ParseOps(list string) ([]string, error) {
 	return ops, nil
 }
 
+// PeerNames are the MPI rows, in the order they are measured.
+func PeerNames() []string {
+	names := make([]string, len(peers))
+	for i, p := range peers {
+		names[i] = p.name
+	}
+	return names
+}
+
+// ParsePeers reads --peers: a comma list of PeerNames, each once; empty
+// is all of them, "none" none.
+func ParsePeers(list string) ([]string, error) {
+	switch list {
+	case "":
+		return PeerNames(), nil
+	case "none":
+		return []string{}, nil
+	}
+	var out []string
+	for _, name := range strings.Split(list, ",") {
+		switch {
+		case !slices.Contains(PeerNames(), name):
+			return nil, fmt.Errorf("--peers %q: %q is no MPI row of coll (%s, or none)", list, name, strings.Join(PeerNames(), ","))
+		case slices.Contains(out, name):
+			return nil, fmt.Errorf("--peers %q: %s named twice", list, name)
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
 // MaxProcs is the largest job lmtbench coll starts.
 const MaxProcs = 64
 
@@ -98,6 +129,7 @@ var peers = []peer{
 // Config is one run.
 type Config struct {
 	Ops     []string
+	Peers   []string // the MPI rows to measure, of PeerNames
 	Sizes   []int
 	Procs   int
 	Rounds  int
@@ -143,10 +175,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	}()
 	samples := map[sampleKey][]time.Duration{}
 	sums := map[string]checksum{} // the IS-like kernel's, by op and size
-	variants := []string{Knemesis}
-	for _, p := range peers {
-		variants = append(variants, p.name)
-	}
+	variants := append([]string{Knemesis}, cfg.Peers...)
 	for round := range cfg.Rounds {
 		for _, op := range cfg.Ops {
 			for _, size := range sizesFor(op, cfg.Sizes) {

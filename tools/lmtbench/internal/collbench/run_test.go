@@ -120,3 +120,23 @@ func TestSameKeys(t *testing.T) {
 		t.Fatalf("%v, want %s", err, want)
 	}
 }
+
+func TestParsePeers(t *testing.T) {
+	if got, err := ParsePeers(""); err != nil || !slices.Equal(got, PeerNames()) || len(got) != 5 {
+		t.Fatalf("default: %v, %v; want all five of %v", got, err, PeerNames())
+	}
+	if got, err := ParsePeers("none"); err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("none: %#v, %v", got, err)
+	}
+	if got, err := ParsePeers("mpich,openmpi"); err != nil || !slices.Equal(got, []string{"mpich", "openmpi"}) {
+		t.Fatalf("mpich,openmpi: %v, %v", got, err)
+	}
+	for list, want := range map[string]string{
+		"openmpi,ucx":     `--peers "openmpi,ucx": "ucx" is no MPI row of coll (openmpi,openmpi-tuned,openmpi-han,openmpi-sm,mpich, or none)`,
+		"openmpi,openmpi": `--peers "openmpi,openmpi": openmpi named twice`,
+	} {
+		if _, err := ParsePeers(list); err == nil || err.Error() != want {
+			t.Errorf("ParsePeers(%q): %v, want %s", list, err, want)
+		}
+	}
+}
