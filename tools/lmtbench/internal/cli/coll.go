@@ -9,6 +9,7 @@ import (
 
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/collbench"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/units"
 )
 
@@ -50,18 +51,35 @@ func runColl(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if o.cpus != "none" && o.procs <= len(allowed) {
 		cfg.CPUs = allowed[:o.procs]
 	}
+	choices, err := collbench.RunChoices(ctx, cfg)
+	if err != nil {
+		return err
+	}
 	rows, err := collbench.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if o.json {
-		return json.NewEncoder(stdout).Encode(rows)
-	}
-	placement := fmt.Sprintf("one rank per CPU (%v)", cfg.CPUs)
+	placement := fmt.Sprintf("%d ranks, one per CPU (%v)", o.procs, cfg.CPUs)
 	if cfg.Oversubscribed() {
 		placement = fmt.Sprintf("oversubscribed: %d ranks on %d CPUs, unpinned, Open MPI yielding when idle", o.procs, len(allowed))
 	}
+	if o.report != "" {
+		f := o.facts()
+		path, err := report.WriteCollHTML(o.report, rows, choices, f, fmt.Sprintf("lmtbench coll on %s, kernel %s", f.CPUModel, f.Kernel), placement)
+		if err != nil {
+			return err
+		}
+		if !o.machineReadable() {
+			defer fmt.Fprintf(stdout, "report: %s\n", path)
+		}
+	}
+	if o.json {
+		return json.NewEncoder(stdout).Encode(rows)
+	}
 	fmt.Fprintf(stdout, "coll: OSU-style latency, the slowest rank's mean per operation, median of %d rounds; %s; operations in turn within each round: knemesis (package coll over knemesis.Join), %s\n", o.samples, placement, strings.Join(peers, ", "))
+	for _, l := range choices {
+		fmt.Fprintln(stdout, l)
+	}
 	collbench.Print(stdout, rows)
 	return nil
 }

@@ -165,6 +165,20 @@ type VsPeers struct {
 	Ratio  float64            `json:"ratio"`
 }
 
+// RunChoices is one knemesis job of cfg's shape whose rank 0 reports the
+// LMT's choice by message size and concurrent transfers (choices.go).
+func RunChoices(ctx context.Context, cfg Config) ([]string, error) {
+	b, err := selfjob.RunProcs(ctx, EnvSpec, Spec{Op: choicesOp, Sizes: cfg.Sizes, CPUs: cfg.CPUs}, cfg.Procs, cfg.Timeout, cfg.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	var c Choices
+	if err := json.Unmarshal(bytes.TrimSpace(b), &c); err != nil || len(c.Lines) != len(cfg.Sizes)+1 {
+		return nil, fmt.Errorf("choices: rank 0 printed %q, want the header and one line per size", bytes.TrimSpace(b))
+	}
+	return c.Lines, nil
+}
+
 // Run measures cfg.
 func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	bins, why := build(ctx)

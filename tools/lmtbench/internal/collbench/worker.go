@@ -20,6 +20,7 @@ const EnvSpec = "LMTBENCH_COLL_SPEC"
 type Spec struct {
 	Op     string
 	Size   int
+	Sizes  []int // choicesOp: the sizes to report
 	Iters  int
 	Warmup int
 	CPUs   []int // one per rank, nil: unpinned
@@ -56,6 +57,19 @@ func Worker(p launch.Proc, stdout io.Writer) error {
 	}
 	defer ep.Close()
 	world := coll.World(ep.Endpoint)
+	if s.Op == choicesOp {
+		// Every rank stays until rank 0 has read its tables.
+		if p.Rank == 0 {
+			lines, err := choices(ep, s.Sizes)
+			if err != nil {
+				return err
+			}
+			if err := writeChoices(stdout, lines); err != nil {
+				return err
+			}
+		}
+		return coll.Barrier(world)
+	}
 	run, verify, err := operation(world, s)
 	if err != nil {
 		return err
