@@ -45,7 +45,9 @@ commands:
   coll       OSU-style latency of Barrier, Bcast, Allreduce and Alltoall (package coll),
              --procs ranks (2), --sizes (8 B to 16 MiB), --backends to choose operations,
              beside Open MPI (default, tuned, han, sm) and MPICH through an MPI program
-             compiled during the run; says when the job is oversubscribed
+             compiled during the run; says when the job is oversubscribed. --backends is:
+             a NAS IS-like bucket sort (--sizes: bytes of keys per rank), checked by checksum;
+             ICPP 2009 §4.4's Alltoall: --procs 8 --backends alltoall --sizes 4K-4M
   vector     ping-pong of a vector datatype (NewMadeleine §5.3: Aumage, Brunet, Furmento,
              Namyst, CAC 2007), --vectors COUNTxBLOCK/STRIDE (default 1Mx8/16,64x256K/512K):
              typed send/receive (Endpoint.SendType) against pack + send + unpack (as MPICH),
@@ -190,7 +192,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.workingSet, "working-set", "", "pollution: bytes the receiver re-reads (default: its L2 cache)")
 	fs.StringVar(&o.tuningFile, "tuning-file", "", "tune: where to write the tuning file (default $KNEMESIS_TUNING, else knemesis/tuning.json in the user config directory)")
 	fs.StringVar(&o.shapes, "shapes", "", "peers: shapes to measure, of pingpong, netpipe and stream (default all three)")
-	fs.StringVar(&o.peerNames, "peers", "", "peers: which peer stacks (default every one installed; lmtbench peers --help lists them)")
+	fs.StringVar(&o.peerNames, "peers", "", "peers: which peer stacks (default every one installed; lmtbench peers --help lists them); coll: which MPI rows, of openmpi, openmpi-tuned, openmpi-han, openmpi-sm, mpich, or none (default all)")
 	fs.StringVar(&o.segs, "segs", "", "multiseg: segments per message, a comma list (default "+multisegSegs+"; 1 is the plain ping-pong)")
 	fs.StringVar(&o.vectors, "vectors", "", "vector: shapes COUNTxBLOCK/STRIDE, a comma list (default "+typedVectors+")")
 	fs.IntVar(&o.blocks, "blocks", typedBlocks, "indexed: number of blocks, alternating --small and --large bytes")

@@ -35,10 +35,78 @@ const (
 	Bcast     = "bcast"
 	Allreduce = "allreduce"
 	Alltoall  = "alltoall"
+	// IS is the NAS IS-like bucket sort (is.go): the size is the bytes of
+	// 4-byte keys each rank sorts.
+	IS = "is"
 )
 
-// Ops lists them in the order they are printed.
-var Ops = []string{Barrier, Bcast, Allreduce, Alltoall}
+// Ops are the operations measured by default, in the order they are
+// printed; AllOps adds those measured when named (--backends).
+var (
+	Ops    = []string{Barrier, Bcast, Allreduce, Alltoall}
+	AllOps = []string{Barrier, Bcast, Allreduce, Alltoall, IS}
+)
+
+// ParseOps reads --backends: a comma list of operations of AllOps, each
+// once; empty is Ops.
+func ParseOps(list string) ([]string, error) {
+	if list == "" {
+		return slices.Clone(Ops), nil
+	}
+	var ops []string
+	for _, op := range strings.Split(list, ",") {
+		switch {
+		case !slices.Contains(AllOps, op):
+			return nil, fmt.Errorf("--backends %q: %q is no operation of coll (%s)", list, op, strings.Join(AllOps, ","))
+		case slices.Contains(ops, op):
+			return nil, fmt.Errorf("--backends %q: %s named twice", list, op)
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
+
+// PeerNames are the MPI rows, in the order they are measured.
+func PeerNames() []string {
+	names := make([]string, len(peers))
+	for i, p := range peers {
+		names[i] = p.name
+	}
+	return names
+}
+
+// ParsePeers reads --peers: a comma list of PeerNames, each once; empty
+// is all of them, "none" none.
+func ParsePeers(list string) ([]string, error) {
+	switch list {
+	case "":
+		return PeerNames(), nil
+	case "none":
+		return []string{}, nil
+	}
+	var out []string
+	for _, name := range strings.Split(list, ",") {
+		switch {
+		case !slices.Contains(PeerNames(), name):
+			return nil, fmt.Errorf("--peers %q: %q is no MPI row of coll (%s, or none)", list, name, strings.Join(PeerNames(), ","))
+		case slices.Contains(out, name):
+			return nil, fmt.Errorf("--peers %q: %s named twice", list, name)
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// MaxProcs is the largest job lmtbench coll starts.
+const MaxProcs = 64
+
+// CheckProcs refuses a job size coll cannot run.
+func CheckProcs(n int) error {
+	if n < 2 || n > MaxProcs {
+		return fmt.Errorf("--procs %d: coll runs 2 to %d ranks", n, MaxProcs)
+	}
+	return nil
+}
 
 // Knemesis names the toolkit's row.
 const Knemesis = "knemesis"
@@ -61,6 +129,7 @@ var peers = []peer{
 // Config is one run.
 type Config struct {
 	Ops     []string
+	Peers   []string // the MPI rows to measure, of PeerNames
 	Sizes   []int
 	Procs   int
 	Rounds  int
@@ -96,6 +165,20 @@ type VsPeers struct {
 	Ratio  float64            `json:"ratio"`
 }
 
+// RunChoices is one knemesis job of cfg's shape whose rank 0 reports the
+// LMT's choice by message size and concurrent transfers (choices.go).
+func RunChoices(ctx context.Context, cfg Config) ([]string, error) {
+	b, err := selfjob.RunProcs(ctx, EnvSpec, Spec{Op: choicesOp, Sizes: cfg.Sizes, CPUs: cfg.CPUs}, cfg.Procs, cfg.Timeout, cfg.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	var c Choices
+	if err := json.Unmarshal(bytes.TrimSpace(b), &c); err != nil || len(c.Lines) != len(cfg.Sizes)+1 {
+		return nil, fmt.Errorf("choices: rank 0 printed %q, want the header and one line per size", bytes.TrimSpace(b))
+	}
+	return c.Lines, nil
+}
+
 // Run measures cfg.
 func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	bins, why := build(ctx)
@@ -104,16 +187,9 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 			os.RemoveAll(filepath.Dir(b))
 		}
 	}()
-	type key struct {
-		op      string
-		size    int
-		variant string
-	}
-	samples := map[key][]time.Duration{}
-	variants := []string{Knemesis}
-	for _, p := range peers {
-		variants = append(variants, p.name)
-	}
+	samples := map[sampleKey][]time.Duration{}
+	sums := map[string]checksum{} // the IS-like kernel's, by op and size
+	variants := append([]string{Knemesis}, cfg.Peers...)
 	for round := range cfg.Rounds {
 		for _, op := range cfg.Ops {
 			for _, size := range sizesFor(op, cfg.Sizes) {
@@ -133,18 +209,38 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 					if err != nil {
 						return nil, fmt.Errorf("round %d, %s %d B, %s: %w", round, op, size, v, err)
 					}
-					k := key{op, size, v}
+					if op == IS {
+						if err := sameKeys(sums, fmt.Sprintf("%s %d B", op, size), v, r.Checksum); err != nil {
+							return nil, err
+						}
+					}
+					k := sampleKey{op, size, v}
 					samples[k] = append(samples[k], r.Latency())
 				}
 			}
 		}
 	}
+	return rowsOf(cfg, variants, samples, why), nil
+}
+
+// sampleKey names the samples of one variant at one operation and size.
+type sampleKey struct {
+	op      string
+	size    int
+	variant string
+}
+
+// rowsOf makes the rows of a run: one per operation, size (one for the
+// barrier) and variant, in that order, a variant without samples skipped
+// with why[its compiler]'s reason; the knemesis row of each operation and
+// size carries VsPeers.
+func rowsOf(cfg Config, variants []string, samples map[sampleKey][]time.Duration, why map[string]string) []Row {
 	var rows []Row
 	for _, op := range cfg.Ops {
 		for _, size := range sizesFor(op, cfg.Sizes) {
 			first := len(rows)
 			for _, v := range variants {
-				t := samples[key{op, size, v}]
+				t := samples[sampleKey{op, size, v}]
 				row := Row{Op: op, Size: size, Procs: cfg.Procs, Variant: v, Rounds: len(t), Over: cfg.Oversubscribed(), Samples: t}
 				if len(t) == 0 {
 					row.Skipped = why[peerNamed(v).cc]
@@ -157,7 +253,27 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 			compare(rows[first:])
 		}
 	}
-	return rows, nil
+	return rows
+}
+
+// checksum is the first variant's checksum of the keys it sorted.
+type checksum struct {
+	variant string
+	sum     uint64
+}
+
+// sameKeys fails when variant sorted other keys than the first variant
+// measured at k (an operation and size): the two generators disagree, and the times would not
+// compare.
+func sameKeys(sums map[string]checksum, k, variant string, sum uint64) error {
+	first, ok := sums[k]
+	switch {
+	case !ok:
+		sums[k] = checksum{variant, sum}
+	case first.sum != sum:
+		return fmt.Errorf("%s: %s's keys checksum to %#x, %s's to %#x: the two sides did not sort the same keys", k, first.variant, first.sum, variant, sum)
+	}
+	return nil
 }
 
 // compare sets VsPeers on the knemesis row among rows, the variants of

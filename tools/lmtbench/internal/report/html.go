@@ -64,6 +64,7 @@ type htmlPage struct {
 	Machine machine.Facts
 	CPUs    string
 	Modes   []htmlMode
+	Coll    *htmlColl // lmtbench coll's section
 }
 
 type htmlMode struct {
@@ -298,9 +299,9 @@ figure { margin: 1em 0; } figcaption { font-size: 0.9em; color: #555; }
 <dt>host</dt><dd>{{.Machine.Hostname}}</dd>
 <dt>Go</dt><dd>{{.Machine.Go}}</dd>
 </dl>
-<p>Latency is the time per message (half the round trip in ping-pong); GB/s = 10<sup>9</sup> bytes of payload per second.
+{{if .Modes}}<p>Latency is the time per message (half the round trip in ping-pong); GB/s = 10<sup>9</sup> bytes of payload per second.
 Each row is the median of its samples kept by the placement probe (same placement before and after; far preferred).
-Auto is drawn thick and red, the peers (other stacks, measured by their own benchmarks) dashed.</p>
+Auto is drawn thick and red, the peers (other stacks, measured by their own benchmarks) dashed.</p>{{end}}
 {{range .Modes}}
 <section id="mode-{{.Mode}}">
 <h2>{{.Title}}</h2>
@@ -314,6 +315,25 @@ Auto is drawn thick and red, the peers (other stacks, measured by their own benc
 </table>
 {{if not .Copies}}<p class="copies-missing">Copies per byte were not counted in this run (they need the eBPF probes: root, and <code>--copies</code>).</p>{{end}}
 {{if .Compare}}<ul class="compare">{{range .Compare}}<li>{{.}}</li>{{end}}</ul>{{end}}
+</section>
+{{end}}
+{{with .Coll}}
+<section id="coll">
+<h2>Collectives (lmtbench coll)</h2>
+<p>{{.Placement}}. OSU-style latency: the slowest rank's mean time per operation, the median over rounds; every variant in turn within each round, on the same CPUs. The ratio is the peer's latency over knemesis's: above 1, knemesis is faster.</p>
+{{if .Choices}}<pre id="coll-choices">{{range .Choices}}{{.}}
+{{end}}</pre>{{end}}
+{{range .Ops}}
+<h3 id="coll-{{.Op}}">{{.Op}}</h3>
+{{if .Latency}}<figure id="figure-latency-coll-{{.Op}}">{{.Latency}}<figcaption>Latency against size, {{.Op}} (log scales).</figcaption></figure>{{end}}
+<table id="table-coll-{{.Op}}">
+<thead><tr><th>size</th><th>variant</th><th>latency µs</th><th>rounds</th><th>vs best peer</th></tr></thead>
+<tbody>
+{{range .Rows}}<tr class="{{.Class}}"><td>{{.Size}}</td><td class="name">{{.Variant}}</td><td>{{.Latency}}</td><td>{{.Rounds}}</td><td class="name">{{.Note}}</td></tr>
+{{end}}</tbody>
+</table>
+{{if .Compare}}<ul class="compare">{{range .Compare}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{end}}
 </section>
 {{end}}
 </body>
