@@ -30,7 +30,7 @@ func hugetlbFits(sys System, cfg Config, b Backing, size, used int64) (string, b
 	switch {
 	case !cfg.HugeTLB:
 		return "", false
-	case b != Memfd:
+	case b == DevShm:
 		return "hugetlb: only a memfd can have hugetlb pages, this object is a /dev/shm file", false
 	case sys.HugePageSize <= 0:
 		return "hugetlb: /proc/meminfo names no huge page size (a kernel without CONFIG_HUGETLBFS)", false
@@ -54,6 +54,9 @@ func thpAllowed(sys System, b Backing, size int64) string {
 	const hpage = 2 << 20
 	if size < hpage {
 		return "thp: " + strconv.FormatInt(size, 10) + " bytes is less than one 2 MiB page"
+	}
+	if b == Anon {
+		return anonTHP(sys)
 	}
 	global := sys.ShmemTHP
 	if sys.ShmemTHP2M != "" && sys.ShmemTHP2M != "inherit" {
@@ -83,6 +86,25 @@ func thpAllowed(sys System, b Backing, size int64) string {
 		return "thp: shmem_enabled is never (echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled)"
 	}
 	return ""
+}
+
+// anonTHP is thpAllowed for private anonymous memory, which
+// transparent_hugepage/enabled governs (madvise(MADV_HUGEPAGE) is what
+// "madvise" waits for).
+func anonTHP(sys System) string {
+	global := sys.AnonTHP
+	if sys.AnonTHP2M != "" && sys.AnonTHP2M != "inherit" {
+		global = sys.AnonTHP2M
+	}
+	switch {
+	case global == "always" || global == "madvise":
+		return ""
+	case global == "":
+		return "thp: no /sys/kernel/mm/transparent_hugepage/enabled (a kernel without CONFIG_TRANSPARENT_HUGEPAGE)"
+	case sys.AnonTHP2M == "never":
+		return "thp: hugepages-2048kB/enabled is never (echo inherit > /sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled)"
+	}
+	return "thp: transparent_hugepage/enabled is " + global + " (echo madvise > /sys/kernel/mm/transparent_hugepage/enabled)"
 }
 
 func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }

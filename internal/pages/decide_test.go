@@ -44,6 +44,15 @@ func TestDecide(t *testing.T) {
 			[]string{"thp: hugepages-2048kB/shmem_enabled is never (echo inherit > /sys/kernel/mm/transparent_hugepage/hugepages-2048kB/shmem_enabled)"}},
 		{"smaller than a huge page", neverSys, Config{}, Memfd, 64 << 10, 0, Small, 64 << 10,
 			[]string{"thp: 65536 bytes is less than one 2 MiB page"}},
+		{"anon: hugetlb fits", pool, on, Anon, 4 * mib, 0, HugeTLB, 4 * mib, nil},
+		{"anon: madvise, whatever shmem says", with(func(s *System) { s.ShmemTHP, s.AnonTHP = "never", "madvise" }), Config{}, Anon, 4 * mib, 0, THP, 4 * mib, nil},
+		{"anon: enabled never, no pool", with(func(s *System) { s.AnonTHP, s.HugePagesFree = "never", 0 }), on, Anon, 4 * mib, 0, Small, 4 * mib,
+			[]string{"hugetlb: 0 free huge pages of 2 MiB, this object needs 2 (reserve them: echo 2 > /proc/sys/vm/nr_hugepages)",
+				"thp: transparent_hugepage/enabled is never (echo madvise > /sys/kernel/mm/transparent_hugepage/enabled)"}},
+		{"anon: 2 MiB size's own enabled refuses", with(func(s *System) { s.AnonTHP, s.AnonTHP2M = "always", "never" }), Config{}, Anon, 4 * mib, 0, Small, 4 * mib,
+			[]string{"thp: hugepages-2048kB/enabled is never (echo inherit > /sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled)"}},
+		{"anon: no THP kernel", pool, Config{}, Anon, 4 * mib, 0, Small, 4 * mib,
+			[]string{"thp: no /sys/kernel/mm/transparent_hugepage/enabled (a kernel without CONFIG_TRANSPARENT_HUGEPAGE)"}},
 		{"no THP kernel, no hugetlb kernel", System{}, on, Memfd, 2 * mib, 0, Small, 2 * mib,
 			[]string{"hugetlb: /proc/meminfo names no huge page size (a kernel without CONFIG_HUGETLBFS)",
 				"thp: no /sys/kernel/mm/transparent_hugepage/shmem_enabled (a kernel without CONFIG_TRANSPARENT_HUGEPAGE)"}},
@@ -61,11 +70,13 @@ func TestReadSystem(t *testing.T) {
 	fsys := fstest.MapFS{
 		"sys/kernel/mm/transparent_hugepage/shmem_enabled":                  {Data: []byte("always within_size advise [never] deny force\n")},
 		"sys/kernel/mm/transparent_hugepage/hugepages-2048kB/shmem_enabled": {Data: []byte("always [inherit] within_size advise never\n")},
+		"sys/kernel/mm/transparent_hugepage/enabled":                        {Data: []byte("always [madvise] never\n")},
+		"sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled":       {Data: []byte("always [inherit] madvise never\n")},
 		"proc/mounts":  {Data: []byte("tmpfs /dev/shm tmpfs rw,nosuid 0 0\ntmpfs /dev/shm tmpfs rw,size=1g,huge=advise 0 0\n")},
 		"proc/meminfo": {Data: []byte("MemTotal: 1000 kB\nHugePages_Total: 16\nHugePages_Free: 12\nHugepagesize: 2048 kB\n")},
 	}
 	got := ReadSystem(fsys)
-	want := System{ShmemTHP: "never", ShmemTHP2M: "inherit", DevShmHuge: "advise", HugePageSize: 2 * mib, HugePagesFree: 12}
+	want := System{ShmemTHP: "never", ShmemTHP2M: "inherit", AnonTHP: "madvise", AnonTHP2M: "inherit", DevShmHuge: "advise", HugePageSize: 2 * mib, HugePagesFree: 12}
 	if got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}

@@ -16,7 +16,9 @@
 //     /sys/kernel/mm/transparent_hugepage/shmem_enabled (and the 2 MiB
 //     size's own hugepages-2048kB/shmem_enabled where it is not "inherit"),
 //     a /dev/shm file its mount's huge= option, except that "deny" and
-//     "force" in shmem_enabled override every mount.
+//     "force" in shmem_enabled override every mount. Private anonymous
+//     memory ([Anon]) follows transparent_hugepage/enabled instead, and
+//     takes hugetlb pages through MAP_HUGETLB.
 //   - [Small]: 4 KiB pages.
 //
 // [Decide] is the pure decision over a [System] (the facts read by

@@ -34,6 +34,10 @@ const (
 	Memfd Backing = iota
 	// DevShm is a file in /dev/shm (a tmpfs mount of its own).
 	DevShm
+	// Anon is private anonymous memory (a process's own buffers, such as
+	// lmtbench's): its THP follows transparent_hugepage/enabled, not the
+	// shmem settings, and MAP_HUGETLB gives it hugetlb pages.
+	Anon
 )
 
 // Decision is the mode chosen for one object and, for each mode skipped,

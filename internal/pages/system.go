@@ -16,6 +16,11 @@ type System struct {
 	// ShmemTHP2M is the 2 MiB size's own shmem_enabled (kernels with
 	// multi-size THP): "inherit" defers to ShmemTHP; "" when absent.
 	ShmemTHP2M string
+	// AnonTHP is the selected value of transparent_hugepage/enabled
+	// ("always", "madvise", "never"), which governs anonymous memory; ""
+	// when the file is missing. AnonTHP2M is the 2 MiB size's own
+	// hugepages-2048kB/enabled ("inherit" defers to AnonTHP).
+	AnonTHP, AnonTHP2M string
 	// DevShmHuge is the huge= option of the /dev/shm mount; "never" when
 	// the mount has none, "" when /dev/shm is not a mount.
 	DevShmHuge string
@@ -32,6 +37,8 @@ func ReadSystem(fsys fs.FS) System {
 	var s System
 	s.ShmemTHP = selected(fsys, "sys/kernel/mm/transparent_hugepage/shmem_enabled")
 	s.ShmemTHP2M = selected(fsys, "sys/kernel/mm/transparent_hugepage/hugepages-2048kB/shmem_enabled")
+	s.AnonTHP = selected(fsys, "sys/kernel/mm/transparent_hugepage/enabled")
+	s.AnonTHP2M = selected(fsys, "sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled")
 	s.DevShmHuge = devShmHuge(fsys)
 	if b, err := fs.ReadFile(fsys, "proc/meminfo"); err == nil {
 		sc := bufio.NewScanner(strings.NewReader(string(b)))
