@@ -56,6 +56,18 @@ type Peer struct {
 	MaxSize int      // largest message the run will send
 	CPUs    []int    // CPU of each rank, nil when unpinned
 	Shared  *os.File // memory shared by both ranks, Backend.SharedBytes(MaxSize) long; the harness closes it
+	// Alloc, when set, allocates the plain buffers an engine hands out
+	// (SendBuffer, RecvBuffer) in the page size the run chose
+	// (lmtbench --hugepages); nil means make.
+	Alloc func(n int) ([]byte, error)
+}
+
+// plain returns alloc, or make when it is nil.
+func plain(alloc func(int) ([]byte, error), n int) ([]byte, error) {
+	if alloc == nil {
+		return make([]byte, n), nil
+	}
+	return alloc(n)
 }
 
 // Backend describes one transfer mechanism lmtbench can measure.

@@ -83,7 +83,7 @@ func openEager(p Peer) (Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eager: joining the Nemesis job: %w", err)
 	}
-	return &lmtEngine{ep: ep, peer: 1 - p.Proc.Rank}, nil
+	return &lmtEngine{ep: ep, peer: 1 - p.Proc.Rank, alloc: p.Alloc}, nil
 }
 
 // lmtRegistered checks the backend is compiled into package lmt; whether
@@ -107,6 +107,8 @@ type lmtEngine struct {
 	peer int
 	sreq nemesis.Request
 	rreq nemesis.Request
+	// alloc places SendBuffer's memory (Peer.Alloc); nil is make.
+	alloc func(int) ([]byte, error)
 }
 
 func openLMT(p Peer, backend string) (Engine, error) {
@@ -122,7 +124,7 @@ func openLMT(p Peer, backend string) (Engine, error) {
 		ep.Close()
 		return nil, fmt.Errorf("%s: attaching the LMT: %w", backend, err)
 	}
-	e := &lmtEngine{ep: ep, att: att, peer: 1 - p.Proc.Rank}
+	e := &lmtEngine{ep: ep, att: att, peer: 1 - p.Proc.Rank, alloc: p.Alloc}
 	if err := att.Engine().Check(backend, e.peer); err != nil {
 		e.Close()
 		return nil, unavailable(backend, err)
@@ -140,7 +142,7 @@ func unavailable(backend string, err error) error {
 	return fmt.Errorf("%s: %w", backend, err)
 }
 
-func (e *lmtEngine) SendBuffer(n int) ([]byte, error) { return make([]byte, n), nil }
+func (e *lmtEngine) SendBuffer(n int) ([]byte, error) { return plain(e.alloc, n) }
 
 func (e *lmtEngine) isend(r *nemesis.Request, buf []byte) error {
 	return e.ep.Isend(r, e.peer, tag, buf)

@@ -96,6 +96,7 @@ type rmaEngine struct {
 	// its receive buffer (the window, for put) before the first message;
 	// a peer's put must not land before that.
 	synced bool
+	alloc  func(int) ([]byte, error) // Peer.Alloc, for the plain buffers
 }
 
 func (e *rmaEngine) sync() error {
@@ -114,7 +115,7 @@ func openRMA(p Peer, get bool, m rma.Mechanism) (Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rma: joining the Nemesis job: %w", err)
 	}
-	e := &rmaEngine{ep: ep, peer: 1 - p.Proc.Rank, get: get}
+	e := &rmaEngine{ep: ep, peer: 1 - p.Proc.Rank, get: get, alloc: p.Alloc}
 	if m == rma.Allocated {
 		e.w, err = rma.Allocate(ep, p.MaxSize, nil)
 	} else {
@@ -141,13 +142,13 @@ func (e *rmaEngine) SendBuffer(n int) ([]byte, error) {
 	if e.get {
 		return e.w.Local()[:n:n], nil
 	}
-	return make([]byte, n), nil
+	return plain(e.alloc, n)
 }
 
 // RecvBuffer: a put writes the message into the receiver's window.
 func (e *rmaEngine) RecvBuffer(n int) ([]byte, error) {
 	if e.get {
-		return make([]byte, n), nil
+		return plain(e.alloc, n)
 	}
 	return e.w.Local()[:n:n], nil
 }

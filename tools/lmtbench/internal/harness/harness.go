@@ -28,6 +28,7 @@ import (
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/threshold"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/pagebuf"
 )
 
 // Modes a job can run.
@@ -137,6 +138,10 @@ type Spec struct {
 	WorkingSet int           `json:"working_set"` // pollution: bytes rank 1 re-reads
 	Procs      int           `json:"procs"`       // alltoall: ranks in the job (2 otherwise)
 	Warmup     time.Duration `json:"warmup"`      // least untimed run of the job's first size (settle)
+	// Pages is the page size of the buffers the ranks allocate (their
+	// receive buffers, and send buffers of engines without memory of
+	// their own): pagebuf.Heap (Go slices), Small or Huge.
+	Pages pagebuf.Kind `json:"pages,omitempty"`
 }
 
 func (s *Spec) procs() int {
@@ -164,6 +169,13 @@ type Sample struct {
 	// measures each backend once at a size, back to back, so samples of
 	// one round and size are comparable (see package report's CompareAuto).
 	Round int `json:"round"`
+	// Pages is what rank 0's first pagebuf buffer got ("4KiB", "thp",
+	// "hugetlb"), empty when the buffers are Go slices; HugeBytes is, per
+	// rank, how many bytes of its send and receive buffers smaps showed
+	// mapped by huge pages once touched, out of BufferBytes each.
+	Pages       string   `json:"pages,omitempty"`
+	HugeBytes   [2]int64 `json:"huge_bytes,omitempty"`
+	BufferBytes int64    `json:"buffer_bytes,omitempty"`
 }
 
 // PollutionSample is what rank 1 measured in a pollution sample: the median
@@ -206,6 +218,13 @@ func (s *Spec) Validate() error {
 	}
 	if s.Mode == Alltoall && (s.Procs < 2 || s.Procs > len(s.CPUs) && s.CPUs != nil) {
 		return fmt.Errorf("alltoall needs at least 2 processes and one CPU each, got %d for CPUs %v", s.Procs, s.CPUs)
+	}
+	switch {
+	case s.Pages == pagebuf.Heap:
+	case s.Pages != pagebuf.Small && s.Pages != pagebuf.Huge:
+		return fmt.Errorf("page kind %q: want small or huge", s.Pages)
+	case s.Mode != PingPong && s.Mode != NetPIPE && s.Mode != Bidir && s.Mode != Stream:
+		return fmt.Errorf("%s buffers are not placed by page size; pingpong, netpipe, bidir and stream are", s.Mode)
 	}
 	if s.Iters < 0 || s.Samples < 1 || (s.Iters == 0 && s.SampleTime <= 0) {
 		return fmt.Errorf("need --iters > 0 or --time > 0, and at least one sample")

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/knemesis/knemesis/internal/pages"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/pagebuf"
 	"io"
 	"os"
 	"strings"
@@ -70,11 +72,17 @@ func pairCounted(t *testing.T, spec Spec, corruptBy1 int) ([]Sample, error, erro
 	r01, w01, _ := os.Pipe()
 	r10, w10, _ := os.Pipe()
 	defer closeAll(r01, w01, r10, w10)
-	r0, err := newRank(spec, &chanEngine{out: a, in: b, corrupt: -1, sent: sent}, newCtl(w01, r10), 0)
+	var alloc0, alloc1 *allocator
+	if spec.Pages != pagebuf.Heap {
+		alloc0, alloc1 = &allocator{kind: spec.Pages}, &allocator{kind: spec.Pages}
+		defer alloc0.free()
+		defer alloc1.free()
+	}
+	r0, err := newRank(spec, &chanEngine{out: a, in: b, corrupt: -1, sent: sent}, newCtl(w01, r10), 0, alloc0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1, err := newRank(spec, &chanEngine{out: b, in: a, corrupt: corruptBy1, sent: sent}, newCtl(w10, r01), 1)
+	r1, err := newRank(spec, &chanEngine{out: b, in: a, corrupt: corruptBy1, sent: sent}, newCtl(w10, r01), 1, alloc1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +129,44 @@ func TestSamplesPerSizeAndMessageCounts(t *testing.T) {
 			}
 			if s.Before.Class != "unknown" || s.After.Class != "unknown" {
 				t.Errorf("%s sample %d: placement %v→%v without a probe; want unknown", mode, i, s.Before, s.After)
+			}
+		}
+	}
+}
+
+// TestPagesReported: with Spec.Pages, each rank's receive buffer comes
+// from pagebuf, and every sample carries what rank 0's got, each rank's
+// huge bytes (read from smaps, so rank 1's travels on the control pipe)
+// and the buffer bytes; without it, none of that.
+func TestPagesReported(t *testing.T) {
+	const size = 4 << 20
+	want := pages.Decide(pages.ReadSystem(os.DirFS("/")), pages.Config{}, pages.Anon, size, 0).Mode
+	for _, c := range []struct {
+		kind  pagebuf.Kind
+		pages string
+	}{{pagebuf.Heap, ""}, {pagebuf.Small, "4KiB"}, {pagebuf.Huge, want.String()}} {
+		t.Setenv(pages.EnvVar, "")
+		spec := Spec{Mode: PingPong, Backend: "chan", Sizes: []int{size}, Iters: 2, Samples: 2, Pages: c.kind}
+		samples, err0, err1 := pair(t, spec, -1)
+		if err0 != nil || err1 != nil || len(samples) != 2 {
+			t.Fatalf("%q: rank errors %v, %v; %d samples", c.kind, err0, err1, len(samples))
+		}
+		for _, s := range samples {
+			buf := int64(0)
+			if c.kind != pagebuf.Heap {
+				buf = 2 * size // send (the engine's make) and receive
+			}
+			if s.Pages != c.pages || s.BufferBytes != buf {
+				t.Fatalf("%q: sample has pages %q, %d buffer bytes; want %q, %d", c.kind, s.Pages, s.BufferBytes, c.pages, buf)
+			}
+			for rank, hb := range s.HugeBytes {
+				// Only the receive buffer is pagebuf's: the send
+				// buffer is chanEngine's heap slice, which
+				// transparent_hugepage=always may back too.
+				most := map[pagebuf.Kind]int64{pagebuf.Heap: 0, pagebuf.Small: size, pagebuf.Huge: 2 * size}[c.kind]
+				if hb%(2<<20) != 0 || hb > most {
+					t.Fatalf("%q: rank %d reports %d huge bytes of %d", c.kind, rank, hb, buf)
+				}
 			}
 		}
 	}

@@ -31,7 +31,7 @@ func Pair(spec Spec, e engine.Engine, to io.Writer, from io.Reader, me int, emit
 	}
 	runtime.LockOSThread() // the timed loops read this thread's CPU time
 	defer runtime.UnlockOSThread()
-	r, err := newRank(spec, e, newCtl(to, from), me)
+	r, err := newRank(spec, e, newCtl(to, from), me, nil)
 	if err != nil {
 		return err
 	}

@@ -13,11 +13,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/knemesis/knemesis/internal/pages"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/tools/copyprobe"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/pagebuf"
 )
 
 // EnvSpec carries the JSON Spec to the ranks.
@@ -92,12 +94,17 @@ func worker(p launch.Proc, out io.Writer) error {
 	}
 	defer line.close()
 	maxSize := slices.Max(spec.Sizes)
-	e, err := b.Open(engine.Peer{Proc: p, MaxSize: maxSize, CPUs: spec.CPUs, Shared: shared})
+	var alloc *allocator
+	if spec.Pages != pagebuf.Heap {
+		alloc = &allocator{kind: spec.Pages}
+		defer alloc.free()
+	}
+	e, err := b.Open(engine.Peer{Proc: p, MaxSize: maxSize, CPUs: spec.CPUs, Shared: shared, Alloc: alloc.fn()})
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	r, err := newRank(spec, e, openCtl(), p.Rank)
+	r, err := newRank(spec, e, openCtl(), p.Rank, alloc)
 	if err != nil {
 		return err
 	}
@@ -107,8 +114,52 @@ func worker(p launch.Proc, out io.Writer) error {
 	return follow(r, line)
 }
 
-// newRank prepares rank me's buffers for the largest size of spec.
-func newRank(spec Spec, e engine.Engine, c *ctl, me int) (*rank, error) {
+// allocator places a rank's buffers in spec.Pages pages, one mapping
+// each, and keeps them to unmap when the job ends. A nil one is Go's heap.
+type allocator struct {
+	kind pagebuf.Kind
+	bufs []*pagebuf.Buffer
+}
+
+func (a *allocator) alloc(n int) ([]byte, error) {
+	var d pages.Decision
+	if a.kind == pagebuf.Huge {
+		d = pages.Plan(pages.Anon, int64(n))
+	}
+	b, err := pagebuf.Alloc(a.kind, n, d)
+	if err != nil {
+		pages.Release(d)
+		return nil, err
+	}
+	a.bufs = append(a.bufs, b)
+	return b.Mem, nil
+}
+
+// fn is alloc for engine.Peer, nil for the heap.
+func (a *allocator) fn() func(int) ([]byte, error) {
+	if a == nil {
+		return nil
+	}
+	return a.alloc
+}
+
+// got is the mode of the first buffer allocated, "" for the heap.
+func (a *allocator) got() string {
+	if a == nil || len(a.bufs) == 0 {
+		return ""
+	}
+	return a.bufs[0].Decision.Mode.String()
+}
+
+func (a *allocator) free() {
+	for _, b := range a.bufs {
+		b.Free()
+	}
+}
+
+// newRank prepares rank me's buffers for the largest size of spec, in the
+// pages of alloc (nil: Go's heap).
+func newRank(spec Spec, e engine.Engine, c *ctl, me int, alloc *allocator) (*rank, error) {
 	maxSize := slices.Max(spec.Sizes)
 	r := &rank{spec: spec, e: e, ctl: c, me: me}
 	var err error
@@ -117,6 +168,8 @@ func newRank(spec Spec, e engine.Engine, c *ctl, me int) (*rank, error) {
 	}
 	if rb, ok := e.(engine.RecvBufferer); ok {
 		r.recv, err = rb.RecvBuffer(maxSize)
+	} else if alloc != nil {
+		r.recv, err = alloc.alloc(maxSize)
 	} else {
 		r.recv = make([]byte, maxSize)
 	}
@@ -130,16 +183,31 @@ func newRank(spec Spec, e engine.Engine, c *ctl, me int) (*rank, error) {
 	for i := range r.recv {
 		r.recv[i] = 2
 	}
+	if alloc != nil {
+		// What the kernel gave, read once now that every page is
+		// touched: each sample reports it, so a row says what it got.
+		for _, b := range [][]byte{r.send, r.recv} {
+			n, err := pagebuf.HugeBytes(b)
+			if err != nil {
+				return nil, err
+			}
+			r.hugeBytes += n
+		}
+		r.pages, r.bufferBytes = alloc.got(), int64(len(r.send)+len(r.recv))
+	}
 	return r, nil
 }
 
 type rank struct {
-	spec       Spec
-	e          engine.Engine
-	ctl        *ctl
-	me         int
-	send, recv []byte
-	pollution  *PollutionSample // rank 0: what rank 1 reported for the last sample
+	spec        Spec
+	e           engine.Engine
+	ctl         *ctl
+	me          int
+	send, recv  []byte
+	pollution   *PollutionSample // rank 0: what rank 1 reported for the last sample
+	hugeBytes   int64            // of send and recv, mapped by huge pages (Spec.Pages set)
+	pages       string           // what the first pagebuf buffer got
+	bufferBytes int64            // len(send)+len(recv) when Spec.Pages is set, else 0
 }
 
 // The two-rank harness and the alltoall one drive their ranks the same
@@ -315,7 +383,7 @@ func (r *rank) reply(cpu time.Duration) error {
 	if err := r.ctl.put(int64(cpu), rails[lmt.ReadRail], rails[lmt.WriteRail]); err != nil {
 		return err
 	}
-	return r.ctl.put(rails[lmt.KnemRail], rails[lmt.RingRail], 0)
+	return r.ctl.put(rails[lmt.KnemRail], rails[lmt.RingRail], r.hugeBytes)
 }
 
 // leadSample runs one timed sample from rank 0.
@@ -333,18 +401,21 @@ func (r *rank) leadSample(size, iters int) (Sample, error) {
 	if err != nil {
 		return Sample{}, err
 	}
-	knem, ring, _, err := r.ctl.get()
+	knem, ring, peerHuge, err := r.ctl.get()
 	if err != nil {
 		return Sample{}, err
 	}
 	return Sample{
-		Rails:      [lmt.NumRails]int64{lmt.ReadRail: read, lmt.WriteRail: write, lmt.KnemRail: knem, lmt.RingRail: ring},
-		Pollution:  r.pollution,
-		Size:       size,
-		Iterations: iters,
-		Messages:   iters * MessagesPerIteration(r.spec.Mode),
-		Seconds:    elapsed.Seconds(),
-		CPUSeconds: [2]float64{cpu.Seconds(), time.Duration(peerCPU).Seconds()},
+		Rails:       [lmt.NumRails]int64{lmt.ReadRail: read, lmt.WriteRail: write, lmt.KnemRail: knem, lmt.RingRail: ring},
+		Pollution:   r.pollution,
+		Size:        size,
+		Iterations:  iters,
+		Messages:    iters * MessagesPerIteration(r.spec.Mode),
+		Seconds:     elapsed.Seconds(),
+		CPUSeconds:  [2]float64{cpu.Seconds(), time.Duration(peerCPU).Seconds()},
+		Pages:       r.pages,
+		HugeBytes:   [2]int64{r.hugeBytes, peerHuge},
+		BufferBytes: r.bufferBytes,
 	}, nil
 }
 
