@@ -15,10 +15,12 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/knemesis/knemesis/internal/pages"
 	"github.com/knemesis/knemesis/netmod/ofinet"
 	"github.com/knemesis/knemesis/netmod/pmix"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/pagebuf"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/typedbench"
 )
@@ -144,6 +146,14 @@ type options struct {
 	small      string // indexed: small block size
 	large      string // indexed: large block size
 
+	// hugepages runs every backend with small and huge buffers
+	// (--hugepages); pageKinds is what interleave runs, nil for the heap.
+	hugepages bool
+	pageKinds []pagebuf.Kind
+	// pagesHost is this host's huge-page facts and the job's config
+	// (pages.Host); tests give recorded machines.
+	pagesHost func() (pages.System, pages.Config)
+
 	// alongside measures more rows in each round and size of interleave
 	// (lmtbench peers).
 	alongside rowsAlongside
@@ -187,6 +197,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.cpus, "cpus", "apart", "pinning of the two processes: apart (two CPUs), same (one CPU), shared or unshared (a cache), none, or a list like 0,1")
 	fs.IntVar(&o.procs, "procs", 2, "processes in the job (alltoall: also -n)")
 	fs.IntVar(&o.procs, "n", 2, "processes for alltoall")
+	fs.BoolVar(&o.hugepages, "hugepages", false, "sweep, pingpong: run every backend with its buffers in huge pages and in 4 KiB pages, interleaved, and print both throughputs and huge/small (default sizes 4M-64M)")
 	fs.BoolVar(&o.reuse, "reuse", false, "pingpong: send back the buffer just received, as NetPIPE does (mode netpipe)")
 	fs.BoolVar(&o.copies, "copies", true, "also count copies per byte with the eBPF probes, when this process may load them")
 	fs.StringVar(&o.workingSet, "working-set", "", "pollution: bytes the receiver re-reads (default: its L2 cache)")
@@ -262,6 +273,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.reuse && o.command != "pingpong" && o.command != "sweep" {
 		return nil, usagef("--reuse applies to pingpong, not %s", o.command)
+	}
+	if o.hugepages && o.command != "pingpong" && o.command != "sweep" {
+		return nil, usagef("--hugepages applies to the ping-pong sweep (lmtbench, lmtbench pingpong), not %s", o.command)
+	}
+	if o.hugepages && (o.plot != "" || o.report != "") {
+		return nil, usagef("--hugepages prints its own table of both page sizes; --plot and --report draw one row per backend")
 	}
 	if err := o.checkReport(); err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/engine"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/harness"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/machine"
+	"github.com/knemesis/knemesis/tools/lmtbench/internal/pagebuf"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/report"
 	"github.com/knemesis/knemesis/tools/lmtbench/internal/units"
 	"github.com/knemesis/knemesis/topology"
@@ -51,6 +52,9 @@ func (o *options) plan(mode string) (*plan, error) {
 		return nil, usagef("%s runs between 2 processes; --procs/-n %d applies to alltoall", mode, o.procs)
 	}
 	def, minSize := defaultSizes, 1
+	if o.hugepages {
+		def = defaultHugepagesSizes
+	}
 	switch mode {
 	case harness.Pollution:
 		def = defaultPollutionSizes
@@ -79,6 +83,9 @@ func (o *options) plan(mode string) (*plan, error) {
 	if p.backends, p.skipped, err = o.backendList(); err != nil {
 		return nil, err
 	}
+	if o.hugepages {
+		p.backends = withMemcpyForCMA(p.backends)
+	}
 	return p, nil
 }
 
@@ -92,14 +99,21 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	if header {
+	if header && !o.hugepages {
 		if err := writeInfo(stdout, o, false); err != nil {
 			return err
 		}
 	}
+	if o.hugepages {
+		var line string
+		o.pageKinds, line = o.hugepageKinds(slices.Max(p.sizes))
+		if !o.machineReadable() {
+			fmt.Fprintln(stdout, line)
+		}
+	}
 	probe := o.probePath()
-	countsCopies := o.copies && mode != harness.Pollution
-	steps := len(p.backends) * len(p.sizes) * o.samples
+	countsCopies := o.copies && mode != harness.Pollution && !o.hugepages
+	steps := len(p.backends) * len(p.sizes) * o.samples * max(1, len(o.pageKinds))
 	if countsCopies {
 		steps += len(p.backends) * len(p.sizes)
 	}
@@ -117,7 +131,9 @@ func measure(ctx context.Context, mode string, o *options, stdout, stderr io.Wri
 	}
 	bar.done()
 	sortResults(results)
-	if err := o.write(stdout, results); err != nil {
+	if o.hugepages && !o.machineReadable() {
+		writeHugepages(stdout, results)
+	} else if err := o.write(stdout, results); err != nil {
 		return err
 	}
 	if o.plot != "" {
@@ -410,21 +426,46 @@ func (o *options) pollutionWorkingSet(cpus []int) (int, error) {
 // --iters does not fix it) and the later rounds reuse it. A backend found
 // unavailable is skipped for the rest of the run, with its reason.
 func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []engine.Backend, sizes []int, bar *progress) ([]report.Result, []error, error) {
-	samples := make([]map[int][]harness.Sample, len(backends))
-	iters := make([]map[int]int, len(backends))
+	// Each backend runs once per page kind (--hugepages: small and huge,
+	// else the heap alone); the kinds of a backend alternate which goes
+	// first from round to round, so that neither always follows the
+	// other's job.
+	kinds := o.pageKinds
+	if len(kinds) == 0 {
+		kinds = []pagebuf.Kind{pagebuf.Heap}
+	}
+	type entry struct {
+		b    int // index in backends
+		kind pagebuf.Kind
+	}
+	var entries []entry
 	for i := range backends {
+		for _, k := range kinds {
+			entries = append(entries, entry{i, k})
+		}
+	}
+	samples := make([]map[int][]harness.Sample, len(entries))
+	iters := make([]map[int]int, len(entries))
+	for i := range entries {
 		samples[i], iters[i] = map[int][]harness.Sample{}, map[int]int{}
 	}
 	var skipped []error
 	gone := make([]bool, len(backends))
 	for round := range o.samples {
 		for _, size := range sizes {
-			for i, b := range backends {
-				if gone[i] || o.measuresAt != nil && !o.measuresAt(b.Name, size) {
+			for i := range entries {
+				if round%2 == 1 && len(kinds) > 1 {
+					// the same backend's kinds in reverse order
+					k := i % len(kinds)
+					i = i - k + len(kinds) - 1 - k
+				}
+				en := entries[i]
+				b := backends[en.b]
+				if gone[en.b] || o.measuresAt != nil && !o.measuresAt(b.Name, size) {
 					continue
 				}
 				spec := tmpl
-				spec.Backend, spec.Sizes, spec.Samples = b.Name, []int{size}, 1
+				spec.Backend, spec.Sizes, spec.Samples, spec.Pages = b.Name, []int{size}, 1, en.kind
 				if spec.Iters == 0 {
 					spec.Iters = iters[i][size]
 				}
@@ -432,10 +473,10 @@ func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []
 					s.Round = round
 					samples[i][size] = append(samples[i][size], s)
 					iters[i][size] = s.Iterations
-					bar.step(b.Name + " " + units.Format(size))
+					bar.step(strings.TrimSpace(b.Name + " " + string(en.kind) + " " + units.Format(size)))
 				})
 				if skip, err := o.unavailable(err); skip {
-					skipped, gone[i] = append(skipped, err), true
+					skipped, gone[en.b] = append(skipped, err), true
 				} else if err != nil {
 					return nil, nil, err
 				}
@@ -456,8 +497,9 @@ func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []
 	}
 	o.regimes = classify(all)
 	var results []report.Result
-	for i, b := range backends {
-		if gone[i] {
+	for i, en := range entries {
+		b := backends[en.b]
+		if gone[en.b] {
 			continue
 		}
 		for _, size := range sizes {
@@ -465,14 +507,16 @@ func (o *options) interleave(ctx context.Context, tmpl harness.Spec, backends []
 				continue // not measured at this size (measuresAt)
 			}
 			r := report.Aggregate(tmpl.Mode, b.Name, b.Reference, samples[i][size])
-			r.CPUs, r.Machine = tmpl.CPUs, o.facts()
+			r.CPUs, r.Machine, r.Pages = tmpl.CPUs, o.facts(), string(en.kind)
 			if tmpl.Mode == harness.Alltoall {
 				r.Procs = tmpl.Procs
 			}
 			results = append(results, r)
 		}
 	}
-	report.CompareAuto(results)
+	if len(kinds) == 1 {
+		report.CompareAuto(results)
+	}
 	return results, skipped, nil
 }
 

@@ -72,6 +72,14 @@ type Result struct {
 	Path     string `json:"path,omitempty"`
 	Provider string `json:"provider,omitempty"`
 	Partner  int    `json:"partner,omitempty"`
+	// Pages is the page size the run asked for the buffers (lmtbench
+	// --hugepages: "small" or "huge"); PagesGot, HugeBytes and
+	// BufferBytes are what the median sample's ranks got
+	// (harness.Sample).
+	Pages       string   `json:"pages,omitempty"`
+	PagesGot    string   `json:"pages_got,omitempty"`
+	HugeBytes   [2]int64 `json:"huge_bytes,omitempty"`
+	BufferBytes int64    `json:"buffer_bytes,omitempty"`
 
 	kept []harness.Sample // the samples the median was taken over
 	all  []harness.Sample // every sample, whatever its placement
@@ -133,6 +141,7 @@ func Aggregate(mode, backend string, reference bool, samples []harness.Sample) R
 		r.PlacementLatencyUs = lat[len(lat)/2]
 	}
 	r.Iterations, r.Messages, r.Seconds, r.Pollution, r.Rails = m.Iterations, m.Messages, m.Seconds, m.Pollution, m.Rails
+	r.PagesGot, r.HugeBytes, r.BufferBytes = m.Pages, m.HugeBytes, m.BufferBytes
 	bytes := float64(m.Messages) * float64(m.Size)
 	r.BytesPerSec = bytes / m.Seconds
 	r.LatencyUs = m.Seconds / float64(m.Messages) * 1e6
