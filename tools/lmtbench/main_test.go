@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"github.com/knemesis/knemesis/internal/pages"
 	"image/png"
 	"math"
 	"os"
@@ -122,6 +123,9 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		{[]string{"pingpong", "--working-set", "1M"}, 2, "lmtbench: --working-set applies to pollution, not pingpong"},
 		{[]string{"pollution", "--plot", "p.png"}, 2, "lmtbench: --plot draws throughput; pollution has none to draw"},
 		{[]string{"bidir", "--reuse"}, 2, "lmtbench: --reuse applies to pingpong, not bidir"},
+		{[]string{"--hugepages=maybe"}, 2, `lmtbench: invalid boolean value "maybe" for -hugepages: parse error`},
+		{[]string{"bidir", "--hugepages"}, 2, "lmtbench: --hugepages applies to the ping-pong sweep (lmtbench, lmtbench pingpong), not bidir"},
+		{[]string{"--hugepages", "--plot", "p.png"}, 2, "lmtbench: --hugepages prints its own table of both page sizes; --plot and --report draw one row per backend"},
 		{[]string{"tune", "--backends", "cma-write"}, 2, `lmtbench: --backends: tune measures the selector's backends (eager, knem, cma, cma-split, multirail, vmsplice, shm, pipe), not "cma-write"`},
 		{[]string{"--vm", "--plot", "p.png"}, 2, "lmtbench: --plot with --vm: the guest's files vanish when it powers off"},
 		{[]string{"tune", "--vm"}, 2, "lmtbench: tune with --vm: the tuning file would describe an emulated CPU"},
@@ -793,5 +797,48 @@ func TestUnderLauncherWithoutNetmod(t *testing.T) {
 	want = "lmtbench: --peer applies under a PMIx launcher (mpirun, srun), which starts the ranks itself\n"
 	if r = run(t, "pingpong", "--peer", "1"); r.code != 2 || r.stderr != want {
 		t.Fatalf("--peer without a launcher: status %d, stderr %q; want 2 and %q", r.code, r.stderr, want)
+	}
+}
+
+// TestHugepagesEndToEnd: --hugepages prints the line saying which huge
+// pages the buffers ask for (or why none), then one row per backend and
+// size with both throughputs (memcpy joins cma for its estimate), the cma
+// estimate per size, and the knem line.
+func TestHugepagesEndToEnd(t *testing.T) {
+	r := run(t, "--hugepages", "--backends", "shm,cma", "--sizes", "4M,8M", "--iters", "2", "--samples", "1", "--placement-probe", "none", "--progress=false")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	sys, cfg := pages.Host()
+	huge := pages.Decide(sys, cfg, pages.Anon, 8<<20, 0).Mode != pages.Small
+	lines := strings.Split(r.stdout, "\n")
+	if want := "hugepages: huge = "; huge && !strings.HasPrefix(lines[0], want) || !huge && !strings.HasPrefix(lines[0], "hugepages: no huge pages") {
+		t.Fatalf("first line %q (host has huge pages: %v)", lines[0], huge)
+	}
+	num := regexp.MustCompile(`^[0-9]+$`)
+	rows := map[string]int{}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 || (f[1] != "4M" && f[1] != "8M") {
+			continue
+		}
+		rows[f[0]+" "+f[1]]++
+		ok := num.MatchString(f[2]) && (huge && num.MatchString(f[3]) && strings.HasSuffix(f[4], "x") || !huge && f[3] == "-" && f[4] == "-")
+		if !ok {
+			t.Errorf("row %q: want small and huge MB/s and their ratio", line)
+		}
+	}
+	for _, k := range []string{"shm 4M", "cma 4M", "memcpy 4M", "shm 8M", "cma 8M", "memcpy 8M"} {
+		if rows[k] != 1 {
+			t.Errorf("%d rows for %s, want 1:\n%s", rows[k], k, r.stdout)
+		}
+	}
+	if len(rows) != 6 {
+		t.Errorf("%d rows, want 6:\n%s", len(rows), r.stdout)
+	}
+	for _, want := range []string{"cma pinning and page walk, estimate: ", "\n  4M: small ", "\n  8M: small ", "\nknem: "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
 	}
 }
