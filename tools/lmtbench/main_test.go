@@ -125,6 +125,7 @@ func TestBadInputIsOneLineAndNonZeroExit(t *testing.T) {
 		{[]string{"bidir", "--reuse"}, 2, "lmtbench: --reuse applies to pingpong, not bidir"},
 		{[]string{"--hugepages=maybe"}, 2, `lmtbench: invalid boolean value "maybe" for -hugepages: parse error`},
 		{[]string{"bidir", "--hugepages"}, 2, "lmtbench: --hugepages applies to the ping-pong sweep (lmtbench, lmtbench pingpong), not bidir"},
+		{[]string{"--hugepages", "--csv"}, 2, "lmtbench: --hugepages: --csv and --benchfmt have no page-size column; use --json, whose rows carry pages"},
 		{[]string{"--hugepages", "--plot", "p.png"}, 2, "lmtbench: --hugepages prints its own table of both page sizes; --plot and --report draw one row per backend"},
 		{[]string{"tune", "--backends", "cma-write"}, 2, `lmtbench: --backends: tune measures the selector's backends (eager, knem, cma, cma-split, multirail, vmsplice, shm, pipe), not "cma-write"`},
 		{[]string{"--vm", "--plot", "p.png"}, 2, "lmtbench: --plot with --vm: the guest's files vanish when it powers off"},

@@ -280,6 +280,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if o.hugepages && (o.plot != "" || o.report != "") {
 		return nil, usagef("--hugepages prints its own table of both page sizes; --plot and --report draw one row per backend")
 	}
+	if o.hugepages && (o.csv || o.benchfmt) {
+		return nil, usagef("--hugepages: --csv and --benchfmt have no page-size column; use --json, whose rows carry pages")
+	}
 	if err := o.checkReport(); err != nil {
 		return nil, err
 	}
