@@ -131,9 +131,18 @@ func writeCMAEstimate(w io.Writer, pair func(size, kind int) (cma, ref *report.R
 				some = true
 			}
 		}
-		if some {
-			lines = append(lines, fmt.Sprintf("  %s: small %s, huge %s", units.Format(size), cells[0], cells[1]))
+		if !some {
+			continue
 		}
+		line := fmt.Sprintf("  %s: small %s, huge %s", units.Format(size), cells[0], cells[1])
+		// The most huge pages could give cma: its 4 KiB time over a
+		// huge-page memcpy's, were pinning and walking free.
+		if cs, _ := pair(size, 0); cs != nil {
+			if _, rh := pair(size, 1); rh != nil && rh.LatencyUs > 0 {
+				line += fmt.Sprintf("; ceiling of cma huge/small: %.2fx (cma small ÷ memcpy huge)", cs.LatencyUs/rh.LatencyUs)
+			}
+		}
+		lines = append(lines, line)
 	}
 	if len(lines) == 0 {
 		return

@@ -78,8 +78,8 @@ func TestHugepagesTable(t *testing.T) {
 		"   memcpy    8M        8000       8000       1.00x  thp 100%/50%",
 		"      shm    8M        3000          -           -             -",
 		"cma pinning and page walk, estimate: cma time per message − memcpy time per message, same run, same page size:",
-		"  4M: small 400 µs (800 − 400), huge 80 µs (500 − 420)",
-		"  8M: small 1000 µs (2000 − 1000), huge 300 µs (1300 − 1000)",
+		"  4M: small 400 µs (800 − 400), huge 80 µs (500 − 420); ceiling of cma huge/small: 1.90x (cma small ÷ memcpy huge)",
+		"  8M: small 1000 µs (2000 − 1000), huge 300 µs (1300 − 1000); ceiling of cma huge/small: 2.00x (cma small ÷ memcpy huge)",
 	}
 	for i, w := range want {
 		if i >= len(got) || strings.TrimRight(got[i], " ") != w {
