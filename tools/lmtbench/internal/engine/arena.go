@@ -103,7 +103,7 @@ func joinArena(p Peer, name string, arenaSize int, automatic bool) (*lmtEngine, 
 		ep.Close()
 		return nil, fmt.Errorf("%s: attaching the LMT: %w", name, err)
 	}
-	return &lmtEngine{ep: ep, att: att, peer: 1 - p.Proc.Rank}, nil
+	return &lmtEngine{ep: ep, att: att, peer: 1 - p.Proc.Rank, alloc: p.Alloc}, nil
 }
 
 // arenaEngine is an lmtEngine whose send buffers come from the arena.

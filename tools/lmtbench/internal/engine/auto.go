@@ -54,7 +54,7 @@ func openAuto(p Peer, adaptive bool) (Engine, error) {
 		ep.Close()
 		return nil, err
 	}
-	return &lmtEngine{ep: ep, att: sel.LMT, peer: 1 - p.Proc.Rank}, nil
+	return &lmtEngine{ep: ep, att: sel.LMT, peer: 1 - p.Proc.Rank, alloc: p.Alloc}, nil
 }
 
 // knemDevice checks the KNEM device the module creates.
