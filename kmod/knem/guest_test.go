@@ -7,17 +7,22 @@ package knem
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"github.com/knemesis/knemesis/kmod/knem/internal/uapi"
 	"hash/crc64"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/knemesis/knemesis/internal/await"
+	"github.com/knemesis/knemesis/kmod/knem/internal/uapi"
+	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 
 	"golang.org/x/sys/unix"
 
@@ -265,21 +270,56 @@ func (b board) put(key string, v uint64) error {
 	if err := os.WriteFile(tmp, []byte(strconv.FormatUint(v, 10)), 0o666); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(string(b), key))
+	if err := os.Rename(tmp, filepath.Join(string(b), key)); err != nil {
+		return err
+	}
+	launchtest.Progress() // the job advances: its watchdog re-arms
+	return nil
 }
 
-func (b board) get(key string) (uint64, error) {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		data, err := os.ReadFile(filepath.Join(string(b), key))
-		if err == nil {
-			return strconv.ParseUint(string(data), 10, 64)
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("no %q on the board after 60s", key)
-		}
-		time.Sleep(2 * time.Millisecond)
+// boardStall is how long get waits with nothing added to the board: the
+// jobs' launchtest Timeout, whose watchdog would stop them next.
+const boardStall = jobStall
+
+// get waits for key. The wait follows the job: every put by any rank is
+// progress, so a rank slowed by a loaded machine is waited for however
+// long the whole job takes; get fails only once nothing was added to the
+// board for boardStall, naming the key and what the board held.
+func (b board) get(key string) (uint64, error) { return b.getWithin(key, boardStall, nil) }
+
+// getWithin is get, failing after stall with nothing added to the board;
+// looked, when not nil, is called after each look that did not find key
+// (a test's hook).
+func (b board) getWithin(key string, stall time.Duration, looked func()) (uint64, error) {
+	var v uint64
+	var held []string
+	err := await.Poll{Stall: stall, MinSleep: time.Millisecond, MaxSleep: 20 * time.Millisecond}.Until(context.Background(),
+		func() (uint64, bool, error) {
+			data, err := os.ReadFile(filepath.Join(string(b), key))
+			if err == nil {
+				v, err = strconv.ParseUint(string(data), 10, 64)
+				return 0, true, err
+			}
+			entries, err := os.ReadDir(string(b))
+			if err != nil {
+				return 0, false, fmt.Errorf("waiting for %q on the board: %w", key, err)
+			}
+			held = held[:0]
+			for _, e := range entries {
+				if !strings.HasPrefix(e.Name(), ".") {
+					held = append(held, e.Name())
+				}
+			}
+			if looked != nil {
+				looked()
+			}
+			return uint64(len(held)), false, nil
+		})
+	var se *await.StallError
+	if errors.As(err, &se) {
+		return 0, fmt.Errorf("no %q on the board: no rank added anything for %v (it holds %q): %w", key, se.Stall, held, err)
 	}
+	return v, err
 }
 
 // peek reads key if it is there, without waiting.

@@ -25,6 +25,10 @@ import (
 // nobody is the unprivileged user the uid tests run a rank as.
 const nobody = 65534
 
+// jobStall is how long a job may go with no rank reporting progress
+// (launchtest.Options.Timeout): every put on the board reports some.
+const jobStall = 3 * time.Minute
+
 // job runs fn as a job of procs ranks sharing a board. Ranks listed in
 // asNobody run as uid/gid 65534.
 func job(t *testing.T, procs int, asNobody []int, fn func(p launch.Proc, b board) error) {
@@ -40,7 +44,7 @@ func job(t *testing.T, procs int, asNobody []int, fn func(p launch.Proc, b board
 	}
 	b := newBoard(t)
 	launchtest.RunOpts(t, procs, launchtest.Options{
-		Timeout: 3 * time.Minute,
+		Timeout: jobStall,
 		Env:     []string{envBoard + "=" + string(b)},
 		Setup: func(rank int, cmd *exec.Cmd) error {
 			for _, r := range asNobody {
