@@ -64,8 +64,9 @@ type Net struct {
 	Module   NetModule
 	Nodes    []int                                         // node of every rank, in rank order
 	Exchange func(addr []byte) (addrs [][]byte, err error) // every rank's address, in rank order
-	// PeerTimeout: a remote rank whose liveness probe does not complete
-	// for this long is taken for lost (a provider may retry a connection
+	// PeerTimeout: a remote rank from which nothing at all came (no
+	// packet, no part of a read) for this long after a liveness probe
+	// left for it is taken for lost (a provider may retry a connection
 	// to a dead process for ever); DefaultNetPeerTimeout.
 	PeerTimeout time.Duration
 }
@@ -96,7 +97,7 @@ type netPath struct {
 	iov        [][]byte  // the entries of the packet being sent
 	pings      []Request // per rank: the liveness probe in flight (or the goodbye)
 	pongs      []Request // per rank: the answer to its probe in flight
-	unanswered []int64   // per rank: when the first ping no packet answered yet left (ns), or 0
+	unanswered []int64   // per rank: when the first ping nothing from the rank answered yet left (ns), or 0
 	timeout    time.Duration
 	inflight   int    // packets handed to the module, not reported
 	moved      uint64 // packets sent or received, for progressMark
@@ -350,7 +351,7 @@ func (e *netEvents) Arrived(hdr, payload []byte) error {
 		return ep.distrust(peerfault.Corrupt(src, "length of a network packet", "%d bytes, %d arrived", n, len(payload)))
 	}
 	ep.net.moved++
-	ep.net.unanswered[src] = 0
+	ep.net.unanswered[src] = 0 // src lives: probeRemote
 	switch kind {
 	case kindNetPing:
 		ep.sendBare(&ep.net.pongs[src], src, kindNetPong)
@@ -470,14 +471,25 @@ func (e *netEvents) PeerFailed(rank int, err error) {
 
 // probeRemote is a blocked call's liveness check of the ranks whose
 // process it cannot see: it pings every remote rank with no ping in flight
-// and fails one that has sent nothing, not even the pong a ping asks for,
-// for Net.PeerTimeout since the first unanswered ping. A provider may
-// also fail the ping's send at once (a reset connection); and a send
-// completion alone proves nothing (tcp;ofi_rxm completes sends to a killed
-// process that it never reports).
+// and fails one from which nothing came, not even the pong a ping asks
+// for, for Net.PeerTimeout since the first unanswered ping. Anything from
+// the rank answers (Arrived and ReadMoved clear unanswered): a rank busy
+// sending is alive although its pong waits behind its data on the wire,
+// as the pong to a receiver waits behind the bytes of the read it serves.
+// A provider may also fail the ping's send at once (a reset connection);
+// and a send completion alone proves nothing (tcp;ofi_rxm completes sends
+// to a killed process that it never reports).
+//
+// The clock is read before the module is polled, so that what arrived
+// while this rank was not running (an oversubscribed machine) answers
+// before the check: a rank is failed only when a poll after the moment
+// its silence reached Net.PeerTimeout found nothing from it.
 func (ep *Endpoint) probeRemote() error {
 	n := ep.net
 	now := time.Now().UnixNano()
+	if err := n.mod.Poll(n.events); err != nil {
+		return err
+	}
 	for i := range ep.peers {
 		p := &ep.peers[i]
 		if !p.net || p.dead != nil || p.netClosed {

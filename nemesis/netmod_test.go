@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/knemesis/knemesis/nemesis/launch"
 )
@@ -25,6 +26,11 @@ type memFabric struct {
 	// regions: what memReader modules exposed, by key.
 	regions map[int32][]byte
 	nextKey int32
+	// serving[src][dst]: src's provider is serving a read by dst (a
+	// trickling memReader's), whose bytes go first on the wire from src
+	// to dst: src's packets to dst wait behind them, in held.
+	serving [][]bool
+	held    [][][]memPacket // per source, per destination
 }
 
 type memPacket struct{ hdr, payload []byte }
@@ -40,7 +46,11 @@ type memModule struct {
 }
 
 func newMemFabric(size int) *memFabric {
-	f := &memFabric{boxes: make([][]memPacket, size), dead: make([]bool, size), addrs: make([][]byte, size), regions: map[int32][]byte{}}
+	f := &memFabric{boxes: make([][]memPacket, size), dead: make([]bool, size), addrs: make([][]byte, size), regions: map[int32][]byte{},
+		serving: make([][]bool, size), held: make([][][]memPacket, size)}
+	for i := range size {
+		f.serving[i], f.held[i] = make([]bool, size), make([][]memPacket, size)
+	}
 	f.wg.Add(size)
 	return f
 }
@@ -83,8 +93,13 @@ func (m *memModule) Send(r *Request, dst int, hdr []byte, payload [][]byte) (boo
 	}
 	m.f.mu.Lock()
 	dead := m.f.dead[dst] || m.f.dead[m.rank]
-	if !dead {
-		m.f.boxes[dst] = append(m.f.boxes[dst], memPacket{append([]byte(nil), hdr...), pl})
+	pkt := memPacket{append([]byte(nil), hdr...), pl}
+	switch held := &m.f.held[m.rank][dst]; {
+	case dead:
+	case m.f.serving[m.rank][dst] || len(*held) > 0:
+		*held = append(*held, pkt) // behind a read's bytes
+	default:
+		m.f.boxes[dst] = append(m.f.boxes[dst], pkt)
 	}
 	m.f.mu.Unlock()
 	var err error
@@ -103,6 +118,12 @@ func (m *memModule) Poll(ev NetEvents) error {
 		ev.Sent(r, errs[i])
 	}
 	m.f.mu.Lock()
+	for src, held := range m.f.held {
+		if h := held[m.rank]; len(h) > 0 && !m.f.serving[src][m.rank] {
+			m.f.boxes[m.rank] = append(m.f.boxes[m.rank], h...)
+			held[m.rank] = nil
+		}
+	}
 	in := m.f.boxes[m.rank]
 	m.f.boxes[m.rank] = nil
 	m.f.mu.Unlock()
@@ -125,12 +146,20 @@ func joinTwoNodes(t testing.TB, maxPkt int) ([]*Endpoint, *memFabric) {
 // (nil: the memModule itself).
 func joinTwoNodesWith(t testing.TB, maxPkt int, wrap func(r int, m *memModule) NetModule) ([]*Endpoint, *memFabric) {
 	t.Helper()
+	return joinTwoNodesTimeout(t, maxPkt, wrap, 0)
+}
+
+// joinTwoNodesTimeout is joinTwoNodesWith with Net.PeerTimeout peerTimeout
+// (0: the default).
+func joinTwoNodesTimeout(t testing.TB, maxPkt int, wrap func(r int, m *memModule) NetModule, peerTimeout time.Duration) ([]*Endpoint, *memFabric) {
+	t.Helper()
 	job := launch.NewJobName()
 	f := newMemFabric(4)
 	eps := make([]*Endpoint, 4)
 	errs := make(chan error, 4)
 	for r := range 4 {
 		n := f.net(r, twoNodes, maxPkt)
+		n.PeerTimeout = peerTimeout
 		if wrap != nil {
 			n.Module = wrap(r, n.Module.(*memModule))
 		}
@@ -526,4 +555,43 @@ func TestNetBlockedReceiveDozes(t *testing.T) {
 		t.Fatalf("rank 0's doze limit %v, want dozeMaxNet (%v)", got, dozeMaxNet)
 	}
 	receiveAfterDoze(t, eps[0], eps[2], "over the net")
+}
+
+// TestNetProbeHearsBacklog: a rank that did not run for longer than
+// Net.PeerTimeout after probing a peer (an oversubscribed machine) first
+// takes what the peer sent meanwhile, and does not take it for lost: rank
+// 2 probes rank 0, sleeps past the timeout while rank 0 sends it a
+// message, then probes again; rank 0 stays alive and the message is
+// received intact.
+func TestNetProbeHearsBacklog(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	eps, _ := joinTwoNodesTimeout(t, 4096, nil, timeout)
+	if err := eps[2].probeRemote(); err != nil {
+		t.Fatal(err)
+	}
+	if eps[2].net.unanswered[0] == 0 {
+		t.Fatal("rank 2's probe of rank 0 left no ping unanswered")
+	}
+	time.Sleep(2 * timeout)
+	msg := pattern(1000, 7)
+	var s Request
+	if err := eps[0].Isend(&s, 2, 7, msg); err != nil {
+		t.Fatal(err)
+	}
+	if err := eps[0].Poll(); err != nil { // hands the packet to the module
+		t.Fatal(err)
+	}
+	if err := eps[2].probeRemote(); err != nil {
+		t.Fatal(err)
+	}
+	if err := eps[2].peers[0].dead; err != nil {
+		t.Fatalf("rank 0, whose message waited for rank 2's poll, taken for lost: %v", err)
+	}
+	buf := make([]byte, 1000)
+	if st, err := eps[2].Recv(0, 7, buf); err != nil || st.Len != 1000 || crc32.ChecksumIEEE(buf) != crc32.ChecksumIEEE(msg) {
+		t.Fatalf("rank 2's receive of rank 0's message: %+v, %v; want 1000 bytes intact", st, err)
+	}
+	if err := eps[0].Wait(&s); err != nil {
+		t.Fatal(err)
+	}
 }

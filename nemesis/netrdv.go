@@ -45,9 +45,15 @@ type NetReader interface {
 }
 
 // NetEventsReader is what a NetReader's Poll reports besides NetEvents:
-// the NetEvents a module's Poll receives implement it.
+// the NetEvents a module's Poll receives implement it. ReadMoved reports
+// that bytes of a read from rank src landed (a part of it, or all):
+// src's process lives, since its provider served them, though what it
+// sent since waits behind the rest of the read. A module reads a long
+// region in parts so that this comes regularly: the liveness check
+// (Net.PeerTimeout) counts it as hearing from src.
 type NetEventsReader interface {
 	ReadDone(rd *NetRead, err error)
+	ReadMoved(src int)
 }
 
 // NetHandleMax is the longest handle a NetReader may write.
@@ -148,6 +154,14 @@ func (e *netEvents) ReadDone(rd *NetRead, err error) {
 	rd.left--
 	if err != nil && rd.err == nil {
 		rd.err = err
+	}
+}
+
+// ReadMoved implements NetEventsReader.
+func (e *netEvents) ReadMoved(src int) {
+	ep := (*Endpoint)(e)
+	if src >= 0 && src < ep.size && ep.peers[src].net {
+		ep.net.unanswered[src] = 0 // src lives: probeRemote
 	}
 }
 

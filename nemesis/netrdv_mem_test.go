@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // memReader is memModule with one-sided reads: Expose publishes the buffer
@@ -25,6 +26,14 @@ type memReader struct {
 	hold               bool // Poll reports no read
 	failRead           int  // the failRead-th Read fails, if > 0
 	landed             int  // reads whose bytes landed
+	// piece, when > 0, has reads land in parts of piece bytes, one per
+	// Poll and at least every apart, each reported by ReadMoved, while
+	// the source's packets to this rank wait behind them (as a read's
+	// bytes go first on the wire): a long read over a slow link.
+	piece     int
+	every     time.Duration
+	lastPiece time.Time
+	pieces    int // parts landed
 }
 
 // memRead is a read in flight: its source region and destination, or the
@@ -35,6 +44,7 @@ type memRead struct {
 	buf []byte
 	dst [][]byte
 	err error
+	off int // bytes landed, when the reads land in pieces
 }
 
 // errMemCancelled is how memReader completes a read whose sender is lost:
@@ -92,6 +102,11 @@ func (m *memReader) Read(rd *NetRead, src int, h []byte, dst [][]byte) (bool, er
 	if !ok || dead {
 		r.err = errMemLost
 	}
+	if m.piece > 0 && r.err == nil {
+		m.f.mu.Lock()
+		m.f.serving[src][m.rank] = true
+		m.f.mu.Unlock()
+	}
 	m.reads = append(m.reads, r)
 	return true, nil
 }
@@ -101,6 +116,10 @@ func (m *memReader) Read(rd *NetRead, src int, h []byte, dst [][]byte) (bool, er
 var errMemBadRead = errors.New("memnet: read refused, bad key")
 
 func (m *memReader) Poll(ev NetEvents) error {
+	if m.piece > 0 && !m.hold {
+		m.trickle(ev.(NetEventsReader))
+		return m.memModule.Poll(ev)
+	}
 	if !m.hold {
 		reads := m.reads
 		m.reads = nil
@@ -110,6 +129,46 @@ func (m *memReader) Poll(ev NetEvents) error {
 		}
 	}
 	return m.memModule.Poll(ev)
+}
+
+// trickle lands the next part of the first read in flight, if every has
+// passed since the last, and reports the read once all of it landed.
+func (m *memReader) trickle(ev NetEventsReader) {
+	if len(m.reads) == 0 {
+		return
+	}
+	r := &m.reads[0]
+	if r.err == nil {
+		if time.Since(m.lastPiece) < m.every {
+			return
+		}
+		m.lastPiece = time.Now()
+		k := min(m.piece, len(r.buf)-r.off)
+		at := r.off
+		for _, d := range r.dst {
+			if at >= len(d) {
+				at -= len(d)
+				continue
+			}
+			c := copy(d[at:], r.buf[r.off:r.off+k])
+			r.off, k, at = r.off+c, k-c, 0
+			if k == 0 {
+				break
+			}
+		}
+		m.pieces++
+		ev.ReadMoved(r.src)
+		if r.off < len(r.buf) {
+			return
+		}
+		m.landed++
+		m.f.mu.Lock()
+		m.f.serving[r.src][m.rank] = false
+		m.f.mu.Unlock()
+	}
+	rd, err := r.rd, r.err
+	m.reads = m.reads[1:]
+	ev.ReadDone(rd, err)
 }
 
 // land writes the bytes of read r into its destination, unless it failed
@@ -200,6 +259,26 @@ func (j *ReadingJob) Exposed() int {
 	defer j.f.mu.Unlock()
 	return len(j.f.regions)
 }
+
+// JoinTwoNodesReadingTimeout is JoinTwoNodesReading with Net.PeerTimeout
+// peerTimeout.
+func JoinTwoNodesReadingTimeout(t *testing.T, peerTimeout time.Duration) *ReadingJob {
+	t.Helper()
+	mods := make([]*memReader, 4)
+	eps, f := joinTwoNodesTimeout(t, 4096, func(r int, m *memModule) NetModule {
+		mods[r] = &memReader{memModule: *m}
+		return mods[r]
+	}, peerTimeout)
+	return &ReadingJob{eps, mods, f}
+}
+
+// Trickle has rank's module land its reads in parts of piece bytes, at
+// least every apart, with the source's packets to rank held behind them;
+// Pieces counts the parts landed.
+func (j *ReadingJob) Trickle(rank, piece int, every time.Duration) {
+	j.mods[rank].piece, j.mods[rank].every = piece, every
+}
+func (j *ReadingJob) Pieces(rank int) int { return j.mods[rank].pieces }
 
 // Lose makes rank unreachable and tells rank's peer at tells so, as a
 // module that found the connection reset does.

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/knemesis/knemesis/attach"
 	"github.com/knemesis/knemesis/lmt"
@@ -578,4 +579,63 @@ func TestNetRendezvousClosedBeforeRTS(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestNetLivenessHearsReads: a sender whose pongs wait behind the bytes of
+// a read it serves (as they do on one TCP stream) is not taken for lost
+// by its reader, however long the read takes, as long as parts of it keep
+// landing: rank 2 reads 1 MiB from rank 0 in 16 parts landing at least a
+// quarter of Net.PeerTimeout apart, so that the read lasts several
+// timeouts while nothing else comes from rank 0; the receive completes
+// intact, the send too. Ranks 1 and 3 wait for a word from 2 and 0 that
+// comes after, so that every rank answers the probes of the others.
+func TestNetLivenessHearsReads(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	const n, piece = 1 << 20, 64 << 10
+	job := nemesis.JoinTwoNodesReadingTimeout(t, timeout)
+	attachAll(t, job)
+	job.Trickle(2, piece, timeout/4)
+	msg := nemesis.Pattern(n, 5)
+	nemesis.OnRanks(t, job.Eps, func(ep *nemesis.Endpoint) error {
+		switch ep.Rank() {
+		case 0:
+			if err := ep.Send(2, 5, msg); err != nil {
+				return fmt.Errorf("rank 0's send to rank 2: %w", err)
+			}
+			return ep.Send(3, 6, []byte("done"))
+		case 2:
+			buf := make([]byte, n)
+			if _, err := ep.Recv(0, 5, buf); err != nil {
+				return fmt.Errorf("rank 2's receive from rank 0: %w", err)
+			}
+			if crc32.ChecksumIEEE(buf) != crc32.ChecksumIEEE(msg) {
+				return errors.New("rank 2's receive from rank 0: checksum differs")
+			}
+			return ep.Send(1, 6, []byte("done"))
+		default:
+			_, err := ep.Recv(map[int]int{1: 2, 3: 0}[ep.Rank()], 6, make([]byte, 4))
+			return err
+		}
+	})
+	if got := job.Pieces(2); got != n/piece {
+		t.Fatalf("the read landed in %d parts, want %d", got, n/piece)
+	}
+}
+
+// TestNetLivenessSilentPeer: a remote rank from which nothing comes is
+// still taken for lost after Net.PeerTimeout: rank 2's receive from rank
+// 0, which never polls (so never answers a probe), fails with a PeerError
+// naming rank 0 and the timeout, no sooner than the timeout.
+func TestNetLivenessSilentPeer(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	job := nemesis.JoinTwoNodesReadingTimeout(t, timeout)
+	start := time.Now()
+	_, err := job.Eps[2].Recv(0, 5, make([]byte, 64))
+	var pe *nemesis.PeerError
+	if !errors.As(err, &pe) || pe.Rank != 0 || !errors.Is(err, nemesis.ErrPeerDead) || !strings.Contains(err.Error(), "no answer to liveness probes for 100ms (Net.PeerTimeout)") {
+		t.Fatalf("receive from a silent rank 0: %v, want a PeerError naming rank 0 and Net.PeerTimeout", err)
+	}
+	if took := time.Since(start); took < timeout {
+		t.Fatalf("rank 0 taken for lost after %v, before the %v timeout", took, timeout)
+	}
 }
