@@ -204,6 +204,7 @@ func netnsChild() int {
 		}
 		return addrs, nil
 	}
+	prepare(rank)
 	ep, err := nemesis.Join(os.Getenv(envJob), rank, jobSize, &nemesis.Options{Net: &nemesis.Net{Module: m, Nodes: nodeOf, Exchange: exchange, PeerTimeout: 3 * time.Second}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -231,6 +232,32 @@ func pattern(n, seed int) []byte {
 }
 
 var bigSizes = []int{0, 1, 8, DefaultPacket - 1, DefaultPacket, DefaultPacket + 1, 1<<20 + 3, 64 << 20}
+
+// The big messages and their checksums, made before Join: generating 64
+// MiB of pattern takes a fraction of a second of CPU, many seconds on a
+// machine whose two CPUs a hundred processes share, and a rank that
+// computes between two calls answers no liveness probe meanwhile: its
+// peers, blocked on it, would take it for lost (Net.PeerTimeout).
+var (
+	bigMsgs  [][]byte // bigMsgs[i] = pattern(bigSizes[i], i)
+	bigSums  []uint32 // their CRC-32s
+	killMsg  []byte   // killRemote's message, pattern(killSize, 1)
+	killSize = 64 << 20
+)
+
+// prepare makes what the rank's scenario sends and checks.
+func prepare(rank int) {
+	for i, n := range bigSizes {
+		msg := pattern(n, i)
+		bigSums = append(bigSums, crc32.ChecksumIEEE(msg))
+		if rank == 1 || rank == 3 {
+			bigMsgs = append(bigMsgs, msg)
+		}
+	}
+	if rank == 3 {
+		killMsg = pattern(killSize, 1)
+	}
+}
 
 // traffic: ranks 1, 2 and 3 send to rank 0, which receives from AnySource
 // (so from both paths) and checks each sender's order and checksums; then
@@ -280,7 +307,7 @@ func bigOnes(ep *nemesis.Endpoint) error {
 			// From a list of two segments, then from one buffer: in
 			// packets up to the eager limit, by the LMT's net-read
 			// (fi_read of each segment) past it.
-			msg := pattern(n, i)
+			msg := bigMsgs[i]
 			if err := sendVia(ep, peer, 100+i, [][]byte{msg[:n/2], nil, msg[n/2:]}); err != nil {
 				return fmt.Errorf("%d bytes to rank %d: %w", n, peer, err)
 			}
@@ -299,7 +326,7 @@ func bigOnes(ep *nemesis.Endpoint) error {
 			if err != nil {
 				return err
 			}
-			if st.Len != n || crc32.ChecksumIEEE(buf[:n]) != crc32.ChecksumIEEE(pattern(n, i)) {
+			if st.Len != n || crc32.ChecksumIEEE(buf[:n]) != bigSums[i] {
 				return fmt.Errorf("%d bytes from rank %d (tag %d): got %d, checksum %s", n, peer, tag, st.Len, "differs")
 			}
 		}
@@ -360,7 +387,7 @@ func barrier(ep *nemesis.Endpoint) error {
 
 // killRemote: see TestRemoteKilled.
 func killRemote(ep *nemesis.Endpoint) error {
-	const size = 64 << 20
+	size := killSize
 	if err := barrier(ep); err != nil {
 		return err
 	}
@@ -369,7 +396,7 @@ func killRemote(ep *nemesis.Endpoint) error {
 	switch ep.Rank() {
 	case 3:
 		var r nemesis.Request
-		if err := ep.Isend(&r, 0, 1, pattern(size, 1)); err != nil {
+		if err := ep.Isend(&r, 0, 1, killMsg); err != nil {
 			return err
 		}
 		for range 2000 {
