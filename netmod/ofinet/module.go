@@ -49,9 +49,7 @@ type Module struct {
 	regions   []*ofi.Region // exposed for reads (read.go), by slot
 	regFree   []int32
 	jobFree   []*readJob
-	reading   []*readJob // reads with parts in flight or still to issue
 	exposures uint64
-	readParts uint64 // fi_reads issued (read.go)
 	// captured, when set (by tests), sees every packet handed to the
 	// provider: what a process that sniffs the wire would see.
 	captured func(dst int, hdr []byte, payload [][]byte)
@@ -217,19 +215,13 @@ func (m *Module) Poll(ev nemesis.NetEvents) error {
 			if lost { // first, so that the read fails naming the rank
 				ev.PeerFailed(s.dst, err)
 			}
-			if err == nil {
-				ev.(nemesis.NetEventsReader).ReadMoved(s.dst)
-			}
-			m.readDone(j, err)
+			m.readDone(ev, j, err)
 			continue
 		}
 		ev.Sent(r, err)
 		if lost {
 			ev.PeerFailed(s.dst, err)
 		}
-	}
-	if len(m.reading) > 0 {
-		m.readsPoll(ev)
 	}
 	err := m.drain()
 	m.ev = nil

@@ -14,39 +14,13 @@ import (
 // net-read backend (package netmod/netread) moves long messages with: a
 // send buffer is registered (fi_mr_reg, remote read) and its address and
 // key travel in the LMT's RTS; the receiver pulls it with fi_read into its
-// own buffer, in parts of readPart bytes, at most readDepth of them in
-// flight per receive, drawing on the send slots: the module issues the
-// next parts as the first complete (issue, at every Poll). Regions, read
-// jobs and their lists are pooled: a steady stream of long messages
-// registers and reads without allocating.
-//
-// Why parts: the source's packets to this rank, the pong to a liveness
-// probe among them, wait on the wire behind the bytes of the read it
-// serves; the completion of each part tells nemesis that the source
-// lives (NetEventsReader.ReadMoved), so that a read longer than
-// Net.PeerTimeout, on a slow link or a machine whose CPUs other processes
-// hold, never gets its source taken for lost while its bytes still come.
+// own buffer, one read per entry of its receive list, drawing on the send
+// slots. Regions and read jobs are pooled: a steady stream of long
+// messages registers and reads without allocating.
 
-// readPart is the most one fi_read moves; readDepth, the parts of one
-// receive in flight at once. A part lands within a small fraction of
-// Net.PeerTimeout even when the two processes get little CPU (the
-// provider moves a socket's bytes only when its process polls), and the
-// depth keeps the link busy between two polls.
-const (
-	readPart  = 128 << 10
-	readDepth = 8
-)
-
-// readJob is the reads of one receive: its parts still to issue
-// (dst[next:], from region offset off) and in flight (left); reported once
-// none is left.
+// readJob is the reads of one receive: reported once the last completes.
 type readJob struct {
 	rd   *nemesis.NetRead
-	src  int
-	rr   ofi.RemoteRegion
-	dst  [][]byte // the receive list; dst[next:] not yet issued
-	next int
-	off  uint64 // region offset of dst[next]
 	left int
 	err  error
 }
@@ -82,79 +56,48 @@ func (m *Module) Unexpose(slot int32) {
 	m.regFree = append(m.regFree, slot)
 }
 
-// Read implements nemesis.NetReader: the first parts of dst now (false
-// when no slot is free), the rest as they complete.
+// Read implements nemesis.NetReader: one fi_read per non-empty entry of
+// dst, all issued or none.
 func (m *Module) Read(rd *nemesis.NetRead, src int, h []byte, dst [][]byte) (bool, error) {
 	if len(h) != ofi.RemoteRegionSize {
 		return false, fmt.Errorf("ofinet: rank %d's rendezvous names a %d-byte handle, want %d", src, len(h), ofi.RemoteRegionSize)
 	}
-	if len(m.free) == 0 {
-		return false, nil
-	}
-	j := m.newJob(rd)
-	j.src, j.rr = src, ofi.GetRemoteRegion(h)
+	entries := 0
 	for _, d := range dst {
 		if len(d) > 0 {
-			j.dst = append(j.dst, d)
+			entries++
 		}
 	}
-	if err := m.issue(j); j.left == 0 && j.next < len(j.dst) {
-		m.freeJob(j)
-		if err == nil || errors.Is(err, ofi.ErrNoSlot) {
-			return false, nil
-		}
-		return false, err
+	if entries > len(m.free) {
+		return false, nil
 	}
-	m.reading = append(m.reading, j)
-	return true, nil
-}
-
-// issue starts j's next parts while it has fewer than readDepth in flight
-// and a slot is free. A part the endpoint cannot take now (ErrNoSlot)
-// waits for the next Poll; any other failure ends the job's issuing, and
-// the parts in flight report it with them.
-func (m *Module) issue(j *readJob) error {
-	for j.err == nil && j.next < len(j.dst) && j.left < readDepth && len(m.free) > 0 {
-		d := j.dst[j.next]
-		p := d[:min(len(d), readPart)]
-		i := m.free[len(m.free)-1]
-		s := &m.sends[i]
-		if err := m.e.Read(&s.req, m.addrs[j.src], p, j.rr, j.off); err != nil {
-			if !errors.Is(err, ofi.ErrNoSlot) && j.left > 0 {
-				j.err, j.next = err, len(j.dst)
-			}
-			return err
-		}
-		j.off += uint64(len(p))
-		if len(p) == len(d) {
-			j.next++
-		} else {
-			j.dst[j.next] = d[len(p):]
-		}
-		m.free = m.free[:len(m.free)-1]
-		s.job, s.dst = j, j.src
-		m.busy = append(m.busy, i)
-		m.readParts++
-		j.left++
-	}
-	return nil
-}
-
-// readsPoll issues the next parts of the reads in flight and reports
-// those with nothing left, after Poll took the completions.
-func (m *Module) readsPoll(ev nemesis.NetEvents) {
-	for k := 0; k < len(m.reading); {
-		j := m.reading[k]
-		_ = m.issue(j) // a failure is j.err, reported below
-		if j.left > 0 || j.next < len(j.dst) {
-			k++
+	rr := ofi.GetRemoteRegion(h)
+	j := m.newJob(rd)
+	var off uint64
+	for _, d := range dst {
+		if len(d) == 0 {
 			continue
 		}
-		m.reading = append(m.reading[:k], m.reading[k+1:]...)
-		rd, err := j.rd, j.err
-		m.freeJob(j)
-		ev.(nemesis.NetEventsReader).ReadDone(rd, err)
+		i := m.free[len(m.free)-1]
+		s := &m.sends[i]
+		if err := m.e.Read(&s.req, m.addrs[src], d, rr, off); err != nil {
+			if j.left == 0 {
+				m.jobFree = append(m.jobFree, j)
+				if errors.Is(err, ofi.ErrNoSlot) {
+					return false, nil
+				}
+				return false, err
+			}
+			j.err = err // the reads issued report it with them
+			break
+		}
+		off += uint64(len(d))
+		m.free = m.free[:len(m.free)-1]
+		s.job, s.dst = j, src
+		m.busy = append(m.busy, i)
+		j.left++
 	}
+	return true, nil
 }
 
 func (m *Module) newJob(rd *nemesis.NetRead) *readJob {
@@ -164,23 +107,23 @@ func (m *Module) newJob(rd *nemesis.NetRead) *readJob {
 	} else {
 		j = new(readJob)
 	}
-	*j = readJob{rd: rd, dst: j.dst[:0]}
+	*j = readJob{rd: rd}
 	return j
 }
 
-func (m *Module) freeJob(j *readJob) {
-	clear(j.dst[:cap(j.dst)]) // drop the receive's buffers
-	*j = readJob{dst: j.dst[:0]}
-	m.jobFree = append(m.jobFree, j)
-}
-
-// readDone counts one of job j's parts as complete with err: a failure
-// stops the issuing of the rest (readsPoll reports the job).
-func (m *Module) readDone(j *readJob, err error) {
-	j.left--
+// readDone counts one of job j's reads as complete with err; the last
+// reports the job.
+func (m *Module) readDone(ev nemesis.NetEvents, j *readJob, err error) {
 	if err != nil && j.err == nil {
-		j.err, j.next = err, len(j.dst)
+		j.err = err
 	}
+	if j.left--; j.left > 0 {
+		return
+	}
+	rd, err := j.rd, j.err
+	*j = readJob{}
+	m.jobFree = append(m.jobFree, j)
+	ev.(nemesis.NetEventsReader).ReadDone(rd, err)
 }
 
 var _ nemesis.NetReader = (*Module)(nil)
