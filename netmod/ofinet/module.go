@@ -215,6 +215,9 @@ func (m *Module) Poll(ev nemesis.NetEvents) error {
 			if lost { // first, so that the read fails naming the rank
 				ev.PeerFailed(s.dst, err)
 			}
+			if err == nil { // the source served it: it lives (nemesis.Net.PeerTimeout)
+				ev.(nemesis.NetEventsReader).ReadMoved(s.dst)
+			}
 			m.readDone(ev, j, err)
 			continue
 		}
