@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,13 @@ func checkLaunched(t *testing.T, launcher string, out []byte) {
 // launchedRank is one rank of a job that mpirun or srun started: it joins
 // through PMIx and runs the traffic scenario.
 func launchedRank() error {
+	// The launcher's PMIx server names the rank before Join does, so that
+	// the big messages are made before Join, as netnsChild makes them.
+	rank, err := strconv.Atoi(os.Getenv("PMIX_RANK"))
+	if err != nil {
+		return fmt.Errorf("PMIX_RANK %q: %w", os.Getenv("PMIX_RANK"), err)
+	}
+	prepare(rank)
 	ep, c, err := Join(Config{Config: ofi.Config{Provider: provider, Node: "127.0.0.1"}}, &nemesis.Options{})
 	if err != nil {
 		return err
