@@ -127,12 +127,6 @@ func ringServed(kind string, src, dst int) string {
 	return "ring-" + kind + "-" + strconv.Itoa(src) + "-" + strconv.Itoa(dst)
 }
 
-// ringName is the ring's memfd name, which /proc/<pid>/maps shows: the
-// job, the kind and the pair, as poolName names a pool.
-func ringName(job, kind string, src, dst int) string {
-	return "knemesis-" + job + "-" + kind + "-" + strconv.Itoa(src) + "-" + strconv.Itoa(dst)
-}
-
 // ringObject names the ring in errors.
 func ringObject(kind string, src, dst int) string {
 	return "shm " + kind + " ring from rank " + strconv.Itoa(src) + " to rank " + strconv.Itoa(dst)
@@ -156,7 +150,7 @@ func (s *shm) open(src, dst int, kind string) (*ring, error) {
 		// The header is allocated now: a machine short of memory fails
 		// here instead of a later store. The fixed ring's slots stay
 		// holes until populate.
-		fd, err = fdpass.NewSealedSparse(ringName(s.env.Job, kind, src, dst), int64(size), int64(hdr))
+		fd, err = fdpass.NewSealedSparse("knemesis-lmtring", int64(size), int64(hdr))
 	} else {
 		fd, _, err = fdpass.Fetch(poolDir(s.env, owner), ringServed(kind, src, dst), object, fdpass.Want{Size: int64(size)})
 	}
