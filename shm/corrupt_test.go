@@ -12,26 +12,27 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/knemesis/knemesis/internal/fdpass"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis/launch"
 	"github.com/knemesis/knemesis/nemesis/launch/launchtest"
 )
 
-// mapRing maps the stream ring from src to dst of job as the engines do,
-// received from its maker (the sender, once it has checked the peer: its
-// first StartSend to it), with the default geometry, so that a test rank
-// can overwrite its counters.
-func mapRing(job string, src, dst int) ([]byte, error) {
+// mapRing maps the ring from src to dst of job as the engines will, with
+// the default geometry, so that a test rank can overwrite its counters.
+func mapRing(job string, src, dst int) ([]byte, string, error) {
+	path := fmt.Sprintf("/dev/shm/knemesis-%s-lmt-%d-%d", job, src, dst)
 	size := ringSize(lmt.DefaultShmSlots, lmt.DefaultShmSlotSize)
-	env := &lmt.Env{Job: job}
-	fd, _, err := fdpass.Fetch(poolDir(env, src), ringServed(streamRing, src, dst), ringObject(streamRing, src, dst), fdpass.Want{Size: int64(size)})
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer unix.Close(fd)
-	return unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return nil, "", err
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	return mem, path, err
 }
 
 func counter(mem []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&mem[off])) }
@@ -146,17 +147,18 @@ func TestCorruptWritten(t *testing.T) {
 // corruptWrittenSender overwrites the written counter before sending, and
 // never progresses its engine (which would write the counter again).
 func corruptWrittenSender(p launch.Proc, ch *lmttest.Channel, eng *lmt.Engine, w uint64, want string) error {
+	mem, path, err := mapRing(p.Job, 0, 1)
+	if err != nil {
+		return err
+	}
+	defer unix.Munmap(mem)
+	defer unix.Unlink(path)
+	counter(mem, offWritten).Store(w)
 	rts := make([]byte, 4096)
 	tr, n, err := eng.StartSend(1, [][]byte{lmttest.Message(1<<20, 3)}, lmt.Shm, rts)
 	if err != nil {
 		return err
 	}
-	mem, err := mapRing(p.Job, 0, 1) // made by StartSend, before the RTS goes
-	if err != nil {
-		return err
-	}
-	defer unix.Munmap(mem)
-	counter(mem, offWritten).Store(w)
 	if err := ch.SendRTS(1, rts[:n]); err != nil {
 		return err
 	}
@@ -187,8 +189,8 @@ func corruptWrittenSender(p launch.Proc, ch *lmttest.Channel, eng *lmt.Engine, w
 // TestCorruptRead: the receiver's read counter in the mapped ring is
 // ahead of what was written, or far behind. The sender's transfer fails in
 // its first Progress (filling early, before any CTS), naming the receiver
-// and the counter, instead of waiting for room for ever, and nothing is
-// left in /dev/shm.
+// and the counter, instead of waiting for room for ever; it unlinks the
+// ring, and nothing is left in /dev/shm.
 func TestCorruptRead(t *testing.T) {
 	for _, rd := range []uint64{1, 1 << 40} {
 		t.Run(fmt.Sprint(rd), func(t *testing.T) {
@@ -202,31 +204,24 @@ func TestCorruptRead(t *testing.T) {
 				}
 				defer eng.Close()
 				if p.Rank == 1 {
-					if m, err := ch.NextMsg(0); err != nil || string(m) != "made" {
-						return fmt.Errorf("rank 0 said %q (%v)", m, err)
-					}
-					mem, err := mapRing(p.Job, 0, 1)
+					mem, path, err := mapRing(p.Job, 0, 1)
 					if err != nil {
 						return err
 					}
 					defer unix.Munmap(mem)
+					defer unix.Unlink(path)
 					counter(mem, offRead).Store(rd)
 					if err := ch.SendMsg(0, []byte("corrupted")); err != nil {
 						return err
 					}
 					return pollUntil(ch, nil, 0, "checked")
 				}
-				// StartSend makes the ring (no RTS goes: rank 1
-				// never receives), which rank 1 then corrupts.
+				if m, err := ch.NextMsg(1); err != nil || string(m) != "corrupted" {
+					return fmt.Errorf("rank 1 said %q (%v)", m, err)
+				}
 				rts := make([]byte, 4096)
 				tr, _, err := eng.StartSend(1, [][]byte{lmttest.Message(1<<20, 3)}, lmt.Shm, rts)
 				if err != nil {
-					return err
-				}
-				if err := ch.SendMsg(1, []byte("made")); err != nil {
-					return err
-				}
-				if err := pollUntil(ch, nil, 1, "corrupted"); err != nil { // no early fill meanwhile
 					return err
 				}
 				steps, err := progressUntilDone(eng, tr, 100)

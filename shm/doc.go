@@ -14,8 +14,6 @@
 // a shortage fails the job's Join rather than a copy, and no name is left
 // behind however a rank dies. Receivers get it from the sender over a
 // socket in the job's directory (internal/fdpass), checked sealed before
-// it is mapped. A ring is one page per ordered pair that uses it, a sealed
-// memfd too, made by one side and received by the other over the same
-// sockets (ring.go), so that no rank can resize it under the other.
+// it is mapped. A ring is one page per ordered pair that uses it.
 // docs/design/shm.md tells why.
 package shm

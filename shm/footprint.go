@@ -5,14 +5,13 @@ import "github.com/knemesis/knemesis/lmt"
 // Footprint is the shared memory the shm backend takes, from its
 // configuration alone: the most the file system allocates for it (fstat's
 // blocks; a tmpfs may count fewer, never more), not estimates. A ring's
-// memfd is created Ring+FixedRing bytes long, its fixed slots sparse.
+// file is created Ring+FixedRing bytes long, its fixed slots sparse.
 type Footprint struct {
 	// Pool is each rank's pool of slots, a memfd allocated in full when
 	// its Engine is created (not in /dev/shm).
 	Pool uint64
-	// Ring is each ordered pair's ring, a memfd (not in /dev/shm)
-	// allocated when its sender first checks the peer (its first large
-	// message, or its first from the peer): counters and entries. A pair
+	// Ring is each ordered pair's ring in /dev/shm, allocated when the
+	// pair first moves a large message: counters and entries. A pair
 	// that moves multirail-shm messages has a second of the same size,
 	// the rail's (rail.go), whose pieces take slots of the same pool.
 	Ring uint64

@@ -1,118 +1,82 @@
 package shm
 
 import (
-	"fmt"
+	"errors"
 	"os"
-	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/knemesis/knemesis/internal/fdpass"
 	"github.com/knemesis/knemesis/internal/otheruser"
 	"github.com/knemesis/knemesis/jobkey"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/nemesis/launch"
+	"github.com/knemesis/knemesis/shmfile"
 )
 
-// servedShm is the backend of rank of a job of two with key and
-// geometry c, serving on its handover socket in the job's directory dir
-// (as newShm does, without a pool): enough to make, serve and receive its
-// rings in one process.
-func servedShm(t *testing.T, job, dir string, key jobkey.Key, rank int, c lmt.Config) *shm {
-	t.Helper()
-	env := &lmt.Env{Rank: rank, Size: 2, Job: job, Key: key, Config: &c}
-	env.Dir = dir
-	srv, err := listenIn(poolDir(env, rank), poolObject(rank))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close(); os.Remove(dir) })
-	return &shm{env: env, srv: srv, slots: uint64(c.ShmSlots), slotSize: c.ShmSlotSize, poolSlots: c.ShmPoolSlots}
+// ringShm is the backend of rank 0 of a job of two with key, enough to
+// open its rings.
+func ringShm(t *testing.T, key jobkey.Key) *shm {
+	cfg := lmt.Config{Rank: 0, Size: 2, Job: launch.NewJobName(), Key: key}
+	c := cfg.WithDefaults()
+	return &shm{env: &lmt.Env{Rank: 0, Size: 2, Job: cfg.Job, Key: key, Config: &c}, slots: uint64(c.ShmSlots), slotSize: c.ShmSlotSize, poolSlots: c.ShmPoolSlots}
 }
 
-// ringPair is the two backends of a job of two, with the default
-// geometry, in a fresh job directory.
-func ringPair(t *testing.T, key jobkey.Key) (sender, receiver *shm) {
-	t.Helper()
-	job := launch.NewJobName()
-	c := (&lmt.Config{Rank: 0, Size: 2, Job: job, Key: key}).WithDefaults()
-	dir := launch.JobDir(job)
-	return servedShm(t, job, dir, key, 0, c), servedShm(t, job, dir, key, 1, c)
-}
-
-// openPair maps the ring of kind from snd's rank to rcv's in both, its
-// owner first (ringOwner), as the engines do.
-func openPair(t *testing.T, snd, rcv *shm, kind string) (out, in *ring) {
-	t.Helper()
-	first, second := snd, rcv
-	if ringOwner(kind, snd.env.Rank, rcv.env.Rank) == rcv.env.Rank {
-		first, second = rcv, snd
-	}
-	a, err := first.open(snd.env.Rank, rcv.env.Rank, kind)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(a.mem) })
-	b, err := second.open(snd.env.Rank, rcv.env.Rank, kind)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(b.mem) })
-	if first == snd {
-		return a, b
-	}
-	return b, a
-}
-
-// TestOtherUserAndTheRing: the rings have no name in /dev/shm any more.
-// Another user that made a file at the name a ring had there (with the
-// job's key part, which it could only guess), and a link at the rail
-// ring's to a file of the job's user, sees neither touched: the owner
-// of each ring makes it as a memfd and serves it, the other side receives
-// it, and bytes written by the sender are read by the receiver. The other
-// user cannot reach either rank's socket (read, open for writing or
-// truncate: Permission denied), and /dev/shm holds nothing of the job
-// but those names.
+// TestOtherUserAndTheRing: another user that made a file, or a link, at
+// the name of a job's ring (which it could only guess for a job without
+// a key) has it refused by the rank that comes to open it, with the
+// *shmfile.Error naming the ring, the owner and why; the link's target
+// is not truncated. A ring the job made is mode 0600 and the other user
+// can neither read it, open it for writing nor truncate it. With a key,
+// the ring's name carries the key's part.
 func TestOtherUserAndTheRing(t *testing.T) {
 	otheruser.Require(t)
 	key, err := jobkey.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	snd, rcv := ringPair(t, key)
-	job := snd.env.Job
-	oldName := func(kind string) string {
-		return "/dev/shm/knemesis-" + job + "-" + kind + "-0-1-" + key.Name("lmt/shm-ring")
+	s := ringShm(t, key)
+	path := ringPath(s.env, streamRing, 0, 1)
+	if want := "/dev/shm/knemesis-" + s.env.Job + "-lmt-0-1-" + key.Name("lmt/shm-ring"); path != want {
+		t.Fatalf("ring path %s, want %s", path, want)
 	}
-	otheruser.Precreate(t, oldName(streamRing))
-	defer os.Remove(oldName(streamRing))
-	target := oldName(railRing) + ".target"
+	refused := func(why string) {
+		t.Helper()
+		_, err := s.open(0, 1, streamRing)
+		var e *shmfile.Error
+		if !errors.As(err, &e) || e.Object != "shm lmt ring from rank 0 to rank 1" || e.Path != path || e.Owner != otheruser.UID || !strings.Contains(e.Reason, why) {
+			t.Fatalf("opening a ring another user made: %v, want the *shmfile.Error naming the ring, uid %d and %q", err, otheruser.UID, why)
+		}
+	}
+	otheruser.Precreate(t, path)
+	refused("belongs to uid 61234")
+	if b, _ := os.ReadFile(path); string(b) != "squatter" {
+		t.Fatalf("the other user's file holds %q, want its own bytes", b)
+	}
+	os.Remove(path)
+
+	target := path + ".target"
 	if err := os.WriteFile(target, []byte("ours"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	defer os.Remove(target)
-	otheruser.Symlink(t, target, oldName(railRing))
-	defer os.Remove(oldName(railRing))
-	for _, kind := range []string{streamRing, railRing} {
-		out, in := openPair(t, snd, rcv, kind)
-		out.written.Store(3)
-		out.data[0] = 0x5a
-		if in.written.Load() != 3 || in.data[0] != 0x5a {
-			t.Fatalf("%s ring: the receiver reads written %d, data %#x; want 3 and 0x5a from the sender", kind, in.written.Load(), in.data[0])
-		}
-	}
-	if b, _ := os.ReadFile(oldName(streamRing)); string(b) != "squatter" {
-		t.Fatalf("the other user's file holds %q, want its own bytes", b)
-	}
+	otheruser.Symlink(t, target, path)
+	refused("symbolic link")
 	if b, _ := os.ReadFile(target); string(b) != "ours" {
 		t.Fatalf("the link's target holds %q, want %q", b, "ours")
 	}
-	otheruser.Refused(t, fdpass.SocketPath(poolDir(snd.env, 0)))
-	otheruser.Refused(t, fdpass.SocketPath(poolDir(rcv.env, 1)))
-	m, _ := filepath.Glob("/dev/shm/knemesis-" + job + "-*")
-	want := []string{oldName(streamRing), oldName(railRing), target}
-	if fmt.Sprint(m) != fmt.Sprint(want) {
-		t.Fatalf("/dev/shm holds %q of the job, want only the other user's two names and the link's target %q", m, want)
+	os.Remove(path)
+
+	r, err := s.open(0, 1, streamRing)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer unix.Munmap(r.mem)
+	defer unix.Unlink(r.path)
+	var st unix.Stat_t
+	if err := unix.Stat(r.path, &st); err != nil || st.Mode != unix.S_IFREG|0o600 {
+		t.Fatalf("the job's ring: %v, mode %#o; want a regular file of mode 0600", err, st.Mode)
+	}
+	otheruser.Refused(t, r.path)
 }

@@ -9,8 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/knemesis/knemesis/internal/fdpass"
-	"github.com/knemesis/knemesis/jobkey"
 	"github.com/knemesis/knemesis/lmt"
 	"github.com/knemesis/knemesis/lmt/lmttest"
 	"github.com/knemesis/knemesis/nemesis/launch"
@@ -226,22 +224,18 @@ func TestFootprintMeasured(t *testing.T) {
 	if uint64(st.Size) != f.Pool || uint64(st.Blocks*512) > f.Pool {
 		t.Errorf("pool: %d bytes, %d allocated; footprint says %d, and no more allocated", st.Size, st.Blocks*512, f.Pool)
 	}
-	job := launch.NewJobName()
-	c := (&lmt.Config{Rank: 0, Size: 2, Job: job}).WithDefaults()
-	s := servedShm(t, job, launch.JobDir(job), jobkey.Key{}, 0, c)
+	cfg := lmt.Config{Rank: 0, Size: 2, Job: launch.NewJobName()}
+	c := cfg.WithDefaults()
+	s := &shm{env: &lmt.Env{Rank: 0, Size: 2, Job: cfg.Job, Config: &c}, slots: uint64(c.ShmSlots), slotSize: c.ShmSlotSize, poolSlots: c.ShmPoolSlots, own: p}
 	r, err := s.open(0, 1, streamRing)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(r.mem)
-	fd, _, err := fdpass.Fetch(poolDir(s.env, 0), ringServed(streamRing, 0, 1), "ring", fdpass.Want{Size: int64(len(r.mem))})
-	if err != nil {
+	if err := unix.Stat(r.path, &st); err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(fd)
-	if err := unix.Fstat(fd, &st); err != nil {
-		t.Fatal(err)
-	}
+	unix.Unlink(r.path)
 	if uint64(st.Size) != f.Ring+f.FixedRing || uint64(st.Blocks*512) > f.Ring {
 		t.Errorf("ring: %d bytes, %d allocated; footprint says %d bytes of which %d allocated at most (the fixed slots stay sparse)", st.Size, st.Blocks*512, f.Ring+f.FixedRing, f.Ring)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/knemesis/knemesis/lmt"
+	"golang.org/x/sys/unix"
 )
 
 // The shm ring as a rail of a Split message (lmt.RingRail: multirail-shm's
@@ -21,12 +22,13 @@ import (
 // one that names another is corrupt, where the stream's ring would skip it
 // as left early or by a truncated message. A failed message gives the ring
 // up (RingAbort): its slots come back to the sender's pool, the ring is
-// not used again.
+// not used again, and its file, if the sender has not unlinked it yet, is
+// removed.
 
 // RingOpen implements lmt.Ringer: it maps the pair's rail ring on first
-// use. The receiver makes it before its CTS and judges then whether it
-// maps the sender's pool; the sender, after the CTS, receives it from the
-// receiver (open).
+// use. The receiver opens it before its CTS and judges then whether it
+// maps the sender's pool; the sender, after the CTS, finds it mapped by
+// the receiver and removes its name.
 func (s *shm) RingOpen(t *lmt.Transfer) error {
 	rp, src, dst := s.railFor(t)
 	if *rp == nil {
@@ -39,6 +41,10 @@ func (s *shm) RingOpen(t *lmt.Transfer) error {
 	r := *rp
 	if t.Side() == lmt.Receiver && r.verdict == reachUnknown {
 		s.judge(r)
+	}
+	if t.Side() == lmt.Sender && r.path != "" {
+		unix.Unlink(r.path)
+		r.path = ""
 	}
 	switch {
 	case r.corrupt != nil:

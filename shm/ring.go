@@ -6,7 +6,9 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/knemesis/knemesis/internal/fdpass"
+	"github.com/knemesis/knemesis/internal/tmpfs"
+	"github.com/knemesis/knemesis/lmt"
+	"github.com/knemesis/knemesis/shmfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,6 +75,7 @@ type ring struct {
 	// blind is the sender's id of the last transfer that filled early
 	// into the pool before the verdict.
 	blind uint64
+	path  string
 	src   int // the sending rank
 	dst   int // the receiving rank
 	// mine is this side's own counter (written for the sender, read for
@@ -100,81 +103,62 @@ type ring struct {
 	placed string
 }
 
-// The kinds of ring a pair has, served apart by the receiver: the
-// stream's, and the rail's that carries ring pieces of Split messages
-// (rail.go).
+// The kinds of ring a pair has, named apart in /dev/shm: the stream's, and
+// the rail's that carries ring pieces of Split messages (rail.go).
 const (
 	streamRing = "lmt"
 	railRing   = "rail"
 )
 
-// ringOwner is the rank that makes the ring of kind from src to dst and
-// serves it: the sender for the stream's (made at its first Check of the
-// peer, before any RTS to it, so that its first message may fill early
-// into the pool), the receiver for the rail's (made before its CTS, the
-// first time a message of the pair takes the rail, whose sender comes
-// only after that CTS).
-func ringOwner(kind string, src, dst int) int {
-	if kind == railRing {
-		return dst
+// ringPath names the ring of kind of the ordered pair in /dev/shm: the
+// job's name, the pair, and, when the job has a key, a part of it that
+// nobody outside the job can guess.
+func ringPath(env *lmt.Env, kind string, src, dst int) string {
+	path := "/dev/shm/knemesis-" + env.Job + "-" + kind + "-" + strconv.Itoa(src) + "-" + strconv.Itoa(dst)
+	if !env.Key.IsZero() {
+		path += "-" + env.Key.Name("lmt/shm-ring")
 	}
-	return src
+	return path
 }
 
-// ringServed is the name under which the owner serves the ring of kind
-// from src to dst (fdpass).
-func ringServed(kind string, src, dst int) string {
-	return "ring-" + kind + "-" + strconv.Itoa(src) + "-" + strconv.Itoa(dst)
-}
-
-// ringObject names the ring in errors.
+// ringObject names the ring in shmfile's errors.
 func ringObject(kind string, src, dst int) string {
 	return "shm " + kind + " ring from rank " + strconv.Itoa(src) + " to rank " + strconv.Itoa(dst)
 }
 
-// open maps the ring of kind of the ordered pair. The ring is a sealed
-// memfd (fdpass), so that no rank can shrink it under the other (SIGBUS)
-// or grow it, and it has no name in /dev/shm for another user to take
-// first or for a crash to leave behind. Its owner (ringOwner) makes it,
-// writes the geometry and serves it from this rank's handover socket
-// (pool.go), before the other side can need it; the other side receives it
-// from there, checked sealed and of this geometry's size before it maps
-// it.
+// open maps the ring of kind of the ordered pair, creating it if this side
+// comes first; both sides ask for the same size, so the order does not
+// matter.
 func (s *shm) open(src, dst int, kind string) (*ring, error) {
+	path := ringPath(s.env, kind, src, dst)
 	size, hdr := ringSize(int(s.slots), s.slotSize), ringHeaderSize(int(s.slots))
-	object := ringObject(kind, src, dst)
-	owner := ringOwner(kind, src, dst)
-	var fd int
-	var err error
-	if owner == s.env.Rank {
-		// The header is allocated now: a machine short of memory fails
-		// here instead of a later store. The fixed ring's slots stay
-		// holes until populate.
-		fd, err = fdpass.NewSealedSparse("knemesis-lmtring", int64(size), int64(hdr))
-	} else {
-		fd, _, err = fdpass.Fetch(poolDir(s.env, owner), ringServed(kind, src, dst), object, fdpass.Want{Size: int64(size)})
-	}
+	fd, _, err := shmfile.OpenOrCreate(path, ringObject(kind, src, dst))
 	if err != nil {
-		return nil, fmt.Errorf("lmt: %s: %w", object, err)
+		return nil, fmt.Errorf("lmt: shm ring: %w", err)
 	}
 	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return nil, fmt.Errorf("lmt: sizing shm ring %s to %d bytes: %w", path, size, err)
+	}
+	// The header is allocated now: a full /dev/shm fails this
+	// transfer's start with ENOSPC instead of a later store with SIGBUS.
+	if err := tmpfs.Allocate(fd, int64(hdr)); err != nil && err != unix.EOPNOTSUPP {
+		unix.Unlink(path)
+		return nil, fmt.Errorf("lmt: reserving %d bytes for shm ring %s: %w", hdr, path, err)
+	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("lmt: mapping %s: %w", object, err)
+		return nil, fmt.Errorf("lmt: mapping shm ring %s: %w", path, err)
 	}
 	geom := s.slots<<48 | uint64(s.poolSlots)<<32 | uint64(s.slotSize)
 	g := (*atomic.Uint64)(unsafe.Pointer(&mem[offGeom]))
-	if owner == s.env.Rank {
-		g.Store(geom) // before serving: the other side finds it set
-		if err := s.srv.Serve(ringServed(kind, src, dst), fd); err != nil {
-			unix.Munmap(mem)
-			return nil, fmt.Errorf("lmt: serving %s: %w", object, err)
-		}
-	} else if got := g.Load(); got != geom {
+	if !g.CompareAndSwap(0, geom) {
 		// Read once, before the unmap: the error reports the copy.
-		unix.Munmap(mem)
-		return nil, fmt.Errorf("lmt: %s has %d entries, pools of %d slots of %d bytes; this rank wants %d, %d of %d (lmt.Config differs between ranks)",
-			object, got>>48, uint16(got>>32), uint32(got), s.slots, s.poolSlots, s.slotSize)
+		if got := g.Load(); got != geom {
+			unix.Munmap(mem)
+			return nil, fmt.Errorf("lmt: shm ring %s has %d entries, pools of %d slots of %d bytes; this rank wants %d, %d of %d (lmt.Config differs between ranks)",
+				path, got>>48, uint16(got>>32), uint32(got), s.slots, s.poolSlots, s.slotSize)
+		}
 	}
 	r := &ring{
 		mem:     mem,
@@ -184,6 +168,7 @@ func (s *shm) open(src, dst int, kind string) (*ring, error) {
 		reach:   (*atomic.Uint64)(unsafe.Pointer(&mem[offReach])),
 		entries: unsafe.Slice((*entry)(unsafe.Pointer(&mem[offEntries])), s.slots),
 		data:    mem[hdr:],
+		path:    path,
 		src:     src,
 		dst:     dst,
 		rail:    kind == railRing,
@@ -211,14 +196,14 @@ func (r *ring) name() string {
 }
 
 // populate allocates the ring's own slots before the sender's first piece
-// goes there: memory too short for them fails the transfer with an error
+// goes there: a /dev/shm too full for them fails the transfer with ENOSPC
 // instead of a store with SIGBUS (MADV_POPULATE_WRITE, Linux 5.14; older
 // kernels answer EINVAL and keep the risk).
 func (r *ring) populate() error {
 	err := unix.Madvise(r.data, unix.MADV_POPULATE_WRITE)
 	if err != nil && err != unix.EINVAL {
 		r.broken = true
-		return fmt.Errorf("lmt: cannot allocate the %d bytes of the fixed shm ring from rank %d to rank %d: %w", len(r.data), r.src, r.dst, err)
+		return fmt.Errorf("lmt: /dev/shm cannot hold the %d bytes of the fixed shm ring from rank %d to rank %d: %w", len(r.data), r.src, r.dst, err)
 	}
 	r.populated = true
 	return nil

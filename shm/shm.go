@@ -13,29 +13,10 @@ func init() {
 	lmt.Register(lmt.Shm, newShm, func(*lmt.Config, lmt.Peer) error { return checkShm() })
 }
 
-// Check implements lmt.Backend. The engine checks a peer before its
-// first RTS to it, so this rank makes here the stream ring it sends on to
-// the peer (ringOwner): the peer's Start finds it served.
-func (s *shm) Check(peer lmt.Peer) error {
-	if err := checkShm(); err != nil {
-		return err
-	}
-	if peer.Rank < 0 || peer.Rank >= len(s.out) || peer.Rank == s.env.Rank || s.out[peer.Rank] != nil {
-		return nil
-	}
-	r, err := s.open(s.env.Rank, peer.Rank, streamRing)
-	if err != nil {
-		return &lmt.Unavailable{Backend: lmt.Shm, Peer: peer.Rank, Err: err, Reason: err.Error(),
-			Fix: "see the error: memory for the ring, or the job's directory (lmt.Config.Dir) for its handover socket"}
-	}
-	s.out[peer.Rank] = r
-	return nil
-}
+func (s *shm) Check(peer lmt.Peer) error { return checkShm() }
 
-// checkShm: the rings and pools are memfds handed over the job's
-// directory and need no /dev/shm; a /dev/shm that a container mounts
-// read-only or not at all is still refused, as before they moved there
-// (a setting of the node's that the other shared objects need).
+// checkShm: the rings live in /dev/shm, which some containers mount
+// read-only or not at all.
 func checkShm() error {
 	if err := unix.Access("/dev/shm", unix.W_OK|unix.X_OK); err != nil {
 		return &lmt.Unavailable{Backend: lmt.Shm, Peer: -1, Err: err, Reason: "/dev/shm is not writable: " + err.Error(),
@@ -119,6 +100,12 @@ func (s *shm) Start(t *lmt.Transfer) error {
 	}
 	if t.Side() == lmt.Receiver && (*rp).verdict == reachUnknown {
 		s.judge(*rp) // before the CTS
+	}
+	if t.Side() == lmt.Sender && (*rp).path != "" {
+		// The receiver mapped the ring before its CTS: the name has
+		// served, and a crash can no longer leave it behind.
+		unix.Unlink((*rp).path)
+		(*rp).path = ""
 	}
 	if (*rp).corrupt != nil {
 		return (*rp).corrupt
@@ -354,10 +341,16 @@ func (s *shm) peerPool(r *ring) (*pool, error) {
 	return nil, r.corrupt
 }
 
-// breakOff marks r not to be used again. It has no name to remove: the
-// memfd goes with the last mapping and the receiver's server.
+// breakOff marks r not to be used again and removes its name: nothing
+// will map it any more, so a transfer that failed before the sender's
+// Start (the receiver died before its CTS, say) leaves nothing in
+// /dev/shm.
 func (r *ring) breakOff() {
 	r.broken = true
+	if r.path != "" {
+		unix.Unlink(r.path)
+		r.path = ""
+	}
 }
 
 func (s *shm) Abort(t *lmt.Transfer) {
@@ -377,7 +370,10 @@ func (s *shm) Close() error {
 	for _, rings := range [][]*ring{s.out, s.in, s.railOut, s.railIn} {
 		for i, r := range rings {
 			if r != nil {
-				unix.Munmap(r.mem) // the peer keeps its mapping
+				unix.Munmap(r.mem)
+				if r.path != "" {
+					unix.Unlink(r.path) // the peer keeps its mapping
+				}
 				rings[i] = nil
 			}
 		}
