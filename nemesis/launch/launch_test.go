@@ -40,8 +40,14 @@ func helper(p launch.Proc, mode string) int {
 		}
 		// Leave this rank's pid where the test finds it, then wait
 		// for ever: only Run's kill ends it.
+		// Written under another name and renamed, so that a rank killed
+		// between creating the file and writing its pid leaves no file
+		// rather than an empty one.
 		name := filepath.Join(os.Getenv(envSurvivors), fmt.Sprint(p.Rank))
-		if err := os.WriteFile(name, []byte(fmt.Sprint(os.Getpid())), 0o600); err != nil {
+		if err := os.WriteFile(name+".tmp", []byte(fmt.Sprint(os.Getpid())), 0o600); err != nil {
+			return 4
+		}
+		if err := os.Rename(name+".tmp", name); err != nil {
 			return 4
 		}
 		for {
